@@ -1,0 +1,90 @@
+//! What a backend can and cannot promise, declared as data.
+//!
+//! The conformance suite selects its cases from these, and users can check
+//! them at run time (for example, refuse a backend whose fencing is not strong).
+
+use std::time::Duration;
+
+/// How far a backend's fencing tokens can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FencingStrength {
+    /// Tokens come from a linearizable, replicated log and never go back
+    /// (etcd revisions, ZooKeeper zxids).
+    Strong,
+    /// Tokens increase while the server keeps its data. A restart without
+    /// fsync or a failover to a lagging replica can make them go back
+    /// (Redis). Backends do the best they can, and say how.
+    BestEffort,
+    /// Tokens increase within one process only (the in-memory backend).
+    ProcessLocal,
+}
+
+/// The capabilities of a lock backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Short backend name: `memory`, `file`, `etcd`, `redis`, `redlock`, `zk`.
+    pub backend: &'static str,
+    /// How strong the fencing tokens are.
+    pub fencing: FencingStrength,
+    /// Waiters acquire in the order they started waiting.
+    pub fifo: bool,
+    /// Leader election is implemented.
+    pub election: bool,
+    /// The lock works across processes (and machines, for networked backends).
+    pub cross_process: bool,
+    /// Leases are renewed per lock (true) or per client session (false, ZooKeeper).
+    pub per_lock_lease: bool,
+    /// The shortest TTL the backend accepts.
+    pub min_ttl: Duration,
+    /// TTLs are rounded up to a multiple of this (etcd: whole seconds).
+    pub ttl_granularity: Duration,
+}
+
+impl Capabilities {
+    /// Capabilities with every optional promise off; backends switch on what they support.
+    pub fn new(backend: &'static str, fencing: FencingStrength) -> Self {
+        Capabilities {
+            backend,
+            fencing,
+            fifo: false,
+            election: false,
+            cross_process: true,
+            per_lock_lease: true,
+            min_ttl: Duration::from_millis(1),
+            ttl_granularity: Duration::from_millis(1),
+        }
+    }
+
+    /// Sets [`fifo`](Self::fifo).
+    pub fn with_fifo(mut self, fifo: bool) -> Self {
+        self.fifo = fifo;
+        self
+    }
+
+    /// Sets [`election`](Self::election).
+    pub fn with_election(mut self, election: bool) -> Self {
+        self.election = election;
+        self
+    }
+
+    /// Sets [`cross_process`](Self::cross_process).
+    pub fn with_cross_process(mut self, cross_process: bool) -> Self {
+        self.cross_process = cross_process;
+        self
+    }
+
+    /// Sets [`per_lock_lease`](Self::per_lock_lease).
+    pub fn with_per_lock_lease(mut self, per_lock_lease: bool) -> Self {
+        self.per_lock_lease = per_lock_lease;
+        self
+    }
+
+    /// Sets [`min_ttl`](Self::min_ttl) and [`ttl_granularity`](Self::ttl_granularity).
+    pub fn with_ttl_limits(mut self, min_ttl: Duration, granularity: Duration) -> Self {
+        self.min_ttl = min_ttl;
+        self.ttl_granularity = granularity;
+        self
+    }
+}

@@ -1,0 +1,185 @@
+//! One error type for every backend, with a [`ErrorKind`] that callers can act on.
+//!
+//! Backends map their client errors precisely: a lost lease or an expired
+//! session is [`ErrorKind::LeaseLost`] (never retryable), a refused connection
+//! is [`ErrorKind::Unavailable`] (retryable), and so on. Mapping everything to
+//! "temporary" would make callers retry operations whose lock is already gone.
+
+use std::fmt;
+
+/// A boxed error from a backend client, kept as the `source` of an [`Error`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `Result` with the distlock [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, in terms a caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The lock or election name is empty, too long, or holds NUL or control characters.
+    InvalidName,
+    /// A configuration value is invalid: a malformed URL, an unknown scheme, a zero TTL, ...
+    InvalidConfig,
+    /// The operation did not finish within its wait or request timeout.
+    Timeout,
+    /// `try_lock` found the lock held by someone else.
+    WouldBlock,
+    /// Our lease, session or key is gone: the lock is no longer ours.
+    LeaseLost,
+    /// The operation needs a lock or leadership that we do not hold.
+    NotHeld,
+    /// The server could not be reached or has no quorum.
+    Unavailable,
+    /// The server rejected our credentials or permissions.
+    Unauthorized,
+    /// The backend cannot do this, or the feature for it was not compiled in.
+    Unsupported,
+    /// Any other error reported by the backend or its client.
+    Backend,
+}
+
+impl ErrorKind {
+    /// A short lowercase name, used in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidName => "invalid name",
+            ErrorKind::InvalidConfig => "invalid configuration",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::WouldBlock => "would block",
+            ErrorKind::LeaseLost => "lease lost",
+            ErrorKind::NotHeld => "not held",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Backend => "backend error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of every distlock operation.
+///
+/// It carries a [`ErrorKind`], a message that names what was wrong (the lock,
+/// the backend, the address) and, where there is one, the client error as its
+/// [`source`](std::error::Error::source).
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    #[source]
+    source: Option<BoxError>,
+}
+
+impl Error {
+    /// A new error of `kind` with a message saying what was wrong.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attaches the underlying client error.
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message, without the kind prefix.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the same call may succeed if tried again later.
+    ///
+    /// `Timeout`, `WouldBlock` and `Unavailable` are retryable. `LeaseLost` is
+    /// not: the lock it was about is gone, and only a new acquisition (with a
+    /// new fencing token) can take it again.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::Timeout | ErrorKind::WouldBlock | ErrorKind::Unavailable
+        )
+    }
+
+    /// `InvalidName` with a message.
+    pub fn invalid_name(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidName, message)
+    }
+
+    /// `InvalidConfig` with a message.
+    pub fn invalid_config(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidConfig, message)
+    }
+
+    /// `Timeout` with a message.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Timeout, message)
+    }
+
+    /// `WouldBlock` with a message.
+    pub fn would_block(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::WouldBlock, message)
+    }
+
+    /// `LeaseLost` with a message.
+    pub fn lease_lost(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::LeaseLost, message)
+    }
+
+    /// `NotHeld` with a message.
+    pub fn not_held(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::NotHeld, message)
+    }
+
+    /// `Unavailable` with a message.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Unavailable, message)
+    }
+
+    /// `Unauthorized` with a message.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Unauthorized, message)
+    }
+
+    /// `Unsupported` with a message.
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Unsupported, message)
+    }
+
+    /// `Backend` with a message.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Backend, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_lost_is_not_retryable() {
+        assert!(!Error::lease_lost("gone").is_retryable());
+        assert!(Error::unavailable("down").is_retryable());
+        assert!(Error::timeout("slow").is_retryable());
+    }
+
+    #[test]
+    fn display_names_kind_and_message() {
+        let e = Error::invalid_name("lock name is empty");
+        assert_eq!(e.to_string(), "invalid name: lock name is empty");
+    }
+}

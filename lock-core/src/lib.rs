@@ -1,0 +1,43 @@
+//! The distlock contract.
+//!
+//! `lock-core` defines what every distlock backend promises: validated
+//! [`LockName`]s, leases with a TTL, strictly increasing [`FencingToken`]s, a
+//! [`LostSignal`] that fires when a held lock is gone, one [`Error`] type with
+//! a precise [`ErrorKind`], declared [`Capabilities`], and leader election. It
+//! depends on no network client. Backends live in `lock-etcd`, `lock-redis` and
+//! `lock-zk`; [`memory::MemoryBackend`] is a faithful in-process reference.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+//! use lock_core::{LockBackendExt, memory::MemoryBackend};
+//!
+//! let backend = MemoryBackend::new();
+//! let guard = backend.lock("reports/nightly").await?;
+//! println!("holding {} with token {}", guard.name(), guard.token());
+//! assert_eq!(backend.try_lock("reports/nightly").await.unwrap_err().kind(),
+//!            lock_core::ErrorKind::WouldBlock);
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+
+mod backend;
+mod capabilities;
+mod election;
+mod error;
+mod fencing;
+mod guard;
+mod lost;
+pub mod memory;
+mod name;
+mod options;
+pub mod renewal;
+
+pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
+pub use capabilities::{Capabilities, FencingStrength};
+pub use election::{DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
+pub use error::{BoxError, Error, ErrorKind, Result};
+pub use fencing::FencingToken;
+pub use guard::{HeldLock, LockGuard};
+pub use lost::{LossNotifier, LostReason, LostSignal};
+pub use name::{LockName, MAX_NAME_LEN};
+pub use options::{AcquireOptions, Wait, check_ttl};

@@ -1,0 +1,44 @@
+//! Leader election on the in-memory backend: a lock in its own key space
+//! whose holder publishes a value.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use tokio_stream::wrappers::WatchStream;
+
+use super::MemoryBackend;
+use super::table::Space;
+use crate::capabilities::Capabilities;
+use crate::election::{ElectionBackend, LeaderInfo, LeaderStream, Leadership};
+use crate::error::Result;
+use crate::name::LockName;
+use crate::options::AcquireOptions;
+
+#[async_trait]
+impl ElectionBackend for MemoryBackend {
+    fn capabilities(&self) -> Capabilities {
+        MemoryBackend::caps()
+    }
+
+    async fn campaign(
+        &self,
+        name: &LockName,
+        value: Vec<u8>,
+        options: &AcquireOptions,
+    ) -> Result<Leadership> {
+        let guard = self
+            .acquire_in(Space::Election, name, options, Some(value.clone()))
+            .await?;
+        Ok(Leadership::new(guard, value))
+    }
+
+    async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        Ok(self.table.leader(name))
+    }
+
+    async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        let leaders = WatchStream::new(self.table.watch_leader(name));
+        Ok(leaders
+            .filter_map(|leader| async move { leader.map(Ok) })
+            .boxed())
+    }
+}

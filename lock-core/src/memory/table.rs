@@ -1,0 +1,339 @@
+//! The shared lock table behind every clone of a `MemoryBackend`.
+//!
+//! One entry per (space, name): the holder with its lease, a FIFO queue of
+//! waiter ids, a change notification for waiters, and the published leader for
+//! elections. Expiry is lazy (checked on every access) plus timed wake-ups of
+//! waiters at the holder's expiry instant.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+
+use crate::election::LeaderInfo;
+use crate::error::{Error, Result};
+use crate::fencing::FencingToken;
+use crate::lost::{LossNotifier, LostReason};
+use crate::name::LockName;
+use crate::options::Wait;
+
+/// Locks and elections live in separate key spaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Space {
+    Lock,
+    Election,
+}
+
+impl Space {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Space::Lock => "lock",
+            Space::Election => "election",
+        }
+    }
+}
+
+/// What an acquisition was granted: its lease id and fencing token.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Grant {
+    pub(super) lease: u64,
+    pub(super) token: u64,
+    /// When the lease started: validity counts from here, not from when
+    /// the caller started waiting.
+    pub(super) granted_at: Instant,
+}
+
+/// The key that names one acquisition, shown to users as the guard's key.
+pub(super) fn key_of(space: Space, name: &LockName, lease: u64) -> String {
+    format!("memory:{}/{}#{}", space.as_str(), name, lease)
+}
+
+type EntryKey = (Space, LockName);
+
+#[derive(Debug, Default)]
+pub(super) struct Table {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<EntryKey, Entry>,
+    last_token: u64,
+    last_id: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    holder: Option<Holder>,
+    queue: VecDeque<u64>,
+    changed: watch::Sender<()>,
+    leader: watch::Sender<Option<LeaderInfo>>,
+}
+
+#[derive(Debug)]
+struct Holder {
+    lease: u64,
+    token: u64,
+    expires_at: Instant,
+    notifier: LossNotifier,
+    value: Option<Vec<u8>>,
+}
+
+impl Entry {
+    fn new() -> Self {
+        Entry {
+            holder: None,
+            queue: VecDeque::new(),
+            changed: watch::Sender::new(()),
+            leader: watch::Sender::new(None),
+        }
+    }
+
+    /// Drops a holder whose lease ran out, telling it and the waiters.
+    fn expire_if_due(&mut self, now: Instant) {
+        if self.holder.as_ref().is_some_and(|h| h.expires_at <= now) {
+            self.end_holder(LostReason::Expired);
+        }
+    }
+
+    fn end_holder(&mut self, reason: LostReason) {
+        if let Some(holder) = self.holder.take() {
+            holder.notifier.fire(reason);
+            self.changed.send_replace(());
+        }
+    }
+
+    fn holder_with(&mut self, lease: u64) -> Option<&mut Holder> {
+        self.holder.as_mut().filter(|h| h.lease == lease)
+    }
+
+    fn is_idle(&self) -> bool {
+        self.holder.is_none()
+            && self.queue.is_empty()
+            && self.changed.receiver_count() == 0
+            && self.leader.receiver_count() == 0
+    }
+
+    fn publish_leader(&self, key: &EntryKey) {
+        if let Some(h) = &self.holder
+            && let Some(value) = &h.value
+        {
+            self.leader.send_replace(Some(LeaderInfo {
+                value: value.clone(),
+                token: FencingToken(h.token),
+                key: key_of(key.0, &key.1, h.lease),
+            }));
+        }
+    }
+}
+
+/// Removes a waiter from its queue when its acquisition ends in any way,
+/// including cancellation, and wakes the others so the next one can proceed.
+struct QueueSlot<'a> {
+    table: &'a Table,
+    key: EntryKey,
+    id: u64,
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        let mut state = self.table.lock();
+        if let Some(entry) = state.entries.get_mut(&self.key)
+            && let Some(pos) = entry.queue.iter().position(|&w| w == self.id)
+        {
+            entry.queue.remove(pos);
+            entry.changed.send_replace(());
+        }
+    }
+}
+
+impl Table {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the lock, queueing in FIFO order while it is held.
+    pub(super) async fn acquire(
+        &self,
+        space: Space,
+        name: &LockName,
+        ttl: Duration,
+        wait: Wait,
+        notifier: LossNotifier,
+        value: Option<Vec<u8>>,
+    ) -> Result<Grant> {
+        let key = (space, name.clone());
+        let deadline = wait.deadline_from(Instant::now());
+        let id = {
+            let mut state = self.lock();
+            state.last_id += 1;
+            state.last_id
+        };
+        let _slot = QueueSlot {
+            table: self,
+            key: key.clone(),
+            id,
+        };
+        loop {
+            let (mut changed, holder_expiry) = {
+                let mut state = self.lock();
+                let now = Instant::now();
+                let next_token = state.last_token + 1;
+                let entry = state.entries.entry(key.clone()).or_insert_with(Entry::new);
+                entry.expire_if_due(now);
+                let our_turn = entry.queue.front().is_none_or(|&w| w == id);
+                if entry.holder.is_none() && our_turn {
+                    entry.queue.retain(|&w| w != id);
+                    entry.holder = Some(Holder {
+                        lease: id,
+                        token: next_token,
+                        expires_at: now + ttl,
+                        notifier,
+                        value,
+                    });
+                    entry.publish_leader(&key);
+                    state.last_token = next_token;
+                    return Ok(Grant {
+                        lease: id,
+                        token: next_token,
+                        granted_at: now,
+                    });
+                }
+                if wait == Wait::No {
+                    return Err(Error::would_block(format!(
+                        "lock {name} is held by another client"
+                    )));
+                }
+                if !entry.queue.contains(&id) {
+                    entry.queue.push_back(id);
+                }
+                (
+                    entry.changed.subscribe(),
+                    entry.holder.as_ref().map(|h| h.expires_at),
+                )
+            };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::timeout(format!(
+                    "lock {name} still held after waiting {:?}",
+                    match wait {
+                        Wait::Timeout(d) => d,
+                        _ => Duration::ZERO,
+                    }
+                )));
+            }
+            let wake_at = match (holder_expiry, deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        _ = changed.changed() => {}
+                        _ = sleep_until(at) => {}
+                    }
+                }
+                None => {
+                    let _ = changed.changed().await;
+                }
+            }
+        }
+    }
+
+    /// Extends our lease by `ttl`, or reports it gone.
+    pub(super) fn renew(
+        &self,
+        space: Space,
+        name: &LockName,
+        lease: u64,
+        ttl: Duration,
+    ) -> Result<()> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let entry = state.entries.get_mut(&(space, name.clone()));
+        match entry {
+            Some(entry) => {
+                entry.expire_if_due(now);
+                match entry.holder_with(lease) {
+                    Some(holder) => {
+                        holder.expires_at = now + ttl;
+                        Ok(())
+                    }
+                    None => Err(gone(name)),
+                }
+            }
+            None => Err(gone(name)),
+        }
+    }
+
+    /// Releases our lease if it is still the holder. Returns whether it was.
+    pub(super) fn release(&self, space: Space, name: &LockName, lease: u64) -> bool {
+        let mut state = self.lock();
+        let key = (space, name.clone());
+        let Some(entry) = state.entries.get_mut(&key) else {
+            return false;
+        };
+        entry.expire_if_due(Instant::now());
+        let ours = entry.holder_with(lease).is_some();
+        if ours {
+            entry.end_holder(LostReason::Released);
+        }
+        if entry.is_idle() {
+            state.entries.remove(&key);
+        }
+        ours
+    }
+
+    /// Ends whatever lease holds `name`, as a server-side expiry would.
+    pub(super) fn expire_holder(&self, space: Space, name: &LockName) -> bool {
+        let mut state = self.lock();
+        match state.entries.get_mut(&(space, name.clone())) {
+            Some(entry) if entry.holder.is_some() => {
+                entry.end_holder(LostReason::Expired);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Publishes a new leader value if `lease` still leads `name`.
+    pub(super) fn proclaim(&self, name: &LockName, lease: u64, value: Vec<u8>) -> Result<()> {
+        let mut state = self.lock();
+        let key = (Space::Election, name.clone());
+        let entry = state.entries.get_mut(&key).ok_or_else(|| gone(name))?;
+        entry.expire_if_due(Instant::now());
+        let holder = entry.holder_with(lease).ok_or_else(|| gone(name))?;
+        holder.value = Some(value);
+        entry.publish_leader(&key);
+        Ok(())
+    }
+
+    /// The current leader of an election.
+    pub(super) fn leader(&self, name: &LockName) -> Option<LeaderInfo> {
+        let mut state = self.lock();
+        let entry = state.entries.get_mut(&(Space::Election, name.clone()))?;
+        entry.expire_if_due(Instant::now());
+        let holder = entry.holder.as_ref()?;
+        Some(LeaderInfo {
+            value: holder.value.clone().unwrap_or_default(),
+            token: FencingToken(holder.token),
+            key: key_of(Space::Election, name, holder.lease),
+        })
+    }
+
+    /// Subscribes to the leaders published for an election.
+    pub(super) fn watch_leader(&self, name: &LockName) -> watch::Receiver<Option<LeaderInfo>> {
+        let mut state = self.lock();
+        let entry = state
+            .entries
+            .entry((Space::Election, name.clone()))
+            .or_insert_with(Entry::new);
+        entry.expire_if_due(Instant::now());
+        entry.leader.subscribe()
+    }
+}
+
+fn gone(name: &LockName) -> Error {
+    Error::lease_lost(format!("the lease on {name} has expired or was revoked"))
+}

@@ -1,0 +1,174 @@
+//! Properties of leader election.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use lock_core::{AcquireOptions, DynElectionBackend, LockName};
+
+use super::{SLACK, Target, within};
+
+async fn election_clients(target: &dyn Target, n: usize) -> Option<Vec<Arc<DynElectionBackend>>> {
+    let caps = super::capabilities_of(target).await;
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        match target.election_client().await {
+            Some(client) => clients.push(client),
+            None => {
+                assert!(
+                    !caps.election,
+                    "{} declares election but gives no client",
+                    caps.backend
+                );
+                eprintln!("{} has no election; nothing to check", caps.backend);
+                return None;
+            }
+        }
+    }
+    Some(clients)
+}
+
+/// Three candidates campaign at once; each leads in turn, never two at once,
+/// and leadership tokens strictly increase.
+pub async fn election_has_one_leader_at_a_time(target: &dyn Target) {
+    let Some(clients) = election_clients(target, 3).await else {
+        return;
+    };
+    let name = LockName::new("conformance/election/one").unwrap();
+    let leading = Arc::new(AtomicBool::new(false));
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, client) in clients.into_iter().enumerate() {
+        let (name, leading, tokens) = (name.clone(), leading.clone(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            let value = format!("candidate-{i}").into_bytes();
+            let leadership = client
+                .campaign(&name, value, &AcquireOptions::new())
+                .await
+                .expect("campaign");
+            assert!(!leading.swap(true, Ordering::SeqCst), "two leaders at once");
+            tokens.lock().unwrap().push(leadership.token());
+            let seen = client
+                .leader(&name)
+                .await
+                .expect("leader")
+                .expect("a leader");
+            assert_eq!(seen.token, leadership.token());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            leading.store(false, Ordering::SeqCst);
+            leadership.resign().await.expect("resign");
+        }));
+    }
+    for task in tasks {
+        within(Duration::from_secs(60), "all candidates lead in turn", task)
+            .await
+            .expect("candidate panicked");
+    }
+    let tokens = tokens.lock().unwrap();
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+/// An observer sees every leader and proclaimed value, in order.
+pub async fn election_observe_sees_leaders_in_order(target: &dyn Target) {
+    let Some(clients) = election_clients(target, 3).await else {
+        return;
+    };
+    let name = LockName::new("conformance/election/observe").unwrap();
+    let mut observed = clients[2].observe(&name).await.expect("observe");
+    let mut next_value = async || {
+        within(SLACK * 2, "observed leader", observed.next())
+            .await
+            .expect("stream ended")
+            .expect("observe error")
+    };
+    let opts = AcquireOptions::new();
+    let first = clients[0]
+        .campaign(&name, b"a".to_vec(), &opts)
+        .await
+        .expect("campaign a");
+    let seen = next_value().await;
+    assert_eq!(
+        (seen.value.as_slice(), seen.token),
+        (&b"a"[..], first.token())
+    );
+    first.proclaim(b"a2".to_vec()).await.expect("proclaim");
+    let seen = next_value().await;
+    assert_eq!(
+        (seen.value.as_slice(), seen.token),
+        (&b"a2"[..], first.token())
+    );
+    let waiting = {
+        let client = clients[1].clone();
+        let name = name.clone();
+        tokio::spawn(async move {
+            client
+                .campaign(&name, b"b".to_vec(), &AcquireOptions::new())
+                .await
+        })
+    };
+    let first_token = first.token();
+    first.resign().await.expect("resign");
+    let seen = next_value().await;
+    assert_eq!(seen.value, b"b".to_vec());
+    let second = within(SLACK, "second leader", waiting)
+        .await
+        .unwrap()
+        .expect("campaign b");
+    assert_eq!(seen.token, second.token());
+    assert!(second.token() > first_token);
+    second.resign().await.expect("resign");
+}
+
+/// When the leader resigns, a waiting candidate takes over promptly and
+/// `leader()` reports it.
+pub async fn election_resign_hands_over(target: &dyn Target) {
+    let Some(clients) = election_clients(target, 2).await else {
+        return;
+    };
+    let name = LockName::new("conformance/election/resign").unwrap();
+    let opts = AcquireOptions::new();
+    let first = clients[0]
+        .campaign(&name, b"first".to_vec(), &opts)
+        .await
+        .expect("campaign");
+    assert!(first.is_leader());
+    let follower = {
+        let client = clients[1].clone();
+        let name = name.clone();
+        tokio::spawn(async move {
+            client
+                .campaign(&name, b"second".to_vec(), &AcquireOptions::new())
+                .await
+        })
+    };
+    let current = clients[1]
+        .leader(&name)
+        .await
+        .expect("leader")
+        .expect("someone leads");
+    assert_eq!(current.value, b"first".to_vec());
+    let first_token = first.token();
+    first.resign().await.expect("resign");
+    let second = within(SLACK, "hand-over after resign", follower)
+        .await
+        .unwrap()
+        .expect("campaign");
+    assert!(second.token() > first_token);
+    let current = clients[0]
+        .leader(&name)
+        .await
+        .expect("leader")
+        .expect("someone leads");
+    assert_eq!(
+        (current.value, current.token),
+        (b"second".to_vec(), second.token())
+    );
+    second.resign().await.expect("resign");
+    let after = clients[0].leader(&name).await.expect("leader");
+    assert!(
+        after.is_none(),
+        "no leader after the last resign, got {after:?}"
+    );
+}

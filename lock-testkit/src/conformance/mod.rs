@@ -1,0 +1,126 @@
+//! The conformance suite: one `pub async fn` per property of the contract.
+//!
+//! A backend crate implements [`Target`] for its service under test and runs
+//! the whole suite with one line:
+//!
+//! ```ignore
+//! lock_testkit::conformance_tests!(my_backend::test_target().await);
+//! ```
+//!
+//! The macro expands to one `#[tokio::test]` per property, named after it, so
+//! a failure names the property that broke. Cases that depend on an optional
+//! capability (FIFO, election) check [`Capabilities`] first and say so when
+//! they do not apply.
+
+mod election;
+mod fencing;
+mod lease;
+mod locking;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+
+pub use election::{
+    election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
+    election_resign_hands_over,
+};
+pub use fencing::{
+    tokens_increase_across_successive_holders, tokens_increase_after_expiry_takeover,
+};
+pub use lease::{
+    expired_holder_is_taken_over_after_ttl, lost_signal_fires_when_lease_is_killed,
+    release_after_loss_is_harmless, renewal_keeps_lock_across_five_ttls,
+    stale_release_never_deletes_new_holder,
+};
+pub use locking::{
+    cancelled_lock_does_not_block_next_contender, different_names_do_not_block,
+    fifo_order_where_declared, invalid_input_is_rejected_before_io,
+    mutual_exclusion_under_contention, try_lock_on_held_lock_would_block,
+    wait_timeout_returns_timeout_within_bound,
+};
+
+/// Extra time allowed on top of a protocol bound before a test calls it a hang.
+pub const SLACK: Duration = Duration::from_secs(3);
+
+/// The service under test, as the conformance suite sees it.
+#[async_trait]
+pub trait Target: Send + Sync + 'static {
+    /// A new, independent client: its own connections and session, as a
+    /// separate process would have.
+    async fn client(&self) -> Arc<DynLockBackend>;
+
+    /// A new, independent election client, or `None` if the backend has no
+    /// election (its capabilities must then say so).
+    async fn election_client(&self) -> Option<Arc<DynElectionBackend>>;
+
+    /// The lease TTL the tests use: short, but at least the backend's minimum.
+    fn ttl(&self) -> Duration;
+
+    /// Ends the lease behind `guard` from outside, as the server would on
+    /// expiry (revoke the lease, delete the key, expire the session, ...).
+    async fn kill_lease(&self, guard: &LockGuard);
+
+    /// Makes the holder stop renewing as if its process had crashed.
+    ///
+    /// The default abandons the guard: renewal stops and the lock expires
+    /// after its TTL. Backends whose leases belong to a shared session
+    /// override it.
+    async fn crash(&self, guard: LockGuard) {
+        guard.abandon();
+    }
+}
+
+/// The capabilities of a fresh client of `target`.
+pub async fn capabilities_of(target: &dyn Target) -> Capabilities {
+    target.client().await.capabilities()
+}
+
+/// Expands to one `#[tokio::test]` per conformance property, each calling the
+/// property's function with the target built by the given expression.
+///
+/// The expression is evaluated inside each async test, so it may `.await`
+/// (for example, to start a real server per test).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($target:expr) => {
+        $crate::conformance_tests!(@cases $target;
+            mutual_exclusion_under_contention,
+            try_lock_on_held_lock_would_block,
+            wait_timeout_returns_timeout_within_bound,
+            different_names_do_not_block,
+            invalid_input_is_rejected_before_io,
+            cancelled_lock_does_not_block_next_contender,
+            fifo_order_where_declared,
+            tokens_increase_across_successive_holders,
+            tokens_increase_after_expiry_takeover,
+            expired_holder_is_taken_over_after_ttl,
+            renewal_keeps_lock_across_five_ttls,
+            lost_signal_fires_when_lease_is_killed,
+            stale_release_never_deletes_new_holder,
+            release_after_loss_is_harmless,
+            election_has_one_leader_at_a_time,
+            election_observe_sees_leaders_in_order,
+            election_resign_hands_over
+        );
+    };
+    (@cases $target:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let target = $target;
+                $crate::conformance::$case(&target).await;
+            }
+        )*
+    };
+}
+
+/// Awaits `fut`, panicking with `what` if it takes longer than `bound`.
+pub(crate) async fn within<T>(bound: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(bound, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("{what}: did not happen within {bound:?}"),
+    }
+}

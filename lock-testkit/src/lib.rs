@@ -1,0 +1,11 @@
+//! Test kit for distlock backends: the conformance suite, real-server
+//! launchers, a fault proxy, and a contention workload runner.
+//!
+//! Backend crates run the whole conformance suite with one macro call and
+//! start real etcd, Redis and ZooKeeper servers as child processes on loopback
+//! ports, with temporary data directories.
+
+pub mod conformance;
+pub mod proxy;
+pub mod servers;
+pub mod workload;

@@ -1,0 +1,1 @@
+//! Real-server launchers (in progress).

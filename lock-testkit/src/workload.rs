@@ -1,0 +1,268 @@
+//! The contention workload runner shared by the backend benchmarks and
+//! `distlock bench`.
+//!
+//! N clients (each its own backend instance, as separate processes would be)
+//! take M lock names in turn for a fixed duration. Every critical section
+//! checks mutual exclusion and token order, so a benchmark that goes fast by
+//! being wrong shows up as violations.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use hdrhistogram::Histogram;
+use lock_core::{AcquireOptions, DynLockBackend, ErrorKind, LockName, Result, Wait};
+use serde::Serialize;
+use tokio::time::Instant;
+
+/// Makes one new client of the backend under test.
+pub type ClientFactory =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<Arc<DynLockBackend>>> + Send + Sync>;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    /// Concurrent clients, each with its own backend instance.
+    pub clients: usize,
+    /// Lock names shared by the clients; client `i` starts on name `i % locks`
+    /// and moves to the next name after each acquisition.
+    pub locks: usize,
+    /// How long to run.
+    pub duration: Duration,
+    /// Lease TTL; `None` uses the backend default.
+    pub ttl: Option<Duration>,
+    /// Time spent inside each critical section.
+    pub hold: Duration,
+    /// Prefix of the lock names, so runs do not collide.
+    pub name_prefix: String,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            clients: 8,
+            locks: 1,
+            duration: Duration::from_secs(5),
+            ttl: None,
+            hold: Duration::ZERO,
+            name_prefix: "bench".into(),
+        }
+    }
+}
+
+/// Wait-latency percentiles, in microseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LatencySummary {
+    /// Median wait.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Longest wait.
+    pub max_us: u64,
+    /// Mean wait.
+    pub mean_us: f64,
+}
+
+/// The outcome of a workload run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkloadReport {
+    /// Acquisitions completed within the run.
+    pub acquisitions: u64,
+    /// Acquisitions per second.
+    pub per_second: f64,
+    /// Time from asking for the lock to holding it.
+    pub wait: LatencySummary,
+    /// Acquisitions per client, in client order (fairness).
+    pub per_client: Vec<u64>,
+    /// The fewest acquisitions of any client divided by the most (1.0 is perfectly even).
+    pub fairness: f64,
+    /// Times two clients were inside the same lock at once. Must be 0.
+    pub violations: u64,
+    /// Times a token was not above the previous one for its lock. Must be 0
+    /// (except for best-effort backends after data loss).
+    pub token_regressions: u64,
+    /// Acquisitions or releases that failed with an error.
+    pub errors: u64,
+    /// The first error seen, if any.
+    pub first_error: Option<String>,
+}
+
+/// Shared progress of a run, for progress bars.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Acquisitions completed so far.
+    pub acquisitions: AtomicU64,
+}
+
+struct LockCheck {
+    inside: AtomicBool,
+    last_token: AtomicU64,
+}
+
+struct Shared {
+    names: Vec<LockName>,
+    checks: Vec<LockCheck>,
+    violations: AtomicU64,
+    regressions: AtomicU64,
+    errors: AtomicU64,
+    first_error: std::sync::Mutex<Option<String>>,
+    progress: Arc<Progress>,
+}
+
+impl Shared {
+    fn record_error(&self, error: &lock_core::Error) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| error.to_string());
+    }
+}
+
+/// Runs the workload and reports what it measured.
+///
+/// Clients are created before the clock starts. Each acquisition waits at
+/// most until the end of the run plus 5 s, so a stuck backend cannot hang it.
+pub async fn run_workload(
+    config: &WorkloadConfig,
+    factory: ClientFactory,
+    progress: Arc<Progress>,
+) -> Result<WorkloadReport> {
+    let locks = config.locks.max(1);
+    let names = (0..locks)
+        .map(|i| LockName::new(format!("{}/{i}", config.name_prefix)))
+        .collect::<Result<Vec<_>>>()?;
+    let shared = Arc::new(Shared {
+        names,
+        checks: (0..locks)
+            .map(|_| LockCheck {
+                inside: AtomicBool::new(false),
+                last_token: AtomicU64::new(0),
+            })
+            .collect(),
+        violations: AtomicU64::new(0),
+        regressions: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        first_error: std::sync::Mutex::new(None),
+        progress,
+    });
+    let mut clients = Vec::with_capacity(config.clients);
+    for _ in 0..config.clients {
+        clients.push(factory().await?);
+    }
+    let start = Instant::now();
+    let end = start + config.duration;
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| tokio::spawn(run_client(i, client, shared.clone(), config.clone(), end)))
+        .collect();
+    let mut histogram = new_histogram();
+    let mut per_client = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let (count, hist) = task
+            .await
+            .map_err(|e| lock_core::Error::backend(format!("workload client panicked: {e}")))?;
+        per_client.push(count);
+        histogram
+            .add(&hist)
+            .expect("histograms have the same bounds");
+    }
+    let acquisitions: u64 = per_client.iter().sum();
+    let most = per_client.iter().copied().max().unwrap_or(0);
+    let least = per_client.iter().copied().min().unwrap_or(0);
+    Ok(WorkloadReport {
+        acquisitions,
+        per_second: acquisitions as f64 / config.duration.as_secs_f64(),
+        wait: summarize(&histogram),
+        per_client,
+        fairness: if most == 0 {
+            0.0
+        } else {
+            least as f64 / most as f64
+        },
+        violations: shared.violations.load(Ordering::Relaxed),
+        token_regressions: shared.regressions.load(Ordering::Relaxed),
+        errors: shared.errors.load(Ordering::Relaxed),
+        first_error: shared
+            .first_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
+    })
+}
+
+async fn run_client(
+    index: usize,
+    client: Arc<DynLockBackend>,
+    shared: Arc<Shared>,
+    config: WorkloadConfig,
+    end: Instant,
+) -> (u64, Histogram<u64>) {
+    let mut histogram = new_histogram();
+    let mut count = 0;
+    let mut lock_index = index % shared.names.len();
+    while Instant::now() < end {
+        let wait = end.saturating_duration_since(Instant::now()) + Duration::from_secs(5);
+        let mut options = AcquireOptions::new().wait(Wait::Timeout(wait));
+        options.ttl = config.ttl;
+        let asked = Instant::now();
+        let guard = match client.acquire(&shared.names[lock_index], &options).await {
+            Ok(guard) => guard,
+            Err(e) if e.kind() == ErrorKind::Timeout && Instant::now() >= end => break,
+            Err(e) => {
+                shared.record_error(&e);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let acquired = Instant::now();
+        if acquired > end {
+            drop_release(guard).await;
+            break;
+        }
+        let waited = acquired.duration_since(asked).as_micros() as u64;
+        histogram.saturating_record(waited.max(1));
+        let check = &shared.checks[lock_index];
+        if check.inside.swap(true, Ordering::SeqCst) {
+            shared.violations.fetch_add(1, Ordering::Relaxed);
+        }
+        let token = guard.token().get();
+        if check.last_token.fetch_max(token, Ordering::SeqCst) >= token {
+            shared.regressions.fetch_add(1, Ordering::Relaxed);
+        }
+        if !config.hold.is_zero() {
+            tokio::time::sleep(config.hold).await;
+        }
+        check.inside.store(false, Ordering::SeqCst);
+        if let Err(e) = guard.release().await {
+            shared.record_error(&e);
+        }
+        count += 1;
+        shared.progress.acquisitions.fetch_add(1, Ordering::Relaxed);
+        lock_index = (lock_index + 1) % shared.names.len();
+    }
+    (count, histogram)
+}
+
+async fn drop_release(guard: lock_core::LockGuard) {
+    let _ = guard.release().await;
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn summarize(histogram: &Histogram<u64>) -> LatencySummary {
+    if histogram.is_empty() {
+        return LatencySummary::default();
+    }
+    LatencySummary {
+        p50_us: histogram.value_at_quantile(0.50),
+        p90_us: histogram.value_at_quantile(0.90),
+        p99_us: histogram.value_at_quantile(0.99),
+        max_us: histogram.max(),
+        mean_us: histogram.mean(),
+    }
+}

@@ -1,0 +1,1 @@
+//! distlock backend for zk (work in progress).
