@@ -1,0 +1,1 @@
+//! distlock backend for one machine (work in progress).
