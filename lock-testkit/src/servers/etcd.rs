@@ -1,0 +1,348 @@
+//! etcd clusters (one member, or three for quorum tests).
+//!
+//! Members run with `--heartbeat-interval 10 --election-timeout 100`, so a
+//! cluster forms in well under a second and elects a new leader quickly
+//! after losing one. With that election timeout etcd's minimum lease TTL is
+//! below one second, so leases of 1 s are honoured as asked.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use tempfile::TempDir;
+
+use super::LaunchError;
+use super::binary::Requirement;
+use super::http;
+use super::ports::free_port;
+use super::process::ChildProcess;
+use super::readiness::wait_ready;
+
+/// How long a member may take to report healthy.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one status request may take in [`EtcdCluster::leader_index`].
+const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+const ETCD: Requirement = Requirement {
+    name: "etcd",
+    package: "etcd-server",
+};
+
+/// How to launch an [`EtcdCluster`].
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    members: usize,
+    binary: Option<PathBuf>,
+}
+
+impl EtcdOptions {
+    /// A cluster of `members` members (1 or 3 are the usual sizes), using
+    /// `etcd` from `PATH`.
+    pub fn new(members: usize) -> Self {
+        Self {
+            members,
+            binary: None,
+        }
+    }
+
+    /// Runs this `etcd` binary instead of the one on `PATH`.
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+}
+
+/// A running etcd cluster; dropping it kills every member and deletes their
+/// data.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    members: Vec<EtcdMember>,
+}
+
+impl EtcdCluster {
+    /// Starts a cluster of `members` members and waits until every one
+    /// reports healthy.
+    ///
+    /// # Panics
+    /// If `members` is zero.
+    pub async fn start(members: usize) -> Result<Self, LaunchError> {
+        Self::start_with(EtcdOptions::new(members)).await
+    }
+
+    /// Starts a cluster as described by `options` and waits until every
+    /// member reports healthy. All members start at once.
+    ///
+    /// # Panics
+    /// If the member count is zero.
+    pub async fn start_with(options: EtcdOptions) -> Result<Self, LaunchError> {
+        assert!(
+            options.members > 0,
+            "an etcd cluster needs at least one member"
+        );
+        let binary = ETCD.resolve(options.binary.as_deref())?;
+        let ports: Vec<(u16, u16)> = (0..options.members)
+            .map(|_| (free_port(), free_port()))
+            .collect();
+        let initial_cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("{}=http://127.0.0.1:{peer}", member_name(i)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let token = format!("distlock-testkit-{}-{}", std::process::id(), ports[0].0);
+        let members = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &(client, peer))| {
+                let cluster = ClusterSpec {
+                    binary: &binary,
+                    initial_cluster: &initial_cluster,
+                    token: &token,
+                };
+                EtcdMember::new(i, client, peer, &cluster)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for member in &members {
+            member.process.spawn()?;
+        }
+        try_join_all(members.iter().map(EtcdMember::wait_ready)).await?;
+        Ok(Self { members })
+    }
+
+    /// All members, in start order.
+    pub fn members(&self) -> &[EtcdMember] {
+        &self.members
+    }
+
+    /// The member at `index` (0-based).
+    ///
+    /// # Panics
+    /// If `index` is out of range.
+    pub fn member(&self, index: usize) -> &EtcdMember {
+        &self.members[index]
+    }
+
+    /// The client endpoints, `127.0.0.1:PORT`, one per member.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(EtcdMember::endpoint).collect()
+    }
+
+    /// The client URLs, `http://127.0.0.1:PORT`, one per member.
+    pub fn client_urls(&self) -> Vec<String> {
+        self.members.iter().map(EtcdMember::client_url).collect()
+    }
+
+    /// The index of the member that currently considers itself leader, or
+    /// `None` if no running, unpaused member does (e.g. mid-election).
+    ///
+    /// Asks each member's `/v3/maintenance/status` JSON gateway in turn.
+    pub async fn leader_index(&self) -> Option<usize> {
+        for (index, member) in self.members.iter().enumerate() {
+            if member.is_running() && !member.is_paused() && member.is_leader().await {
+                return Some(index);
+            }
+        }
+        None
+    }
+}
+
+/// What every member of one cluster shares.
+struct ClusterSpec<'a> {
+    binary: &'a Path,
+    initial_cluster: &'a str,
+    token: &'a str,
+}
+
+/// One etcd member process.
+#[derive(Debug)]
+pub struct EtcdMember {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    // Declared before `dir`: the process dies before its directory goes.
+    process: ChildProcess,
+    dir: TempDir,
+}
+
+impl EtcdMember {
+    fn new(
+        index: usize,
+        client_port: u16,
+        peer_port: u16,
+        cluster: &ClusterSpec<'_>,
+    ) -> Result<Self, LaunchError> {
+        let name = member_name(index);
+        let label = format!("etcd member {name} (127.0.0.1:{client_port})");
+        let dir = tempfile::Builder::new()
+            .prefix("distlock-etcd-")
+            .tempdir()
+            .map_err(|source| LaunchError::Io {
+                what: label.clone(),
+                source,
+            })?;
+        let client_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let data_dir = dir.path().join("data");
+        let args: Vec<OsString> = [
+            "--name",
+            &name,
+            "--listen-client-urls",
+            &client_url,
+            "--advertise-client-urls",
+            &client_url,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            cluster.initial_cluster,
+            "--initial-cluster-token",
+            cluster.token,
+            "--initial-cluster-state",
+            "new",
+            "--heartbeat-interval",
+            "10",
+            "--election-timeout",
+            "100",
+            "--logger",
+            "zap",
+            "--log-level",
+            "warn",
+            "--data-dir",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .chain([data_dir.into_os_string()])
+        .collect();
+        let process = ChildProcess::new(
+            label,
+            cluster.binary.to_owned(),
+            args,
+            dir.path(),
+            dir.path().join("etcd.log"),
+        );
+        Ok(Self {
+            name,
+            client_port,
+            peer_port,
+            process,
+            dir,
+        })
+    }
+
+    /// The member name (`n1`, `n2`, ...).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The client endpoint, `127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// The client URL, `http://127.0.0.1:PORT`.
+    pub fn client_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The peer URL, `http://127.0.0.1:PORT`.
+    pub fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
+    /// The member's temporary directory (data and log).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The member's log file (stdout and stderr, across restarts).
+    pub fn log_path(&self) -> &Path {
+        self.process.log_path()
+    }
+
+    /// Whether `GET /health` answers `"health":"true"` right now.
+    pub async fn is_healthy(&self) -> bool {
+        tokio::time::timeout(STATUS_TIMEOUT, self.health())
+            .await
+            .is_ok_and(|health| health.is_ok())
+    }
+
+    /// Whether this member considers itself the leader right now.
+    pub async fn is_leader(&self) -> bool {
+        tokio::time::timeout(STATUS_TIMEOUT, self.status())
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|(member_id, leader)| member_id == leader)
+    }
+
+    /// Kills the member with `SIGKILL` and waits until it is reaped.
+    pub async fn kill(&self) {
+        self.process.kill().await;
+    }
+
+    /// Kills the member if it runs, starts it again with the same ports and
+    /// data directory, and waits until it reports healthy.
+    pub async fn restart(&self) -> Result<(), LaunchError> {
+        self.process.kill().await;
+        self.process.spawn()?;
+        self.wait_ready().await
+    }
+
+    /// Freezes the member with `SIGSTOP`; its sockets stay open but it
+    /// answers nothing.
+    pub fn pause(&self) {
+        self.process.pause();
+    }
+
+    /// Unfreezes a paused member with `SIGCONT`.
+    pub fn resume(&self) {
+        self.process.resume();
+    }
+
+    /// Whether the process is alive (paused counts as alive).
+    pub fn is_running(&self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Whether the process is alive and paused.
+    pub fn is_paused(&self) -> bool {
+        self.process.is_paused()
+    }
+
+    async fn wait_ready(&self) -> Result<(), LaunchError> {
+        wait_ready(&self.process, READY_TIMEOUT, || self.health()).await
+    }
+
+    async fn health(&self) -> Result<(), String> {
+        let endpoint = self.endpoint();
+        match http::request(&endpoint, "GET", "/health", "").await {
+            Ok(response)
+                if response.status == 200 && response.body.contains(r#""health":"true""#) =>
+            {
+                Ok(())
+            }
+            Ok(response) => Err(format!(
+                "GET /health: {} {}",
+                response.status,
+                response.body.trim()
+            )),
+            Err(err) => Err(format!("GET /health: {err}")),
+        }
+    }
+
+    /// `(member_id, leader)` from the maintenance status JSON gateway.
+    async fn status(&self) -> Option<(String, String)> {
+        let response = http::request(&self.endpoint(), "POST", "/v3/maintenance/status", "{}")
+            .await
+            .ok()?;
+        let json: serde_json::Value = serde_json::from_str(&response.body).ok()?;
+        let member_id = json.pointer("/header/member_id")?.as_str()?.to_owned();
+        let leader = json.get("leader")?.as_str()?.to_owned();
+        Some((member_id, leader))
+    }
+}
+
+fn member_name(index: usize) -> String {
+    format!("n{}", index + 1)
+}

@@ -1,0 +1,404 @@
+//! ZooKeeper: a standalone server or a three-server ensemble.
+//!
+//! Servers run Debian's ZooKeeper jar directly on the JVM
+//! (`QuorumPeerMain zoo.cfg`); the jar's manifest pulls in its dependencies
+//! from `/usr/share/java`, and `slf4j-log4j12.jar` plus `log4j-1.2.jar` make
+//! it log (at INFO, to the member's log file).
+//!
+//! `tickTime` is 100 ms, so sessions can be as short as 200 ms
+//! (`minSessionTimeout=200`, `maxSessionTimeout=60000`). Followers notice a
+//! dead or frozen leader after `syncLimit` ticks (1 s). Transaction logs are
+//! not fsynced (`forceSync=no`): a `SIGKILL` loses nothing, only a machine
+//! crash would.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::LaunchError;
+use super::binary::Requirement;
+use super::ports::free_port;
+use super::process::ChildProcess;
+use super::readiness::wait_ready;
+
+/// How long every member of an ensemble may take to serve.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one four-letter command may take in status queries.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+/// Where Debian installs ZooKeeper and its dependencies.
+const DEFAULT_JAR_DIR: &str = "/usr/share/java";
+/// Jars that make ZooKeeper log; used when present.
+const LOGGING_JARS: [&str; 2] = ["slf4j-log4j12.jar", "log4j-1.2.jar"];
+const JAVA: Requirement = Requirement {
+    name: "java",
+    package: "default-jre-headless",
+};
+const ZOOKEEPER_JAR: Requirement = Requirement {
+    name: "ZooKeeper (zookeeper.jar)",
+    package: "zookeeper",
+};
+/// Small heap, fast startup: three JVMs share two cores in tests.
+const JVM_FLAGS: [&str; 6] = [
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+    "-Dzookeeper.jmx.log4j.disable=true",
+];
+const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+const LOG4J_PROPERTIES: &str = "\
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Target=System.out
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n
+";
+
+/// How to launch a [`ZkEnsemble`].
+#[derive(Debug, Clone)]
+pub struct ZkOptions {
+    members: usize,
+    java: Option<PathBuf>,
+    jar_dir: Option<PathBuf>,
+}
+
+impl ZkOptions {
+    /// An ensemble of `members` servers (1 runs standalone; 3 is the usual
+    /// quorum size), using `java` from `PATH` and jars from
+    /// `/usr/share/java`.
+    pub fn new(members: usize) -> Self {
+        Self {
+            members,
+            java: None,
+            jar_dir: None,
+        }
+    }
+
+    /// Runs this `java` binary instead of the one on `PATH`.
+    pub fn java(mut self, path: impl Into<PathBuf>) -> Self {
+        self.java = Some(path.into());
+        self
+    }
+
+    /// Looks for `zookeeper.jar` and the logging jars in this directory
+    /// instead of `/usr/share/java`.
+    pub fn jar_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.jar_dir = Some(dir.into());
+        self
+    }
+}
+
+/// A running ZooKeeper ensemble; dropping it kills every server and deletes
+/// their data.
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    members: Vec<ZkMember>,
+}
+
+impl ZkEnsemble {
+    /// Starts `members` servers and waits until every one serves (its `srvr`
+    /// output shows a `Mode:`).
+    ///
+    /// # Panics
+    /// If `members` is zero.
+    pub async fn start(members: usize) -> Result<Self, LaunchError> {
+        Self::start_with(ZkOptions::new(members)).await
+    }
+
+    /// Starts an ensemble as described by `options`; all servers start at
+    /// once.
+    ///
+    /// # Panics
+    /// If the member count is zero.
+    pub async fn start_with(options: ZkOptions) -> Result<Self, LaunchError> {
+        assert!(
+            options.members > 0,
+            "a ZooKeeper ensemble needs at least one server"
+        );
+        let java = JAVA.resolve(options.java.as_deref())?;
+        let classpath = classpath(
+            options
+                .jar_dir
+                .as_deref()
+                .unwrap_or(Path::new(DEFAULT_JAR_DIR)),
+        )?;
+        let ports: Vec<MemberPorts> = (0..options.members)
+            .map(|_| MemberPorts {
+                client: free_port(),
+                peer: free_port(),
+                election: free_port(),
+            })
+            .collect();
+        let servers = if ports.len() > 1 {
+            ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}\n", i + 1, p.peer, p.election))
+                .collect()
+        } else {
+            String::new()
+        };
+        let members = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &ports)| ZkMember::new(i + 1, ports, &java, &classpath, &servers))
+            .collect::<Result<Vec<_>, _>>()?;
+        for member in &members {
+            member.process.spawn()?;
+        }
+        try_join_all(members.iter().map(ZkMember::wait_ready)).await?;
+        Ok(Self { members })
+    }
+
+    /// All servers, in start order.
+    pub fn members(&self) -> &[ZkMember] {
+        &self.members
+    }
+
+    /// The server at `index` (0-based; its `myid` is `index + 1`).
+    ///
+    /// # Panics
+    /// If `index` is out of range.
+    pub fn member(&self, index: usize) -> &ZkMember {
+        &self.members[index]
+    }
+
+    /// The client addresses, `127.0.0.1:PORT`, one per server.
+    pub fn addrs(&self) -> Vec<String> {
+        self.members.iter().map(ZkMember::addr).collect()
+    }
+
+    /// The connect string, `127.0.0.1:P1,127.0.0.1:P2,...`.
+    pub fn connect_string(&self) -> String {
+        self.addrs().join(",")
+    }
+
+    /// The index of the server whose `srvr` mode is `leader` (a standalone
+    /// server counts as leader), or `None` if no running, unpaused server
+    /// says so (e.g. mid-election).
+    pub async fn leader_index(&self) -> Option<usize> {
+        for (index, member) in self.members.iter().enumerate() {
+            if !member.is_running() || member.is_paused() {
+                continue;
+            }
+            if matches!(
+                member.mode().await.as_deref(),
+                Some("leader" | "standalone")
+            ) {
+                return Some(index);
+            }
+        }
+        None
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MemberPorts {
+    client: u16,
+    peer: u16,
+    election: u16,
+}
+
+/// One ZooKeeper server process.
+#[derive(Debug)]
+pub struct ZkMember {
+    id: usize,
+    ports: MemberPorts,
+    // Declared before `dir`: the process dies before its directory goes.
+    process: ChildProcess,
+    dir: TempDir,
+}
+
+impl ZkMember {
+    fn new(
+        id: usize,
+        ports: MemberPorts,
+        java: &Path,
+        classpath: &str,
+        servers: &str,
+    ) -> Result<Self, LaunchError> {
+        let label = format!("ZooKeeper server {id} (127.0.0.1:{})", ports.client);
+        let io_error = |source| LaunchError::Io {
+            what: label.clone(),
+            source,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("distlock-zk-")
+            .tempdir()
+            .map_err(io_error)?;
+        let data_dir = dir.path().join("data");
+        fs::create_dir(&data_dir).map_err(io_error)?;
+        if !servers.is_empty() {
+            fs::write(data_dir.join("myid"), format!("{id}\n")).map_err(io_error)?;
+        }
+        let config = dir.path().join("zoo.cfg");
+        fs::write(&config, zoo_cfg(&data_dir, ports.client, servers)).map_err(io_error)?;
+        let log4j = dir.path().join("log4j.properties");
+        fs::write(&log4j, LOG4J_PROPERTIES).map_err(io_error)?;
+
+        let mut args: Vec<OsString> = JVM_FLAGS.iter().map(OsString::from).collect();
+        args.push(format!("-Dlog4j.configuration=file:{}", log4j.display()).into());
+        args.extend([
+            "-cp".into(),
+            classpath.into(),
+            MAIN_CLASS.into(),
+            config.into_os_string(),
+        ]);
+        let process = ChildProcess::new(
+            label,
+            java.to_owned(),
+            args,
+            dir.path(),
+            dir.path().join("zookeeper.log"),
+        );
+        Ok(Self {
+            id,
+            ports,
+            process,
+            dir,
+        })
+    }
+
+    /// The server's `myid` (1-based).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.ports.client
+    }
+
+    /// The client address, `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.ports.client)
+    }
+
+    /// The server's temporary directory (config, data and log).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's log file (stdout and stderr, across restarts).
+    pub fn log_path(&self) -> &Path {
+        self.process.log_path()
+    }
+
+    /// The `Mode:` from `srvr` (`standalone`, `leader`, `follower`), or
+    /// `None` if the server does not serve or answer right now.
+    pub async fn mode(&self) -> Option<String> {
+        let srvr = tokio::time::timeout(QUERY_TIMEOUT, four_letter_word(&self.addr(), "srvr"))
+            .await
+            .ok()?
+            .ok()?;
+        parse_mode(&srvr).map(str::to_owned)
+    }
+
+    /// Kills the server with `SIGKILL` and waits until it is reaped.
+    pub async fn kill(&self) {
+        self.process.kill().await;
+    }
+
+    /// Kills the server if it runs, starts it again with the same ports and
+    /// data directory, and waits until it serves again.
+    pub async fn restart(&self) -> Result<(), LaunchError> {
+        self.process.kill().await;
+        self.process.spawn()?;
+        self.wait_ready().await
+    }
+
+    /// Freezes the server with `SIGSTOP`; its sessions' clients see no
+    /// answers and its peers see no heartbeats.
+    pub fn pause(&self) {
+        self.process.pause();
+    }
+
+    /// Unfreezes a paused server with `SIGCONT`.
+    pub fn resume(&self) {
+        self.process.resume();
+    }
+
+    /// Whether the process is alive (paused counts as alive).
+    pub fn is_running(&self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Whether the process is alive and paused.
+    pub fn is_paused(&self) -> bool {
+        self.process.is_paused()
+    }
+
+    async fn wait_ready(&self) -> Result<(), LaunchError> {
+        wait_ready(&self.process, READY_TIMEOUT, || async {
+            let srvr = four_letter_word(&self.addr(), "srvr")
+                .await
+                .map_err(|err| format!("srvr: {err}"))?;
+            match parse_mode(&srvr) {
+                Some(_) => Ok(()),
+                None => Err(format!("srvr answered {:?}", srvr.trim())),
+            }
+        })
+        .await
+    }
+}
+
+/// Sends a four-letter command (`srvr`, `stat`, `mntr`, `ruok`) to the
+/// ZooKeeper server at `addr` and returns its whole answer. Only the
+/// commands whitelisted by the launchers (`ruok,srvr,stat,mntr`) answer.
+pub async fn four_letter_word(addr: &str, command: &str) -> io::Result<String> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.write_all(command.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+fn parse_mode(srvr: &str) -> Option<&str> {
+    srvr.lines()
+        .find_map(|line| line.strip_prefix("Mode:"))
+        .map(str::trim)
+}
+
+fn zoo_cfg(data_dir: &Path, client_port: u16, servers: &str) -> String {
+    format!(
+        "\
+tickTime=100
+initLimit=50
+syncLimit=10
+minSessionTimeout=200
+maxSessionTimeout=60000
+dataDir={}
+clientPort={client_port}
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr
+forceSync=no
+preAllocSize=1024
+cnxTimeout=1000
+{servers}",
+        data_dir.display()
+    )
+}
+
+/// `zookeeper.jar` (required) plus the logging jars (if present).
+fn classpath(jar_dir: &Path) -> Result<String, LaunchError> {
+    let zookeeper = ZOOKEEPER_JAR.file_at(&jar_dir.join("zookeeper.jar"))?;
+    let mut entries = vec![zookeeper.display().to_string()];
+    entries.extend(
+        LOGGING_JARS
+            .iter()
+            .map(|jar| jar_dir.join(jar))
+            .filter(|path| path.is_file())
+            .map(|path| path.display().to_string()),
+    );
+    Ok(entries.join(":"))
+}

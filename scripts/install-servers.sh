@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs the real servers the distlock tests run (etcd, Redis, ZooKeeper)
+# plus protoc, from Debian/Ubuntu packages, if they are missing.
+#
+# Idempotent: when everything is present it only prints what it checked and
+# exits without touching apt. Uses sudo when not root (and sudo exists).
+#
+#   etcd, etcdctl            etcd-server, etcd-client
+#   redis-server, redis-cli  redis-server, redis-tools
+#   zookeeper.jar + java     zookeeper (depends on a Java runtime and on the
+#                            slf4j/log4j jars the launcher puts on the classpath)
+#   protoc                   protobuf-compiler (etcd-client crate build)
+set -euo pipefail
+
+JAR_DIR=/usr/share/java
+missing=()
+
+need() { # need <package> <description> <test...>
+    local package=$1 what=$2
+    shift 2
+    if "$@" >/dev/null 2>&1; then
+        printf 'ok       %s\n' "$what"
+    else
+        printf 'missing  %s (apt package %s)\n' "$what" "$package"
+        missing+=("$package")
+    fi
+}
+
+need etcd-server       "etcd"                        command -v etcd
+need etcd-client       "etcdctl"                     command -v etcdctl
+need redis-server      "redis-server"                command -v redis-server
+need redis-tools       "redis-cli"                   command -v redis-cli
+need zookeeper         "$JAR_DIR/zookeeper.jar"      test -f "$JAR_DIR/zookeeper.jar"
+need libslf4j-java     "$JAR_DIR/slf4j-log4j12.jar"  test -f "$JAR_DIR/slf4j-log4j12.jar"
+need liblog4j1.2-java  "$JAR_DIR/log4j-1.2.jar"      test -f "$JAR_DIR/log4j-1.2.jar"
+need default-jre-headless "java"                     command -v java
+need protobuf-compiler "protoc"                      command -v protoc
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "all servers present"
+    exit 0
+fi
+
+# Deduplicate, keep order.
+mapfile -t packages < <(printf '%s\n' "${missing[@]}" | awk '!seen[$0]++')
+
+if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo)
+else
+    echo "error: need root (or sudo) to install: ${packages[*]}" >&2
+    exit 1
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: apt-get not found; install these packages by hand: ${packages[*]}" >&2
+    exit 1
+fi
+
+echo "installing: ${packages[*]}"
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${packages[@]}"
+
+# Verify: fail loudly rather than let the tests fail later.
+for check in etcd etcdctl redis-server redis-cli java protoc; do
+    command -v "$check" >/dev/null || { echo "error: $check still missing" >&2; exit 1; }
+done
+test -f "$JAR_DIR/zookeeper.jar" || { echo "error: $JAR_DIR/zookeeper.jar still missing" >&2; exit 1; }
+echo "all servers installed"
