@@ -228,7 +228,8 @@ async fn run_client(
         if check.inside.swap(true, Ordering::SeqCst) {
             shared.violations.fetch_add(1, Ordering::Relaxed);
         }
-        let token = guard.token().get();
+        // Stored as token + 1 so that a first token of 0 is not a regression.
+        let token = guard.token().get().saturating_add(1);
         if check.last_token.fetch_max(token, Ordering::SeqCst) >= token {
             shared.regressions.fetch_add(1, Ordering::Relaxed);
         }

@@ -1,0 +1,237 @@
+//! Contention benchmark: our lock against `zookeeper-client`'s own lock
+//! recipe, on one lock name, with 1 and 8 clients, in the same run against
+//! the same standalone ZooKeeper.
+//!
+//! Run: `cargo bench -p lock-zk --bench contention`. `BENCH_SECS` (default
+//! 3) sets the length of one case, `BENCH_ROUNDS` (default 3) how many
+//! interleaved rounds are run; the median round of each case is reported.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use lock_core::{
+    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken, HeldLock,
+    LockBackend, LockGuard, LockName, LossNotifier, LostReason, Result, Wait,
+};
+use lock_testkit::servers::ZkEnsemble;
+use lock_testkit::workload::{
+    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+};
+use lock_zk::{ZkBackend, ZkConfig, zk};
+
+const SESSION: Duration = Duration::from_secs(10);
+
+/// `zookeeper-client`'s lock recipe (`Client::lock` with Curator-style
+/// prefixes), wrapped as a `LockBackend`. Its token is the node's sequence
+/// number, and release is its drop (a background delete).
+struct PeerBackend {
+    client: zk::Client,
+}
+
+impl fmt::Debug for PeerBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PeerBackend")
+    }
+}
+
+struct PeerHeld {
+    lock: std::sync::Mutex<Option<zk::OwnedLockClient>>,
+    notifier: LossNotifier,
+}
+
+impl fmt::Debug for PeerHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PeerHeld")
+    }
+}
+
+#[async_trait]
+impl HeldLock for PeerHeld {
+    async fn renew(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        self.notifier.fire(LostReason::Released);
+        drop(self.lock.lock().unwrap().take());
+        Ok(())
+    }
+
+    fn abandon(self: Box<Self>) {
+        std::mem::forget(self.lock.lock().unwrap().take());
+    }
+}
+
+#[async_trait]
+impl LockBackend for PeerBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new("zk-recipe", FencingStrength::Strong).with_fifo(true)
+    }
+
+    fn default_ttl(&self) -> Duration {
+        SESSION
+    }
+
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        let dir = format!("/bench-peer/{}", name.as_str().replace('/', "_"));
+        let prefix = zk::LockPrefix::new_curator(&dir, "lock-")
+            .map_err(|e| Error::backend(e.to_string()))?;
+        let acls = zk::Acls::anyone_all();
+        let lock_options = zk::LockOptions::new(acls)
+            .with_ancestor_options(zk::CreateMode::Persistent.with_acls(acls))
+            .map_err(|e| Error::backend(e.to_string()))?;
+        let locking = self.client.lock(prefix, b"", lock_options);
+        let lock = match options.wait {
+            Wait::Timeout(wait) => tokio::time::timeout(wait, locking)
+                .await
+                .map_err(|_| Error::timeout("peer lock wait timed out"))?,
+            _ => locking.await,
+        }
+        .map_err(|e| Error::backend(e.to_string()))?
+        .into_owned();
+        let path = lock.lock_path().to_owned();
+        let sequence: u64 = path
+            .rsplit('-')
+            .next()
+            .and_then(|digits| digits.parse().ok())
+            .unwrap_or_default();
+        let notifier = LossNotifier::new();
+        let held = PeerHeld {
+            lock: std::sync::Mutex::new(Some(lock)),
+            notifier: notifier.clone(),
+        };
+        Ok(LockGuard::new(
+            name.clone(),
+            FencingToken(sequence),
+            path,
+            SESSION,
+            notifier.signal(),
+            Box::new(held),
+        ))
+    }
+}
+
+fn ours(servers: String) -> ClientFactory {
+    Arc::new(move || {
+        let config = ZkConfig::new([servers.clone()])
+            .with_prefix("/bench-ours")
+            .with_session_timeout(SESSION);
+        async move { Ok(Arc::new(ZkBackend::connect(config).await?) as Arc<DynLockBackend>) }
+            .boxed()
+    })
+}
+
+fn peer(servers: String) -> ClientFactory {
+    Arc::new(move || {
+        let servers = servers.clone();
+        async move {
+            let client = zk::Client::connector()
+                .with_session_timeout(SESSION)
+                .connect(&servers)
+                .await
+                .map_err(|e| Error::unavailable(e.to_string()))?;
+            Ok(Arc::new(PeerBackend { client }) as Arc<DynLockBackend>)
+        }
+        .boxed()
+    })
+}
+
+async fn measure(label: &str, clients: usize, secs: u64, factory: ClientFactory) -> WorkloadReport {
+    let config = WorkloadConfig {
+        clients,
+        locks: 1,
+        duration: Duration::from_secs(secs),
+        name_prefix: format!("{label}-{clients}"),
+        ..WorkloadConfig::default()
+    };
+    run_workload(&config, factory, Arc::new(Progress::default()))
+        .await
+        .unwrap_or_else(|e| panic!("{label} with {clients} clients: {e}"))
+}
+
+/// The report with the median throughput of several rounds.
+fn median(mut reports: Vec<WorkloadReport>) -> WorkloadReport {
+    reports.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+    reports.swap_remove(reports.len() / 2)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let secs = env("BENCH_SECS", 3);
+    let rounds = env("BENCH_ROUNDS", 3) as usize;
+    let server = ZkEnsemble::start(1)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start ZooKeeper: {e}"));
+    let servers = server.connect_string();
+    // Warm up the JVM and both code paths before measuring.
+    measure("warmup-ours", 4, 1, ours(servers.clone())).await;
+    measure("warmup-peer", 4, 1, peer(servers.clone())).await;
+    let cases = [
+        (1, "lock-zk"),
+        (1, "zookeeper-client recipe"),
+        (8, "lock-zk"),
+        (8, "zookeeper-client recipe"),
+    ];
+    let mut results: Vec<Vec<WorkloadReport>> = vec![Vec::new(); cases.len()];
+    // Rounds interleave the cases so that background load hits all alike.
+    for round in 0..rounds {
+        for (i, (clients, label)) in cases.iter().enumerate() {
+            let factory = if *label == "lock-zk" {
+                ours(servers.clone())
+            } else {
+                peer(servers.clone())
+            };
+            let report = measure(&format!("{label}-r{round}"), *clients, secs, factory).await;
+            eprintln!(
+                "round {round}: {label}, {clients} clients: {:.0}/s",
+                report.per_second
+            );
+            results[i].push(report);
+        }
+    }
+    println!("{rounds} rounds of {secs} s per case; median round shown");
+    println!();
+    println!(
+        "| lock | clients | acquisitions/s (median) | all rounds | p50 wait | p99 wait | max wait | fairness | violations | token regressions | errors |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut rates = Vec::new();
+    for ((clients, label), reports) in cases.iter().zip(results) {
+        let all: Vec<String> = reports
+            .iter()
+            .map(|r| format!("{:.0}", r.per_second))
+            .collect();
+        let r = median(reports);
+        println!(
+            "| {label} | {clients} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} | {} | {} | {} |",
+            r.per_second,
+            all.join(", "),
+            r.wait.p50_us as f64 / 1000.0,
+            r.wait.p99_us as f64 / 1000.0,
+            r.wait.max_us as f64 / 1000.0,
+            r.fairness,
+            r.violations,
+            r.token_regressions,
+            r.errors,
+        );
+        if let Some(e) = &r.first_error {
+            println!("first error of {label} with {clients} clients: {e}");
+        }
+        rates.push(r.per_second);
+    }
+    println!();
+    println!(
+        "ours/peer throughput (medians): 1 client {:.2}x, 8 clients {:.2}x",
+        rates[0] / rates[1],
+        rates[2] / rates[3]
+    );
+}

@@ -1,0 +1,279 @@
+//! `ZkBackend`: connecting, reopening an expired session, and acquiring.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::renewal::Validity;
+use lock_core::{
+    AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, LockBackend, LockGuard,
+    LockName, Result, Wait,
+};
+use tokio::time::Instant;
+use tracing::Instrument;
+use zookeeper_client as zk;
+
+use crate::config::{Settings, ZkConfig};
+use crate::error_map::Doing;
+use crate::held::ZkHeld;
+use crate::paths::Space;
+use crate::queue;
+use crate::root;
+use crate::session::Session;
+
+/// A ZooKeeper lock and election service: one session, shared by every lock
+/// and leadership it grants. Clones share the session.
+///
+/// See the [crate documentation](crate) for the algorithm and guarantees.
+#[derive(Clone)]
+pub struct ZkBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ZkConfig,
+    settings: Arc<Settings>,
+    current: Mutex<Arc<Session>>,
+    reopening: tokio::sync::Mutex<()>,
+}
+
+impl fmt::Debug for ZkBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkBackend")
+            .field("config", &self.inner.config)
+            .field("session", &*self.current())
+            .finish()
+    }
+}
+
+impl ZkBackend {
+    /// Opens a session and prepares the lock root.
+    ///
+    /// Fails with `InvalidConfig` for a bad config, `Unavailable` when no
+    /// server answers within `connect_timeout`, `Unauthorized` when the
+    /// credentials do not allow creating and deleting nodes under the lock
+    /// root, and `InvalidConfig` when the root cannot be created there.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled connect closes its session (if one was
+    /// opened), and the nodes it created for the root are plain directories.
+    pub async fn connect(config: ZkConfig) -> Result<Self> {
+        let settings = Arc::new(config.settings()?);
+        let session = Session::open(settings.clone()).await?;
+        root::prepare(&session).await?;
+        Ok(ZkBackend {
+            inner: Arc::new(Inner {
+                config,
+                settings,
+                current: Mutex::new(session),
+                reopening: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The config this backend was built from.
+    pub fn config(&self) -> &ZkConfig {
+        &self.inner.config
+    }
+
+    /// The current session's id (as ZooKeeper's `ephemeralOwner` shows it).
+    pub fn session_id(&self) -> i64 {
+        self.current().client.session_id().0
+    }
+
+    /// The negotiated session timeout: the TTL of every lock of this client.
+    pub fn session_timeout(&self) -> Duration {
+        self.current().timing.session
+    }
+
+    /// The raw `zookeeper-client` handle of the current session, for reads
+    /// and setup that need no lock. Nodes created through it do not get the
+    /// backend's ACLs unless you pass them.
+    pub fn client(&self) -> zk::Client {
+        self.current().client.clone()
+    }
+
+    pub(crate) fn current(&self) -> Arc<Session> {
+        self.inner
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The live session, reopening it if it expired or was closed. Locks
+    /// held on an expired session stay lost; new ones use the new session.
+    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
+        let current = self.current();
+        if !current.is_over() {
+            return Ok(current);
+        }
+        let _reopening = self.inner.reopening.lock().await;
+        let current = self.current();
+        if !current.is_over() {
+            return Ok(current);
+        }
+        if current.client.state() == zk::SessionState::AuthFailed {
+            return Err(Doing {
+                action: "opening a session",
+                servers: &self.inner.settings.connect_string,
+            }
+            .error(zk::Error::AuthFailed));
+        }
+        tracing::info!(old = %current.client.session_id(), "zk session ended; opening a new one");
+        let fresh = Session::open(self.inner.settings.clone()).await?;
+        *self.inner.current.lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+
+    pub(crate) fn caps(&self) -> Capabilities {
+        Capabilities::new("zk", FencingStrength::Strong)
+            .with_fifo(true)
+            .with_election(true)
+            .with_per_lock_lease(false)
+            .with_ttl_limits(self.session_timeout(), Duration::from_millis(1))
+    }
+
+    /// Joins the queue of `name` in `space` and builds the guard once our
+    /// node heads it.
+    pub(crate) async fn acquire_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        data: &[u8],
+    ) -> Result<LockGuard> {
+        let requested = options.effective_ttl(self.session_timeout())?;
+        let started = Instant::now();
+        let mut fresh_session_tried = false;
+        loop {
+            let session = self.session().await?;
+            let mut options = *options;
+            if let Wait::Timeout(wait) = options.wait {
+                options.wait = Wait::Timeout(wait.saturating_sub(started.elapsed()));
+            }
+            match self
+                .acquire_on(&session, space, name, &options, data, requested)
+                .await
+            {
+                Err(e)
+                    if e.kind() == ErrorKind::LeaseLost
+                        && session.is_over()
+                        && !fresh_session_tried =>
+                {
+                    // The session ended before we held anything: queue again
+                    // on a new session rather than fail the caller.
+                    tracing::debug!(error = %e, "zk session ended during acquisition; retrying on a new session");
+                    fresh_session_tried = true;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn acquire_on(
+        &self,
+        session: &Arc<Session>,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        data: &[u8],
+        requested: Duration,
+    ) -> Result<LockGuard> {
+        let session = session.clone();
+        let ttl = session.timing.session;
+        if requested != ttl {
+            tracing::debug!(
+                ?requested,
+                ?ttl,
+                "zk locks live as long as the session; the TTL is the session timeout"
+            );
+        }
+        let action = match space {
+            Space::Lock => format!("acquiring lock {name}"),
+            Space::Election => format!("campaigning in election {name}"),
+        };
+        let doing = Doing {
+            action: &action,
+            servers: &session.settings.connect_string,
+        };
+        let span = tracing::info_span!("zk.acquire", backend = "zk", lock = %name, token = tracing::field::Empty);
+        let head = queue::join_and_wait(
+            &session,
+            &session.settings.layout,
+            space,
+            name,
+            data,
+            options.wait,
+            &doing,
+        )
+        .instrument(span.clone())
+        .await?;
+        span.record("token", head.czxid);
+        span.in_scope(|| tracing::debug!(path = %head.path, "zk lock acquired"));
+        let validity = Validity::starting(head.confirmed_at, session.timing.trusted_for());
+        if let Some(evidence) = session.evidence() {
+            validity.renewed(evidence, session.timing.trusted_for());
+        }
+        let hold = session.register(head.path.clone(), head.notifier.clone(), validity.clone());
+        let _ = head.hold.set(hold);
+        let notifier = head.notifier;
+        let watcher = head.watcher;
+        let token = u64::try_from(head.czxid).unwrap_or_default();
+        let held = ZkHeld {
+            session,
+            hold,
+            path: head.path.clone(),
+            name: name.clone(),
+            space,
+            token,
+            signal: notifier.signal(),
+            notifier: notifier.clone(),
+            watcher: Some(watcher),
+        };
+        Ok(LockGuard::new(
+            name.clone(),
+            FencingToken(token),
+            head.path,
+            ttl,
+            notifier.signal(),
+            Box::new(held),
+        )
+        .with_validity(validity))
+    }
+}
+
+#[async_trait]
+impl LockBackend for ZkBackend {
+    fn capabilities(&self) -> Capabilities {
+        self.caps()
+    }
+
+    /// The session timeout: ZooKeeper locks live as long as their session.
+    fn default_ttl(&self) -> Duration {
+        self.session_timeout()
+    }
+
+    /// Joins the lock's queue and waits until our node is the lowest.
+    ///
+    /// A TTL in `options` is checked (zero is `InvalidConfig`) but the lock
+    /// lives as long as the session: the guard's `ttl()` is the session
+    /// timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling loses the place in the queue. The queue node is deleted at
+    /// once (the delete is sent from the future's destructor) or, if the
+    /// connection is down, as soon as it returns; if the `create` reply never
+    /// arrived, the node is found by its GUID first. It never blocks others
+    /// beyond the session timeout.
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        self.acquire_in(Space::Lock, name, options, &[]).await
+    }
+}

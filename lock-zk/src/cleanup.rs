@@ -1,0 +1,74 @@
+//! Deleting nodes left behind by a cancelled, timed-out or unconfirmed
+//! operation, as soon as the connection allows.
+//!
+//! A leftover is retried until its delete succeeds, the node is found gone,
+//! or the session ends (the server then deletes every ephemeral node of the
+//! session anyway). The client gives up on a silent connection after 7/5 of
+//! the session timeout, so this never runs forever.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, timeout};
+use zookeeper_client as zk;
+
+use crate::error_map::{in_doubt, session_over};
+use crate::session::wait_connected;
+
+/// A node to delete.
+#[derive(Debug, Clone)]
+pub(crate) enum Leftover {
+    /// A node whose path we know.
+    Node(String),
+    /// A node whose `create` reply never arrived: found by its GUID marker
+    /// among the children of `dir`, if it was created at all.
+    Guid {
+        /// The directory it would be in.
+        dir: String,
+        /// `_c_{guid}-`.
+        marker: String,
+    },
+}
+
+/// Deletes `leftover`, retrying through connection losses.
+pub(crate) async fn remove(client: zk::Client, request: Duration, mut leftover: Leftover) {
+    loop {
+        match wait_connected(&client, Instant::now() + Duration::from_secs(3600)).await {
+            Ok(()) => {}
+            Err(e) if session_over(&e) => return,
+            Err(_) => continue,
+        }
+        let outcome = match &leftover {
+            Leftover::Node(path) => match timeout(request, client.delete(path, None)).await {
+                Ok(Ok(()) | Err(zk::Error::NoNode)) => {
+                    tracing::debug!(%path, "zk leftover node deleted");
+                    return;
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(zk::Error::Timeout),
+            },
+            Leftover::Guid { dir, marker } => {
+                match timeout(request, client.list_children(dir)).await {
+                    Ok(Ok(children)) => match children
+                        .into_iter()
+                        .find(|c| c.starts_with(marker.as_str()))
+                    {
+                        Some(child) => Ok(Leftover::Node(format!("{dir}/{child}"))),
+                        None => return,
+                    },
+                    Ok(Err(zk::Error::NoNode)) => return,
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(zk::Error::Timeout),
+                }
+            }
+        };
+        match outcome {
+            Ok(next) => leftover = next,
+            Err(e) if session_over(&e) => return,
+            Err(e) if in_doubt(&e) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => {
+                tracing::warn!(?leftover, error = %e, "zk could not delete a leftover node");
+                return;
+            }
+        }
+    }
+}

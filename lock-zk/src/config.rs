@@ -1,0 +1,366 @@
+//! `ZkConfig`: what to connect to and how, checked into [`Settings`] before any I/O.
+
+use std::fmt;
+use std::time::Duration;
+
+use lock_core::{Error, Result};
+use serde::Deserialize;
+
+use crate::durations;
+use crate::paths::Layout;
+
+/// The port used when a server address has none.
+pub const DEFAULT_PORT: u16 = 2181;
+
+/// How to reach ZooKeeper and where to keep the locks.
+///
+/// Build it with [`ZkConfig::from_url`] (`zk://h1:2181,h2:2181/chroot/locks`),
+/// with the `with_*` methods, or deserialize it (durations are written
+/// `"500ms"`, `"2s"`, or as a number of milliseconds).
+///
+/// ZooKeeper leases are sessions: the session timeout is the TTL of every
+/// lock this client holds. `session_timeout` sets it; when it is left at zero,
+/// `default_ttl` is used instead (so configs written for other backends keep
+/// working). When both are set, `session_timeout` wins.
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ZkConfig {
+    /// Servers as `host:port` (IPv6 as `[addr]:port`).
+    pub servers: Vec<String>,
+    /// The lock root: an absolute path under which `locks/` and `elections/`
+    /// are created (the URL's path). Default `/distlock`.
+    pub prefix: String,
+    /// The lease TTL, i.e. the session timeout when `session_timeout` is zero.
+    #[serde(with = "durations::text")]
+    pub default_ttl: Duration,
+    /// The requested session timeout; zero means "use `default_ttl`". The
+    /// server clamps it to its `minSessionTimeout..maxSessionTimeout`.
+    #[serde(with = "durations::text")]
+    pub session_timeout: Duration,
+    /// How long [`ZkBackend::connect`](crate::ZkBackend::connect) may take to
+    /// establish the session.
+    #[serde(with = "durations::text")]
+    pub connect_timeout: Duration,
+    /// How long any single request may take before it counts as failed.
+    #[serde(with = "durations::text")]
+    pub request_timeout: Duration,
+    /// Digest-auth user (`addauth digest user:password`). Lock nodes are then
+    /// created with an ACL that gives this identity all rights and everyone
+    /// else only READ, so other identities cannot delete them.
+    pub username: Option<String>,
+    /// Digest-auth password; never printed by `Debug`.
+    pub password: Option<String>,
+}
+
+impl Default for ZkConfig {
+    fn default() -> Self {
+        ZkConfig {
+            servers: vec![format!("127.0.0.1:{DEFAULT_PORT}")],
+            prefix: "/distlock".to_owned(),
+            default_ttl: Duration::from_secs(10),
+            session_timeout: Duration::ZERO,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            username: None,
+            password: None,
+        }
+    }
+}
+
+impl fmt::Debug for ZkConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkConfig")
+            .field("servers", &self.servers)
+            .field("prefix", &self.prefix)
+            .field("default_ttl", &self.default_ttl)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl ZkConfig {
+    /// A config for these servers (`host:port`), everything else default.
+    pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
+        ZkConfig {
+            servers: servers.into_iter().map(Into::into).collect(),
+            ..ZkConfig::default()
+        }
+    }
+
+    /// Sets the lock root path.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the session timeout, which is also every lock's TTL (so it sets
+    /// `default_ttl` too).
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self.default_ttl = timeout;
+        self
+    }
+
+    /// Sets the connect timeout.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Authenticates with `addauth digest user:password` and protects lock
+    /// nodes with an ACL for this identity.
+    pub fn with_credentials(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.username = Some(username.into());
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Parses `zk://[user:password@]host[:port][,host[:port]...][/lock/root][?options]`.
+    ///
+    /// Options: `session_timeout`, `ttl` (alias `default_ttl`; both set the
+    /// session timeout), `connect_timeout`, `request_timeout` (durations such
+    /// as `500ms` or `2s`), `username`, `password`. A malformed URL gives
+    /// `InvalidConfig` naming what is wrong.
+    pub fn from_url(url: &str) -> Result<Self> {
+        crate::connect_url::parse(url)
+    }
+
+    /// Checks every field and derives what a connection needs.
+    pub(crate) fn settings(&self) -> Result<Settings> {
+        if self.servers.is_empty() {
+            return Err(Error::invalid_config("zk config lists no servers"));
+        }
+        for server in &self.servers {
+            check_server(server)?;
+        }
+        let layout = Layout::new(&self.prefix)?;
+        let session_timeout = if self.session_timeout.is_zero() {
+            self.default_ttl
+        } else {
+            if !self.default_ttl.is_zero() && self.default_ttl != self.session_timeout {
+                tracing::warn!(
+                    session_timeout = ?self.session_timeout,
+                    default_ttl = ?self.default_ttl,
+                    "zk default_ttl differs from session_timeout; the session timeout is the TTL of every lock"
+                );
+            }
+            self.session_timeout
+        };
+        lock_core::check_ttl(session_timeout)?;
+        if session_timeout > Duration::from_millis(i32::MAX as u64) {
+            return Err(Error::invalid_config(format!(
+                "zk session timeout {session_timeout:?} is too long"
+            )));
+        }
+        for (what, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::invalid_config(format!(
+                    "zk {what} must be greater than zero"
+                )));
+            }
+        }
+        let credentials = match (&self.username, &self.password) {
+            (None, None) => None,
+            (Some(user), Some(password)) => {
+                if user.is_empty() || user.contains(':') {
+                    return Err(Error::invalid_config(format!(
+                        "zk username {user:?} must be non-empty and contain no ':'"
+                    )));
+                }
+                Some(Credentials {
+                    username: user.clone(),
+                    password: password.clone(),
+                })
+            }
+            (Some(user), None) => {
+                return Err(Error::invalid_config(format!(
+                    "zk username {user:?} is set without a password"
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid_config(
+                    "zk password is set without a username",
+                ));
+            }
+        };
+        Ok(Settings {
+            connect_string: self.servers.join(","),
+            layout,
+            session_timeout,
+            connect_timeout: self.connect_timeout,
+            request_timeout: self.request_timeout,
+            credentials,
+        })
+    }
+}
+
+fn check_server(server: &str) -> Result<()> {
+    let bad = |why: &str| Error::invalid_config(format!("zk server {server:?}: {why}"));
+    let (host, port) = if let Some(rest) = server.strip_prefix('[') {
+        let (host, rest) = rest
+            .split_once(']')
+            .ok_or_else(|| bad("unclosed [ in IPv6 address"))?;
+        let port = rest
+            .strip_prefix(':')
+            .ok_or_else(|| bad("expected [address]:port"))?;
+        (host, port)
+    } else {
+        server
+            .rsplit_once(':')
+            .ok_or_else(|| bad("expected host:port"))?
+    };
+    if host.is_empty() || host.contains(['/', ',', '@', ' ']) {
+        return Err(bad("the host is empty or malformed"));
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(()),
+        _ => Err(bad(&format!("port {port:?} is not a number in 1..=65535"))),
+    }
+}
+
+/// Digest-auth credentials.
+#[derive(Clone)]
+pub(crate) struct Credentials {
+    pub(crate) username: String,
+    pub(crate) password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A checked config.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) connect_string: String,
+    pub(crate) layout: Layout,
+    pub(crate) session_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) credentials: Option<Credentials>,
+}
+
+impl Settings {
+    /// Who we are, for messages.
+    pub(crate) fn identity(&self) -> String {
+        match &self.credentials {
+            Some(c) => format!("digest user {:?}", c.username),
+            None => "an anonymous client (no username configured)".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::ErrorKind;
+
+    #[test]
+    fn debug_redacts_the_password() {
+        let config = ZkConfig::default().with_credentials("alice", "s3cret");
+        let text = format!("{config:?}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            text.contains("alice") && text.contains("redacted"),
+            "{text}"
+        );
+        let settings = config.settings().unwrap();
+        assert!(!format!("{settings:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn session_timeout_wins_over_default_ttl() {
+        let config = ZkConfig::default().with_session_timeout(Duration::from_secs(2));
+        assert_eq!(
+            config.settings().unwrap().session_timeout,
+            Duration::from_secs(2)
+        );
+        let both = ZkConfig {
+            session_timeout: Duration::from_secs(3),
+            ..ZkConfig::default()
+        };
+        assert_eq!(
+            both.settings().unwrap().session_timeout,
+            Duration::from_secs(3)
+        );
+        let ttl_only = ZkConfig {
+            default_ttl: Duration::from_secs(4),
+            ..ZkConfig::default()
+        };
+        assert_eq!(
+            ttl_only.settings().unwrap().session_timeout,
+            Duration::from_secs(4)
+        );
+        let zero = ZkConfig {
+            default_ttl: Duration::ZERO,
+            ..ZkConfig::default()
+        };
+        assert_eq!(
+            zero.settings().unwrap_err().kind(),
+            ErrorKind::InvalidConfig
+        );
+    }
+
+    #[test]
+    fn bad_fields_name_what_is_wrong() {
+        let cases = [
+            (ZkConfig::new(Vec::<String>::new()), "no servers"),
+            (ZkConfig::new(["h1"]), "host:port"),
+            (ZkConfig::new(["h1:x"]), "port"),
+            (ZkConfig::default().with_prefix("locks"), "absolute"),
+            (
+                ZkConfig::default().with_connect_timeout(Duration::ZERO),
+                "connect_timeout",
+            ),
+        ];
+        for (config, needle) in cases {
+            let err = config.settings().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+            assert!(err.message().contains(needle), "{needle}: {err}");
+        }
+        let half = ZkConfig {
+            username: Some("bob".into()),
+            ..ZkConfig::default()
+        };
+        assert!(
+            half.settings()
+                .unwrap_err()
+                .message()
+                .contains("without a password")
+        );
+    }
+
+    #[test]
+    fn deserializes_from_json_with_text_durations() {
+        let config: ZkConfig = serde_json::from_str(
+            r#"{"servers": ["[::1]:2181"], "session_timeout": "2s", "request_timeout": 750}"#,
+        )
+        .unwrap();
+        let settings = config.settings().unwrap();
+        assert_eq!(settings.session_timeout, Duration::from_secs(2));
+        assert_eq!(settings.request_timeout, Duration::from_millis(750));
+        assert_eq!(settings.connect_string, "[::1]:2181");
+    }
+}

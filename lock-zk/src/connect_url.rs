@@ -1,0 +1,192 @@
+//! Parsing `zk://` URLs into a [`ZkConfig`].
+//!
+//! The `url` crate cannot parse a comma-separated host list with ports, so
+//! the authority is split by hand; the query uses its form decoder.
+
+use lock_core::{Error, Result};
+
+use crate::config::{DEFAULT_PORT, ZkConfig};
+use crate::durations;
+
+/// The URL scheme this backend answers to.
+pub const SCHEME: &str = "zk";
+
+pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
+    let bad = |why: String| Error::invalid_config(format!("zk URL {}: {why}", redact(url)));
+    let rest = url
+        .strip_prefix("zk://")
+        .ok_or_else(|| bad("expected zk://host:port[,host:port...]/lock/root".to_owned()))?;
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, query)) => (rest, Some(query)),
+        None => (rest, None),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let mut config = ZkConfig {
+        servers: Vec::new(),
+        ..ZkConfig::default()
+    };
+    if let Some(userinfo) = userinfo {
+        let (user, password) = userinfo
+            .split_once(':')
+            .ok_or_else(|| bad("credentials must be written user:password@".to_owned()))?;
+        config.username = Some(percent_decode(user).map_err(&bad)?);
+        config.password = Some(percent_decode(password).map_err(&bad)?);
+    }
+    if hosts.is_empty() {
+        return Err(bad("names no server".to_owned()));
+    }
+    for host in hosts.split(',') {
+        config.servers.push(with_port(host).map_err(&bad)?);
+    }
+    if !path.is_empty() {
+        config.prefix = percent_decode(path).map_err(&bad)?;
+    }
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        let duration = || durations::parse(&value).map_err(|e| bad(format!("{key}: {e}")));
+        match key.as_ref() {
+            "session_timeout" | "ttl" | "default_ttl" => {
+                let timeout = duration()?;
+                config = config.with_session_timeout(timeout);
+            }
+            "connect_timeout" => config.connect_timeout = duration()?,
+            "request_timeout" => config.request_timeout = duration()?,
+            "username" => config.username = Some(value.into_owned()),
+            "password" => config.password = Some(value.into_owned()),
+            other => {
+                return Err(bad(format!(
+                    "unknown option {other:?}; known: session_timeout, ttl, connect_timeout, \
+                     request_timeout, username, password"
+                )));
+            }
+        }
+    }
+    config.settings()?;
+    Ok(config)
+}
+
+/// `host` or `host:port` or `[v6]` or `[v6]:port`, with the default port added.
+fn with_port(host: &str) -> std::result::Result<String, String> {
+    if host.is_empty() {
+        return Err("has an empty host in its server list".to_owned());
+    }
+    let has_port = if host.starts_with('[') {
+        host.contains("]:")
+    } else {
+        host.contains(':')
+    };
+    let server = if has_port {
+        host.to_owned()
+    } else {
+        format!("{host}:{DEFAULT_PORT}")
+    };
+    let port = server.rsplit_once(':').map(|(_, p)| p).unwrap_or("");
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(server),
+        _ => Err(format!(
+            "server {host:?} has port {port:?}, which is not a number in 1..=65535"
+        )),
+    }
+}
+
+fn percent_decode(text: &str) -> std::result::Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad percent escape at byte {i} of {text:?}"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{text:?} does not decode to UTF-8"))
+}
+
+/// The URL with any password replaced, for error messages.
+fn redact(url: &str) -> String {
+    let mut shown = url.to_owned();
+    if let Some(rest) = url.strip_prefix("zk://") {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            shown = format!("zk://{}:<redacted>{}", &rest[..colon], &rest[at..]);
+        }
+    }
+    if let Some(at) = shown.find("password=") {
+        let end = shown[at..].find('&').map_or(shown.len(), |e| at + e);
+        shown.replace_range(at + "password=".len()..end, "<redacted>");
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lock_core::ErrorKind;
+
+    use super::*;
+
+    #[test]
+    fn parses_hosts_root_credentials_and_options() {
+        let config = ZkConfig::from_url(
+            "zk://alice:p%40ss@h1:2181,h2,[::1]:2182/chroot/locks?session_timeout=2s&request_timeout=750ms",
+        )
+        .unwrap();
+        assert_eq!(config.servers, ["h1:2181", "h2:2181", "[::1]:2182"]);
+        assert_eq!(config.prefix, "/chroot/locks");
+        assert_eq!(config.username.as_deref(), Some("alice"));
+        assert_eq!(config.password.as_deref(), Some("p@ss"));
+        assert_eq!(config.session_timeout, Duration::from_secs(2));
+        assert_eq!(config.default_ttl, Duration::from_secs(2));
+        assert_eq!(config.request_timeout, Duration::from_millis(750));
+        let plain = ZkConfig::from_url("zk://localhost").unwrap();
+        assert_eq!(plain.servers, ["localhost:2181"]);
+        assert_eq!(plain.prefix, "/distlock");
+    }
+
+    #[test]
+    fn malformed_urls_are_invalid_config_naming_the_problem() {
+        let cases = [
+            ("redis://h:1", "expected zk://"),
+            ("zk:///locks", "no server"),
+            ("zk://h1:notaport/x", "port"),
+            ("zk://h1,,h2/x", "empty host"),
+            ("zk://h1/a//b", "empty component"),
+            ("zk://h1/x?session_timeout=2", "no unit"),
+            ("zk://h1/x?ttl=0s", "greater than zero"),
+            ("zk://h1/x?colour=red", "unknown option"),
+            ("zk://alice@h1/x", "user:password"),
+        ];
+        for (url, needle) in cases {
+            let err = ZkConfig::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}");
+            assert!(err.message().contains(needle), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn errors_never_show_the_password() {
+        for url in [
+            "zk://alice:hunter2@h1:bad/x",
+            "zk://h1:bad/x?username=alice&password=hunter2",
+        ] {
+            let err = ZkConfig::from_url(url).unwrap_err();
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Leader election on the queue recipe (Curator's LeaderLatch): the lowest
+//! candidate node leads, and its data is the leader's value.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use lock_core::{
+    AcquireOptions, Capabilities, ElectionBackend, ErrorKind, FencingToken, LeaderInfo,
+    LeaderStream, Leadership, LockName, Result,
+};
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::backend::ZkBackend;
+use crate::error_map::{Doing, in_doubt, session_over};
+use crate::paths::{Space, queue_order, sequence_of};
+use crate::session::Session;
+
+#[async_trait]
+impl ElectionBackend for ZkBackend {
+    fn capabilities(&self) -> Capabilities {
+        self.caps()
+    }
+
+    /// Joins the election's queue with `value` as the node's data and waits
+    /// until our node is the lowest.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling gives up the candidacy; the candidate node is deleted at
+    /// once, or when the connection returns.
+    async fn campaign(
+        &self,
+        name: &LockName,
+        value: Vec<u8>,
+        options: &AcquireOptions,
+    ) -> Result<Leadership> {
+        let guard = self
+            .acquire_in(Space::Election, name, options, &value)
+            .await?;
+        Ok(Leadership::new(guard, value))
+    }
+
+    /// The lowest candidate node and its data. Two round trips.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        let session = self.session().await?;
+        let action = format!("reading the leader of election {name}");
+        let doing = Doing {
+            action: &action,
+            servers: &self.settings().connect_string,
+        };
+        let dir = self.settings().layout.name_dir(Space::Election, name);
+        for _ in 0..8 {
+            match read_leader(&session, &dir, false).await {
+                Ok(Some(Read::Leader(info, _))) => return Ok(Some(info)),
+                Ok(Some(Read::Empty(_))) | Ok(None) => return Ok(None),
+                Err(ReadError::Retry) => continue,
+                Err(ReadError::Zk(e)) if in_doubt(&e) => {
+                    session
+                        .wait_connected(Instant::now() + session.timing.request)
+                        .await
+                        .map_err(|e| doing.error(e))?;
+                }
+                Err(ReadError::Zk(e)) => return Err(doing.error(e)),
+            }
+        }
+        Err(doing.fail(
+            ErrorKind::Unavailable,
+            "the leader kept changing while being read",
+        ))
+    }
+
+    /// Yields the current leader (if any), then every new leader and every
+    /// proclaimed value, never going back in token order. The stream ends
+    /// with an error if the session ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future or the stream just stops observing.
+    async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        let session = self.session().await?;
+        let observer = Observer {
+            session,
+            dir: self.settings().layout.name_dir(Space::Election, name),
+            action: format!("observing election {name}"),
+            last: None,
+            done: false,
+        };
+        Ok(
+            futures::stream::unfold(observer, |mut observer| async move {
+                if observer.done {
+                    return None;
+                }
+                let item = observer.next_change().await;
+                observer.done = item.is_err();
+                Some((item, observer))
+            })
+            .boxed(),
+        )
+    }
+}
+
+/// What one read of the election directory found, with a watch that fires
+/// on the next change when asked for.
+enum Read {
+    /// The leader, and a watch on its node.
+    Leader(LeaderInfo, Option<zk::OneshotWatcher>),
+    /// No candidate, and a watch on the directory (or its creation).
+    Empty(Option<zk::OneshotWatcher>),
+}
+
+enum ReadError {
+    /// The leader vanished between listing and reading it.
+    Retry,
+    Zk(zk::Error),
+}
+
+impl From<zk::Error> for ReadError {
+    fn from(e: zk::Error) -> Self {
+        ReadError::Zk(e)
+    }
+}
+
+/// Reads the current leader of `dir`; `Ok(None)` if the directory does not
+/// exist (and `watch` is false).
+async fn read_leader(session: &Session, dir: &str, watch: bool) -> Result<Option<Read>, ReadError> {
+    let client = &session.client;
+    let children = match session.call(client.list_children(dir)).await {
+        Ok(children) => children,
+        Err(zk::Error::NoNode) if watch => {
+            let (stat, created) = session.call(client.check_and_watch_stat(dir)).await?;
+            return match stat {
+                Some(_) => Err(ReadError::Retry),
+                None => Ok(Some(Read::Empty(Some(created)))),
+            };
+        }
+        Err(zk::Error::NoNode) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(first) = queue_order(children, Space::Election).into_iter().next() else {
+        if !watch {
+            return Ok(Some(Read::Empty(None)));
+        }
+        // Watch the directory only while it is empty: a candidate arriving
+        // then is the next leader.
+        return match session.call(client.list_and_watch_children(dir)).await {
+            Ok((children, _))
+                if children
+                    .iter()
+                    .any(|c| sequence_of(c, Space::Election).is_some()) =>
+            {
+                Err(ReadError::Retry)
+            }
+            Ok((_, watcher)) => Ok(Some(Read::Empty(Some(watcher)))),
+            Err(zk::Error::NoNode) => Err(ReadError::Retry),
+            Err(e) => Err(e.into()),
+        };
+    };
+    let path = format!("{dir}/{first}");
+    let read = if watch {
+        session
+            .call(client.get_and_watch_data(&path))
+            .await
+            .map(|(d, s, w)| (d, s, Some(w)))
+    } else {
+        session
+            .call(client.get_data(&path))
+            .await
+            .map(|(d, s)| (d, s, None))
+    };
+    match read {
+        Ok((value, stat, watcher)) => Ok(Some(Read::Leader(
+            LeaderInfo {
+                value,
+                token: FencingToken(u64::try_from(stat.czxid).unwrap_or_default()),
+                key: path,
+            },
+            watcher,
+        ))),
+        Err(zk::Error::NoNode) => Err(ReadError::Retry),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The state of an `observe` stream.
+struct Observer {
+    session: Arc<Session>,
+    dir: String,
+    action: String,
+    last: Option<LeaderInfo>,
+    done: bool,
+}
+
+impl Observer {
+    /// Waits until the leader or its value differs from the last one yielded.
+    async fn next_change(&mut self) -> Result<LeaderInfo> {
+        let doing = Doing {
+            action: &self.action,
+            servers: &self.session.settings.connect_string,
+        };
+        loop {
+            let watcher = match read_leader(&self.session, &self.dir, true).await {
+                Ok(Some(Read::Leader(info, watcher))) => {
+                    let newer = match &self.last {
+                        None => true,
+                        Some(last) => {
+                            info.token > last.token
+                                || (info.token == last.token && info.value != last.value)
+                        }
+                    };
+                    if newer {
+                        self.last = Some(info.clone());
+                        return Ok(info);
+                    }
+                    watcher
+                }
+                Ok(Some(Read::Empty(watcher))) => watcher,
+                Ok(None) | Err(ReadError::Retry) => continue,
+                Err(ReadError::Zk(e)) if session_over(&e) => return Err(doing.error(e)),
+                Err(ReadError::Zk(e)) if in_doubt(&e) => {
+                    let until = Instant::now() + self.session.timing.session;
+                    match self.session.wait_connected(until).await {
+                        Err(e) if session_over(&e) => return Err(doing.error(e)),
+                        _ => continue,
+                    }
+                }
+                Err(ReadError::Zk(e)) => return Err(doing.error(e)),
+            };
+            if let Some(watcher) = watcher {
+                let event = watcher.changed().await;
+                if event.event_type == zk::EventType::Session && event.session_state.is_terminated()
+                {
+                    return Err(doing.fail(
+                        ErrorKind::Unavailable,
+                        format!("the session ended ({}); observe again", event.session_state),
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Mapping `zookeeper-client` errors to distlock errors a caller can act on.
+//!
+//! Every message names what we were doing (the lock or election), the
+//! backend and the server addresses, and says what to do.
+
+use lock_core::{Error, ErrorKind};
+use zookeeper_client as zk;
+
+/// What an error happened during, for messages: the action and the servers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Doing<'a> {
+    /// E.g. `acquiring lock jobs/nightly`.
+    pub(crate) action: &'a str,
+    /// The connect string.
+    pub(crate) servers: &'a str,
+}
+
+impl Doing<'_> {
+    /// Converts a client error into a distlock error.
+    pub(crate) fn error(&self, e: zk::Error) -> Error {
+        let (kind, advice) = classify(&e);
+        Error::new(
+            kind,
+            format!(
+                "{}: ZooKeeper at {}: {e}; {advice}",
+                self.action, self.servers
+            ),
+        )
+        .with_source(e)
+    }
+
+    /// An error of `kind` with our context.
+    pub(crate) fn fail(&self, kind: ErrorKind, what: impl std::fmt::Display) -> Error {
+        Error::new(
+            kind,
+            format!("{}: ZooKeeper at {}: {what}", self.action, self.servers),
+        )
+    }
+}
+
+/// Whether an operation may or may not have happened: the request was sent
+/// but the reply was lost (connection loss, our request timeout, or an I/O
+/// error on the connection, which the client reports as a custom error).
+pub(crate) fn in_doubt(e: &zk::Error) -> bool {
+    matches!(
+        e,
+        zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_)
+    )
+}
+
+/// Whether the session is over: nothing on it can succeed again.
+pub(crate) fn session_over(e: &zk::Error) -> bool {
+    matches!(
+        e,
+        zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed
+    )
+}
+
+fn classify(e: &zk::Error) -> (ErrorKind, &'static str) {
+    use zk::Error as Z;
+    match e {
+        Z::SessionExpired | Z::SessionMoved => (
+            ErrorKind::LeaseLost,
+            "the session expired, so every lock and queue entry of this client is gone; \
+             acquire again (a new session is opened)",
+        ),
+        Z::ClientClosed => (
+            ErrorKind::LeaseLost,
+            "the session was closed, so every lock of this client is gone; acquire again",
+        ),
+        Z::ConnectionLoss | Z::NoHosts | Z::Custom(_) => (
+            ErrorKind::Unavailable,
+            "the connection was lost; is the ensemble running and reachable? \
+             (scripts/install-servers.sh installs ZooKeeper)",
+        ),
+        Z::Timeout => (
+            ErrorKind::Timeout,
+            "no reply within the request timeout; the server may be overloaded or unreachable",
+        ),
+        Z::NoAuth | Z::AuthFailed => (
+            ErrorKind::Unauthorized,
+            "permission denied; check the username and password, and the ACLs of the lock root",
+        ),
+        Z::InvalidAcl | Z::NoChildrenForEphemerals | Z::BadArguments(_) => (
+            ErrorKind::InvalidConfig,
+            "the lock root cannot hold lock nodes; choose another path",
+        ),
+        Z::Throttled => (
+            ErrorKind::Unavailable,
+            "the server throttled the request; retry later",
+        ),
+        Z::NotReadOnly => (
+            ErrorKind::Unavailable,
+            "the server is read-only (it lost its quorum); retry later",
+        ),
+        _ => (ErrorKind::Backend, "unexpected ZooKeeper error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_expiry_is_lease_lost_and_not_retryable() {
+        let doing = Doing {
+            action: "acquiring lock a",
+            servers: "127.0.0.1:2181",
+        };
+        let err = doing.error(zk::Error::SessionExpired);
+        assert_eq!(err.kind(), ErrorKind::LeaseLost);
+        assert!(!err.is_retryable());
+        assert!(err.message().contains("lock a") && err.message().contains("127.0.0.1:2181"));
+        assert_eq!(
+            doing.error(zk::Error::ConnectionLoss).kind(),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(
+            doing.error(zk::Error::NoAuth).kind(),
+            ErrorKind::Unauthorized
+        );
+        assert_eq!(
+            doing.error(zk::Error::NodeExists).kind(),
+            ErrorKind::Backend
+        );
+        assert!(in_doubt(&zk::Error::ConnectionLoss) && !in_doubt(&zk::Error::NoNode));
+    }
+}

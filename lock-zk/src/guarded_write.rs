@@ -1,0 +1,300 @@
+//! Writes that commit only while a lock is held: a ZooKeeper `multi` whose
+//! first operation checks that our lock node still exists.
+//!
+//! A lock node is unique to one acquisition and ephemeral, so "it exists"
+//! means "this acquisition still holds the lock". The check and the writes
+//! commit atomically on the server: a holder that lost its lock (session
+//! expired, node deleted) cannot write, however late its request arrives.
+
+use std::fmt;
+use std::sync::Arc;
+
+use lock_core::{ErrorKind, Leadership, LockGuard, Result};
+use zookeeper_client as zk;
+
+use crate::backend::ZkBackend;
+use crate::error_map::{Doing, in_doubt};
+use crate::session::Session;
+
+/// The lock (or leadership) a write is guarded by.
+#[derive(Debug, Clone, Copy)]
+enum Holder<'g> {
+    Lock(&'g LockGuard),
+    Leader(&'g Leadership),
+}
+
+impl Holder<'_> {
+    fn key(&self) -> &str {
+        match self {
+            Holder::Lock(guard) => guard.key(),
+            Holder::Leader(leadership) => leadership.key(),
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        match self {
+            Holder::Lock(guard) => guard.is_held(),
+            Holder::Leader(leadership) => leadership.is_leader(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Holder::Lock(guard) => format!("lock {} (token {})", guard.name(), guard.token()),
+            Holder::Leader(l) => format!("leadership of {} (token {})", l.name(), l.token()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create {
+        path: String,
+        data: Vec<u8>,
+    },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: Option<i32>,
+    },
+    Delete {
+        path: String,
+        version: Option<i32>,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Create { path, .. } => write!(f, "create {path}"),
+            Op::SetData { path, .. } => write!(f, "set data of {path}"),
+            Op::Delete { path, .. } => write!(f, "delete {path}"),
+            Op::Check { path, version } => write!(f, "check {path} is at version {version}"),
+        }
+    }
+}
+
+/// What one operation of a committed [`GuardedWrite`] did, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteOutcome {
+    /// A node was created at this path.
+    Created {
+        /// The created node's path.
+        path: String,
+    },
+    /// A node's data was replaced; this is its new version.
+    Updated {
+        /// The node's data version after the write.
+        version: i32,
+    },
+    /// A node was deleted.
+    Deleted,
+    /// A version check passed.
+    Checked,
+}
+
+/// A transaction that commits only while a lock is held.
+///
+/// Build it with [`ZkBackend::guarded_write`] (or
+/// [`ZkBackend::guarded_write_as_leader`]), add operations on absolute paths,
+/// and [`commit`](Self::commit). Nothing is written if the lock is gone.
+///
+/// ```no_run
+/// # async fn demo(backend: lock_zk::ZkBackend) -> lock_core::Result<()> {
+/// use lock_core::LockBackendExt;
+///
+/// let guard = backend.lock("inventory").await?;
+/// backend
+///     .guarded_write(&guard)
+///     .set_data("/app/inventory/apples", b"41".to_vec(), None)
+///     .create(format!("/app/audit/entry-{}", guard.token()), b"took one".to_vec())
+///     .commit()
+///     .await?;
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a guarded write does nothing until committed"]
+pub struct GuardedWrite<'g> {
+    session: Arc<Session>,
+    holder: Holder<'g>,
+    ops: Vec<Op>,
+}
+
+impl ZkBackend {
+    /// Starts a write that commits only while `guard` holds its lock.
+    pub fn guarded_write<'g>(&self, guard: &'g LockGuard) -> GuardedWrite<'g> {
+        GuardedWrite {
+            session: self.current(),
+            holder: Holder::Lock(guard),
+            ops: Vec::new(),
+        }
+    }
+
+    /// Starts a write that commits only while `leadership` leads.
+    pub fn guarded_write_as_leader<'g>(&self, leadership: &'g Leadership) -> GuardedWrite<'g> {
+        GuardedWrite {
+            session: self.current(),
+            holder: Holder::Leader(leadership),
+            ops: Vec::new(),
+        }
+    }
+}
+
+impl GuardedWrite<'_> {
+    /// Creates a persistent node (with the backend's ACLs).
+    pub fn create(mut self, path: impl Into<String>, data: Vec<u8>) -> Self {
+        self.ops.push(Op::Create {
+            path: path.into(),
+            data,
+        });
+        self
+    }
+
+    /// Replaces a node's data, if its version is `version` (any version for `None`).
+    pub fn set_data(
+        mut self,
+        path: impl Into<String>,
+        data: Vec<u8>,
+        version: Option<i32>,
+    ) -> Self {
+        self.ops.push(Op::SetData {
+            path: path.into(),
+            data,
+            version,
+        });
+        self
+    }
+
+    /// Deletes a node, if its version is `version` (any version for `None`).
+    pub fn delete(mut self, path: impl Into<String>, version: Option<i32>) -> Self {
+        self.ops.push(Op::Delete {
+            path: path.into(),
+            version,
+        });
+        self
+    }
+
+    /// Requires a node to be at `version` for the write to commit.
+    pub fn check_version(mut self, path: impl Into<String>, version: i32) -> Self {
+        self.ops.push(Op::Check {
+            path: path.into(),
+            version,
+        });
+        self
+    }
+
+    /// Commits the check on our lock node and every operation, atomically.
+    ///
+    /// Fails with `LeaseLost` (and writes nothing) if the lock is no longer
+    /// held; with `Backend` naming the operation if one of them fails (a
+    /// missing node, a version mismatch); with `Unavailable` or `Timeout` if
+    /// the reply was lost, in which case the write may or may not have
+    /// committed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled commit may or may not have been applied
+    /// (atomically, and only while the lock was held).
+    pub async fn commit(self) -> Result<Vec<WriteOutcome>> {
+        let action = format!("guarded write under {}", self.holder.describe());
+        let doing = Doing {
+            action: &action,
+            servers: &self.session.settings.connect_string,
+        };
+        if !self.holder.is_held() {
+            return Err(doing.fail(
+                ErrorKind::LeaseLost,
+                "the lock is no longer held; nothing was written",
+            ));
+        }
+        let lock_path = self.holder.key().to_owned();
+        let mut writer = self.session.client.new_multi_writer();
+        let acls = self.session.acls();
+        let persistent = zk::CreateMode::Persistent.with_acls(acls);
+        let mut build = || -> Result<(), zk::Error> {
+            writer.add_check_version(&lock_path, -1)?;
+            for op in &self.ops {
+                match op {
+                    Op::Create { path, data } => writer.add_create(path, data, &persistent)?,
+                    Op::SetData {
+                        path,
+                        data,
+                        version,
+                    } => writer.add_set_data(path, data, *version)?,
+                    Op::Delete { path, version } => writer.add_delete(path, *version)?,
+                    Op::Check { path, version } => writer.add_check_version(path, *version)?,
+                }
+            }
+            Ok(())
+        };
+        if let Err(e) = build() {
+            return Err(doing
+                .fail(ErrorKind::InvalidConfig, format!("bad operation: {e}"))
+                .with_source(e));
+        }
+        let result = tokio::time::timeout(self.session.timing.request, writer.commit()).await;
+        let results = match result {
+            Err(_) => {
+                return Err(doing.fail(
+                    ErrorKind::Timeout,
+                    "no reply in time; the write may or may not have committed",
+                ));
+            }
+            Ok(Ok(results)) => results,
+            Ok(Err(zk::MultiWriteError::OperationFailed { index: 0, source })) => {
+                return Err(doing
+                    .fail(
+                        ErrorKind::LeaseLost,
+                        format!("lock node {lock_path} is gone ({source}), so the lock is lost; nothing was written"),
+                    )
+                    .with_source(source));
+            }
+            Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
+                let op = &self.ops[index - 1];
+                let kind = if matches!(source, zk::Error::NoAuth) {
+                    ErrorKind::Unauthorized
+                } else {
+                    ErrorKind::Backend
+                };
+                return Err(doing
+                    .fail(
+                        kind,
+                        format!(
+                            "operation {} ({op}) failed: {source}; nothing was written",
+                            index - 1
+                        ),
+                    )
+                    .with_source(source));
+            }
+            Ok(Err(zk::MultiWriteError::RequestFailed { source })) if in_doubt(&source) => {
+                return Err(doing
+                    .fail(
+                        ErrorKind::Unavailable,
+                        format!("{source}; the write may or may not have committed"),
+                    )
+                    .with_source(source));
+            }
+            Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                return Err(doing.error(source));
+            }
+        };
+        Ok(results.into_iter().skip(1).map(outcome).collect())
+    }
+}
+
+fn outcome(result: zk::MultiWriteResult) -> WriteOutcome {
+    match result {
+        zk::MultiWriteResult::Create { path, .. } => WriteOutcome::Created { path },
+        zk::MultiWriteResult::SetData { stat } => WriteOutcome::Updated {
+            version: stat.version,
+        },
+        zk::MultiWriteResult::Delete => WriteOutcome::Deleted,
+        _ => WriteOutcome::Checked,
+    }
+}

@@ -1,0 +1,300 @@
+//! A held lock or leadership: our node at the head of the queue, watched so
+//! that a deletion behind our back fires the lost signal at once.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock, Weak};
+
+use async_trait::async_trait;
+use lock_core::{
+    Error, ErrorKind, HeldLock, LockName, LossNotifier, LostReason, LostSignal, Result,
+};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::cleanup::Leftover;
+use crate::error_map::{Doing, in_doubt, session_over};
+use crate::paths::Space;
+use crate::session::Session;
+
+/// The backend's handle on one held node.
+pub(crate) struct ZkHeld {
+    pub(crate) session: Arc<Session>,
+    pub(crate) hold: u64,
+    pub(crate) path: String,
+    pub(crate) name: LockName,
+    pub(crate) space: Space,
+    pub(crate) token: u64,
+    pub(crate) notifier: LossNotifier,
+    pub(crate) signal: LostSignal,
+    /// The task watching our node; taken (detached) on release.
+    pub(crate) watcher: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for ZkHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkHeld")
+            .field("path", &self.path)
+            .field("token", &self.token)
+            .field("session", &self.session.client.session_id())
+            .field("lost", &self.signal.reason())
+            .finish()
+    }
+}
+
+impl Drop for ZkHeld {
+    fn drop(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+        self.session.forget(self.hold);
+    }
+}
+
+impl ZkHeld {
+    fn action(&self, verb: &str) -> String {
+        let what = match self.space {
+            Space::Lock => "lock",
+            Space::Election => "leadership of",
+        };
+        format!("{verb} {what} {} (token {})", self.name, self.token)
+    }
+
+    fn doing<'a>(&'a self, action: &'a str) -> Doing<'a> {
+        Doing {
+            action,
+            servers: &self.session.settings.connect_string,
+        }
+    }
+
+    /// The error for an operation on a lock that is already gone.
+    fn gone(&self, action: &str) -> Error {
+        let doing = self.doing(action);
+        match self.signal.reason() {
+            Some(LostReason::Deleted) => doing.fail(
+                ErrorKind::NotHeld,
+                format!(
+                    "node {} was deleted behind our back; nothing was changed",
+                    self.path
+                ),
+            ),
+            Some(LostReason::Released) => doing.fail(ErrorKind::NotHeld, "already released"),
+            Some(LostReason::Disconnected) => doing.fail(
+                ErrorKind::LeaseLost,
+                format!(
+                    "the connection was quiet past the safe window, so the lock was given up; \
+                     node {} is deleted when the connection returns",
+                    self.path
+                ),
+            ),
+            Some(reason) => {
+                doing.fail(ErrorKind::LeaseLost, format!("the lock was lost: {reason}"))
+            }
+            None => doing.fail(
+                ErrorKind::LeaseLost,
+                "the session may have expired (the connection is quiet past the safe window)",
+            ),
+        }
+    }
+
+    /// Fails unless the lock is still ours as far as we can vouch.
+    fn ensure_trusted(&self, action: &str) -> Result<()> {
+        if self.signal.is_lost() || !self.session.is_trusted(self.hold) {
+            return Err(self.gone(action));
+        }
+        Ok(())
+    }
+
+    /// Records that the node is gone and why.
+    fn lost(&self, reason: LostReason) {
+        self.session.forget(self.hold);
+        self.notifier.fire(reason);
+    }
+}
+
+#[async_trait]
+impl HeldLock for ZkHeld {
+    /// Checks that our node still exists. The session's heartbeats are what
+    /// keep it; there is no per-lock lease to extend.
+    async fn renew(&self) -> Result<()> {
+        let action = self.action("renewing");
+        self.ensure_trusted(&action)?;
+        let sent = Instant::now();
+        match self
+            .session
+            .call(self.session.client.check_stat(&self.path))
+            .await
+        {
+            Ok(Some(_)) => {
+                self.session.heard_at(self.hold, sent);
+                Ok(())
+            }
+            Ok(None) => {
+                self.lost(LostReason::Deleted);
+                Err(self.gone(&action))
+            }
+            Err(e) => {
+                if session_over(&e) {
+                    self.lost(LostReason::Expired);
+                }
+                Err(self.doing(&action).error(e))
+            }
+        }
+    }
+
+    async fn release(mut self: Box<Self>) -> Result<()> {
+        let action = self.action("releasing");
+        // Detached, not aborted: firing `Released` below stops it if its
+        // watch is not armed yet, and an armed watch ends on our delete's
+        // notification (dropping it would cost a RemoveWatches request).
+        drop(self.watcher.take());
+        if self.signal.is_lost() {
+            return Err(self.gone(&action));
+        }
+        let Some(path) = self.session.take_for_release(self.hold) else {
+            return Err(self.gone(&action));
+        };
+        // Fired first so that our own delete is never reported as a loss.
+        self.notifier.fire(LostReason::Released);
+        let doing = self.doing(&action);
+        match self.session.call(self.session.client.delete(&path, None)).await {
+            Ok(()) => {
+                tracing::debug!(lock = %self.name, token = self.token, "zk lock released");
+                Ok(())
+            }
+            Err(zk::Error::NoNode) => Err(doing.fail(
+                ErrorKind::NotHeld,
+                format!("node {path} was already gone (deleted behind our back, or the session expired); nothing was deleted"),
+            )),
+            Err(e) if session_over(&e) => Err(doing.error(e)),
+            Err(e) if in_doubt(&e) => {
+                self.session.remove_now(Leftover::Node(path.clone()));
+                Err(doing
+                    .fail(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "release of {path} not confirmed ({e}); the node is deleted when the \
+                             connection returns, or vanishes with the session"
+                        ),
+                    )
+                    .with_source(e))
+            }
+            Err(e) => Err(doing.error(e)),
+        }
+    }
+
+    /// Forgets the lock without deleting its node: it stays taken until the
+    /// session ends (the backend and all its guards are dropped, or the
+    /// session expires).
+    fn abandon(mut self: Box<Self>) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+        self.session.forget(self.hold);
+    }
+
+    async fn proclaim(&self, value: &[u8]) -> Result<()> {
+        if self.space != Space::Election {
+            return Err(Error::unsupported(
+                "proclaim is only available on a leadership",
+            ));
+        }
+        let action = self.action("proclaiming on");
+        self.ensure_trusted(&action)?;
+        let sent = Instant::now();
+        match self
+            .session
+            .call(self.session.client.set_data(&self.path, value, None))
+            .await
+        {
+            Ok(_) => {
+                self.session.heard_at(self.hold, sent);
+                Ok(())
+            }
+            Err(zk::Error::NoNode) => {
+                self.lost(LostReason::Deleted);
+                Err(self.gone(&action))
+            }
+            Err(e) => {
+                if session_over(&e) {
+                    self.lost(LostReason::Expired);
+                }
+                Err(self.doing(&action).error(e))
+            }
+        }
+    }
+}
+
+/// Watches our own node: its deletion (by another client, or by the server
+/// when the session expires) fires the lost signal.
+///
+/// The watch is armed [`Timing::arm_delay`](crate::session::Timing::arm_delay)
+/// after the node is created, and not at all if the lock is released or
+/// given up before: short critical sections cost no extra request, and a
+/// deletion is still noticed within that delay plus one round trip. Armed
+/// during a long wait in the queue, it is never on a hand-over's critical
+/// path. `hold` is filled in once the node heads the queue and is registered.
+pub(crate) async fn watch_own_node(
+    session: Weak<Session>,
+    hold: Arc<OnceLock<u64>>,
+    path: String,
+    notifier: LossNotifier,
+) {
+    let ended = notifier.signal();
+    let delay = match session.upgrade() {
+        Some(session) => session.timing.arm_delay(),
+        None => return,
+    };
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        _ = ended.lost() => return,
+    }
+    let lost = |reason: LostReason| {
+        if let (Some(id), Some(session)) = (hold.get(), session.upgrade()) {
+            session.forget(*id);
+        }
+        notifier.fire(reason);
+    };
+    loop {
+        // The session is held only while sending: a detached watcher must
+        // not keep a dropped backend's session (and its nodes) alive.
+        let Some(strong) = session.upgrade() else {
+            return;
+        };
+        let request = strong.call(strong.client.get_and_watch_data(&path)).await;
+        let timing = strong.timing;
+        drop(strong);
+        match request {
+            Ok((_, _, watcher)) => {
+                let event = watcher.changed().await;
+                match event.event_type {
+                    zk::EventType::NodeDeleted => return lost(LostReason::Deleted),
+                    zk::EventType::Session => return lost(session_end(event.session_state)),
+                    _ => {}
+                }
+            }
+            Err(zk::Error::NoNode) => return lost(LostReason::Deleted),
+            Err(e) if session_over(&e) => return lost(LostReason::Expired),
+            Err(_) => {
+                let Some(strong) = session.upgrade() else {
+                    return;
+                };
+                let client = strong.client.clone();
+                drop(strong);
+                let until = Instant::now() + timing.session;
+                if let Err(e) = crate::session::wait_connected(&client, until).await
+                    && session_over(&e)
+                {
+                    return lost(LostReason::Expired);
+                }
+            }
+        }
+    }
+}
+
+fn session_end(state: zk::SessionState) -> LostReason {
+    match state {
+        zk::SessionState::Expired => LostReason::Expired,
+        other => LostReason::RenewalFailed(format!("zk session ended: {other}")),
+    }
+}

@@ -1,0 +1,376 @@
+//! The queue recipe: join with a protected ephemeral-sequential node, then
+//! wait until it is the lowest, watching only the node just before ours.
+//!
+//! Round trips: `create` and `getChildren` are pipelined (ZooKeeper runs a
+//! session's requests in order, so the listing already contains our node), so
+//! an uncontended acquisition costs one round trip. A waiter sets one
+//! `getData` watch on its predecessor and, when it fires, lists the children
+//! again, except when the predecessor was the head: then its deletion makes
+//! us the head at once. A release wakes exactly one waiter, and a hand-over
+//! costs no round trip beyond the release itself.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use lock_core::{Error, ErrorKind, LockName, LossNotifier, LostReason, Result, Wait};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+use tracing::Instrument;
+use uuid::Uuid;
+use zookeeper_client as zk;
+
+use crate::cleanup::Leftover;
+use crate::error_map::{Doing, in_doubt};
+use crate::held::watch_own_node;
+use crate::paths::{Layout, Space, guid_marker, node_prefix, queue_order};
+use crate::session::Session;
+
+/// How often an operation is retried after in-doubt failures before giving up.
+const ATTEMPTS: usize = 8;
+
+/// Our node once it heads the queue, with the watch on it already armed.
+#[derive(Debug)]
+pub(crate) struct Head {
+    /// Fired when our node goes away (set up at creation).
+    pub(crate) notifier: LossNotifier,
+    /// The task watching our node.
+    pub(crate) watcher: JoinHandle<()>,
+    /// Where the watcher learns the hold id once registered.
+    pub(crate) hold: Arc<OnceLock<u64>>,
+    /// The node's absolute path.
+    pub(crate) path: String,
+    /// The node's creation zxid: the fencing token.
+    pub(crate) czxid: i64,
+    /// When the request that showed us first was sent: the server heard from
+    /// our session after this instant.
+    pub(crate) confirmed_at: Instant,
+}
+
+/// A queue node that must be deleted unless the acquisition succeeds.
+///
+/// Dropping it while armed (an error, a timeout, or a cancelled future)
+/// sends the delete at once, or looks the node up by its GUID if the
+/// `create` reply never came, and retries in the background.
+struct PendingNode {
+    session: Arc<Session>,
+    dir: String,
+    marker: String,
+    path: Option<String>,
+    /// Watching our node; detached when dropped.
+    watcher: Option<JoinHandle<()>>,
+    /// Ends the watcher before it arms its watch.
+    notifier: Option<LossNotifier>,
+    armed: bool,
+}
+
+impl PendingNode {
+    fn leftover(&self) -> Leftover {
+        match &self.path {
+            Some(path) => Leftover::Node(path.clone()),
+            None => Leftover::Guid {
+                dir: self.dir.clone(),
+                marker: self.marker.clone(),
+            },
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PendingNode {
+    fn drop(&mut self) {
+        if self.armed {
+            // An unarmed watcher stops here; an armed one ends on the
+            // delete's notification.
+            if let Some(notifier) = &self.notifier {
+                notifier.fire(LostReason::Released);
+            }
+            self.session.remove_now(self.leftover());
+        }
+    }
+}
+
+/// Joins the queue of `name` and waits, as `wait` allows, until our node is
+/// the lowest. `data` is stored in the node (an election's value).
+pub(crate) async fn join_and_wait(
+    session: &Arc<Session>,
+    layout: &Layout,
+    space: Space,
+    name: &LockName,
+    data: &[u8],
+    wait: Wait,
+    doing: &Doing<'_>,
+) -> Result<Head> {
+    let deadline = wait.deadline_from(Instant::now());
+    let dir = layout.name_dir(space, name);
+    let guid = Uuid::new_v4();
+    let marker = guid_marker(&guid);
+    let mut pending = PendingNode {
+        session: session.clone(),
+        dir: dir.clone(),
+        marker: marker.clone(),
+        path: None,
+        watcher: None,
+        notifier: None,
+        armed: true,
+    };
+    let created = create_protected(session, layout, space, &dir, &guid, data, doing).await?;
+    pending.path = Some(created.path.clone());
+    let notifier = LossNotifier::new();
+    let ours_gone = notifier.signal();
+    pending.notifier = Some(notifier.clone());
+    let hold = Arc::new(OnceLock::new());
+    pending.watcher = Some(tokio::spawn(
+        watch_own_node(
+            Arc::downgrade(session),
+            hold.clone(),
+            created.path.clone(),
+            notifier.clone(),
+        )
+        .in_current_span(),
+    ));
+    let ours = created
+        .path
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let mut listing = created.listing;
+    // Set when the predecessor we watch headed the queue: its deletion then
+    // makes us the head, with no need to list the children again (nodes
+    // created later all sort after ours).
+    let mut next_in_line: Option<Instant> = None;
+    loop {
+        let (queue, sent) = match (next_in_line.take(), listing.take()) {
+            (Some(sent), _) => (vec![ours.clone()], sent),
+            (None, Some((children, sent))) => (queue_order(children, space), sent),
+            (None, None) => {
+                let (children, sent) = list(session, &dir, doing).await?;
+                (queue_order(children, space), sent)
+            }
+        };
+        let Some(position) = queue.iter().position(|child| *child == ours) else {
+            pending.disarm();
+            return Err(doing.fail(
+                ErrorKind::LeaseLost,
+                format!(
+                    "our queue node {} disappeared while waiting (deleted by another client, or \
+                     the session expired); acquire again",
+                    created.path
+                ),
+            ));
+        };
+        if position == 0 {
+            pending.disarm();
+            return Ok(Head {
+                notifier,
+                watcher: pending.watcher.take().expect("the watcher is armed"),
+                hold,
+                path: created.path,
+                czxid: created.czxid,
+                confirmed_at: sent,
+            });
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(gave_up(wait, doing));
+        }
+        let predecessor = format!("{dir}/{}", queue[position - 1]);
+        let watch_sent = Instant::now();
+        match session
+            .call(session.client.get_and_watch_data(&predecessor))
+            .await
+        {
+            Ok((_, _, watcher)) => {
+                tracing::trace!(%predecessor, "zk waiting for predecessor");
+                let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+                let event = tokio::select! {
+                    event = watcher.changed() => event,
+                    () = sleep_until(deadline.unwrap_or(far)) => return Err(gave_up(wait, doing)),
+                    reason = ours_gone.lost() => {
+                        pending.disarm();
+                        return Err(doing.fail(
+                            ErrorKind::LeaseLost,
+                            format!("our queue node {} went away while waiting ({reason}); acquire again", created.path),
+                        ));
+                    }
+                };
+                match event.event_type {
+                    zk::EventType::Session if event.session_state.is_terminated() => {
+                        pending.disarm();
+                        return Err(doing.error(state_error(event.session_state)));
+                    }
+                    zk::EventType::NodeDeleted if position == 1 => next_in_line = Some(watch_sent),
+                    _ => {}
+                }
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(e) if in_doubt(&e) => {
+                reconnected(session, doing).await?;
+            }
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+}
+
+fn gave_up(wait: Wait, doing: &Doing<'_>) -> Error {
+    match wait {
+        Wait::No => doing.fail(ErrorKind::WouldBlock, "held by another client"),
+        Wait::Timeout(d) => doing.fail(
+            ErrorKind::Timeout,
+            format!("still held by another client after waiting {d:?}"),
+        ),
+        Wait::Forever => doing.fail(ErrorKind::Timeout, "wait ended"),
+    }
+}
+
+fn state_error(state: zk::SessionState) -> zk::Error {
+    match state {
+        zk::SessionState::AuthFailed => zk::Error::AuthFailed,
+        zk::SessionState::Closed => zk::Error::ClientClosed,
+        _ => zk::Error::SessionExpired,
+    }
+}
+
+/// Waits (at most one request timeout) for the connection to come back.
+async fn reconnected(session: &Session, doing: &Doing<'_>) -> Result<()> {
+    session
+        .wait_connected(Instant::now() + session.timing.request)
+        .await
+        .map_err(|e| doing.error(e))
+}
+
+/// A created node, and the children listing pipelined with its `create`.
+struct Created {
+    path: String,
+    czxid: i64,
+    listing: Option<(Vec<String>, Instant)>,
+}
+
+/// Creates our ephemeral-sequential node. After an in-doubt failure it
+/// looks for our GUID before creating again, so a retry never leaves a
+/// second node of ours behind (ZOOKEEPER-1262).
+async fn create_protected(
+    session: &Arc<Session>,
+    layout: &Layout,
+    space: Space,
+    dir: &str,
+    guid: &Uuid,
+    data: &[u8],
+    doing: &Doing<'_>,
+) -> Result<Created> {
+    let prefix = node_prefix(dir, guid, space);
+    let marker = guid_marker(guid);
+    let options = zk::CreateMode::EphemeralSequential.with_acls(session.acls());
+    for _ in 0..ATTEMPTS {
+        let sent = Instant::now();
+        let create = session.client.create(&prefix, data, &options);
+        let children = session.client.list_children(dir);
+        match session.call(create).await {
+            Ok((stat, sequence)) => {
+                let listing = session.call(children).await.ok().map(|c| (c, sent));
+                return Ok(Created {
+                    path: format!("{prefix}{sequence}"),
+                    czxid: stat.czxid,
+                    listing,
+                });
+            }
+            Err(zk::Error::NoNode) => {
+                drop(children);
+                ensure_dir(session, layout, space, dir, doing).await?;
+            }
+            Err(e) if in_doubt(&e) => {
+                drop(children);
+                tracing::debug!(%prefix, error = %e, "zk create in doubt; looking for our node");
+                reconnected(session, doing).await?;
+                if let Some(found) = find_ours(session, dir, &marker, doing).await? {
+                    return Ok(found);
+                }
+            }
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+    Err(doing.fail(
+        ErrorKind::Unavailable,
+        format!("could not create a queue node under {dir} after {ATTEMPTS} attempts"),
+    ))
+}
+
+/// Our node, if a `create` whose reply was lost did create it.
+async fn find_ours(
+    session: &Session,
+    dir: &str,
+    marker: &str,
+    doing: &Doing<'_>,
+) -> Result<Option<Created>> {
+    let (children, sent) = list(session, dir, doing).await?;
+    let Some(child) = children.iter().find(|c| c.starts_with(marker)) else {
+        return Ok(None);
+    };
+    let path = format!("{dir}/{child}");
+    match session.call(session.client.check_stat(&path)).await {
+        Ok(Some(stat)) => {
+            tracing::debug!(%path, "zk found our node after an in-doubt create");
+            Ok(Some(Created {
+                path,
+                czxid: stat.czxid,
+                listing: Some((children, sent)),
+            }))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(doing.error(e)),
+    }
+}
+
+/// Lists `dir`, retrying through connection losses. A missing directory is
+/// an empty queue.
+async fn list(session: &Session, dir: &str, doing: &Doing<'_>) -> Result<(Vec<String>, Instant)> {
+    for _ in 0..ATTEMPTS {
+        let sent = Instant::now();
+        match session.call(session.client.list_children(dir)).await {
+            Ok(children) => return Ok((children, sent)),
+            Err(zk::Error::NoNode) => return Ok((Vec::new(), sent)),
+            Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+    Err(doing.fail(
+        ErrorKind::Unavailable,
+        format!("could not list {dir} after {ATTEMPTS} attempts"),
+    ))
+}
+
+/// Creates the per-name container node (and the lock root) on demand.
+async fn ensure_dir(
+    session: &Session,
+    layout: &Layout,
+    space: Space,
+    dir: &str,
+    doing: &Doing<'_>,
+) -> Result<()> {
+    let container = zk::CreateMode::Container.with_acls(session.acls());
+    for _ in 0..ATTEMPTS {
+        match session
+            .call(session.client.create(dir, &[], &container))
+            .await
+        {
+            Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
+            Err(zk::Error::NoNode) => {
+                let persistent = zk::CreateMode::Persistent.with_acls(session.acls());
+                let root = layout.space_dir(space);
+                match session.call(session.client.mkdir(&root, &persistent)).await {
+                    Ok(()) => {}
+                    Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+                    Err(e) => return Err(doing.error(e)),
+                }
+            }
+            Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+    Err(doing.fail(
+        ErrorKind::Unavailable,
+        format!("could not create {dir} after {ATTEMPTS} attempts"),
+    ))
+}

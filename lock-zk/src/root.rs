@@ -1,0 +1,85 @@
+//! Preparing the lock root at connect time, so that a root we may not use
+//! fails `connect` with a typed error instead of the first `lock`.
+
+use lock_core::{ErrorKind, Result};
+use uuid::Uuid;
+use zookeeper_client as zk;
+
+use crate::error_map::Doing;
+use crate::paths::Space;
+use crate::session::Session;
+
+/// Creates `{root}/locks` and `{root}/elections` if missing, then creates and
+/// deletes a probe node under `{root}/locks` to prove we may create and
+/// delete lock nodes there with our identity.
+pub(crate) async fn prepare(session: &Session) -> Result<()> {
+    let settings = &session.settings;
+    let layout = &settings.layout;
+    let action = format!("preparing lock root {}", layout.root());
+    let doing = Doing {
+        action: &action,
+        servers: &settings.connect_string,
+    };
+    let denied = |what: &str| {
+        doing.fail(
+            ErrorKind::Unauthorized,
+            format!(
+                "{} may not {what}: an ACL set by another identity forbids it; check the username \
+                 and password, or choose another lock root",
+                settings.identity()
+            ),
+        )
+    };
+    let persistent = zk::CreateMode::Persistent.with_acls(session.acls());
+    for space in [Space::Lock, Space::Election] {
+        let dir = layout.space_dir(space);
+        match session.call(session.client.mkdir(&dir, &persistent)).await {
+            Ok(()) => {}
+            Err(zk::Error::NoAuth) => return Err(denied(&format!("create {dir}"))),
+            Err(e @ zk::Error::NoChildrenForEphemerals) => {
+                return Err(doing
+                    .fail(
+                        ErrorKind::InvalidConfig,
+                        format!("{dir} cannot be created: an ancestor is an ephemeral node; choose another lock root"),
+                    )
+                    .with_source(e));
+            }
+            Err(e @ (zk::Error::BadArguments(_) | zk::Error::NoNode | zk::Error::InvalidAcl)) => {
+                return Err(doing
+                    .fail(
+                        ErrorKind::InvalidConfig,
+                        format!("{dir} cannot be created ({e}); choose another lock root"),
+                    )
+                    .with_source(e));
+            }
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+    let probe = format!(
+        "{}/%probe-{}",
+        layout.space_dir(Space::Lock),
+        Uuid::new_v4()
+    );
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(session.acls());
+    match session
+        .call(session.client.create(&probe, &[], &ephemeral))
+        .await
+    {
+        Ok(_) => {}
+        Err(zk::Error::NoAuth) => {
+            return Err(denied(&format!(
+                "create lock nodes under {}",
+                layout.space_dir(Space::Lock)
+            )));
+        }
+        Err(e) => return Err(doing.error(e)),
+    }
+    match session.call(session.client.delete(&probe, None)).await {
+        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+        Err(zk::Error::NoAuth) => Err(denied(&format!(
+            "delete lock nodes under {}",
+            layout.space_dir(Space::Lock)
+        ))),
+        Err(e) => Err(doing.error(e)),
+    }
+}

@@ -1,0 +1,378 @@
+//! One ZooKeeper session per backend: the client, its timing, the locks it
+//! holds, and when it must stop trusting them.
+//!
+//! A lock's lease is the session. While the client reports a live
+//! connection, the server has heard from us within the last
+//! [`Timing::quiet_allowance`], so the session cannot expire before
+//! `now - quiet_allowance + session_timeout`: the monitor pushes every held
+//! lock's [`Validity`] towards that point (minus a safety margin of a third of
+//! the session timeout) on each tick. When the connection goes quiet the
+//! pushes stop, the validity runs out well before the server could possibly
+//! expire the session, and the monitor fires the lost signal.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use lock_core::renewal::Validity;
+use lock_core::{ErrorKind, LossNotifier, LostReason, Result};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout, timeout_at};
+use zookeeper_client as zk;
+
+use crate::acl;
+use crate::cleanup::{self, Leftover};
+use crate::config::Settings;
+use crate::error_map::{Doing, in_doubt, session_over};
+use crate::monitor;
+
+/// Timeouts derived from the negotiated session timeout, mirroring what
+/// `zookeeper-client` does internally.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// The negotiated session timeout: the TTL of every lock.
+    pub(crate) session: Duration,
+    /// The client's tick: an eighth of the connection timeout.
+    pub(crate) tick: Duration,
+    /// How long the client tolerates silence before it reports
+    /// `Disconnected`: `8 * tick`, a quarter of the session timeout.
+    connection: Duration,
+    /// How long one request may take.
+    pub(crate) request: Duration,
+}
+
+impl Timing {
+    /// Mirrors `zookeeper-client`: with a configured connection timeout of
+    /// at most 3/5 of the session timeout its tick is an eighth of it,
+    /// otherwise a twentieth of the session timeout.
+    fn new(session: Duration, configured_connection: Duration, request: Duration) -> Self {
+        let tick = if configured_connection.is_zero() || configured_connection > session * 3 / 5 {
+            session / 20
+        } else {
+            configured_connection / 8
+        }
+        .max(Duration::from_millis(1));
+        Timing {
+            session,
+            tick,
+            connection: tick * 8,
+            request,
+        }
+    }
+
+    /// How long after creating a node we arm the watch on it: a tenth of the
+    /// session timeout, at most 100 ms.
+    pub(crate) fn arm_delay(&self) -> Duration {
+        (self.session / 10).min(Duration::from_millis(100))
+    }
+
+    /// How long after the server last heard from us we keep trusting a lock:
+    /// two thirds of the session timeout. The last third is the safety margin
+    /// for round trips, scheduling delays and clock drift: we stop trusting
+    /// well before the server could expire the session.
+    pub(crate) fn trusted_for(&self) -> Duration {
+        self.session * 2 / 3
+    }
+
+    /// While the client says "connected", the server heard from us at most
+    /// this long ago: the client's silence limit, one tick for the client to
+    /// notice, and one tick of allowance for the round trip and scheduling.
+    pub(crate) fn quiet_allowance(&self) -> Duration {
+        self.connection + self.tick * 2
+    }
+}
+
+/// A lock or leadership held on this session.
+#[derive(Debug)]
+struct Hold {
+    path: String,
+    notifier: LossNotifier,
+    validity: Validity,
+}
+
+/// A live ZooKeeper session and the locks held on it.
+pub(crate) struct Session {
+    pub(crate) client: zk::Client,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) timing: Timing,
+    holds: Mutex<HashMap<u64, Hold>>,
+    next_hold: AtomicU64,
+    monitor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.client.session_id())
+            .field("servers", &self.settings.connect_string)
+            .field("state", &self.client.state())
+            .field("timing", &self.timing)
+            .field("holds", &self.lock_holds().len())
+            .finish()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(monitor) = self.monitor.get_mut().ok().and_then(Option::take) {
+            monitor.abort();
+        }
+    }
+}
+
+impl Session {
+    /// Connects, authenticates and starts the monitor, within the connect timeout.
+    pub(crate) async fn open(settings: Arc<Settings>) -> Result<Arc<Session>> {
+        let doing = Doing {
+            action: "connecting",
+            servers: &settings.connect_string,
+        };
+        // A quarter of the session timeout (the client's default is 2/5):
+        // a quiet connection is noticed sooner, which leaves a wider window
+        // in which a held lock is vouched for (see `Timing`).
+        let connection_timeout = settings.session_timeout / 4;
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(settings.session_timeout)
+            .with_connection_timeout(connection_timeout)
+            .with_fail_eagerly();
+        if let Some(c) = &settings.credentials {
+            let auth = format!("{}:{}", c.username, c.password);
+            connector = connector.with_auth("digest", auth.as_bytes());
+        }
+        let client = match timeout(
+            settings.connect_timeout,
+            connector.connect(&settings.connect_string),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(doing.fail(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "no session within the connect timeout ({:?}); is a ZooKeeper server \
+                         running and reachable there? (scripts/install-servers.sh installs one)",
+                        settings.connect_timeout
+                    ),
+                ));
+            }
+            Ok(Err(e @ (zk::Error::NoHosts | zk::Error::ConnectionLoss | zk::Error::Timeout))) => {
+                return Err(doing
+                    .fail(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "cannot open a session ({e}); is a ZooKeeper server running there? \
+                             (scripts/install-servers.sh installs one)"
+                        ),
+                    )
+                    .with_source(e));
+            }
+            Ok(Err(e)) => return Err(doing.error(e)),
+            Ok(Ok(client)) => client,
+        };
+        let timing = Timing::new(
+            client.session_timeout(),
+            connection_timeout,
+            settings.request_timeout,
+        );
+        if timing.session != settings.session_timeout {
+            tracing::info!(
+                requested = ?settings.session_timeout,
+                negotiated = ?timing.session,
+                "zk server adjusted the session timeout"
+            );
+        }
+        tracing::debug!(session = %client.session_id(), servers = %settings.connect_string, "zk session open");
+        let states = client.state_watcher();
+        let session = Arc::new(Session {
+            client,
+            settings,
+            timing,
+            holds: Mutex::new(HashMap::new()),
+            next_hold: AtomicU64::new(1),
+            monitor: Mutex::new(None),
+        });
+        let handle = monitor::spawn(Arc::downgrade(&session), states, timing.tick);
+        *session.monitor.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        Ok(session)
+    }
+
+    /// ACLs for every node we create.
+    pub(crate) fn acls(&self) -> zk::Acls<'static> {
+        acl::node_acls(self.settings.credentials.is_some())
+    }
+
+    /// Whether the session has ended (expired, closed, or failed auth).
+    pub(crate) fn is_over(&self) -> bool {
+        self.client.state().is_terminated()
+    }
+
+    /// Runs one request with the request timeout; a timeout is reported as
+    /// `zk::Error::Timeout`, an in-doubt outcome like a connection loss.
+    pub(crate) async fn call<T>(
+        &self,
+        request: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, zk::Error> {
+        timeout(self.timing.request, request)
+            .await
+            .unwrap_or(Err(zk::Error::Timeout))
+    }
+
+    /// Waits until the session is connected again, or fails with the
+    /// session's terminal error, or with `ConnectionLoss` at `until`.
+    pub(crate) async fn wait_connected(&self, until: Instant) -> Result<(), zk::Error> {
+        wait_connected(&self.client, until).await
+    }
+
+    fn lock_holds(&self) -> MutexGuard<'_, HashMap<u64, Hold>> {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The earliest instant the server may have last heard from us, if the
+    /// client reports a live connection now.
+    pub(crate) fn evidence(&self) -> Option<Instant> {
+        (self.client.state() == zk::SessionState::SyncConnected)
+            .then(|| Instant::now().checked_sub(self.timing.quiet_allowance()))
+            .flatten()
+    }
+
+    /// Records a held lock so the monitor can vouch for it or give it up.
+    pub(crate) fn register(&self, path: String, notifier: LossNotifier, validity: Validity) -> u64 {
+        let id = self.next_hold.fetch_add(1, Ordering::Relaxed);
+        self.lock_holds().insert(
+            id,
+            Hold {
+                path,
+                notifier,
+                validity,
+            },
+        );
+        id
+    }
+
+    /// Removes a hold whose node is known to be gone (or handed to cleanup).
+    pub(crate) fn forget(&self, id: u64) {
+        self.lock_holds().remove(&id);
+    }
+
+    /// Takes a hold out to release it. `None` if it was already given up.
+    /// A hold whose validity ran out is given up here (lost signal fired,
+    /// node handed to cleanup) and `None` is returned.
+    pub(crate) fn take_for_release(self: &Arc<Self>, id: u64) -> Option<String> {
+        let hold = self.lock_holds().remove(&id)?;
+        if hold.validity.is_valid() {
+            return Some(hold.path);
+        }
+        hold.notifier.fire(LostReason::Disconnected);
+        self.remove_now(Leftover::Node(hold.path));
+        None
+    }
+
+    /// Whether a hold is still registered and within its validity.
+    pub(crate) fn is_trusted(&self, id: u64) -> bool {
+        self.lock_holds()
+            .get(&id)
+            .is_some_and(|hold| hold.validity.is_valid())
+    }
+
+    /// Extends a hold's validity from a request sent at `sent` that the
+    /// server answered.
+    pub(crate) fn heard_at(&self, id: u64, sent: Instant) {
+        if let Some(hold) = self.lock_holds().get(&id) {
+            hold.validity.renewed(sent, self.timing.trusted_for());
+        }
+    }
+
+    /// One monitor tick: give up holds whose validity ran out, vouch for the
+    /// rest if connected, and end everything if the session is over.
+    /// Returns whether the monitor should keep running.
+    pub(crate) fn check_holds(self: &Arc<Self>) -> bool {
+        let state = self.client.state();
+        let mut holds = self.lock_holds();
+        if state.is_terminated() {
+            let reason = match state {
+                zk::SessionState::Expired => LostReason::Expired,
+                other => LostReason::RenewalFailed(format!("zk session ended: {other}")),
+            };
+            for (_, hold) in holds.drain() {
+                hold.notifier.fire(reason.clone());
+            }
+            return false;
+        }
+        let evidence = self.evidence();
+        let lapsed: Vec<u64> = holds
+            .iter()
+            .filter(|(_, hold)| !hold.validity.is_valid())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in lapsed {
+            if let Some(hold) = holds.remove(&id) {
+                tracing::warn!(
+                    path = %hold.path,
+                    session = %self.client.session_id(),
+                    "zk connection quiet past the safe window; lock no longer trusted"
+                );
+                hold.notifier.fire(LostReason::Disconnected);
+                self.remove_now(Leftover::Node(hold.path));
+            }
+        }
+        if let Some(evidence) = evidence {
+            for hold in holds.values() {
+                hold.validity.renewed(evidence, self.timing.trusted_for());
+            }
+        }
+        true
+    }
+
+    /// Deletes a leftover node: the delete is sent now (so it precedes any
+    /// later request of this session), and retried in the background until
+    /// it succeeds or the session ends.
+    pub(crate) fn remove_now(&self, leftover: Leftover) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(
+                ?leftover,
+                "no runtime to delete a zk node; it goes with the session"
+            );
+            return;
+        };
+        tracing::debug!(?leftover, "zk deleting a node we no longer need");
+        let client = self.client.clone();
+        let request = self.timing.request;
+        match leftover {
+            Leftover::Node(path) => {
+                let delete = client.delete(&path, None);
+                runtime.spawn(async move {
+                    match timeout(request, delete).await {
+                        Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
+                        Ok(Err(e)) if session_over(&e) => {}
+                        Ok(Err(e)) if !in_doubt(&e) => {
+                            tracing::warn!(%path, error = %e, "zk could not delete a leftover node");
+                        }
+                        _ => cleanup::remove(client, request, Leftover::Node(path)).await,
+                    }
+                });
+            }
+            guid @ Leftover::Guid { .. } => {
+                runtime.spawn(cleanup::remove(client, request, guid));
+            }
+        }
+    }
+}
+
+/// See [`Session::wait_connected`].
+pub(crate) async fn wait_connected(client: &zk::Client, until: Instant) -> Result<(), zk::Error> {
+    let mut states = client.state_watcher();
+    loop {
+        match states.peek_state() {
+            zk::SessionState::SyncConnected => return Ok(()),
+            zk::SessionState::Expired => return Err(zk::Error::SessionExpired),
+            zk::SessionState::AuthFailed => return Err(zk::Error::AuthFailed),
+            zk::SessionState::Closed => return Err(zk::Error::ClientClosed),
+            _ => {}
+        }
+        if timeout_at(until, states.changed()).await.is_err() {
+            return Err(zk::Error::ConnectionLoss);
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! ZooKeeper-specific behaviour on a real standalone server: typed errors
+//! without hanging, ACLs that protect lock nodes from other identities, and
+//! writes guarded by the lock.
+
+mod support;
+
+use std::time::Duration;
+
+use lock_core::{ErrorKind, LockBackendExt, LostReason};
+use lock_testkit::proxy::FaultProxy;
+use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
+use tokio::time::{Instant, timeout};
+
+use support::{config, raw_client, start_zk};
+
+const SESSION: Duration = Duration::from_secs(2);
+/// Extra time allowed over a configured timeout before calling it a hang.
+const SLACK: Duration = Duration::from_secs(2);
+
+/// Connects and expects an error of `kind` within the connect timeout plus slack.
+async fn connect_fails(config: ZkConfig, kind: ErrorKind) -> lock_core::Error {
+    let bound = config.connect_timeout + config.request_timeout + SLACK;
+    let start = Instant::now();
+    let err = timeout(bound, ZkBackend::connect(config))
+        .await
+        .unwrap_or_else(|_| panic!("connect hung past {bound:?}"))
+        .expect_err("connect must fail");
+    assert_eq!(err.kind(), kind, "{err}");
+    tracing::info!(elapsed = ?start.elapsed(), %err, "connect failed as expected");
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_are_unauthorized() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let owner =
+        ZkBackend::connect(config(&addrs, "/secure", SESSION).with_credentials("alice", "right"))
+            .await
+            .expect("the owner connects");
+    let wrong_password = config(&addrs, "/secure", SESSION).with_credentials("alice", "wrong");
+    let err = connect_fails(wrong_password, ErrorKind::Unauthorized).await;
+    assert!(
+        err.message().contains("alice") && err.message().contains(&addrs[0]),
+        "{err}"
+    );
+    assert!(
+        !err.to_string().contains("wrong"),
+        "the password leaked: {err}"
+    );
+    connect_fails(
+        config(&addrs, "/secure", SESSION).with_credentials("bob", "right"),
+        ErrorKind::Unauthorized,
+    )
+    .await;
+    connect_fails(config(&addrs, "/secure", SESSION), ErrorKind::Unauthorized).await;
+    let guard = owner
+        .try_lock("still-usable")
+        .await
+        .expect("the owner still locks");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_unavailable_within_connect_timeout() {
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let quick = Duration::from_secs(2);
+    let err = connect_fails(
+        config(std::slice::from_ref(&refused), "/x", SESSION).with_connect_timeout(quick),
+        ErrorKind::Unavailable,
+    )
+    .await;
+    assert!(err.message().contains(&refused), "{err}");
+    assert!(err.message().contains("install-servers.sh"), "{err}");
+    // A server that accepts connections but never answers.
+    let silent = FaultProxy::start(refused.parse().unwrap()).await.unwrap();
+    silent.blackhole();
+    let err = connect_fails(
+        config(&[silent.addr().to_string()], "/x", SESSION).with_connect_timeout(quick),
+        ErrorKind::Unavailable,
+    )
+    .await;
+    assert!(err.message().contains(&silent.addr().to_string()), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncreatable_lock_root_is_a_typed_error() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let read_only = [zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone())];
+    admin
+        .create(
+            "/frozen",
+            &[],
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&read_only)),
+        )
+        .await
+        .expect("create a read-only node");
+    let err = connect_fails(
+        config(&addrs, "/frozen/locks", SESSION),
+        ErrorKind::Unauthorized,
+    )
+    .await;
+    assert!(err.message().contains("/frozen/locks"), "{err}");
+    admin
+        .create(
+            "/session-node",
+            &[],
+            &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .expect("create an ephemeral node");
+    let err = connect_fails(
+        config(&addrs, "/session-node/locks", SESSION),
+        ErrorKind::InvalidConfig,
+    )
+    .await;
+    assert!(err.message().contains("ephemeral"), "{err}");
+    let err = ZkConfig::from_url(&format!("zk://{}/a/../b", addrs[0])).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_identities_cannot_delete_lock_nodes() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let alice = ZkBackend::connect(config(&addrs, "/acl", SESSION).with_credentials("alice", "pw"))
+        .await
+        .expect("alice connects");
+    let guard = alice.try_lock("protected").await.expect("alice locks");
+    for auth in [Some("bob:pw"), Some("alice:not-pw"), None] {
+        let other = raw_client(&addrs, auth).await;
+        let err = other
+            .delete(guard.key(), None)
+            .await
+            .expect_err("another identity must not delete alice's node");
+        assert_eq!(err, zk::Error::NoAuth, "{auth:?}");
+        let (data, _) = other.get_data(guard.key()).await.expect("others may read");
+        assert!(data.is_empty());
+    }
+    assert!(guard.is_held());
+    let alice_again =
+        ZkBackend::connect(config(&addrs, "/acl", SESSION).with_credentials("alice", "pw"))
+            .await
+            .expect("alice connects again");
+    let err = alice_again
+        .try_lock("protected")
+        .await
+        .expect_err("still held");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_write_commits_only_while_held() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let backend = ZkBackend::connect(config(&addrs, "/guarded", SESSION))
+        .await
+        .expect("connect");
+    let admin = raw_client(&addrs, None).await;
+    let guard = backend.lock("ledger").await.expect("lock");
+    let entry = format!("/guarded/entry-{}", guard.token());
+    let outcomes = backend
+        .guarded_write(&guard)
+        .create(entry.clone(), b"first".to_vec())
+        .set_data(entry.clone(), b"second".to_vec(), Some(0))
+        .commit()
+        .await
+        .expect("write under the lock");
+    assert_eq!(
+        outcomes,
+        vec![
+            WriteOutcome::Created {
+                path: entry.clone()
+            },
+            WriteOutcome::Updated { version: 1 }
+        ]
+    );
+    // The lock is taken away from outside; the holder learns it, and the
+    // guarded write is refused by the server even if sent regardless.
+    admin
+        .delete(guard.key(), None)
+        .await
+        .expect("kill the lock node");
+    let reason = timeout(SESSION + SLACK, guard.lost())
+        .await
+        .expect("lost signal");
+    assert_eq!(reason, LostReason::Deleted);
+    let err = backend
+        .guarded_write(&guard)
+        .set_data(entry.clone(), b"stale".to_vec(), None)
+        .commit()
+        .await
+        .expect_err("no write after the lock is lost");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    let (data, _) = admin.get_data(&entry).await.expect("read back");
+    assert_eq!(data, b"second");
+    // A failing operation names itself and writes nothing.
+    let guard = backend.lock("ledger").await.expect("lock again");
+    let err = backend
+        .guarded_write(&guard)
+        .set_data(entry.clone(), b"third".to_vec(), None)
+        .create(entry.clone(), b"duplicate".to_vec())
+        .commit()
+        .await
+        .expect_err("create of an existing node fails");
+    assert_eq!(err.kind(), ErrorKind::Backend, "{err}");
+    assert!(err.message().contains("operation 1 (create"), "{err}");
+    let (data, _) = admin.get_data(&entry).await.expect("read back");
+    assert_eq!(data, b"second");
+    guard.release().await.expect("release");
+}
+
+/// Waits until `dir` has exactly `n` children, or panics after `bound`.
+async fn until_children(admin: &zk::Client, dir: &str, n: usize, bound: Duration) -> Vec<String> {
+    let deadline = Instant::now() + bound;
+    loop {
+        let children = admin.list_children(dir).await.unwrap_or_default();
+        if children.len() == n {
+            return children;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{dir} has {children:?}, expected {n} children"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_out_wait_leaves_no_queue_node() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let (a, b) = (
+        ZkBackend::connect(config(&addrs, "/timeout", SESSION))
+            .await
+            .expect("connect"),
+        ZkBackend::connect(config(&addrs, "/timeout", SESSION))
+            .await
+            .expect("connect"),
+    );
+    let held = a.lock("busy").await.expect("lock");
+    let dir = "/timeout/locks/busy";
+    let err = b
+        .lock_timeout("busy", Duration::from_millis(300))
+        .await
+        .expect_err("times out");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    let err = b.try_lock("busy").await.expect_err("would block");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    let left = until_children(&admin, dir, 1, SLACK).await;
+    assert_eq!(
+        format!("{dir}/{}", left[0]),
+        held.key(),
+        "only the holder's node is left"
+    );
+    held.release().await.expect("release");
+    until_children(&admin, dir, 0, SLACK).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let client = support::proxied(&addrs[0], "/cancel", Duration::from_secs(6)).await;
+    let holder = ZkBackend::connect(config(&addrs, "/cancel", SESSION))
+        .await
+        .expect("connect");
+    let held = holder.lock("in-flight").await.expect("lock");
+    let dir = "/cancel/locks/in-flight";
+    // The create reaches the server, but its reply is still in the proxy
+    // when the acquisition is cancelled: only the GUID finds the node.
+    client.proxy.delay(Duration::from_millis(400));
+    let acquiring = tokio::spawn({
+        let backend = client.backend.clone();
+        async move { backend.lock("in-flight").await }
+    });
+    until_children(&admin, dir, 2, SLACK).await;
+    acquiring.abort();
+    assert!(acquiring.await.unwrap_err().is_cancelled());
+    until_children(&admin, dir, 1, SLACK * 2).await;
+    held.release().await.expect("release");
+    until_children(&admin, dir, 0, SLACK).await;
+}

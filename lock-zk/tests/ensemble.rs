@@ -1,0 +1,232 @@
+//! Fault tests on a real three-server ZooKeeper ensemble: a killed leader, a
+//! client cut off past its session timeout, and a connection lost between a
+//! `create` and its reply. One ensemble at a time (three JVMs each).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::FutureExt;
+use lock_core::{LockBackendExt, LostReason};
+use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
+use lock_zk::ZkBackend;
+use tokio::sync::Mutex;
+use tokio::time::{Instant, timeout};
+
+use support::{config, proxied, raw_client, start_zk};
+
+/// Three-server ensembles are heavy for a two-core machine: run one at a time.
+static ONE_ENSEMBLE: Mutex<()> = Mutex::const_new(());
+
+/// Waits until `condition` holds, checking every 20 ms, or panics after `bound`.
+async fn wait_until(bound: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + bound;
+    while !condition().await {
+        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contention_survives_leader_kill_with_increasing_tokens() {
+    support::init_tracing();
+    let _one = ONE_ENSEMBLE.lock().await;
+    let ensemble = start_zk(3).await;
+    let addrs = ensemble.addrs();
+    let factory: ClientFactory = {
+        let addrs = addrs.clone();
+        Arc::new(move || {
+            let config = config(&addrs, "/leader-kill", Duration::from_secs(4));
+            async move {
+                let backend = ZkBackend::connect(config).await?;
+                Ok(Arc::new(backend) as Arc<lock_core::DynLockBackend>)
+            }
+            .boxed()
+        })
+    };
+    let progress = Arc::new(Progress::default());
+    let workload = WorkloadConfig {
+        clients: 4,
+        locks: 1,
+        duration: Duration::from_secs(12),
+        hold: Duration::from_millis(1),
+        name_prefix: "leader-kill".into(),
+        ..WorkloadConfig::default()
+    };
+    let run = tokio::spawn({
+        let progress = progress.clone();
+        async move { run_workload(&workload, factory, progress).await }
+    });
+    let count = || progress.acquisitions.load(Ordering::Relaxed);
+    wait_until(
+        Duration::from_secs(10),
+        "progress before the kill",
+        async || count() >= 50,
+    )
+    .await;
+    let leader = ensemble
+        .leader_index()
+        .await
+        .expect("the ensemble has a leader");
+    ensemble.member(leader).kill().await;
+    let at_kill = count();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ensemble
+        .member(leader)
+        .restart()
+        .await
+        .expect("restart the old leader");
+    let at_restart = count();
+    wait_until(
+        Duration::from_secs(20),
+        "progress after recovery",
+        async || count() >= at_restart + 50,
+    )
+    .await;
+    let report = timeout(Duration::from_secs(30), run)
+        .await
+        .expect("workload ends")
+        .expect("workload task")
+        .expect("workload");
+    eprintln!(
+        "leader kill: {} acquisitions ({at_kill} before the kill, {at_restart} at restart), {} errors ({:?}), per client {:?}",
+        report.acquisitions, report.errors, report.first_error, report.per_client
+    );
+    assert_eq!(report.violations, 0, "two holders at once: {report:?}");
+    assert_eq!(report.token_regressions, 0, "tokens went back: {report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cut_off_holder_loses_lock_before_another_acquires() {
+    support::init_tracing();
+    let _one = ONE_ENSEMBLE.lock().await;
+    let ensemble = start_zk(3).await;
+    let addrs = ensemble.addrs();
+    let session = Duration::from_secs(2);
+    let cut = proxied(&addrs[0], "/cut-off", session).await;
+    let other = ZkBackend::connect(config(&addrs, "/cut-off", session))
+        .await
+        .expect("connect");
+    let held = cut.backend.lock("cut").await.expect("lock");
+    let first_token = held.token();
+    let waiter = tokio::spawn({
+        let other = other.clone();
+        async move {
+            let guard = other.lock("cut").await;
+            (Instant::now(), guard)
+        }
+    });
+    let cut_at = Instant::now();
+    cut.proxy.blackhole();
+    let reason = timeout(session + Duration::from_secs(3), held.lost())
+        .await
+        .expect("the cut-off holder's lost signal fires");
+    let lost_at = Instant::now();
+    assert_eq!(reason, LostReason::Disconnected);
+    assert!(!held.is_held());
+    let (acquired_at, next) = timeout(session * 3 + Duration::from_secs(5), waiter)
+        .await
+        .expect("another client acquires after the session expires")
+        .expect("waiter task");
+    let next = next.expect("lock");
+    eprintln!(
+        "cut-off: lost after {:?}, taken over after {:?}",
+        lost_at - cut_at,
+        acquired_at - cut_at
+    );
+    assert!(
+        lost_at < acquired_at,
+        "the old holder still trusted its lock when the next one got it"
+    );
+    assert!(next.token() > first_token);
+    let next_token = next.token();
+    cut.proxy.restore();
+    let err = held
+        .release()
+        .await
+        .expect_err("releasing a lost lock reports it");
+    assert!(
+        matches!(
+            err.kind(),
+            lock_core::ErrorKind::LeaseLost | lock_core::ErrorKind::NotHeld
+        ),
+        "{err}"
+    );
+    next.release().await.expect("release");
+    // The cut-off client recovers with a new session.
+    let again = timeout(Duration::from_secs(20), cut.backend.lock("cut"))
+        .await
+        .expect("the cut-off client locks again")
+        .expect("lock");
+    assert!(again.token() > next_token);
+    again.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
+    support::init_tracing();
+    let _one = ONE_ENSEMBLE.lock().await;
+    let ensemble = start_zk(3).await;
+    let addrs = ensemble.addrs();
+    let admin = raw_client(&addrs, None).await;
+    // Long session: pings must survive the proxy's added latency.
+    let client = proxied(&addrs[0], "/orphan", Duration::from_secs(6)).await;
+    let dir = "/orphan/locks/create-loss";
+    client
+        .backend
+        .try_lock("create-loss")
+        .await
+        .expect("first lock creates the directory")
+        .release()
+        .await
+        .expect("release");
+    let children = async || admin.list_children(dir).await.expect("list");
+    assert!(children().await.is_empty());
+
+    let delay = Duration::from_millis(400);
+    client.proxy.delay(delay);
+    let acquiring = tokio::spawn({
+        let backend = client.backend.clone();
+        async move {
+            backend
+                .lock_timeout("create-loss", Duration::from_secs(30))
+                .await
+        }
+    });
+    // The create has reached the server once its node exists; its reply is
+    // still held in the proxy, and the cut drops it.
+    wait_until(delay * 4, "the create reaches the server", async || {
+        !children().await.is_empty()
+    })
+    .await;
+    client.proxy.cut();
+    let sent_node = children().await;
+    assert_eq!(sent_node.len(), 1);
+    client.proxy.delay(Duration::ZERO);
+    client.proxy.restore();
+    let guard = timeout(Duration::from_secs(20), acquiring)
+        .await
+        .expect("the acquisition completes after the connection returns")
+        .expect("task")
+        .expect("lock");
+    let after = children().await;
+    assert_eq!(
+        after, sent_node,
+        "a retried create left another node behind"
+    );
+    assert_eq!(guard.key(), format!("{dir}/{}", after[0]));
+    guard.release().await.expect("release");
+    assert!(children().await.is_empty(), "a node is left after release");
+    let other = ZkBackend::connect(config(&addrs, "/orphan", Duration::from_secs(2)))
+        .await
+        .expect("connect");
+    other
+        .try_lock("create-loss")
+        .await
+        .expect("nothing blocks the lock")
+        .release()
+        .await
+        .expect("release");
+}

@@ -1,0 +1,141 @@
+//! Shared test helpers: real ZooKeeper servers, backends through fault
+//! proxies, and a raw admin client that acts from outside.
+
+#![allow(dead_code, missing_docs)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_testkit::conformance::Target;
+use lock_testkit::proxy::FaultProxy;
+use lock_testkit::servers::ZkEnsemble;
+use lock_zk::{ZkBackend, ZkConfig, zk};
+
+/// Starts `members` ZooKeeper servers, or fails naming the install script.
+pub(crate) async fn start_zk(members: usize) -> ZkEnsemble {
+    ZkEnsemble::start(members)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"))
+}
+
+/// A config for `servers` under `prefix` with test-sized timeouts.
+pub(crate) fn config(servers: &[String], prefix: &str, session: Duration) -> ZkConfig {
+    ZkConfig::new(servers.iter().cloned())
+        .with_prefix(prefix)
+        .with_session_timeout(session)
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_request_timeout(Duration::from_secs(3))
+}
+
+/// A raw client acting from outside the backend, optionally with digest auth.
+pub(crate) async fn raw_client(servers: &[String], auth: Option<&str>) -> zk::Client {
+    let mut connector = zk::Client::connector().with_session_timeout(Duration::from_secs(10));
+    if let Some(auth) = auth {
+        connector = connector.with_auth("digest", auth.as_bytes());
+    }
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        connector.connect(&servers.join(",")),
+    )
+    .await
+    .expect("raw client connect timed out")
+    .expect("raw client connect")
+}
+
+/// A backend whose every byte goes through its own fault proxy.
+pub(crate) struct Proxied {
+    pub(crate) backend: ZkBackend,
+    pub(crate) proxy: FaultProxy,
+}
+
+pub(crate) async fn proxied(upstream: &str, prefix: &str, session: Duration) -> Proxied {
+    let upstream: SocketAddr = upstream.parse().expect("server address");
+    let proxy = FaultProxy::start(upstream)
+        .await
+        .expect("start fault proxy");
+    let backend = ZkBackend::connect(config(&[proxy.addr().to_string()], prefix, session))
+        .await
+        .expect("connect through the proxy");
+    Proxied { backend, proxy }
+}
+
+/// The conformance target: a standalone server, every client behind its own
+/// fault proxy so that `crash` can silence exactly one session.
+pub(crate) struct ZkTarget {
+    server: ZkEnsemble,
+    admin: zk::Client,
+    clients: Mutex<Vec<Arc<Proxied>>>,
+}
+
+/// The session timeout, hence the lock TTL, of conformance clients.
+pub(crate) const TTL: Duration = Duration::from_secs(2);
+
+impl ZkTarget {
+    pub(crate) async fn start() -> Self {
+        let server = start_zk(1).await;
+        let admin = raw_client(&server.addrs(), None).await;
+        ZkTarget {
+            server,
+            admin,
+            clients: Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn new_backend(&self) -> ZkBackend {
+        let client = Arc::new(proxied(&self.server.addrs()[0], "/conformance", TTL).await);
+        let backend = client.backend.clone();
+        self.clients.lock().unwrap().push(client);
+        backend
+    }
+}
+
+#[async_trait]
+impl Target for ZkTarget {
+    async fn client(&self) -> Arc<DynLockBackend> {
+        Arc::new(self.new_backend().await)
+    }
+
+    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
+        Some(Arc::new(self.new_backend().await))
+    }
+
+    fn ttl(&self) -> Duration {
+        TTL
+    }
+
+    /// Deletes the holder's node through another session.
+    async fn kill_lease(&self, guard: &LockGuard) {
+        self.admin
+            .delete(guard.key(), None)
+            .await
+            .expect("delete the holder's node from outside");
+    }
+
+    /// Blackholes the holder's connection: its session gets no heartbeats
+    /// through, so the server expires it after the session timeout.
+    async fn crash(&self, guard: LockGuard) {
+        let (_, stat) = self
+            .admin
+            .get_data(guard.key())
+            .await
+            .expect("read the holder's node");
+        let clients = self.clients.lock().unwrap().clone();
+        let holder = clients
+            .iter()
+            .find(|c| c.backend.session_id() == stat.ephemeral_owner)
+            .expect("the node belongs to one of our clients");
+        holder.proxy.blackhole();
+        guard.abandon();
+    }
+}
+
+/// Logs through the test harness, filtered by `RUST_LOG` (off by default).
+pub(crate) fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+}
