@@ -1,2 +1,38 @@
-//! distlock: distributed locks, leases and leader election with pluggable backends.
+#![doc = include_str!("docs.md")]
+
+mod backends;
+mod config;
+mod connect;
+mod duration;
+mod redact;
+mod scheme;
+
+pub use config::{Config, ENV_VARS, TlsConfig, default_url};
+pub use connect::{Backend, connect, connect_with};
+pub use duration::{format_duration, parse_duration};
 pub use lock_core::*;
+pub use redact::redact_url;
+pub use scheme::Scheme;
+
+/// The file backend: lock files for the processes of one machine.
+pub mod file {
+    pub use lock_file::*;
+}
+
+/// The etcd backend (feature `etcd`).
+#[cfg(feature = "etcd")]
+pub mod etcd {
+    pub use lock_etcd::*;
+}
+
+/// The Redis and Redlock backends (feature `redis`).
+#[cfg(feature = "redis")]
+pub mod redis {
+    pub use lock_redis::*;
+}
+
+/// The ZooKeeper backend (feature `zk`).
+#[cfg(feature = "zk")]
+pub mod zk {
+    pub use lock_zk::*;
+}

@@ -1,1 +1,15 @@
-//! distlock backend for one machine (work in progress).
+#![doc = include_str!("../docs.md")]
+
+mod backend;
+mod clock;
+mod config;
+mod election;
+mod errors;
+mod held;
+mod paths;
+mod record;
+mod store;
+mod wakeups;
+
+pub use backend::FileBackend;
+pub use config::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, FileConfig};

@@ -8,4 +8,6 @@
 pub mod conformance;
 pub mod proxy;
 pub mod servers;
-pub mod workload;
+
+/// The contention workload runner (the `lock-workload` crate).
+pub use lock_workload as workload;

@@ -1,5 +1,5 @@
 //! The contention workload runner shared by the backend benchmarks and
-//! `distlock bench`.
+//! `distlock bench`. (`lock-testkit` re-exports it as `lock_testkit::workload`.)
 //!
 //! N clients (each its own backend instance, as separate processes would be)
 //! take M lock names in turn for a fixed duration. Every critical section

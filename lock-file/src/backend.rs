@@ -1,0 +1,354 @@
+//! [`FileBackend`]: acquiring lock records, waiting by polling, and the guard.
+
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use lock_core::renewal::{Validity, spawn_renewal};
+use lock_core::{
+    AcquireOptions, Capabilities, Error, FencingStrength, FencingToken, LockBackend, LockGuard,
+    LockName, LossNotifier, Result, Wait,
+};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use crate::clock::ttl_ms;
+use crate::config::FileConfig;
+use crate::errors::{dir_error, io_error};
+use crate::held::{FileHeld, Lease};
+use crate::paths::{LockPaths, Space};
+use crate::store::{self, Attempt};
+use crate::wakeups;
+
+/// First poll interval of a waiter; it doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(1);
+/// Longest poll interval: bounds a cross-process hand-off.
+const MAX_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Locks shared by every process that uses the same directory on this machine.
+///
+/// Cloning is cheap and shares the configuration; separate instances on the
+/// same directory coordinate exactly like separate processes.
+#[derive(Debug, Clone)]
+pub struct FileBackend {
+    config: Arc<FileConfig>,
+}
+
+impl FileBackend {
+    /// Checks `config` and creates its directory.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: at worst the directory was created.
+    pub async fn connect(config: FileConfig) -> Result<Self> {
+        config.validate()?;
+        let backend = FileBackend {
+            config: Arc::new(config),
+        };
+        let dir = backend.config.dir.clone();
+        let create = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || {
+                std::fs::create_dir_all(dir.join("locks"))?;
+                std::fs::create_dir_all(dir.join("elections"))
+            }
+        });
+        let limit = backend.config.request_timeout;
+        match timeout(limit, create).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => return Err(dir_error(e, &dir)),
+            Ok(Err(join)) => {
+                return Err(Error::backend(format!(
+                    "file backend: creating {} failed: {join}",
+                    dir.display()
+                )));
+            }
+            Err(_) => {
+                return Err(Error::timeout(format!(
+                    "file backend: creating {} took longer than {limit:?}; is the filesystem hung?",
+                    dir.display()
+                )));
+            }
+        }
+        tracing::debug!(backend = "file", dir = %dir.display(), "file backend ready");
+        Ok(backend)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &FileConfig {
+        &self.config
+    }
+
+    /// The directory that holds the lock records.
+    pub fn dir(&self) -> &Path {
+        &self.config.dir
+    }
+
+    /// Ends the lease of whoever holds `name` (lock or election) right now, as
+    /// if its TTL had run out. Returns whether there was a holder.
+    ///
+    /// This is how an operator breaks a lock whose holder is stuck, and how
+    /// tests end a lease from outside. The holder learns of it at its next
+    /// renewal (within a third of its TTL) and the next contender gets a
+    /// greater fencing token.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have ended the lease.
+    pub async fn expire_now(&self, name: &LockName) -> Result<bool> {
+        let mut any = false;
+        for space in [Space::Lock, Space::Election] {
+            let paths = self.paths(space, name);
+            let fsync = self.config.fsync;
+            let path = paths.record.clone();
+            let p = paths.clone();
+            let ended = self
+                .blocking("expire", name, &path, move || store::expire(&p, fsync))
+                .await?;
+            if ended {
+                wakeups::notify(&paths.record);
+            }
+            any |= ended;
+        }
+        Ok(any)
+    }
+
+    pub(crate) fn paths(&self, space: Space, name: &LockName) -> LockPaths {
+        LockPaths::new(&self.config.dir, space, name)
+    }
+
+    pub(crate) fn caps() -> Capabilities {
+        Capabilities::new("file", FencingStrength::BestEffort)
+            .with_fifo(false)
+            .with_election(true)
+            .with_cross_process(true)
+            .with_ttl_limits(Duration::from_millis(1), Duration::from_millis(1))
+    }
+
+    /// Runs a blocking file operation off the runtime, bounded by the request timeout.
+    pub(crate) async fn blocking<T: Send + 'static>(
+        &self,
+        op: &str,
+        name: &LockName,
+        path: &Path,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let limit = self.config.request_timeout;
+        match timeout(limit, tokio::task::spawn_blocking(f)).await {
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(e))) => Err(io_error(e, op, name, path)),
+            Ok(Err(join)) => Err(Error::backend(format!(
+                "file backend: {op} lock {name} failed: {join}"
+            ))),
+            Err(_) => Err(Error::timeout(format!(
+                "file backend: {op} lock {name} at {} took longer than {limit:?}; \
+                 is the filesystem hung?",
+                path.display()
+            ))),
+        }
+    }
+
+    /// Acquires `name` in `space`, publishing `value` for elections.
+    pub(crate) async fn acquire_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<Vec<u8>>,
+    ) -> Result<LockGuard> {
+        let ttl = options.effective_ttl(self.config.default_ttl)?;
+        let paths = self.paths(space, name);
+        let holder = uuid::Uuid::new_v4().simple().to_string();
+        let start = Instant::now();
+        let deadline = options.wait.deadline_from(start);
+        let wake = wakeups::subscribe(&paths.record);
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            let mut notified = pin!(wake.notified());
+            notified.as_mut().enable();
+            let sent = Instant::now();
+            let mut pending = PendingAttempt::start(self, &paths, &holder, ttl, value.clone());
+            match pending.outcome(self, name).await? {
+                Attempt::Granted { token } => {
+                    if space == Space::Election {
+                        wakeups::notify(&paths.record);
+                    }
+                    return Ok(self.guard(space, name, paths, holder, token, ttl, sent));
+                }
+                Attempt::Held { remaining_ms } => {
+                    let now = Instant::now();
+                    if options.wait == Wait::No {
+                        return Err(Error::would_block(format!(
+                            "lock {name} is held by another holder (file backend, {}); its lease \
+                             runs for up to {remaining_ms} ms more unless renewed",
+                            self.config.dir.display()
+                        )));
+                    }
+                    if deadline.is_some_and(|d| now >= d) {
+                        return Err(Error::timeout(format!(
+                            "lock {name} still held by another holder after waiting {:?} \
+                             (file backend, {})",
+                            now - start,
+                            self.config.dir.display()
+                        )));
+                    }
+                    let mut wake_at = now + backoff.min(Duration::from_millis(remaining_ms));
+                    if let Some(d) = deadline {
+                        wake_at = wake_at.min(d);
+                    }
+                    tokio::select! {
+                        _ = notified => backoff = MIN_BACKOFF,
+                        _ = sleep_until(wake_at) => backoff = (backoff * 2).min(MAX_BACKOFF),
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn guard(
+        &self,
+        space: Space,
+        name: &LockName,
+        paths: LockPaths,
+        holder: String,
+        token: u64,
+        ttl: Duration,
+        sent: Instant,
+    ) -> LockGuard {
+        let key = format!("{}#{token}", paths.record.display());
+        let lease = Arc::new(Lease {
+            backend: self.clone(),
+            space,
+            name: name.clone(),
+            paths,
+            holder,
+            token,
+            ttl,
+        });
+        tracing::debug!(backend = "file", lock = %name, token, "acquired");
+        let validity = Validity::starting(sent, ttl);
+        let notifier = LossNotifier::new();
+        let renewal = spawn_renewal(ttl, validity.clone(), notifier.clone(), {
+            let lease = lease.clone();
+            Box::new(move || {
+                let lease = lease.clone();
+                async move { lease.renew().await }.boxed()
+            })
+        });
+        let held = FileHeld::new(lease, notifier.clone(), renewal);
+        LockGuard::new(
+            name.clone(),
+            FencingToken(token),
+            key,
+            ttl,
+            notifier.signal(),
+            Box::new(held),
+        )
+        .with_validity(validity)
+    }
+}
+
+#[async_trait]
+impl LockBackend for FileBackend {
+    fn capabilities(&self) -> Capabilities {
+        Self::caps()
+    }
+
+    fn default_ttl(&self) -> Duration {
+        self.config.default_ttl
+    }
+
+    /// Acquires `name`, polling while another holder's lease runs.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a waiter leaves nothing on disk. If the future is dropped
+    /// while an attempt is in flight and that attempt turns out to have
+    /// taken the lock, a background task releases it at once (the TTL is the
+    /// backstop if the process exits first).
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        self.acquire_in(Space::Lock, name, options, None).await
+    }
+}
+
+/// One in-flight acquisition attempt. If it is dropped before its outcome was
+/// taken (cancellation or timeout), a granted lock is released in the background.
+struct PendingAttempt {
+    handle: Option<JoinHandle<std::io::Result<Attempt>>>,
+    paths: LockPaths,
+    holder: String,
+    fsync: bool,
+}
+
+impl PendingAttempt {
+    fn start(
+        backend: &FileBackend,
+        paths: &LockPaths,
+        holder: &str,
+        ttl: Duration,
+        value: Option<Vec<u8>>,
+    ) -> Self {
+        let fsync = backend.config.fsync;
+        let handle = tokio::task::spawn_blocking({
+            let (paths, holder) = (paths.clone(), holder.to_owned());
+            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), value, fsync)
+        });
+        PendingAttempt {
+            handle: Some(handle),
+            paths: paths.clone(),
+            holder: holder.to_owned(),
+            fsync,
+        }
+    }
+
+    async fn outcome(&mut self, backend: &FileBackend, name: &LockName) -> Result<Attempt> {
+        let limit = backend.config.request_timeout;
+        let path: PathBuf = self.paths.record.clone();
+        let handle = self.handle.as_mut().expect("outcome is taken once");
+        let joined = timeout(limit, handle).await.map_err(|_| {
+            Error::timeout(format!(
+                "file backend: acquiring lock {name} at {} took longer than {limit:?}; \
+                 is the filesystem hung?",
+                path.display()
+            ))
+        })?;
+        self.handle = None;
+        match joined {
+            Ok(Ok(attempt)) => Ok(attempt),
+            Ok(Err(e)) => Err(io_error(e, "acquire", name, &path)),
+            Err(join) => Err(Error::backend(format!(
+                "file backend: acquiring lock {name} failed: {join}"
+            ))),
+        }
+    }
+}
+
+impl Drop for PendingAttempt {
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
+        runtime.spawn(async move {
+            if let Ok(Ok(Attempt::Granted { token })) = handle.await {
+                let p = paths.clone();
+                let released =
+                    tokio::task::spawn_blocking(move || store::release(&p, &holder, fsync)).await;
+                tracing::debug!(
+                    backend = "file",
+                    token,
+                    ?released,
+                    "released the lock of a cancelled acquisition"
+                );
+                wakeups::notify(&paths.record);
+            }
+        });
+    }
+}

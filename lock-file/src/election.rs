@@ -1,0 +1,139 @@
+//! Leader election on files: a lock in its own directory whose record also
+//! holds the leader's value. Observers poll the record (and are woken at
+//! once by changes made in the same process).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use lock_core::{
+    AcquireOptions, Capabilities, ElectionBackend, FencingToken, LeaderInfo, LeaderStream,
+    Leadership, LockName, Result,
+};
+use tokio::time::timeout;
+
+use crate::backend::FileBackend;
+use crate::clock::now_ms;
+use crate::paths::{LockPaths, Space};
+use crate::store;
+use crate::wakeups;
+
+/// How often an observer re-reads the record when nothing woke it.
+const OBSERVE_POLL: Duration = Duration::from_millis(20);
+
+impl FileBackend {
+    async fn read_leader(&self, name: &LockName, paths: &LockPaths) -> Result<Option<LeaderInfo>> {
+        let p = paths.clone();
+        let record = self
+            .blocking("read the leader of", name, &paths.record, move || {
+                store::read(&p)
+            })
+            .await?;
+        let now = now_ms();
+        Ok(record.live_holder(now).map(|_| LeaderInfo {
+            value: record.value.clone().unwrap_or_default(),
+            token: FencingToken(record.token),
+            key: format!("{}#{}", paths.record.display(), record.token),
+        }))
+    }
+}
+
+#[async_trait]
+impl ElectionBackend for FileBackend {
+    fn capabilities(&self) -> Capabilities {
+        FileBackend::caps()
+    }
+
+    /// Waits until leader, then publishes `value` (in the same record write).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire`](lock_core::LockBackend::acquire): a
+    /// cancelled campaign leaves nothing behind.
+    async fn campaign(
+        &self,
+        name: &LockName,
+        value: Vec<u8>,
+        options: &AcquireOptions,
+    ) -> Result<Leadership> {
+        let guard = self
+            .acquire_in(Space::Election, name, options, Some(value.clone()))
+            .await?;
+        Ok(Leadership::new(guard, value))
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        let paths = self.paths(Space::Election, name);
+        self.read_leader(name, &paths).await
+    }
+
+    /// Yields the current leader, then every new leader or proclaimed value.
+    /// An I/O error is yielded once and ends the stream.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the stream stops observing.
+    async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        let paths = self.paths(Space::Election, name);
+        let state = Observer {
+            backend: self.clone(),
+            name: name.clone(),
+            wake: wakeups::subscribe(&paths.record),
+            paths,
+            last: None,
+            done: false,
+        };
+        Ok(futures::stream::unfold(state, |mut state| async move {
+            let next = state.next().await?;
+            Some((next, state))
+        })
+        .boxed())
+    }
+}
+
+struct Observer {
+    backend: FileBackend,
+    name: LockName,
+    paths: LockPaths,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    last: Option<(FencingToken, Vec<u8>)>,
+    done: bool,
+}
+
+impl Observer {
+    async fn next(&mut self) -> Option<Result<LeaderInfo>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let notified = self.wake.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match self.backend.read_leader(&self.name, &self.paths).await {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(Some(info)) if self.is_new(&info) => {
+                    self.last = Some((info.token, info.value.clone()));
+                    return Some(Ok(info));
+                }
+                Ok(_) => {}
+            }
+            let _ = timeout(OBSERVE_POLL, notified).await;
+        }
+    }
+
+    /// A later leader, or a new value from the same one; never going back.
+    fn is_new(&self, info: &LeaderInfo) -> bool {
+        match &self.last {
+            None => true,
+            Some((token, value)) => {
+                info.token > *token || (info.token == *token && info.value != *value)
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The read-modify-write transactions on a lock record, each under `flock`.
+//!
+//! Every function here is blocking and short: open the lock file, take an
+//! exclusive `flock` on it, read the record, decide, replace the record if
+//! it changed, unlock. The `flock` is held only for that, never while a lock
+//! is held, so a holder that dies leaves no OS lock behind: only a record
+//! whose lease deadline runs out.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+
+use crate::clock::now_ms;
+use crate::paths::LockPaths;
+use crate::record::{self, Record};
+
+/// What an acquisition attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The lock is ours, with this fencing token.
+    Granted { token: u64 },
+    /// Someone else's lease runs for this many more milliseconds.
+    Held { remaining_ms: u64 },
+}
+
+/// Why an operation on a held lock did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gone {
+    /// Our lease ran out (or was ended from outside) and nobody took over yet.
+    Expired,
+    /// Someone else holds, or held, the lock since.
+    TakenOver,
+    /// The lock was released.
+    Released,
+}
+
+fn gone(record: &Record, holder: &str) -> Gone {
+    match record.holder.as_deref() {
+        Some(h) if h == holder => Gone::Expired,
+        Some(_) => Gone::TakenOver,
+        None => Gone::Released,
+    }
+}
+
+fn open_lock_file(paths: &LockPaths) -> io::Result<File> {
+    let open = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&paths.lock)
+    };
+    match open() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(paths.dir())?;
+            open()
+        }
+        other => other,
+    }
+}
+
+/// Runs `decide` on the record under the `flock`, writing the record back
+/// if it returns `true` as its second value.
+fn transact<T>(
+    paths: &LockPaths,
+    fsync: bool,
+    decide: impl FnOnce(&mut Record, u64) -> (T, bool),
+) -> io::Result<T> {
+    let file = open_lock_file(paths)?;
+    file.lock()?;
+    let mut record = record::read(paths)?;
+    let (out, changed) = decide(&mut record, now_ms());
+    if changed {
+        record::write(paths, &record, fsync)?;
+    }
+    drop(file);
+    Ok(out)
+}
+
+/// Takes the lock for `holder` if it is free or its lease ran out.
+pub(crate) fn try_acquire(
+    paths: &LockPaths,
+    holder: &str,
+    ttl_ms: u64,
+    value: Option<Vec<u8>>,
+    fsync: bool,
+) -> io::Result<Attempt> {
+    transact(paths, fsync, |record, now| {
+        if record.live_holder(now).is_some() {
+            let remaining_ms = record.deadline_ms.saturating_sub(now).max(1);
+            return (Attempt::Held { remaining_ms }, false);
+        }
+        let token = record.token + 1;
+        *record = Record {
+            holder: Some(holder.to_owned()),
+            deadline_ms: now.saturating_add(ttl_ms),
+            token,
+            value,
+        };
+        (Attempt::Granted { token }, true)
+    })
+}
+
+/// Extends `holder`'s running lease. A lease that already ran out is never
+/// revived: the lock may have looked free to someone in the meantime.
+pub(crate) fn renew(
+    paths: &LockPaths,
+    holder: &str,
+    ttl_ms: u64,
+    fsync: bool,
+) -> io::Result<Result<(), Gone>> {
+    transact(paths, fsync, |record, now| {
+        if record.is_held_by(holder, now) {
+            record.deadline_ms = now.saturating_add(ttl_ms);
+            (Ok(()), true)
+        } else {
+            (Err(gone(record, holder)), false)
+        }
+    })
+}
+
+/// Frees the lock if `holder`'s lease is still running; otherwise touches nothing.
+pub(crate) fn release(
+    paths: &LockPaths,
+    holder: &str,
+    fsync: bool,
+) -> io::Result<Result<(), Gone>> {
+    transact(paths, fsync, |record, now| {
+        if record.is_held_by(holder, now) {
+            record.holder = None;
+            record.deadline_ms = 0;
+            record.value = None;
+            (Ok(()), true)
+        } else {
+            (Err(gone(record, holder)), false)
+        }
+    })
+}
+
+/// Replaces the election value if `holder` still leads.
+pub(crate) fn proclaim(
+    paths: &LockPaths,
+    holder: &str,
+    value: Vec<u8>,
+    fsync: bool,
+) -> io::Result<Result<(), Gone>> {
+    transact(paths, fsync, |record, now| {
+        if record.is_held_by(holder, now) {
+            record.value = Some(value);
+            (Ok(()), true)
+        } else {
+            (Err(gone(record, holder)), false)
+        }
+    })
+}
+
+/// Ends whatever lease holds the lock now, as if its TTL had run out.
+/// Returns whether there was a running lease.
+pub(crate) fn expire(paths: &LockPaths, fsync: bool) -> io::Result<bool> {
+    if !paths.lock.exists() {
+        return Ok(false);
+    }
+    transact(paths, fsync, |record, now| {
+        if record.live_holder(now).is_some() {
+            record.deadline_ms = 0;
+            (true, true)
+        } else {
+            (false, false)
+        }
+    })
+}
+
+/// The record as it is now, read without the `flock` (replacement is atomic).
+pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
+    record::read(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::Space;
+    use lock_core::LockName;
+
+    fn paths(dir: &tempfile::TempDir) -> LockPaths {
+        LockPaths::new(dir.path(), Space::Lock, &LockName::new("a/b").unwrap())
+    }
+
+    #[test]
+    fn counter_survives_release_expiry_and_takeover() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(&dir);
+        assert_eq!(
+            try_acquire(&p, "x", 60_000, None, false).unwrap(),
+            Attempt::Granted { token: 1 }
+        );
+        assert!(matches!(
+            try_acquire(&p, "y", 60_000, None, false).unwrap(),
+            Attempt::Held { .. }
+        ));
+        assert_eq!(release(&p, "x", false).unwrap(), Ok(()));
+        assert_eq!(
+            try_acquire(&p, "y", 60_000, None, false).unwrap(),
+            Attempt::Granted { token: 2 }
+        );
+        assert!(expire(&p, false).unwrap());
+        assert_eq!(renew(&p, "y", 60_000, false).unwrap(), Err(Gone::Expired));
+        assert_eq!(
+            try_acquire(&p, "z", 60_000, None, false).unwrap(),
+            Attempt::Granted { token: 3 }
+        );
+        assert_eq!(release(&p, "y", false).unwrap(), Err(Gone::TakenOver));
+        assert_eq!(read(&p).unwrap().holder.as_deref(), Some("z"));
+    }
+
+    #[test]
+    fn corrupt_record_is_an_error_not_a_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(&dir);
+        try_acquire(&p, "x", 60_000, None, false).unwrap();
+        fs::write(&p.record, b"{not json").unwrap();
+        let err = try_acquire(&p, "y", 60_000, None, false).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+}

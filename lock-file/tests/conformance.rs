@@ -1,0 +1,62 @@
+//! The whole conformance suite against the file backend: every client is a
+//! separate `FileBackend` on one shared temporary directory, as separate
+//! processes would be.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_file::{FileBackend, FileConfig};
+use lock_testkit::conformance::Target;
+use tempfile::TempDir;
+
+/// Long enough that renewal (every TTL/3, one fsync'd write) keeps up on a
+/// busy two-core machine; short enough to keep the expiry tests quick.
+const TTL: Duration = Duration::from_millis(1000);
+
+struct FileTarget {
+    dir: TempDir,
+}
+
+impl FileTarget {
+    async fn backend(&self) -> FileBackend {
+        let config = FileConfig::new(self.dir.path())
+            .with_default_ttl(TTL)
+            .expect("non-zero TTL");
+        FileBackend::connect(config).await.expect("connect")
+    }
+}
+
+fn file_target() -> FileTarget {
+    FileTarget {
+        dir: tempfile::tempdir().expect("temp dir"),
+    }
+}
+
+#[async_trait]
+impl Target for FileTarget {
+    async fn client(&self) -> Arc<DynLockBackend> {
+        Arc::new(self.backend().await)
+    }
+
+    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
+        Some(Arc::new(self.backend().await))
+    }
+
+    fn ttl(&self) -> Duration {
+        TTL
+    }
+
+    async fn kill_lease(&self, guard: &LockGuard) {
+        let ended = self
+            .backend()
+            .await
+            .expire_now(guard.name())
+            .await
+            .expect("expire");
+        assert!(ended, "no holder to expire");
+    }
+}
+
+lock_testkit::conformance_tests!(file_target());

@@ -1,0 +1,50 @@
+//! One module per backend: turning the URL plus [`Config`] overrides into a
+//! connected client. Network backends compile only with their feature.
+
+use std::sync::Arc;
+
+use lock_core::{DynElectionBackend, DynLockBackend, Result};
+
+use crate::config::Config;
+use crate::scheme::Scheme;
+
+#[cfg(feature = "etcd")]
+mod etcd;
+mod file;
+mod memory;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "zk")]
+mod zk;
+
+/// The lock service and, where there is one, the election service.
+pub(crate) type Services = (Arc<DynLockBackend>, Option<Arc<DynElectionBackend>>);
+
+/// Connects the backend for `scheme`. The caller has checked that it is compiled in.
+pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Result<Services> {
+    match scheme {
+        Scheme::Memory => memory::connect(url, config),
+        Scheme::File => file::connect(url, config).await,
+        #[cfg(feature = "etcd")]
+        Scheme::Etcd | Scheme::Etcds => etcd::connect(url, config).await,
+        #[cfg(feature = "redis")]
+        Scheme::Redis | Scheme::Rediss => redis::connect(url, config).await,
+        #[cfg(feature = "redis")]
+        Scheme::Redlock => redis::connect_redlock(url, config).await,
+        #[cfg(feature = "zk")]
+        Scheme::Zk => zk::connect(url, config).await,
+        #[allow(unreachable_patterns)]
+        other => {
+            other.ensure_compiled_in()?;
+            unreachable!("{other} is compiled in but has no connector")
+        }
+    }
+}
+
+/// `Unsupported` for a setting the backend has no use for, so a typo in a
+/// config file does not silently do nothing.
+pub(crate) fn unsupported_setting(backend: &str, setting: &str) -> lock_core::Error {
+    lock_core::Error::unsupported(format!(
+        "the {backend} backend has no {setting} setting; remove it from the config"
+    ))
+}

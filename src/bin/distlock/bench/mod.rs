@@ -1,0 +1,161 @@
+//! `distlock bench`: the lock-testkit workload against each backend in turn.
+
+mod progress;
+mod svg;
+mod table;
+
+use std::sync::Arc;
+
+use distlock::{Config, DynLockBackend};
+use futures::FutureExt;
+use lock_workload::{
+    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+};
+use serde::Serialize;
+
+use crate::cli::BenchArgs;
+use crate::exit::{Failure, UNAVAILABLE, USAGE};
+
+/// One backend's outcome.
+#[derive(Debug, Serialize)]
+pub(crate) struct BackendResult {
+    /// The URL, password masked.
+    pub(crate) url: String,
+    /// Short backend name from its capabilities (`file`, `etcd`, ...).
+    pub(crate) backend: String,
+    /// Declared fencing strength.
+    pub(crate) fencing: String,
+    /// Declared FIFO order.
+    pub(crate) fifo: bool,
+    /// The measurements, if the run worked.
+    pub(crate) report: Option<WorkloadReport>,
+    /// Why it did not, otherwise.
+    pub(crate) error: Option<String>,
+}
+
+/// Everything `--json` writes.
+#[derive(Debug, Serialize)]
+pub(crate) struct BenchOutput {
+    pub(crate) clients: usize,
+    pub(crate) locks: usize,
+    pub(crate) duration_ms: u128,
+    pub(crate) hold_ms: u128,
+    pub(crate) ttl_ms: Option<u128>,
+    pub(crate) results: Vec<BackendResult>,
+}
+
+pub(crate) async fn bench(args: BenchArgs, configs: Vec<Config>) -> Result<u8, Failure> {
+    if args.clients == 0 || args.locks == 0 {
+        return Err(Failure::usage("--clients and --locks must be at least 1"));
+    }
+    if args.duration.is_zero() {
+        return Err(Failure::usage("--duration must be greater than zero"));
+    }
+    if let Some(ttl) = args.ttl {
+        distlock::check_ttl(ttl)
+            .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
+    }
+    // Reject bad URLs before spending minutes on the good ones.
+    for config in &configs {
+        let scheme = distlock::Scheme::of_url(&config.effective_url())?;
+        scheme.ensure_compiled_in()?;
+    }
+    let mut results = Vec::new();
+    for (index, config) in configs.iter().enumerate() {
+        results.push(bench_one(&args, config, index).await);
+    }
+    let output = BenchOutput {
+        clients: args.clients,
+        locks: args.locks,
+        duration_ms: args.duration.as_millis(),
+        hold_ms: args.hold.as_millis(),
+        ttl_ms: args.ttl.map(|t| t.as_millis()),
+        results,
+    };
+    print!("{}", table::render(&output));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&output).expect("bench output serializes");
+        std::fs::write(path, json + "\n").map_err(|e| {
+            Failure::new(UNAVAILABLE, format!("cannot write {}: {e}", path.display()))
+        })?;
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, svg::render(&output)).map_err(|e| {
+            Failure::new(UNAVAILABLE, format!("cannot write {}: {e}", path.display()))
+        })?;
+    }
+    let failed = output.results.iter().filter(|r| r.error.is_some()).count();
+    let unsafe_runs = output
+        .results
+        .iter()
+        .filter_map(|r| r.report.as_ref())
+        .filter(|r| r.violations > 0)
+        .count();
+    if failed > 0 || unsafe_runs > 0 {
+        return Err(Failure::new(
+            UNAVAILABLE,
+            format!(
+                "{failed} backend(s) failed and {unsafe_runs} violated mutual exclusion; see the table"
+            ),
+        ));
+    }
+    Ok(0)
+}
+
+async fn bench_one(args: &BenchArgs, config: &Config, index: usize) -> BackendResult {
+    let url = config.redacted_url();
+    let first = match distlock::connect_with(config).await {
+        Ok(backend) => backend,
+        Err(e) => {
+            eprintln!("distlock: bench {url}: {e}");
+            return BackendResult {
+                backend: url.split("://").next().unwrap_or("?").to_owned(),
+                url,
+                fencing: String::new(),
+                fifo: false,
+                report: None,
+                error: Some(e.to_string()),
+            };
+        }
+    };
+    let caps = first.capabilities();
+    drop(first);
+    let factory: ClientFactory = {
+        let config = config.clone();
+        Arc::new(move || {
+            let config = config.clone();
+            async move {
+                let backend = distlock::connect_with(&config).await?;
+                Ok(backend.lock_backend() as Arc<DynLockBackend>)
+            }
+            .boxed()
+        })
+    };
+    let workload = WorkloadConfig {
+        clients: args.clients,
+        locks: args.locks,
+        duration: args.duration,
+        ttl: args.ttl,
+        hold: args.hold,
+        name_prefix: format!("distlock-bench/{}-{index}", std::process::id()),
+    };
+    let counter = Arc::new(Progress::default());
+    let bar = progress::start(caps.backend, args.duration, counter.clone());
+    let outcome = run_workload(&workload, factory, counter).await;
+    bar.finish();
+    let (report, error) = match outcome {
+        Ok(report) => (Some(report), None),
+        Err(e) => {
+            eprintln!("distlock: bench {url}: {e}");
+            (None, Some(e.to_string()))
+        }
+    };
+    BackendResult {
+        url,
+        backend: caps.backend.to_owned(),
+        fencing: format!("{:?}", caps.fencing),
+        fifo: caps.fifo,
+        report,
+        error,
+    }
+}

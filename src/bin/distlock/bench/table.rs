@@ -1,0 +1,113 @@
+//! The side-by-side table printed on stdout.
+
+use std::fmt::Write as _;
+
+use super::BenchOutput;
+
+/// Milliseconds with two decimals from microseconds.
+fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+/// `value / baseline` with three significant digits (`0.00181x`, `1.00x`).
+fn ratio(value: f64, baseline: f64) -> String {
+    if baseline <= 0.0 {
+        return "-".into();
+    }
+    let r = value / baseline;
+    if r <= 0.0 {
+        return "0x".into();
+    }
+    let decimals = (2 - r.log10().floor() as i32).clamp(2, 8) as usize;
+    format!("{r:.decimals$}x")
+}
+
+pub(super) fn render(output: &BenchOutput) -> String {
+    let baseline = output
+        .results
+        .iter()
+        .find_map(|r| r.report.as_ref().map(|rep| rep.per_second));
+    let header = [
+        "backend",
+        "acq/s",
+        "vs first",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "fairness",
+        "violations",
+        "errors",
+        "url",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for result in &output.results {
+        let row = match &result.report {
+            Some(r) => vec![
+                result.backend.clone(),
+                format!("{:.0}", r.per_second),
+                baseline.map_or("-".into(), |b| ratio(r.per_second, b)),
+                ms(r.wait.p50_us),
+                ms(r.wait.p99_us),
+                ms(r.wait.max_us),
+                format!("{:.2}", r.fairness),
+                format!("{}", r.violations),
+                format!("{}", r.errors),
+                result.url.clone(),
+            ],
+            None => {
+                let mut row = vec![result.backend.clone(), "failed".into()];
+                row.extend(std::iter::repeat_n("-".to_owned(), 7));
+                row.push(result.url.clone());
+                row
+            }
+        };
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} clients, {} lock(s), {} ms per backend{}",
+        output.clients,
+        output.locks,
+        output.duration_ms,
+        if output.hold_ms > 0 {
+            format!(", {} ms hold", output.hold_ms)
+        } else {
+            String::new()
+        }
+    );
+    let line = |cells: Vec<String>| -> String {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 || i == cells.len() - 1 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        line(header.iter().map(|h| h.to_string()).collect())
+    );
+    for row in rows {
+        let _ = writeln!(out, "{}", line(row));
+    }
+    out
+}

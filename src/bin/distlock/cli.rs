@@ -1,0 +1,151 @@
+//! The command line, declared with clap.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit;
+
+fn duration(text: &str) -> Result<Duration, String> {
+    distlock::parse_duration(text).map_err(|e| e.message().to_owned())
+}
+
+/// Distributed locks from the shell, on any backend: memory, file, etcd,
+/// Redis, Redlock or ZooKeeper.
+#[derive(Debug, Parser)]
+#[command(
+    name = "distlock",
+    version,
+    after_help = exit::HELP,
+)]
+pub(crate) struct Cli {
+    /// Backend URL (file:///DIR, memory://, etcd://H:P, redis://H:P, rediss://,
+    /// redlock://H1:P,H2:P,H3:P, zk://H:P). Repeat it for `bench`. Default:
+    /// $DISTLOCK_URL, then the url in --config, then lock files in
+    /// ~/.local/state/distlock/locks.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) url: Vec<String>,
+
+    /// TOML config file (url, ttl, connect_timeout, request_timeout,
+    /// username, password, prefix, [tls] ca/cert/key). DISTLOCK_* variables
+    /// override it.
+    #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Bound on connecting to the backend, e.g. 3s.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub(crate) connect_timeout: Option<Duration>,
+
+    /// Log more (-v: info, -vv: debug) on stderr; DISTLOCK_LOG takes a
+    /// tracing filter.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a command while holding a lock (like `etcdctl lock NAME CMD`).
+    ///
+    /// The command gets DISTLOCK_NAME, DISTLOCK_TOKEN (the fencing token:
+    /// pass it to what you write to) and DISTLOCK_KEY in its environment.
+    /// The lock is released when the command exits, and distlock exits with
+    /// the command's status. If the lock is lost while the command runs, the
+    /// command gets SIGTERM, then SIGKILL after --grace, and distlock exits
+    /// with 76. SIGINT and SIGTERM sent to distlock are forwarded to the
+    /// command.
+    #[command(after_help = exit::HELP)]
+    Run(RunArgs),
+    /// Campaign for leadership and hold it until signalled, or follow the leaders.
+    ///
+    /// `distlock elect NAME [VALUE]` waits until elected, prints
+    /// `elected name=NAME token=N value=VALUE` and holds the leadership until
+    /// SIGINT or SIGTERM (then resigns, exit 0) or until it is lost (exit 76).
+    /// `distlock elect --listen NAME` prints each new leader's value, one line
+    /// per change, until signalled.
+    #[command(after_help = exit::HELP)]
+    Elect(ElectArgs),
+    /// Run the contention workload against each --url and compare them.
+    ///
+    /// Shows progress on stderr, prints a side-by-side table on stdout, and
+    /// writes JSON (--json) and an SVG chart (--plot) on request. Each client
+    /// has its own connection, as separate processes would.
+    #[command(after_help = exit::HELP)]
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Lease TTL, e.g. 10s (default: the backend's, 10s for file and memory).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) ttl: Option<Duration>,
+
+    /// Give up (exit 75) if the lock is not acquired within this long; 0 means
+    /// do not wait. Default: wait as long as it takes.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) wait: Option<Duration>,
+
+    /// After a lost lock, how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
+    pub(crate) grace: Duration,
+
+    /// The lock's name.
+    pub(crate) name: String,
+
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ElectArgs {
+    /// Print each new leader's value instead of campaigning.
+    #[arg(long)]
+    pub(crate) listen: bool,
+
+    /// Lease TTL of the leadership, e.g. 10s.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) ttl: Option<Duration>,
+
+    /// The election's name.
+    pub(crate) name: String,
+
+    /// The value to publish as leader (default: HOSTNAME:PID).
+    pub(crate) value: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Concurrent clients, each with its own connection.
+    #[arg(long, default_value_t = 8)]
+    pub(crate) clients: usize,
+
+    /// Lock names the clients share (each client moves to the next name after
+    /// every acquisition).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) locks: usize,
+
+    /// How long to run against each backend.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5s")]
+    pub(crate) duration: Duration,
+
+    /// Lease TTL (default: each backend's).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) ttl: Option<Duration>,
+
+    /// Time spent inside each critical section.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "0s")]
+    pub(crate) hold: Duration,
+
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+
+    /// Write a bar chart of the results as SVG to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
+}

@@ -1,0 +1,106 @@
+//! `distlock elect NAME [VALUE]` and `distlock elect --listen NAME`.
+
+use std::io::Write as _;
+
+use distlock::{AcquireOptions, Config, ElectionBackend, LockName};
+use futures::StreamExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cli::ElectArgs;
+use crate::exit::{Failure, LOST, UNAVAILABLE, USAGE};
+
+pub(crate) async fn elect(args: ElectArgs, config: Config) -> Result<u8, Failure> {
+    let name = LockName::new(args.name.as_str())?;
+    if let Some(ttl) = args.ttl {
+        distlock::check_ttl(ttl)
+            .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
+    }
+    if args.listen && args.value.is_some() {
+        return Err(Failure::usage(
+            "--listen only follows the leaders; it takes no VALUE",
+        ));
+    }
+    let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
+    // Also the backend's default: session-based backends (ZooKeeper) take
+    // the TTL from their connection, not from each acquisition.
+    let mut config = config;
+    if args.ttl.is_some() {
+        config.ttl = args.ttl;
+    }
+    let backend = distlock::connect_with(&config).await?;
+    if backend.election_backend().is_none() {
+        return Err(Failure::usage(format!(
+            "the backend at {} has no leader election",
+            backend.description()
+        )));
+    }
+    if args.listen {
+        let mut leaders = backend.observe(&name).await?;
+        loop {
+            tokio::select! {
+                next = leaders.next() => match next {
+                    Some(Ok(leader)) => print_line(&leader.value_lossy()),
+                    Some(Err(e)) => return Err(e.into()),
+                    None => return Err(Failure::new(
+                        UNAVAILABLE,
+                        format!("the backend at {} stopped reporting leaders of {name}", backend.description()),
+                    )),
+                },
+                _ = sigint.recv() => return Ok(0),
+                _ = sigterm.recv() => return Ok(0),
+            }
+        }
+    }
+    let value = args.value.unwrap_or_else(default_value);
+    let mut options = AcquireOptions::new();
+    options.ttl = args.ttl;
+    let leadership = tokio::select! {
+        won = backend.campaign(&name, value.clone().into_bytes(), &options) => won?,
+        _ = sigint.recv() => return Ok(130),
+        _ = sigterm.recv() => return Ok(143),
+    };
+    print_line(&format!(
+        "elected name={name} token={} value={value} key={}",
+        leadership.token(),
+        leadership.key()
+    ));
+    tokio::select! {
+        reason = leadership.lost() => {
+            eprintln!("distlock: lost the leadership of {name} (token {}): {reason}", leadership.token());
+            Ok(LOST)
+        }
+        _ = sigint.recv() => resign(leadership).await,
+        _ = sigterm.recv() => resign(leadership).await,
+    }
+}
+
+async fn resign(leadership: distlock::Leadership) -> Result<u8, Failure> {
+    match tokio::time::timeout(std::time::Duration::from_secs(10), leadership.resign()).await {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(Failure::new(
+            UNAVAILABLE,
+            "resigning took longer than 10s; the leadership will expire with its lease",
+        )),
+    }
+}
+
+fn print_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn default_value() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+fn signal_failure(e: std::io::Error) -> Failure {
+    Failure::new(UNAVAILABLE, format!("cannot install signal handlers: {e}"))
+}

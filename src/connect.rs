@@ -1,0 +1,198 @@
+//! [`connect`]: from a URL or a [`Config`] to the core trait objects.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{
+    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend, Error,
+    LeaderInfo, LeaderStream, Leadership, LockBackend, LockGuard, LockName, Result,
+};
+
+use crate::backends;
+use crate::config::Config;
+use crate::scheme::Scheme;
+
+/// Extra time allowed over the connect timeout before `connect` gives up on
+/// a backend that does not honour it.
+const CONNECT_SLACK: Duration = Duration::from_secs(2);
+/// The connect bound used when the config sets none.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connected backend, chosen at run time: the lock service, and the
+/// election service where the backend has one.
+///
+/// `Backend` itself implements [`LockBackend`] and [`ElectionBackend`] by
+/// delegation, so [`LockBackendExt`](lock_core::LockBackendExt) methods work
+/// on it directly. Cloning shares the connection.
+#[derive(Clone)]
+pub struct Backend {
+    lock: Arc<DynLockBackend>,
+    election: Option<Arc<DynElectionBackend>>,
+    scheme: Scheme,
+    description: String,
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backend")
+            .field("url", &self.description)
+            .field("backend", &self.lock)
+            .finish()
+    }
+}
+
+impl Backend {
+    pub(crate) fn new(
+        scheme: Scheme,
+        description: String,
+        lock: Arc<DynLockBackend>,
+        election: Option<Arc<DynElectionBackend>>,
+    ) -> Self {
+        Backend {
+            lock,
+            election,
+            scheme,
+            description,
+        }
+    }
+
+    /// The URL scheme this backend was chosen by.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The backend's URL with any password masked.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// What the backend promises.
+    pub fn capabilities(&self) -> Capabilities {
+        self.lock.capabilities()
+    }
+
+    /// The lock service as a trait object.
+    pub fn lock_backend(&self) -> Arc<DynLockBackend> {
+        self.lock.clone()
+    }
+
+    /// The election service, if the backend has one.
+    pub fn election_backend(&self) -> Option<Arc<DynElectionBackend>> {
+        self.election.clone()
+    }
+
+    fn election(&self) -> Result<&DynElectionBackend> {
+        self.election.as_deref().ok_or_else(|| {
+            Error::unsupported(format!(
+                "the backend at {} has no leader election",
+                self.description
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl LockBackend for Backend {
+    fn capabilities(&self) -> Capabilities {
+        self.lock.capabilities()
+    }
+
+    fn default_ttl(&self) -> Duration {
+        self.lock.default_ttl()
+    }
+
+    /// # Cancel safety
+    ///
+    /// As the underlying backend's [`LockBackend::acquire`].
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        self.lock.acquire(name, options).await
+    }
+}
+
+#[async_trait]
+impl ElectionBackend for Backend {
+    fn capabilities(&self) -> Capabilities {
+        self.lock.capabilities()
+    }
+
+    /// # Cancel safety
+    ///
+    /// As the underlying backend's [`ElectionBackend::campaign`].
+    async fn campaign(
+        &self,
+        name: &LockName,
+        value: Vec<u8>,
+        options: &AcquireOptions,
+    ) -> Result<Leadership> {
+        self.election()?.campaign(name, value, options).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        self.election()?.leader(name).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future or the stream stops observing.
+    async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        self.election()?.observe(name).await
+    }
+}
+
+/// Connects to the backend named by `url`.
+///
+/// Accepted: `memory://[NAME]`, `file:///DIR`, `etcd://…`, `redis://…`,
+/// `rediss://…`, `redlock://…`, `zk://…`. A scheme whose cargo feature is off
+/// gives `Unsupported` naming the feature; an unknown scheme gives
+/// `InvalidConfig` listing the known ones.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+/// use distlock::LockBackendExt;
+/// let backend = distlock::connect("memory://").await?;
+/// let guard = backend.lock("jobs/report").await?;
+/// guard.release().await?;
+/// let err = distlock::connect("consul://h:8500").await.unwrap_err();
+/// assert_eq!(err.kind(), distlock::ErrorKind::InvalidConfig);
+/// # Ok(()) }
+/// ```
+///
+/// # Cancel safety
+///
+/// Cancel safe: a cancelled connect leaves nothing behind but its closed connections.
+pub async fn connect(url: &str) -> Result<Backend> {
+    connect_with(&Config::from_url(url)).await
+}
+
+/// Connects as `config` says; with no URL, to the embedded default (the file
+/// backend in the per-user state directory).
+///
+/// Never waits longer than the connect timeout (default 5 s) plus 2 s.
+///
+/// # Cancel safety
+///
+/// Cancel safe: a cancelled connect leaves nothing behind but its closed connections.
+pub async fn connect_with(config: &Config) -> Result<Backend> {
+    config.validate()?;
+    let url = config.effective_url();
+    let scheme = Scheme::of_url(&url)?;
+    scheme.ensure_compiled_in()?;
+    let limit = config.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT) + CONNECT_SLACK;
+    let description = config.redacted_url();
+    match tokio::time::timeout(limit, backends::connect(scheme, &url, config)).await {
+        Ok(Ok((lock, election))) => {
+            tracing::debug!(url = %description, "connected");
+            Ok(Backend::new(scheme, description, lock, election))
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::timeout(format!(
+            "connecting to {description} took longer than {limit:?}; is the server running \
+             and reachable?"
+        ))),
+    }
+}

@@ -1,0 +1,580 @@
+//! `distlock run`, `elect` and `bench` as a user drives them: the child's
+//! environment and exit status, the documented exit codes, lost-lock
+//! handling, signal forwarding, and one-line errors for bad input.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
+use distlock::LockName;
+use distlock::file::{FileBackend, FileConfig};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::time::Instant;
+
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Exit codes documented in `distlock --help`.
+const USAGE: i32 = 64;
+const NOT_ACQUIRED: i32 = 75;
+const LOST: i32 = 76;
+const NOT_FOUND: i32 = 127;
+
+fn one_line_error(output: &std::process::Output) -> String {
+    let err = stderr(output);
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "expected one line on stderr, got: {err:?}"
+    );
+    assert!(err.starts_with("distlock: "), "{err:?}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err:?}"
+    );
+    err
+}
+
+#[tokio::test]
+async fn run_gives_the_command_its_lock_and_exits_with_its_status() {
+    let fixture = file_fixture();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args([
+            "run",
+            "jobs/env",
+            "--",
+            "sh",
+            "-c",
+            r#"echo "$DISTLOCK_NAME|$DISTLOCK_TOKEN|$DISTLOCK_KEY"; exit 7"#,
+        ]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let fields: Vec<&str> = stdout.trim().split('|').collect();
+    assert_eq!(fields[0], "jobs/env");
+    assert!(fields[1].parse::<u64>().unwrap() >= 1, "{stdout}");
+    assert!(!fields[2].is_empty(), "{stdout}");
+    // Released at exit: the next run gets it at once, with a greater token.
+    let next = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args([
+            "run",
+            "--wait",
+            "0",
+            "jobs/env",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_TOKEN",
+        ]),
+    )
+    .await;
+    assert!(next.status.success(), "{}", stderr(&next));
+    let token: u64 = String::from_utf8_lossy(&next.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(token > fields[1].parse().unwrap());
+}
+
+#[tokio::test]
+async fn run_exits_75_with_one_line_when_not_acquired_within_wait() {
+    let fixture = file_fixture();
+    let backend = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
+        .await
+        .unwrap();
+    let held = distlock::LockBackendExt::lock(&backend, "jobs/busy")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args(["run", "--wait", "300ms", "jobs/busy", "--", "true"]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(NOT_ACQUIRED));
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    let err = one_line_error(&output);
+    assert!(
+        err.contains("jobs/busy") && err.contains("not acquired"),
+        "{err}"
+    );
+    held.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn run_terminates_the_command_and_exits_76_when_the_lock_is_lost() {
+    let fixture = file_fixture();
+    let work = tempfile::tempdir().unwrap();
+    let started = work.path().join("started");
+    let terminated = work.path().join("terminated");
+    let script = format!(
+        r#"trap 'kill $!; touch "{}"; exit 0' TERM; touch "{}"; sleep 30 >/dev/null 2>&1 & wait"#,
+        terminated.display(),
+        started.display()
+    );
+    let mut cmd = distlock(Some(&fixture.url));
+    cmd.args([
+        "run",
+        "--ttl",
+        "600ms",
+        "--grace",
+        "5s",
+        "jobs/lost",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let run = tokio::spawn(async move { output_within(BOUND, &mut cmd).await });
+    wait_for_file(&started, BOUND).await;
+    // End the lease from outside, as an operator breaking a stuck lock would.
+    let breaker = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        breaker
+            .expire_now(&LockName::new("jobs/lost").unwrap())
+            .await
+            .unwrap()
+    );
+    let output = run.await.unwrap();
+    assert_eq!(output.status.code(), Some(LOST), "{}", stderr(&output));
+    assert!(terminated.exists(), "the command never got SIGTERM");
+    let err = stderr(&output);
+    assert!(err.contains("lost lock jobs/lost"), "{err}");
+}
+
+#[tokio::test]
+async fn run_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
+    let fixture = file_fixture();
+    let work = tempfile::tempdir().unwrap();
+    let started = work.path().join("started");
+    let script = format!(
+        r#"trap '' TERM; touch "{}"; while :; do sleep 0.1; done"#,
+        started.display()
+    );
+    let mut cmd = distlock(Some(&fixture.url));
+    cmd.args([
+        "run",
+        "--ttl",
+        "600ms",
+        "--grace",
+        "300ms",
+        "jobs/stubborn",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let run = tokio::spawn(async move { output_within(BOUND, &mut cmd).await });
+    wait_for_file(&started, BOUND).await;
+    let breaker = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
+        .await
+        .unwrap();
+    breaker
+        .expire_now(&LockName::new("jobs/stubborn").unwrap())
+        .await
+        .unwrap();
+    let output = run.await.unwrap();
+    assert_eq!(output.status.code(), Some(LOST), "{}", stderr(&output));
+    assert!(stderr(&output).contains("SIGKILL"), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn sigterm_to_distlock_reaches_the_command_and_the_lock_is_released() {
+    let fixture = file_fixture();
+    let work = tempfile::tempdir().unwrap();
+    let started = work.path().join("started");
+    let forwarded = work.path().join("forwarded");
+    let script = format!(
+        r#"trap 'kill $!; touch "{}"; exit 5' TERM; touch "{}"; sleep 30 >/dev/null 2>&1 & wait"#,
+        forwarded.display(),
+        started.display()
+    );
+    let mut cmd = distlock(Some(&fixture.url));
+    cmd.args(["run", "jobs/signal", "--", "sh", "-c", &script]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_for_file(&started, BOUND).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let output = tokio::time::timeout(BOUND, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert!(forwarded.exists(), "SIGTERM was not forwarded");
+    let again = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args(["run", "--wait", "0", "jobs/signal", "--", "true"]),
+    )
+    .await;
+    assert!(
+        again.status.success(),
+        "lock not released: {}",
+        stderr(&again)
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gives_one_line_and_the_usage_code_without_connecting() {
+    let fixture = file_fixture();
+    let long_name = "n".repeat(600);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--url", "not a url", "run", "a", "--", "true"],
+            "malformed",
+        ),
+        (
+            vec!["--url", "consul://h:8500", "run", "a", "--", "true"],
+            "known schemes",
+        ),
+        (vec!["--url", &fixture.url, "run", "a"], "no command"),
+        (vec!["--url", &fixture.url, "run", "a", "--"], "no command"),
+        (
+            vec!["--url", &fixture.url, "run", "bad\nname", "--", "true"],
+            "invalid name",
+        ),
+        (
+            vec!["--url", &fixture.url, "run", &long_name, "--", "true"],
+            "invalid name",
+        ),
+        (
+            vec![
+                "--url",
+                &fixture.url,
+                "run",
+                "--ttl",
+                "0",
+                "a",
+                "--",
+                "true",
+            ],
+            "TTL",
+        ),
+        (
+            vec![
+                "--url",
+                &fixture.url,
+                "run",
+                "--ttl",
+                "soon",
+                "a",
+                "--",
+                "true",
+            ],
+            "soon",
+        ),
+        (
+            vec!["--url", &fixture.url, "run", "a", "true"],
+            "unexpected argument",
+        ),
+        (
+            vec!["--url", "file://relative", "run", "a", "--", "true"],
+            "absolute",
+        ),
+    ];
+    for (args, expect) in cases {
+        let output = output_within(BOUND, distlock(None).args(&args)).await;
+        assert_eq!(
+            output.status.code(),
+            Some(USAGE),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let err = one_line_error(&output);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn backends_not_compiled_in_name_their_feature() {
+    for (url, feature) in [
+        ("etcd://127.0.0.1:2379", "etcd"),
+        ("redis://127.0.0.1:6379", "redis"),
+        ("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "redis"),
+        ("zk://127.0.0.1:2181", "zk"),
+    ] {
+        let compiled = match feature {
+            "etcd" => cfg!(feature = "etcd"),
+            "redis" => cfg!(feature = "redis"),
+            _ => cfg!(feature = "zk"),
+        };
+        if compiled {
+            continue;
+        }
+        let output =
+            output_within(BOUND, distlock(Some(url)).args(["run", "a", "--", "true"])).await;
+        assert_eq!(output.status.code(), Some(USAGE));
+        let err = one_line_error(&output);
+        assert!(err.contains(&format!("`{feature}` feature")), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn missing_command_exits_127() {
+    let fixture = file_fixture();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args(["run", "a", "--", "distlock-test-no-such-command"]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(NOT_FOUND));
+    one_line_error(&output);
+}
+
+#[tokio::test]
+async fn help_documents_every_exit_code() {
+    for args in [vec!["--help"], vec!["run", "--help"]] {
+        let output = output_within(BOUND, distlock(None).args(&args)).await;
+        assert!(output.status.success());
+        let help = String::from_utf8_lossy(&output.stdout);
+        for code in ["64", "69", "75", "76", "77", "126", "127"] {
+            assert!(
+                help.contains(&format!("  {code} ")),
+                "{args:?} lacks exit code {code}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn elect_wins_and_listen_prints_each_new_leader() {
+    let fixture = file_fixture();
+    let mut listen = distlock(Some(&fixture.url));
+    listen
+        .args(["elect", "--listen", "cli/election"])
+        .stdout(std::process::Stdio::piped());
+    let mut listener = listen.spawn().unwrap();
+    let mut lines = BufReader::new(listener.stdout.take().unwrap()).lines();
+
+    let mut leaders = Vec::new();
+    for value in ["first", "second"] {
+        let mut cmd = distlock(Some(&fixture.url));
+        cmd.args(["elect", "cli/election", value])
+            .stdout(std::process::Stdio::piped());
+        let mut leader = cmd.spawn().unwrap();
+        let mut out = BufReader::new(leader.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(BOUND, out.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(
+            line.starts_with("elected name=cli/election token="),
+            "{line}"
+        );
+        assert!(line.contains(&format!("value={value}")), "{line}");
+        let seen = tokio::time::timeout(BOUND, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, value);
+        let pid = nix::unistd::Pid::from_raw(leader.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let status = tokio::time::timeout(BOUND, leader.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "resign on SIGINT: {status:?}");
+        leaders.push(leader);
+    }
+    listener.start_kill().unwrap();
+}
+
+#[tokio::test]
+async fn bench_prints_a_table_and_writes_json_and_svg() {
+    let fixture = file_fixture();
+    let work = tempfile::tempdir().unwrap();
+    let (json, svg) = (
+        work.path().join("bench.json"),
+        work.path().join("bench.svg"),
+    );
+    let output = output_within(
+        Duration::from_secs(60),
+        distlock(None)
+            .args([
+                "bench",
+                "--url",
+                "memory://",
+                "--url",
+                &fixture.url,
+                "--clients",
+                "2",
+                "--duration",
+                "500ms",
+                "--json",
+            ])
+            .arg(&json)
+            .arg("--plot")
+            .arg(&svg),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(
+        rows[1].starts_with("backend")
+            && rows[1].contains("acq/s")
+            && rows[1].contains("violations"),
+        "{table}"
+    );
+    assert!(
+        rows[2].starts_with("memory") && rows[3].starts_with("file"),
+        "{table}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for result in results {
+        assert!(
+            result["report"]["acquisitions"].as_u64().unwrap() > 0,
+            "{result}"
+        );
+        assert_eq!(result["report"]["violations"].as_u64(), Some(0), "{result}");
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains(">memory<") && svg.contains(">file<"));
+}
+
+#[tokio::test]
+async fn run_without_a_url_uses_lock_files_in_the_state_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let output = output_within(
+        BOUND,
+        distlock(None)
+            .env("HOME", home.path())
+            .env_remove("XDG_STATE_HOME")
+            .args([
+                "run",
+                "jobs/default",
+                "--",
+                "sh",
+                "-c",
+                "echo $DISTLOCK_KEY",
+            ]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let key = String::from_utf8_lossy(&output.stdout);
+    let dir = home.path().join(".local/state/distlock/locks");
+    assert!(key.starts_with(&dir.display().to_string()), "{key}");
+    assert!(dir.join("locks/jobs%2Fdefault.rec").exists());
+}
+
+#[tokio::test]
+async fn url_flag_beats_environment_beats_config_file() {
+    let (from_file, from_env, from_flag) = (file_fixture(), file_fixture(), file_fixture());
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("distlock.toml");
+    std::fs::write(
+        &config,
+        format!("url = \"{}\"\nttl = \"5s\"\n", from_file.url),
+    )
+    .unwrap();
+    let url_seen = |output: std::process::Output| {
+        assert!(output.status.success(), "{}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    let show = ["run", "jobs/which", "--", "sh", "-c", "echo $DISTLOCK_URL"];
+    let mut cmd = distlock(None);
+    cmd.arg("--config").arg(&config).args(show);
+    assert_eq!(
+        url_seen(output_within(BOUND, &mut cmd).await),
+        from_file.url
+    );
+    let mut cmd = distlock(None);
+    cmd.arg("--config")
+        .arg(&config)
+        .env("DISTLOCK_URL", &from_env.url)
+        .args(show);
+    assert_eq!(url_seen(output_within(BOUND, &mut cmd).await), from_env.url);
+    let mut cmd = distlock(Some(&from_flag.url));
+    cmd.arg("--config")
+        .arg(&config)
+        .env("DISTLOCK_URL", &from_env.url)
+        .args(show);
+    assert_eq!(
+        url_seen(output_within(BOUND, &mut cmd).await),
+        from_flag.url
+    );
+}
+
+#[tokio::test]
+async fn bad_config_file_or_environment_is_a_usage_error() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("bad.toml");
+    std::fs::write(&config, "url = \"memory://\"\nttl = \"forever\"\n").unwrap();
+    let mut cmd = distlock(None);
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["run", "a", "--", "true"]);
+    let output = output_within(BOUND, &mut cmd).await;
+    assert_eq!(output.status.code(), Some(USAGE));
+    assert!(one_line_error(&output).contains("bad.toml"));
+    let mut cmd = distlock(None);
+    cmd.env("DISTLOCK_TTL", "0")
+        .args(["run", "a", "--", "true"]);
+    let output = output_within(BOUND, &mut cmd).await;
+    assert_eq!(output.status.code(), Some(USAGE));
+    assert!(one_line_error(&output).contains("TTL"));
+}
+
+/// An unreachable server fails with one line and code 69, within the
+/// connect timeout plus slack, never a hang.
+#[cfg(any(feature = "etcd", feature = "redis", feature = "zk"))]
+async fn unreachable_server_fails_fast(url: &str) {
+    let start = Instant::now();
+    let output = output_within(
+        BOUND,
+        distlock(Some(url)).args(["--connect-timeout", "2s", "run", "a", "--", "true"]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(69), "{url}: {}", stderr(&output));
+    let err = one_line_error(&output);
+    assert!(
+        err.contains("127.0.0.1:1"),
+        "{url}: the message names the address: {err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{url}: took {:?}",
+        start.elapsed()
+    );
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test]
+async fn unreachable_etcd_fails_fast_with_one_line() {
+    unreachable_server_fails_fast("etcd://127.0.0.1:1").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn unreachable_redis_fails_fast_with_one_line() {
+    unreachable_server_fails_fast("redis://127.0.0.1:1").await;
+}
+
+#[cfg(feature = "zk")]
+#[tokio::test]
+async fn unreachable_zookeeper_fails_fast_with_one_line() {
+    unreachable_server_fails_fast("zk://127.0.0.1:1").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn wrong_redis_password_exits_77() {
+    let server = lock_testkit::servers::RedisServer::start_with_password("right")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://:wrong@{}", server.addr());
+    let output = output_within(BOUND, distlock(Some(&url)).args(["run", "a", "--", "true"])).await;
+    assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
+    let err = one_line_error(&output);
+    assert!(!err.contains("wrong"), "the password leaked: {err}");
+}
