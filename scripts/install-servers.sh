@@ -10,6 +10,7 @@
 #   zookeeper.jar + java     zookeeper (depends on a Java runtime and on the
 #                            slf4j/log4j jars the launcher puts on the classpath)
 #   protoc                   protobuf-compiler (etcd-client crate build)
+#   openssl                  openssl (the Redis TLS test makes its certificates)
 set -euo pipefail
 
 JAR_DIR=/usr/share/java
@@ -35,6 +36,7 @@ need libslf4j-java     "$JAR_DIR/slf4j-log4j12.jar"  test -f "$JAR_DIR/slf4j-log
 need liblog4j1.2-java  "$JAR_DIR/log4j-1.2.jar"      test -f "$JAR_DIR/log4j-1.2.jar"
 need default-jre-headless "java"                     command -v java
 need protobuf-compiler "protoc"                      command -v protoc
+need openssl           "openssl"                     command -v openssl
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "all servers present"
@@ -64,7 +66,7 @@ echo "installing: ${packages[*]}"
     apt-get install -y -qq --no-install-recommends "${packages[@]}"
 
 # Verify: fail loudly rather than let the tests fail later.
-for check in etcd etcdctl redis-server redis-cli java protoc; do
+for check in etcd etcdctl redis-server redis-cli java protoc openssl; do
     command -v "$check" >/dev/null || { echo "error: $check still missing" >&2; exit 1; }
 done
 test -f "$JAR_DIR/zookeeper.jar" || { echo "error: $JAR_DIR/zookeeper.jar still missing" >&2; exit 1; }

@@ -1,1 +1,24 @@
-//! distlock backend for redis (work in progress).
+#![doc = include_str!("../docs.md")]
+
+mod attempt;
+mod backend;
+mod config;
+mod election;
+mod errors;
+mod fair_queue;
+mod held;
+mod keys;
+mod node;
+mod pending;
+mod quorum;
+mod redlock;
+mod scripts;
+mod servers;
+mod url_form;
+mod wakeups;
+
+pub use backend::{RedisBackend, RedlockBackend};
+pub use config::{
+    CommonConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
+};

@@ -1,0 +1,507 @@
+//! Contention benchmark: our Redis lock against the naive loop of the seed
+//! article (`SET NX PX`, sleep 1 ms, retry; owner-checked Lua delete), on one
+//! real Redis, in one run.
+//!
+//! For 1 and 8 clients (each its own connections, as separate processes
+//! would have) on one lock name, it reports acquisitions per second, real
+//! handoffs per second (the holder changed to another client), wait
+//! percentiles, the per-client spread, and server commands per acquisition
+//! from `INFO commandstats` (reset before each run, after the clients
+//! connected).
+//!
+//! Run: `cargo bench -p lock-redis --bench contention`
+//! (`BENCH_SECS=N` sets the length of each run, default 2; `BENCH_ROUNDS=N`
+//! the number of interleaved runs per row, default 5; rows show medians).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use lock_core::{
+    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken, HeldLock,
+    LockBackend, LockGuard, LockName, LossNotifier, LostReason, Result, Wait,
+};
+use lock_redis::{RedisBackend, RedisConfig};
+use lock_testkit::servers::RedisServer;
+use lock_testkit::workload::{
+    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+};
+use redis::aio::MultiplexedConnection;
+use tokio::time::Instant;
+
+/// The TTL of every lock in the benchmark (no run holds a lock that long).
+const TTL: Duration = Duration::from_secs(10);
+
+const NAIVE_RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#;
+
+/// The seed article's lock, with the owner check it lacked: `SET NX PX`
+/// with a random value, 1 ms sleep between failed tries, Lua
+/// compare-and-delete. Its "token" is a process-wide counter taken after the
+/// SET succeeded, only so the workload's order check has something to check;
+/// it costs no server command.
+#[derive(Debug, Clone)]
+struct NaiveBackend {
+    conn: MultiplexedConnection,
+    release: Arc<redis::Script>,
+    tokens: Arc<AtomicU64>,
+}
+
+#[async_trait]
+impl LockBackend for NaiveBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new("naive-redis", FencingStrength::ProcessLocal)
+    }
+
+    fn default_ttl(&self) -> Duration {
+        TTL
+    }
+
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        let ttl = options.effective_ttl(TTL)?;
+        let deadline = options.wait.deadline_from(Instant::now());
+        let key = format!("naive:{{{name}}}");
+        let owner = format!("{:032x}", rand::random::<u128>());
+        let mut conn = self.conn.clone();
+        loop {
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&key)
+                .arg(&owner)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl.as_millis() as u64)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| Error::backend(e.to_string()))?;
+            if set.is_some() {
+                let token = self.tokens.fetch_add(1, Ordering::SeqCst) + 1;
+                let notifier = LossNotifier::new();
+                let held = NaiveHeld {
+                    conn: self.conn.clone(),
+                    release: self.release.clone(),
+                    key: key.clone(),
+                    owner,
+                    notifier: notifier.clone(),
+                };
+                return Ok(LockGuard::new(
+                    name.clone(),
+                    FencingToken(token),
+                    key,
+                    ttl,
+                    notifier.signal(),
+                    Box::new(held),
+                ));
+            }
+            match (options.wait, deadline) {
+                (Wait::No, _) => return Err(Error::would_block("held")),
+                (_, Some(d)) if Instant::now() >= d => return Err(Error::timeout("held")),
+                _ => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct NaiveHeld {
+    conn: MultiplexedConnection,
+    release: Arc<redis::Script>,
+    key: String,
+    owner: String,
+    notifier: LossNotifier,
+}
+
+#[async_trait]
+impl HeldLock for NaiveHeld {
+    async fn renew(&self) -> Result<()> {
+        Err(Error::unsupported("the naive lock does not renew"))
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        let mut conn = self.conn.clone();
+        let deleted: i64 = self
+            .release
+            .key(&self.key)
+            .arg(&self.owner)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| Error::backend(e.to_string()))?;
+        self.notifier.fire(LostReason::Released);
+        if deleted == 1 {
+            Ok(())
+        } else {
+            Err(Error::not_held("naive lock was not ours"))
+        }
+    }
+
+    fn abandon(self: Box<Self>) {}
+}
+
+/// Counts how often the holder changes: an acquisition by a different
+/// client than the previous one is a real handoff. (A client that releases
+/// and takes the lock straight back counts as an acquisition, not a
+/// handoff.) The count happens inside the critical section, so it is exact.
+#[derive(Debug)]
+struct HandoffCounter {
+    inner: Arc<DynLockBackend>,
+    id: u64,
+    holder: Arc<AtomicU64>,
+    changes: Arc<AtomicU64>,
+}
+
+#[async_trait]
+impl LockBackend for HandoffCounter {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn default_ttl(&self) -> Duration {
+        self.inner.default_ttl()
+    }
+
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        let guard = self.inner.acquire(name, options).await?;
+        if self.holder.swap(self.id, Ordering::SeqCst) != self.id {
+            self.changes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(guard)
+    }
+}
+
+/// Which lock a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    Ours,
+    Naive,
+}
+
+impl Contender {
+    fn label(self) -> &'static str {
+        match self {
+            Contender::Ours => "distlock redis",
+            Contender::Naive => "naive SET NX + 1 ms sleep",
+        }
+    }
+
+    /// The commands this lock's clients send themselves; every other
+    /// command in `commandstats` ran inside its Lua scripts.
+    fn client_commands(self) -> &'static [&'static str] {
+        match self {
+            Contender::Ours => &[
+                "evalsha",
+                "eval",
+                "script|load",
+                "subscribe",
+                "unsubscribe",
+                "ping",
+            ],
+            Contender::Naive => &["set", "evalsha", "eval", "script|load"],
+        }
+    }
+}
+
+/// Connects `n` clients of `contender` before the clock starts.
+async fn connect_clients(
+    server: &RedisServer,
+    contender: Contender,
+    n: usize,
+) -> Vec<Arc<DynLockBackend>> {
+    let mut clients: Vec<Arc<DynLockBackend>> = Vec::new();
+    for _ in 0..n {
+        match contender {
+            Contender::Ours => {
+                let config = RedisConfig::new("127.0.0.1", server.port()).default_ttl(TTL);
+                clients.push(Arc::new(
+                    RedisBackend::connect(config).await.expect("connect"),
+                ));
+            }
+            Contender::Naive => {
+                let client = redis::Client::open(server.url()).expect("client");
+                let conn = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("connect");
+                let release = Arc::new(redis::Script::new(NAIVE_RELEASE));
+                let mut warm = conn.clone();
+                release
+                    .prepare_invoke()
+                    .load_async(&mut warm)
+                    .await
+                    .expect("load");
+                clients.push(Arc::new(NaiveBackend {
+                    conn,
+                    release,
+                    tokens: NAIVE_TOKENS.clone(),
+                }));
+            }
+        }
+    }
+    clients
+}
+
+static NAIVE_TOKENS: std::sync::LazyLock<Arc<AtomicU64>> =
+    std::sync::LazyLock::new(|| Arc::new(AtomicU64::new(0)));
+
+/// `cmdstat_<name>` → calls, from `INFO commandstats`.
+async fn command_stats(server: &RedisServer) -> BTreeMap<String, u64> {
+    let info = server
+        .command(&["INFO", "commandstats"])
+        .await
+        .expect("INFO")
+        .to_string();
+    info.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("cmdstat_")?;
+            let (name, stats) = rest.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| name != "info" && !name.starts_with("config"))
+        .collect()
+}
+
+struct RunResult {
+    report: WorkloadReport,
+    /// Holder changes per second.
+    handoffs: f64,
+    client_commands: f64,
+    all_commands: f64,
+    breakdown: String,
+}
+
+async fn run(
+    server: &RedisServer,
+    contender: Contender,
+    clients: usize,
+    secs: u64,
+    round: usize,
+) -> RunResult {
+    let holder = Arc::new(AtomicU64::new(u64::MAX));
+    let changes = Arc::new(AtomicU64::new(0));
+    let connected: Vec<Arc<DynLockBackend>> = connect_clients(server, contender, clients)
+        .await
+        .into_iter()
+        .zip(0..)
+        .map(|(inner, id)| {
+            Arc::new(HandoffCounter {
+                inner,
+                id,
+                holder: holder.clone(),
+                changes: changes.clone(),
+            }) as Arc<DynLockBackend>
+        })
+        .collect();
+    let pool = Arc::new(std::sync::Mutex::new(connected));
+    let factory: ClientFactory = Arc::new(move || {
+        let pool = pool.clone();
+        async move {
+            pool.lock()
+                .unwrap()
+                .pop()
+                .ok_or_else(|| Error::backend("no more pre-connected clients"))
+        }
+        .boxed()
+    });
+    let config = WorkloadConfig {
+        clients,
+        locks: 1,
+        duration: Duration::from_secs(secs),
+        ttl: Some(TTL),
+        hold: Duration::ZERO,
+        name_prefix: format!("bench-{round}"),
+    };
+    server
+        .command(&["CONFIG", "RESETSTAT"])
+        .await
+        .expect("RESETSTAT");
+    let report = run_workload(&config, factory, Arc::new(Progress::default()))
+        .await
+        .expect("workload");
+    // Let releases that were in flight at the end land before counting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stats = command_stats(server).await;
+    let acquisitions = report.acquisitions.max(1) as f64;
+    let sent: u64 = contender
+        .client_commands()
+        .iter()
+        .filter_map(|c| stats.get(*c))
+        .sum();
+    let all: u64 = stats.values().sum();
+    let breakdown = stats
+        .iter()
+        .map(|(name, calls)| format!("{name} {:.2}", *calls as f64 / acquisitions))
+        .collect::<Vec<_>>()
+        .join(", ");
+    RunResult {
+        handoffs: changes.load(Ordering::Relaxed) as f64 / secs as f64,
+        client_commands: sent as f64 / acquisitions,
+        all_commands: all as f64 / acquisitions,
+        breakdown,
+        report,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The medians of several runs of one lock at one client count.
+struct Summary {
+    per_second: f64,
+    handoffs: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    fairness: f64,
+    client_commands: f64,
+    all_commands: f64,
+    spread: String,
+    violations: u64,
+    regressions: u64,
+    errors: u64,
+}
+
+fn summarize(runs: &[RunResult]) -> Summary {
+    let pick = |f: &dyn Fn(&RunResult) -> f64| median(runs.iter().map(f).collect());
+    let spread = runs
+        .iter()
+        .map(|r| {
+            let least = r.report.per_client.iter().min().copied().unwrap_or(0);
+            let most = r.report.per_client.iter().max().copied().unwrap_or(0);
+            format!("{least}..{most}")
+        })
+        .collect::<Vec<_>>()
+        .join(" / ");
+    Summary {
+        per_second: pick(&|r| r.report.per_second),
+        handoffs: pick(&|r| r.handoffs),
+        p50_us: pick(&|r| r.report.wait.p50_us as f64),
+        p99_us: pick(&|r| r.report.wait.p99_us as f64),
+        max_us: pick(&|r| r.report.wait.max_us as f64),
+        fairness: pick(&|r| r.report.fairness),
+        client_commands: pick(&|r| r.client_commands),
+        all_commands: pick(&|r| r.all_commands),
+        spread,
+        violations: runs.iter().map(|r| r.report.violations).sum(),
+        regressions: runs.iter().map(|r| r.report.token_regressions).sum(),
+        errors: runs.iter().map(|r| r.report.errors).sum(),
+    }
+}
+
+fn ms(us: f64) -> String {
+    format!("{:.2} ms", us / 1000.0)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let server = RedisServer::start()
+        .await
+        .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+    println!(
+        "# lock-redis contention benchmark\n\none lock name, hold 0, {rounds} interleaved runs of {secs} s per row, medians\n"
+    );
+    println!(
+        "| lock | clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | max wait | per-client min..max (each run) | fairness | client cmds/acq | all cmds/acq (incl. inside Lua) | violations | token regressions | errors |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut round = 0;
+    let mut ratios = Vec::new();
+    let mut breakdowns = Vec::new();
+    for clients in [1, 8] {
+        let mut ours = Vec::new();
+        let mut naive = Vec::new();
+        for i in 0..rounds {
+            // Alternate the order, so neither side always runs second on a
+            // machine whose load drifts.
+            let order = if i % 2 == 0 {
+                [Contender::Ours, Contender::Naive]
+            } else {
+                [Contender::Naive, Contender::Ours]
+            };
+            for contender in order {
+                round += 1;
+                let r = run(&server, contender, clients, secs, round).await;
+                if i == 0 {
+                    breakdowns.push(format!(
+                        "- {} × {clients}: {}",
+                        contender.label(),
+                        r.breakdown
+                    ));
+                }
+                if let Some(e) = &r.report.first_error {
+                    breakdowns.push(format!(
+                        "  first error ({} × {clients}): {e}",
+                        contender.label()
+                    ));
+                }
+                match contender {
+                    Contender::Ours => ours.push(r),
+                    Contender::Naive => naive.push(r),
+                }
+            }
+        }
+        let (o, n) = (summarize(&ours), summarize(&naive));
+        for (contender, s) in [(Contender::Ours, &o), (Contender::Naive, &n)] {
+            let handoffs = if clients == 1 {
+                "–".to_owned()
+            } else {
+                format!("{:.0}", s.handoffs)
+            };
+            println!(
+                "| {} | {clients} | {:.0} | {handoffs} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
+                contender.label(),
+                s.per_second,
+                ms(s.p50_us),
+                ms(s.p99_us),
+                ms(s.max_us),
+                s.spread,
+                s.fairness,
+                s.client_commands,
+                s.all_commands,
+                s.violations,
+                s.regressions,
+                s.errors,
+            );
+        }
+        let handoff_ratio = if clients == 1 {
+            "–".to_owned()
+        } else {
+            format!("{:.2}", o.handoffs / n.handoffs.max(1e-9))
+        };
+        ratios.push(format!(
+            "| {clients} | {:.2} | {handoff_ratio} | {:.2} | {:.2} | {:.2} |",
+            o.per_second / n.per_second.max(1e-9),
+            o.p50_us / n.p50_us.max(1.0),
+            o.p99_us / n.p99_us.max(1.0),
+            o.client_commands / n.client_commands.max(1e-9),
+        ));
+    }
+    println!("\n## Ratios ours / naive (same run)\n");
+    println!("| clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | client cmds/acq |");
+    println!("|---|---|---|---|---|---|");
+    for line in ratios {
+        println!("{line}");
+    }
+    println!("\n## Commands per acquisition, by command (first run of each row)\n");
+    for line in breakdowns {
+        println!("{line}");
+    }
+}

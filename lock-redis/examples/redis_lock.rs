@@ -1,0 +1,46 @@
+//! Take a Redis lock, use its fencing token, and watch for its loss.
+//!
+//! ```text
+//! cargo run -p lock-redis --example redis_lock -- redis://127.0.0.1:6379
+//! ```
+//!
+//! With `redlock://h1:6379,h2:6379,h3:6379` it uses the Redlock quorum.
+
+use std::time::Duration;
+
+use lock_core::{DynLockBackend, LockBackendExt};
+use lock_redis::{RedisBackend, RedlockBackend};
+
+#[tokio::main]
+async fn main() -> lock_core::Result<()> {
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
+    let backend: Box<DynLockBackend> = if url.starts_with("redlock://") {
+        Box::new(RedlockBackend::connect_url(&url).await?)
+    } else {
+        Box::new(RedisBackend::connect_url(&url).await?)
+    };
+    println!("capabilities: {:?}", backend.capabilities());
+
+    let guard = backend
+        .lock_timeout("examples/nightly-report", Duration::from_secs(10))
+        .await?;
+    println!(
+        "holding {} with fencing token {}; pass the token to every write",
+        guard.name(),
+        guard.token()
+    );
+
+    // Do the work, but stop as soon as the lock is lost (renewal failed,
+    // key deleted, or the local validity deadline passed).
+    tokio::select! {
+        reason = guard.lost() => println!("lock lost: {reason}; stop writing"),
+        () = tokio::time::sleep(Duration::from_secs(2)) => println!("work done"),
+    }
+    match guard.release().await {
+        Ok(()) => println!("released"),
+        Err(e) => println!("release reported: {e}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! One run of the acquire script on one server.
+
+use lock_core::Result;
+
+use crate::node::Node;
+use crate::scripts::SCRIPTS;
+use crate::servers::{Request, millis};
+
+/// What the acquire script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// We hold the lock on this server; the server's fencing counter value.
+    Acquired(u64),
+    /// Someone else holds it (or it is another waiter's turn). Milliseconds
+    /// until the holder's lease (or the head waiter's entry) runs out;
+    /// negative if unknown.
+    Busy(i64),
+}
+
+/// How to run the script.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mode<'a> {
+    /// Our owner id for this acquisition.
+    pub(crate) owner: &'a str,
+    /// Our waiter id, or `""` when not queueing.
+    pub(crate) waiter: &'a str,
+    /// Join (or refresh our place in) the queue when the lock is taken.
+    pub(crate) enqueue: bool,
+    /// Honour the queue (single server); Redlock ignores it.
+    pub(crate) fair: bool,
+    /// Publish an election's leader record at once (single server); Redlock
+    /// confirms it after reaching the quorum.
+    pub(crate) confirmed: bool,
+}
+
+/// Runs the acquire script on `node`. The returned future borrows nothing.
+pub(crate) fn run(
+    node: &Node,
+    request: &Request<'_>,
+    mode: Mode<'_>,
+) -> impl Future<Output = Result<Outcome>> + Send + 'static + use<> {
+    let keys = &request.keys;
+    let ttl_ms = millis(request.ttl).to_string();
+    let mut flags = String::with_capacity(3);
+    for (on, flag) in [(mode.enqueue, 'q'), (mode.fair, 'f'), (mode.confirmed, 'c')] {
+        if on {
+            flags.push(flag);
+        }
+    }
+    let mut key_list = vec![
+        keys.owner.as_str(),
+        keys.fence.as_str(),
+        keys.queue.as_str(),
+        keys.waiters.as_str(),
+    ];
+    let mut args = vec![
+        mode.owner.as_bytes(),
+        ttl_ms.as_bytes(),
+        mode.waiter.as_bytes(),
+        flags.as_bytes(),
+    ];
+    if let Some(value) = request.value {
+        key_list.push(&keys.leader);
+        args.extend([value, keys.leader_channel.as_bytes()]);
+    }
+    let call = node.eval::<(i64, i64)>(
+        &SCRIPTS.acquire,
+        &key_list,
+        &args,
+        &format!("acquiring lock {}", request.name),
+    );
+    async move {
+        let (acquired, value) = call.await?;
+        Ok(if acquired == 1 {
+            Outcome::Acquired(u64::try_from(value).unwrap_or(0))
+        } else {
+            Outcome::Busy(value)
+        })
+    }
+}

@@ -1,0 +1,196 @@
+//! The public backends: [`RedisBackend`] (one server) and [`RedlockBackend`]
+//! (a majority of N independent servers).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{
+    AcquireOptions, Capabilities, ElectionBackend, FencingStrength, LeaderInfo, LeaderStream,
+    Leadership, LockBackend, LockGuard, LockName, Result,
+};
+
+use crate::config::{RedisConfig, RedlockConfig};
+use crate::election;
+use crate::keys::Space;
+use crate::servers::Servers;
+
+/// Backend name in capabilities and messages.
+const REDIS: &str = "redis";
+/// Backend name of the quorum mode.
+const REDLOCK: &str = "redlock";
+
+fn capabilities(servers: &Servers) -> Capabilities {
+    // Tokens are best effort: they come from a counter in Redis memory. The
+    // counter is seeded from the server clock, so a restart that lost it
+    // still continues upwards, but an asynchronous replica promoted after a
+    // failover may hand out a token again.
+    Capabilities::new(servers.backend, FencingStrength::BestEffort)
+        // The wait queue only exists on a single server; Redlock waiters race.
+        .with_fifo(servers.nodes.len() == 1)
+        .with_election(true)
+        .with_ttl_limits(Duration::from_millis(1), Duration::from_millis(1))
+}
+
+/// A lock service on one Redis server (`redis://` or `rediss://`).
+///
+/// Clones share the connections. See the [crate documentation](crate) for
+/// the algorithm, the costs and the failure behaviour.
+#[derive(Clone)]
+pub struct RedisBackend {
+    servers: Arc<Servers>,
+}
+
+impl RedisBackend {
+    /// Connects, authenticates and subscribes to this instance's wake-up
+    /// channel.
+    ///
+    /// Fails within `connect_timeout` with `Unavailable` (unreachable),
+    /// `Unauthorized` (wrong credentials) or `InvalidConfig` (a bad setting
+    /// or database number), each naming the address.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future closes whatever was opened.
+    pub async fn connect(config: RedisConfig) -> Result<Self> {
+        let servers =
+            Servers::connect(REDIS, std::slice::from_ref(&config.server), &config.common).await?;
+        Ok(RedisBackend { servers })
+    }
+
+    /// Connects to the server of a `redis://` or `rediss://` URL.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(url: &str) -> Result<Self> {
+        Self::connect(RedisConfig::from_url(url)?).await
+    }
+}
+
+/// A lock service on a majority of N independent Redis servers
+/// (`redlock://h1,h2,h3`).
+///
+/// Clones share the connections. Not FIFO. See the [crate documentation](crate)
+/// for what Redlock does and does not guarantee.
+#[derive(Clone)]
+pub struct RedlockBackend {
+    servers: Arc<Servers>,
+}
+
+impl RedlockBackend {
+    /// Connects to every server and succeeds when a majority is reachable and
+    /// accepts the credentials (the others are retried in the background).
+    ///
+    /// Fails within `connect_timeout` with `Unavailable` naming the servers
+    /// that did not answer, `Unauthorized`, or `InvalidConfig`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future closes whatever was opened.
+    pub async fn connect(config: RedlockConfig) -> Result<Self> {
+        config.validate()?;
+        let servers = Servers::connect(REDLOCK, &config.servers, &config.common).await?;
+        Ok(RedlockBackend { servers })
+    }
+
+    /// Connects to the servers of a `redlock://` URL.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(url: &str) -> Result<Self> {
+        Self::connect(RedlockConfig::from_url(url)?).await
+    }
+
+    /// Servers that must grant a lock.
+    pub fn quorum(&self) -> usize {
+        self.servers.quorum
+    }
+}
+
+macro_rules! impl_backend {
+    ($backend:ident) => {
+        impl fmt::Debug for $backend {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($backend))
+                    .field("servers", &self.servers.addrs())
+                    .field("quorum", &self.servers.quorum)
+                    .field("default_ttl", &self.servers.default_ttl)
+                    .finish()
+            }
+        }
+
+        #[async_trait]
+        impl LockBackend for $backend {
+            fn capabilities(&self) -> Capabilities {
+                capabilities(&self.servers)
+            }
+
+            fn default_ttl(&self) -> Duration {
+                self.servers.default_ttl
+            }
+
+            /// Acquires `name`.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancelling gives up the attempt and its place in the queue: a
+            /// spawned task removes the queue entry (and deletes the lock if
+            /// a grant was in flight, owner-checked), and waking the next
+            /// waiter if that freed the lock. If that task cannot run, the
+            /// entry expires after one TTL.
+            async fn acquire(
+                &self,
+                name: &LockName,
+                options: &AcquireOptions,
+            ) -> Result<LockGuard> {
+                self.servers.acquire(Space::Lock, name, options, None).await
+            }
+        }
+
+        #[async_trait]
+        impl ElectionBackend for $backend {
+            fn capabilities(&self) -> Capabilities {
+                capabilities(&self.servers)
+            }
+
+            /// Waits until leader, then publishes `value`.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`LockBackend::acquire`]: the candidacy's queue entry is
+            /// removed in the background.
+            async fn campaign(
+                &self,
+                name: &LockName,
+                value: Vec<u8>,
+                options: &AcquireOptions,
+            ) -> Result<Leadership> {
+                election::campaign(&self.servers, name, value, options).await
+            }
+
+            /// The leader a quorum of servers agrees on, if any.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+                self.servers.leader(name).await
+            }
+
+            /// Follows the leaders of `name`.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: dropping the future or the stream stops observing.
+            async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+                election::observe(&self.servers, name).await
+            }
+        }
+    };
+}
+
+impl_backend!(RedisBackend);
+impl_backend!(RedlockBackend);

@@ -1,0 +1,517 @@
+//! Configuration of the Redis and Redlock backends, from structs or URLs.
+//!
+//! Both configs are plain serde structs so they can come from a config file;
+//! `from_url` parses the URL forms the facade hands over. `Debug` never shows
+//! a password.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lock_core::{Error, Result, check_ttl};
+use serde::{Deserialize, Serialize};
+
+use crate::url_form::{self, ParsedUrl, UrlOption};
+
+/// Default lease TTL: long enough for a GC pause, short enough that a crashed
+/// holder does not block others for long (Redisson's watchdog uses 30 s too).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// Default limit on establishing a connection (TCP, TLS, AUTH, SELECT).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default limit on one command round trip.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default key prefix.
+pub const DEFAULT_PREFIX: &str = "distlock:";
+/// Default Redis port.
+pub const DEFAULT_PORT: u16 = 6379;
+
+/// One Redis server address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerAddr {
+    /// Host name or IP address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl ServerAddr {
+    /// `host:port`.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        ServerAddr {
+            host: host.into(),
+            port,
+        }
+    }
+}
+
+impl fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// TLS settings, used when `enabled` (the `rediss://` scheme).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TlsConfig {
+    /// Connect with TLS.
+    pub enabled: bool,
+    /// Accept any certificate and host name. For tests only: it gives up the
+    /// protection TLS is for. URL: `#insecure` or `?tls_insecure=true`.
+    pub insecure: bool,
+    /// A PEM file of root certificates to trust instead of the system store.
+    /// URL: `?tls_ca_file=/path/ca.pem`.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Settings shared by the single-server and the Redlock backends.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CommonConfig {
+    /// Database number (`SELECT`); URL path `/N`.
+    pub db: i64,
+    /// ACL user name; URL userinfo `user:` part.
+    pub username: Option<String>,
+    /// Password (`AUTH`); URL userinfo `:password` part.
+    pub password: Option<String>,
+    /// TLS settings; `rediss://` turns TLS on.
+    pub tls: TlsConfig,
+    /// Prefix of every key and channel; must not contain `{` or `}`, which
+    /// would break the `{name}` hash tags.
+    pub prefix: String,
+    /// Lease TTL used when acquire options leave it unset.
+    pub default_ttl: Duration,
+    /// Limit on establishing a connection.
+    pub connect_timeout: Duration,
+    /// Limit on one command round trip.
+    pub request_timeout: Duration,
+}
+
+impl Default for CommonConfig {
+    fn default() -> Self {
+        CommonConfig {
+            db: 0,
+            username: None,
+            password: None,
+            tls: TlsConfig::default(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            default_ttl: DEFAULT_TTL,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+impl CommonConfig {
+    /// Checks every field that can be checked without a network call.
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_ttl(self.default_ttl)
+            .map_err(|e| Error::invalid_config(format!("redis default_ttl: {}", e.message())))?;
+        if self.connect_timeout.is_zero() {
+            return Err(Error::invalid_config(
+                "redis connect_timeout must be greater than zero",
+            ));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(Error::invalid_config(
+                "redis request_timeout must be greater than zero",
+            ));
+        }
+        if self.prefix.contains(['{', '}']) {
+            return Err(Error::invalid_config(format!(
+                "redis key prefix {:?} contains '{{' or '}}'; those would break the {{name}} hash tags that keep a lock's keys in one cluster slot",
+                self.prefix
+            )));
+        }
+        if self.db < 0 {
+            return Err(Error::invalid_config(format!(
+                "redis database number {} is negative",
+                self.db
+            )));
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, parsed: ParsedUrl) {
+        self.db = parsed.db.unwrap_or(self.db);
+        self.username = parsed.username;
+        self.password = parsed.password;
+        self.tls.enabled = parsed.tls;
+        for option in parsed.options {
+            match option {
+                UrlOption::Prefix(prefix) => self.prefix = prefix,
+                UrlOption::DefaultTtl(ttl) => self.default_ttl = ttl,
+                UrlOption::ConnectTimeout(t) => self.connect_timeout = t,
+                UrlOption::RequestTimeout(t) => self.request_timeout = t,
+                UrlOption::Tls(on) => self.tls.enabled |= on,
+                UrlOption::TlsInsecure(on) => self.tls.insecure = on,
+                UrlOption::TlsCaFile(path) => self.tls.ca_file = Some(PathBuf::from(path)),
+            }
+        }
+    }
+
+    fn debug_fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
+        s.field("db", &self.db)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
+            .field("prefix", &self.prefix)
+            .field("default_ttl", &self.default_ttl)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout);
+    }
+}
+
+impl fmt::Debug for CommonConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("CommonConfig");
+        self.debug_fields(&mut s);
+        s.finish()
+    }
+}
+
+/// Configuration of [`RedisBackend`](crate::RedisBackend): one Redis server.
+///
+/// URL form: `redis://[user][:password@]host[:port][/db][?option=value&...]`,
+/// or `rediss://` for TLS. Options: `prefix`, `default_ttl_ms`,
+/// `connect_timeout_ms`, `request_timeout_ms`, `tls` (`true` is the same as
+/// `rediss://`), `tls_insecure`, `tls_ca_file`.
+///
+/// ```
+/// use lock_redis::RedisConfig;
+/// let config = RedisConfig::from_url("redis://app:s3cret@10.0.0.5:6380/2?prefix=jobs:").unwrap();
+/// assert_eq!((config.server.port, config.common.db), (6380, 2));
+/// assert!(!format!("{config:?}").contains("s3cret"));
+/// ```
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RedisConfig {
+    /// The server.
+    pub server: ServerAddr,
+    /// Credentials, TLS, prefix, TTL and timeouts.
+    #[serde(flatten)]
+    pub common: CommonConfig,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig {
+            server: ServerAddr::new("127.0.0.1", DEFAULT_PORT),
+            common: CommonConfig::default(),
+        }
+    }
+}
+
+impl RedisConfig {
+    /// A config for `host:port` with every other setting at its default.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        RedisConfig {
+            server: ServerAddr::new(host, port),
+            common: CommonConfig::default(),
+        }
+    }
+
+    /// Parses a `redis://` or `rediss://` URL.
+    ///
+    /// Fails with `InvalidConfig` naming what is wrong: the scheme, a host
+    /// list (use `redlock://` for several servers), the port, the database
+    /// number, an unknown option or a bad option value.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let parsed = url_form::parse(url, &["redis", "rediss"])?;
+        if parsed.hosts.len() != 1 {
+            return Err(Error::invalid_config(format!(
+                "redis URL {} names {} servers; a redis:// URL takes one (use redlock://h1,h2,h3 for a quorum of independent servers)",
+                url_form::redact(url),
+                parsed.hosts.len()
+            )));
+        }
+        let mut config = RedisConfig {
+            server: parsed.hosts[0].clone(),
+            common: CommonConfig::default(),
+        };
+        config.common.apply(parsed);
+        config.common.validate()?;
+        Ok(config)
+    }
+
+    /// Sets the default lease TTL.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.common.default_ttl = ttl;
+        self
+    }
+
+    /// Sets the connect timeout.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.common.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-command timeout.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.common.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the ACL user name.
+    pub fn username(mut self, username: impl Into<String>) -> Self {
+        self.common.username = Some(username.into());
+        self
+    }
+
+    /// Sets the password.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.common.password = Some(password.into());
+        self
+    }
+
+    /// Sets the key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.common.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the database number.
+    pub fn db(mut self, db: i64) -> Self {
+        self.common.db = db;
+        self
+    }
+
+    /// Sets the TLS settings.
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.common.tls = tls;
+        self
+    }
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("RedisConfig");
+        s.field("server", &self.server);
+        self.common.debug_fields(&mut s);
+        s.finish()
+    }
+}
+
+/// Configuration of [`RedlockBackend`](crate::RedlockBackend): N independent
+/// Redis servers (no replication between them), a lock needs a majority.
+///
+/// URL form: `redlock://[user][:password@]h1[:port],h2[:port],h3[:port][/db][?option=value&...]`
+/// with the options of [`RedisConfig`]; `tls=true` turns TLS on (there is no
+/// `rediss`-like scheme for Redlock). The credentials, database and TLS
+/// settings apply to every server.
+///
+/// ```
+/// use lock_redis::RedlockConfig;
+/// let config = RedlockConfig::from_url("redlock://h1:6379,h2:6380,h3").unwrap();
+/// assert_eq!(config.servers.len(), 3);
+/// assert_eq!(config.quorum(), 2);
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RedlockConfig {
+    /// The independent servers; an odd number (3 or 5) is usual.
+    pub servers: Vec<ServerAddr>,
+    /// Credentials, TLS, prefix, TTL and timeouts (the same for every server).
+    #[serde(flatten)]
+    pub common: CommonConfig,
+}
+
+impl RedlockConfig {
+    /// A config for the given servers with every other setting at its default.
+    pub fn new(servers: impl IntoIterator<Item = ServerAddr>) -> Self {
+        RedlockConfig {
+            servers: servers.into_iter().collect(),
+            common: CommonConfig::default(),
+        }
+    }
+
+    /// Parses a `redlock://h1,h2,h3` URL.
+    ///
+    /// Fails with `InvalidConfig` naming what is wrong.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let parsed = url_form::parse(url, &["redlock"])?;
+        let mut config = RedlockConfig {
+            servers: parsed.hosts.clone(),
+            common: CommonConfig::default(),
+        };
+        config.common.apply(parsed);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Servers that must grant a lock: a strict majority.
+    pub fn quorum(&self) -> usize {
+        self.servers.len() / 2 + 1
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.servers.is_empty() {
+            return Err(Error::invalid_config(
+                "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
+            ));
+        }
+        for (i, a) in self.servers.iter().enumerate() {
+            if self.servers[..i].contains(a) {
+                return Err(Error::invalid_config(format!(
+                    "redlock server {a} is listed twice; the servers must be independent"
+                )));
+            }
+        }
+        self.common.validate()
+    }
+
+    /// Sets the default lease TTL.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.common.default_ttl = ttl;
+        self
+    }
+
+    /// Sets the connect timeout.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.common.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-command timeout.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.common.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the ACL user name.
+    pub fn username(mut self, username: impl Into<String>) -> Self {
+        self.common.username = Some(username.into());
+        self
+    }
+
+    /// Sets the password.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.common.password = Some(password.into());
+        self
+    }
+
+    /// Sets the key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.common.prefix = prefix.into();
+        self
+    }
+}
+
+impl fmt::Debug for RedlockConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("RedlockConfig");
+        s.field("servers", &self.servers);
+        self.common.debug_fields(&mut s);
+        s.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::ErrorKind;
+
+    #[test]
+    fn redis_url_with_credentials_db_and_options() {
+        let c = RedisConfig::from_url(
+            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&default_ttl_ms=1500&request_timeout_ms=250#insecure",
+        )
+        .unwrap();
+        assert_eq!(c.server, ServerAddr::new("cache.example", 6390));
+        assert_eq!(c.common.db, 3);
+        assert_eq!(c.common.username.as_deref(), Some("app"));
+        assert_eq!(c.common.password.as_deref(), Some("p@ss"));
+        assert!(c.common.tls.enabled && c.common.tls.insecure);
+        assert_eq!(c.common.prefix, "x:");
+        assert_eq!(c.common.default_ttl, Duration::from_millis(1500));
+        assert_eq!(c.common.request_timeout, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn redis_url_defaults() {
+        let c = RedisConfig::from_url("redis://localhost").unwrap();
+        assert_eq!(c.server, ServerAddr::new("localhost", 6379));
+        assert_eq!(c.common, CommonConfig::default());
+        let c = RedisConfig::from_url("redis://:pw@[::1]:7000/").unwrap();
+        assert_eq!(c.server, ServerAddr::new("::1", 7000));
+        assert_eq!(c.common.username, None);
+        assert_eq!(c.common.password.as_deref(), Some("pw"));
+    }
+
+    #[test]
+    fn debug_redacts_passwords() {
+        let c = RedisConfig::from_url("redis://u:hunter2@h/0").unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+        let r = RedlockConfig::from_url("redlock://:hunter2@a,b,c").unwrap();
+        assert!(!format!("{r:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn malformed_urls_are_invalid_config_naming_the_problem() {
+        let cases = [
+            ("http://h", "scheme"),
+            ("redis://", "host"),
+            ("redis://h:notaport", "port"),
+            ("redis://h:99999", "port"),
+            ("redis://h/abc", "database"),
+            ("redis://h/-1", "negative"),
+            ("redis://h?colour=blue", "colour"),
+            ("redis://h?default_ttl_ms=0", "TTL"),
+            ("redis://h?default_ttl_ms=soon", "default_ttl_ms"),
+            ("redis://a,b", "redlock"),
+            ("redis://h?prefix=a{b", "hash tag"),
+            ("redlock://a,a", "twice"),
+            ("redlock:///0", "host"),
+            ("not a url", "scheme"),
+        ];
+        for (url, needle) in cases {
+            let err = RedisConfig::from_url(url)
+                .map(|_| ())
+                .or_else(|e| {
+                    if url.starts_with("redlock") {
+                        RedlockConfig::from_url(url).map(|_| ())
+                    } else {
+                        Err(e)
+                    }
+                })
+                .expect_err(url);
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn redlock_url_lists_servers_and_quorum() {
+        let c =
+            RedlockConfig::from_url("redlock://u:pw@h1:1,h2,h3:3/4?tls=true&prefix=p:").unwrap();
+        assert_eq!(
+            c.servers,
+            vec![
+                ServerAddr::new("h1", 1),
+                ServerAddr::new("h2", 6379),
+                ServerAddr::new("h3", 3)
+            ]
+        );
+        assert_eq!(c.quorum(), 2);
+        assert_eq!(c.common.db, 4);
+        assert!(c.common.tls.enabled);
+        assert_eq!(c.common.password.as_deref(), Some("pw"));
+    }
+
+    #[test]
+    fn configs_round_trip_through_serde() {
+        let c = RedisConfig::from_url("redis://u:pw@h:1/2").unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        let back: RedisConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        let partial: RedisConfig =
+            serde_json::from_str(r#"{"server":{"host":"x","port":7}}"#).unwrap();
+        assert_eq!(partial.common, CommonConfig::default());
+    }
+}

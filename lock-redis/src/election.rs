@@ -1,0 +1,90 @@
+//! Leader election on Redis: a lock in the `election:` key space whose
+//! holder keeps a leader record (owner, token, value, version) beside it.
+//!
+//! The record is written by the same script that takes the lock, so no one
+//! ever sees a leader without its value; proclaim and resign publish on the
+//! election's channel. Observers listen on that channel and re-read the
+//! record on every message, and every TTL/3 in case a message was lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::{join_all, select_all};
+use lock_core::{AcquireOptions, LeaderStream, Leadership, LockName, Result};
+
+use crate::keys::Space;
+use crate::servers::Servers;
+use crate::wakeups::ChannelWatch;
+
+/// Waits until leader of `name`, publishing `value`.
+pub(crate) async fn campaign(
+    servers: &Arc<Servers>,
+    name: &LockName,
+    value: Vec<u8>,
+    options: &AcquireOptions,
+) -> Result<Leadership> {
+    let guard = servers
+        .acquire(Space::Election, name, options, Some(&value))
+        .await?;
+    Ok(Leadership::new(guard, value))
+}
+
+/// What an observer has yielded so far.
+struct Observer {
+    servers: Arc<Servers>,
+    name: LockName,
+    watches: Vec<ChannelWatch>,
+    last: Option<(u64, u64, Vec<u8>)>,
+    first: bool,
+}
+
+/// Follows the leaders of `name`: the current one, then every change.
+pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<LeaderStream> {
+    let channel = servers.keys.of(Space::Election, name).leader_channel;
+    // Listen before the first read, so no change falls between them.
+    let watches = join_all(
+        servers
+            .nodes
+            .iter()
+            .map(|n| n.wakeups().subscribe(&channel)),
+    )
+    .await;
+    let observer = Observer {
+        servers: servers.clone(),
+        name: name.clone(),
+        watches,
+        last: None,
+        first: true,
+    };
+    let reread = (servers.default_ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(2));
+    Ok(futures::stream::unfold(observer, move |mut o| async move {
+        loop {
+            if !o.first {
+                let changed = select_all(o.watches.iter_mut().map(|w| Box::pin(w.changed())));
+                tokio::select! {
+                    _ = changed => {}
+                    () = tokio::time::sleep(reread) => {}
+                }
+            }
+            o.first = false;
+            match o.servers.leader_record(&o.name).await {
+                Ok(Some(record)) => {
+                    let token = record.info.token.get();
+                    let seen = (token, record.version, record.info.value.clone());
+                    let newer = match &o.last {
+                        None => true,
+                        Some((t, v, _)) => token > *t || (token == *t && record.version > *v),
+                    };
+                    if newer {
+                        o.last = Some(seen);
+                        return Some((Ok(record.info), o));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Some((Err(e), o)),
+            }
+        }
+    })
+    .boxed())
+}

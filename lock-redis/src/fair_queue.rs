@@ -1,0 +1,123 @@
+//! Acquisition on one server: `SET NX` with a FIFO wait queue in Redis that
+//! wakes only the next waiter.
+//!
+//! 1. Register our waiter id with the instance's pub/sub dispatcher (the
+//!    instance channel was subscribed at connect, so no wake-up can be
+//!    published before we listen).
+//! 2. Run the acquire script: it takes the lock if it is free and nobody is
+//!    ahead of us, or appends us to the queue and says how long the holder's
+//!    lease still runs.
+//! 3. Sleep until our wake-up message, the holder's lease end, a refresh of
+//!    our queue entry (every TTL/3), or our deadline, whichever is first.
+//!    The holder's release script hands the lock straight to the first live
+//!    waiter (sets the key to its owner id, increments the fence) and
+//!    publishes the token to it: the waiter holds the lock when the message
+//!    arrives, without another round trip. Otherwise run the script again;
+//!    it also notices a hand-over whose message was lost, so a lost message
+//!    costs at most TTL/3.
+//!
+//! A contended acquisition costs two scripts: join the queue, and (later)
+//! release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{Error, Result, Wait};
+use tokio::time::{Instant, sleep_until};
+
+use crate::attempt::{self, Mode, Outcome};
+use crate::pending::Pending;
+use crate::servers::{Granted, Request, Servers, new_owner_id};
+
+/// Pause before retrying after an error whose outcome is unknown.
+const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+
+/// Acquires on the single server of `servers`.
+pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Result<Granted> {
+    let node = &servers.nodes[0];
+    let owner = new_owner_id();
+    let start = Instant::now();
+    let deadline = request.wait.deadline_from(start);
+    let waiting = request.wait != Wait::No;
+    let waiter = if waiting {
+        servers.next_waiter_id(&owner, request.ttl)
+    } else {
+        String::new()
+    };
+    let wake = waiting.then(|| node.wakeups().register_waiter(&waiter));
+    let mut pending = Pending::new(servers, &request.keys, &owner, &waiter);
+    let refresh = (request.ttl / 3).max(Duration::from_millis(1));
+    let mode = Mode {
+        owner: &owner,
+        waiter: &waiter,
+        enqueue: waiting,
+        fair: true,
+        confirmed: true,
+    };
+    // The send time of our last script that answered "busy": every script
+    // of ours that ran after a hand-over would have answered "acquired", so
+    // a hand-over happened after this instant and the lease is no older.
+    let mut handover_floor = start;
+    loop {
+        let sent = Instant::now();
+        let outcome = attempt::run(node, request, mode).await;
+        if matches!(outcome, Ok(Outcome::Busy(_))) {
+            handover_floor = sent;
+        }
+        let nap = match outcome {
+            Ok(Outcome::Acquired(token)) => {
+                pending.disarm();
+                return Ok(Granted { owner, token, sent });
+            }
+            Ok(Outcome::Busy(_)) if !waiting => {
+                pending.disarm();
+                return Err(Error::would_block(format!(
+                    "lock {} is held by another client (redis at {})",
+                    request.name,
+                    node.addr()
+                )));
+            }
+            Ok(Outcome::Busy(wait_ms)) => match u64::try_from(wait_ms) {
+                Ok(ms) if ms > 0 => refresh.min(Duration::from_millis(ms)),
+                _ => refresh,
+            },
+            Err(e) if waiting && e.is_retryable() => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "acquire attempt failed; retrying");
+                RETRY_AFTER_ERROR
+            }
+            Err(e) => return Err(e),
+        };
+        let mut wake_at = Instant::now() + nap;
+        if let Some(d) = deadline {
+            if Instant::now() >= d {
+                return Err(timed_out(request, node.addr(), start));
+            }
+            wake_at = wake_at.min(d);
+        }
+        if let Some(wake) = &wake {
+            tokio::select! {
+                () = wake.woken() => {}
+                () = sleep_until(wake_at) => {}
+            }
+            if let Some(token) = wake.take_grant() {
+                pending.disarm();
+                return Ok(Granted {
+                    owner,
+                    token,
+                    sent: handover_floor,
+                });
+            }
+        }
+    }
+}
+
+pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Error {
+    Error::timeout(format!(
+        "lock {} on redis at {addr} still held by another client after waiting {:?}",
+        request.name,
+        start.elapsed()
+    ))
+}

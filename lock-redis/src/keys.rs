@@ -1,0 +1,134 @@
+//! Where a lock lives in Redis: its keys and channels.
+//!
+//! Every key of one lock embeds the name in a `{...}` hash tag, so they all
+//! map to one Redis Cluster slot and one Lua script may touch them all:
+//!
+//! | key | holds |
+//! |---|---|
+//! | `<prefix>lock:{<name>}:owner` | the holder's random 128-bit owner id, with `PX ttl` |
+//! | `<prefix>lock:{<name>}:fence` | the fencing counter (never expires) |
+//! | `<prefix>lock:{<name>}:queue` | waiter ids in arrival order (list) |
+//! | `<prefix>lock:{<name>}:waiters` | waiter id → expiry in server ms (sorted set) |
+//! | `<prefix>lock:{<name>}:leader` | elections only: owner, token, value, version |
+//!
+//! Elections use the same layout under `<prefix>election:`. Channels are not
+//! scoped by database in Redis, so their names carry the database number.
+
+use lock_core::LockName;
+
+/// Locks and elections live in separate key spaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    Lock,
+    Election,
+}
+
+impl Space {
+    fn as_str(self) -> &'static str {
+        match self {
+            Space::Lock => "lock",
+            Space::Election => "election",
+        }
+    }
+}
+
+/// The key and channel layout of one backend (prefix and database).
+#[derive(Debug, Clone)]
+pub(crate) struct KeySpace {
+    prefix: String,
+    channel_prefix: String,
+}
+
+impl KeySpace {
+    pub(crate) fn new(prefix: &str, db: i64) -> Self {
+        KeySpace {
+            prefix: prefix.to_owned(),
+            channel_prefix: format!("{prefix}db{db}:"),
+        }
+    }
+
+    /// The keys and channels of one lock or election.
+    pub(crate) fn of(&self, space: Space, name: &LockName) -> LockKeys {
+        let base = format!("{}{}:{{{}}}", self.prefix, space.as_str(), name.as_str());
+        let channel_base = format!(
+            "{}{}:{{{}}}",
+            self.channel_prefix,
+            space.as_str(),
+            name.as_str()
+        );
+        LockKeys {
+            owner: format!("{base}:owner"),
+            fence: format!("{base}:fence"),
+            queue: format!("{base}:queue"),
+            waiters: format!("{base}:waiters"),
+            leader: format!("{base}:leader"),
+            released_channel: format!("{channel_base}:released"),
+            leader_channel: format!("{channel_base}:leader"),
+            space,
+        }
+    }
+
+    /// The prefix of the per-instance wake-up channels; the release script
+    /// appends the instance id taken from the waiter id.
+    pub(crate) fn wake_prefix(&self) -> String {
+        format!("{}wake:", self.channel_prefix)
+    }
+}
+
+/// The keys and channels of one lock or election.
+#[derive(Debug, Clone)]
+pub(crate) struct LockKeys {
+    pub(crate) owner: String,
+    pub(crate) fence: String,
+    pub(crate) queue: String,
+    pub(crate) waiters: String,
+    pub(crate) leader: String,
+    /// Published on every release (Redlock waiters listen here).
+    pub(crate) released_channel: String,
+    /// Published when an election's leader or value changes.
+    pub(crate) leader_channel: String,
+    pub(crate) space: Space,
+}
+
+impl LockKeys {
+    /// Whether this is an election.
+    pub(crate) fn is_election(&self) -> bool {
+        self.space == Space::Election
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Redis Cluster hash tag of a key: the part between the first `{`
+    /// and the next `}`, if non-empty.
+    fn hash_tag(key: &str) -> &str {
+        let open = key.find('{').unwrap();
+        let close = key[open + 1..].find('}').unwrap() + open + 1;
+        &key[open + 1..close]
+    }
+
+    #[test]
+    fn all_keys_of_a_lock_share_one_hash_tag() {
+        let space = KeySpace::new("app:", 0);
+        for name in ["jobs/a", "we}ird{name", "ünï"] {
+            let k = space.of(Space::Lock, &LockName::new(name).unwrap());
+            let tag = hash_tag(&k.owner);
+            assert!(!tag.is_empty());
+            for key in [&k.fence, &k.queue, &k.waiters, &k.leader] {
+                assert_eq!(hash_tag(key), tag, "{key}");
+            }
+        }
+    }
+
+    #[test]
+    fn locks_and_elections_do_not_collide() {
+        let space = KeySpace::new("p:", 0);
+        let name = LockName::new("x").unwrap();
+        assert_ne!(
+            space.of(Space::Lock, &name).owner,
+            space.of(Space::Election, &name).owner
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! One Redis server as a backend instance sees it: a self-healing command
+//! connection, a pub/sub connection for wake-ups, and timeouts on every call.
+
+use std::fmt;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use lock_core::{Error, ErrorKind, Result};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, FromRedisValue, IntoConnectionInfo,
+    RedisConnectionInfo, Script, TlsCertificates,
+};
+use tokio::time::timeout;
+
+use crate::config::{CommonConfig, ServerAddr};
+use crate::errors::Site;
+use crate::scripts::SCRIPTS;
+use crate::wakeups::{WakeTask, Wakeups};
+
+/// One server: commands go through `conn`, wake-ups arrive on `wakeups`.
+#[derive(Clone)]
+pub(crate) struct Node {
+    inner: Arc<NodeInner>,
+}
+
+struct NodeInner {
+    addr: String,
+    backend: &'static str,
+    client: Client,
+    conn: ConnectionManager,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    wakeups: Arc<Wakeups>,
+    _wake_task: WakeTask,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("backend", &self.inner.backend)
+            .field("addr", &self.inner.addr)
+            .field("wakeups", &self.inner.wakeups)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Sets up the connections without waiting for them; [`Node::probe`]
+    /// checks that the server is reachable and accepts our credentials.
+    pub(crate) fn new(
+        backend: &'static str,
+        server: &ServerAddr,
+        common: &CommonConfig,
+        instance_channel: String,
+    ) -> Result<Node> {
+        let addr = server.to_string();
+        let client = client_for(backend, server, common)?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(common.connect_timeout))
+            .set_response_timeout(Some(common.request_timeout))
+            // One connection attempt per reconnection: a dead server must
+            // fail fast (Redlock carries on with the others); the next
+            // command tries again.
+            .set_number_of_retries(0);
+        let conn =
+            ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
+                Site {
+                    backend,
+                    addr: &addr,
+                    what: "setting up the connection",
+                }
+                .error(e)
+            })?;
+        let (wakeups, wake_task) = Wakeups::start(
+            client.clone(),
+            addr.clone(),
+            instance_channel,
+            common.connect_timeout,
+            common.request_timeout,
+        );
+        Ok(Node {
+            inner: Arc::new(NodeInner {
+                addr,
+                backend,
+                client,
+                conn,
+                connect_timeout: common.connect_timeout,
+                request_timeout: common.request_timeout,
+                wakeups,
+                _wake_task: wake_task,
+            }),
+        })
+    }
+
+    /// Connects once, authenticates, selects the database and pings, within
+    /// the connect timeout; then waits (within what is left of it) for the
+    /// pub/sub connection. Fails with `Unavailable`, `Unauthorized` or
+    /// `InvalidConfig` naming the address.
+    pub(crate) async fn probe(&self) -> Result<()> {
+        let inner = &self.inner;
+        let site = Site {
+            backend: inner.backend,
+            addr: &inner.addr,
+            what: "connecting",
+        };
+        let started = tokio::time::Instant::now();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(inner.connect_timeout))
+            .set_response_timeout(Some(inner.connect_timeout));
+        let probe = async {
+            let mut conn = inner
+                .client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            // Load the scripts now, so the first lock operations do not pay
+            // a NOSCRIPT round trip. After a server restart they are
+            // reloaded on first use.
+            for script in SCRIPTS.all() {
+                script.load_async(&mut conn).await?;
+            }
+            Ok::<_, redis::RedisError>(())
+        };
+        match timeout(inner.connect_timeout, probe).await {
+            Err(_) => return Err(site.unreachable(inner.connect_timeout)),
+            Ok(Err(e)) => {
+                let detail = e.to_string();
+                let mut err = site.error(e);
+                if detail.contains("DB index") {
+                    err = Error::invalid_config(err.message().to_owned());
+                } else if err.kind() == ErrorKind::Timeout {
+                    err = site.unreachable(inner.connect_timeout);
+                }
+                return Err(err);
+            }
+            Ok(Ok(_)) => {}
+        }
+        let left = inner.connect_timeout.saturating_sub(started.elapsed());
+        if !inner.wakeups.wait_ready(left).await {
+            return Err(Site {
+                what: "subscribing to the wake-up channel",
+                ..site
+            }
+            .unreachable(inner.connect_timeout));
+        }
+        Ok(())
+    }
+
+    /// `host:port`, for messages.
+    pub(crate) fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    /// The server's pub/sub dispatcher.
+    pub(crate) fn wakeups(&self) -> &Arc<Wakeups> {
+        &self.inner.wakeups
+    }
+
+    /// Runs `script` with `keys` and `args` within the request timeout.
+    /// `what` names the operation in errors ("releasing lock x").
+    ///
+    /// The arguments are copied before the returned future starts, so it
+    /// borrows nothing.
+    pub(crate) fn eval<T: FromRedisValue + Send + 'static>(
+        &self,
+        script: &'static Script,
+        keys: &[&str],
+        args: &[&[u8]],
+        what: &str,
+    ) -> impl Future<Output = Result<T>> + Send + 'static + use<T> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let inner = self.inner.clone();
+        let what = what.to_owned();
+        async move {
+            let site = Site {
+                backend: inner.backend,
+                addr: &inner.addr,
+                what: &what,
+            };
+            let mut conn = inner.conn.clone();
+            match timeout(
+                inner.request_timeout,
+                invocation.invoke_async::<T>(&mut conn),
+            )
+            .await
+            {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(e)) => Err(site.error(e)),
+                Err(_) => Err(site.timed_out(inner.request_timeout)),
+            }
+        }
+    }
+}
+
+fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig) -> Result<Client> {
+    let addr = server.to_string();
+    let site = Site {
+        backend,
+        addr: &addr,
+        what: "configuring the client",
+    };
+    let conn_addr = if common.tls.enabled {
+        install_crypto_provider();
+        ConnectionAddr::TcpTls {
+            host: server.host.clone(),
+            port: server.port,
+            insecure: common.tls.insecure,
+            tls_params: None,
+        }
+    } else {
+        ConnectionAddr::Tcp(server.host.clone(), server.port)
+    };
+    let mut settings = RedisConnectionInfo::default()
+        .set_db(common.db)
+        .set_lib_name("distlock", env!("CARGO_PKG_VERSION"));
+    if let Some(user) = &common.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &common.password {
+        settings = settings.set_password(password);
+    }
+    let info = conn_addr
+        .into_connection_info()
+        .map_err(|e| site.error(e))?
+        .set_redis_settings(settings);
+    let client = match &common.tls.ca_file {
+        Some(path) if common.tls.enabled => {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::invalid_config(format!(
+                    "{backend} at {addr}: cannot read tls_ca_file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            Client::build_with_tls(
+                info,
+                TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                },
+            )
+        }
+        _ => Client::open(info),
+    };
+    client.map_err(|e| {
+        let err = site.error(e);
+        Error::invalid_config(err.message().to_owned())
+    })
+}
+
+/// rustls needs one process-wide crypto provider; install ring's unless the
+/// application already chose one.
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -1,0 +1,215 @@
+//! Redlock: a lock on N independent servers, held when a majority granted it
+//! within the lease's validity.
+//!
+//! One round: run the acquire script on every server in parallel (each with
+//! the request timeout), count the grants, and check that the validity
+//! `start + ttl - drift` has not passed. With a quorum, the fencing token is
+//! the largest counter among the granting servers, and a second round raises
+//! every server's counter to it ("confirm"): any later quorum overlaps this
+//! one, so its token is larger. Without a quorum, the round is undone on all
+//! servers (owner-checked) and retried after a release notice from any
+//! server, the holder's remaining lease, or a short random delay.
+//!
+//! Redlock is not FIFO: every waiter hears every release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{join_all, select_all};
+use lock_core::renewal::drift_allowance;
+use lock_core::{Error, ErrorKind, Result, Wait};
+use rand::Rng;
+use tokio::time::{Instant, sleep_until};
+
+use crate::attempt::{self, Mode, Outcome};
+use crate::fair_queue::timed_out;
+use crate::pending::Pending;
+use crate::quorum::{gather, vote_decided};
+use crate::scripts::SCRIPTS;
+use crate::servers::{Granted, Request, Servers, new_owner_id, no_quorum};
+
+/// Retry delay after a round without quorum for lack of answers.
+const RETRY_UNAVAILABLE: Duration = Duration::from_millis(100);
+/// Upper bound of the random delay added to every retry, so that
+/// contenders that split the vote do not collide again.
+const JITTER_MS: u64 = 10;
+
+/// Acquires on a quorum of `servers`.
+pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Result<Granted> {
+    let owner = new_owner_id();
+    let start = Instant::now();
+    let deadline = request.wait.deadline_from(start);
+    let waiting = request.wait != Wait::No;
+    let mut watches = if waiting {
+        join_all(
+            servers
+                .nodes
+                .iter()
+                .map(|node| node.wakeups().subscribe(&request.keys.released_channel)),
+        )
+        .await
+    } else {
+        Vec::new()
+    };
+    let mut pending = Pending::new(servers, &request.keys, &owner, "");
+    let mode = Mode {
+        owner: &owner,
+        waiter: "",
+        enqueue: false,
+        fair: false,
+        confirmed: false,
+    };
+    let refresh = (request.ttl / 3).max(Duration::from_millis(1));
+    loop {
+        let sent = Instant::now();
+        let valid_until = sent + request.ttl.saturating_sub(drift_allowance(request.ttl));
+        let calls = servers
+            .nodes
+            .iter()
+            .map(|node| attempt::run(node, request, mode))
+            .collect();
+        let decided = vote_decided(servers.nodes.len(), servers.quorum, |r| {
+            matches!(r, Ok(Outcome::Acquired(_)))
+        });
+        let results = gather(calls, decided).await;
+        // Servers that did not answer yet may still grant.
+        let stragglers = results.len() < servers.nodes.len();
+        let mut tokens = Vec::new();
+        let mut busy = Vec::new();
+        let mut errors = Vec::new();
+        for result in results {
+            match result {
+                Ok(Outcome::Acquired(token)) => tokens.push(token),
+                Ok(Outcome::Busy(ms)) => busy.push(ms),
+                Err(e) => errors.push(e),
+            }
+        }
+        if tokens.len() >= servers.quorum && Instant::now() < valid_until {
+            let token = tokens.iter().copied().max().unwrap_or(0);
+            match confirm(servers, request, &owner, token).await {
+                Ok(()) if Instant::now() < valid_until => {
+                    pending.disarm();
+                    return Ok(Granted { owner, token, sent });
+                }
+                Ok(()) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        // No quorum in time: undo this round everywhere before trying again,
+        // stragglers included (owner-checked; the clean-up does it again if
+        // we give up).
+        if !tokens.is_empty() || !errors.is_empty() || stragglers {
+            let _ = servers.release(&request.keys, &owner, "").await;
+        }
+        let answered = tokens.len() + busy.len();
+        let unavailable = errors.len() > servers.nodes.len() - servers.quorum;
+        let failure = || {
+            if let Some(auth) = errors.iter().find(|e| e.kind() == ErrorKind::Unauthorized) {
+                return Error::new(auth.kind(), auth.message().to_owned());
+            }
+            no_quorum(
+                servers.backend,
+                servers.nodes.len(),
+                servers.quorum,
+                &format!("acquiring lock {}", request.name),
+                answered,
+                &errors,
+            )
+        };
+        if !waiting {
+            if !stragglers {
+                pending.disarm();
+            }
+            return Err(if unavailable {
+                failure()
+            } else {
+                Error::would_block(format!(
+                    "lock {} is held by another client (redlock quorum {} of {} at {})",
+                    request.name,
+                    servers.quorum,
+                    servers.nodes.len(),
+                    servers.addrs()
+                ))
+            });
+        }
+        if errors.iter().any(|e| e.kind() == ErrorKind::Unauthorized) {
+            return Err(failure());
+        }
+        let now = Instant::now();
+        if let Some(d) = deadline
+            && now >= d
+        {
+            return Err(if unavailable {
+                failure()
+            } else {
+                timed_out(request, &servers.addrs(), start)
+            });
+        }
+        let base = if unavailable {
+            RETRY_UNAVAILABLE
+        } else {
+            busy.iter()
+                .filter_map(|ms| u64::try_from(*ms).ok().filter(|ms| *ms > 0))
+                .min()
+                .map_or(refresh, |ms| refresh.min(Duration::from_millis(ms)))
+        };
+        let jitter = Duration::from_millis(rand::rng().random_range(0..=JITTER_MS));
+        let mut wake_at = now + base + jitter;
+        if let Some(d) = deadline {
+            wake_at = wake_at.min(d);
+        }
+        let released = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+        tokio::select! {
+            _ = released => {
+                // Let the releases of a split vote land before retrying.
+                tokio::time::sleep(jitter).await;
+            }
+            () = sleep_until(wake_at) => {}
+        }
+    }
+}
+
+/// Raises every server's fencing counter to `token` (and confirms an
+/// election's leader record); `Ok` when a quorum did.
+async fn confirm(servers: &Servers, request: &Request<'_>, owner: &str, token: u64) -> Result<()> {
+    let keys = &request.keys;
+    let token = token.to_string();
+    let election = if request.value.is_some() { "1" } else { "0" };
+    let what = format!("confirming the fencing token of lock {}", request.name);
+    let calls = servers
+        .nodes
+        .iter()
+        .map(|node| {
+            node.eval::<i64>(
+                &SCRIPTS.confirm,
+                &[&keys.fence, &keys.owner, &keys.leader],
+                &[
+                    token.as_bytes(),
+                    owner.as_bytes(),
+                    election.as_bytes(),
+                    keys.leader_channel.as_bytes(),
+                ],
+                &what,
+            )
+        })
+        .collect();
+    let results = gather(
+        calls,
+        vote_decided(servers.nodes.len(), servers.quorum, Result::is_ok),
+    )
+    .await;
+    let answered = results.iter().filter(|r| r.is_ok()).count();
+    let errors: Vec<Error> = results.into_iter().filter_map(|r| r.err()).collect();
+    if answered >= servers.quorum {
+        Ok(())
+    } else {
+        Err(no_quorum(
+            servers.backend,
+            servers.nodes.len(),
+            servers.quorum,
+            &what,
+            answered,
+            &errors,
+        ))
+    }
+}

@@ -1,0 +1,435 @@
+//! The servers behind one backend instance, and the operations that run on
+//! all of them: one server for `redis://`, N independent ones with a
+//! majority quorum for `redlock://`.
+//!
+//! With one server the quorum is 1 and every operation is a single script
+//! call; the same code serves both modes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::future::join_all;
+
+use crate::quorum::{gather, vote_decided};
+use lock_core::{
+    AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
+};
+use tracing::Instrument;
+
+use crate::config::{CommonConfig, ServerAddr};
+use crate::keys::{KeySpace, LockKeys, Space};
+use crate::node::Node;
+use crate::scripts::SCRIPTS;
+use crate::{fair_queue, held, redlock};
+
+/// A random 128-bit id: the value of a held lock key.
+pub(crate) fn new_owner_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// What a successful acquisition got.
+#[derive(Debug, Clone)]
+pub(crate) struct Granted {
+    pub(crate) owner: String,
+    pub(crate) token: u64,
+    /// When the winning request was sent: validity counts from here.
+    pub(crate) sent: tokio::time::Instant,
+}
+
+/// One acquisition request.
+#[derive(Debug, Clone)]
+pub(crate) struct Request<'a> {
+    pub(crate) name: &'a LockName,
+    pub(crate) keys: LockKeys,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: lock_core::Wait,
+    /// The leader value, for elections.
+    pub(crate) value: Option<&'a [u8]>,
+}
+
+/// The servers of one backend instance.
+#[derive(Debug)]
+pub(crate) struct Servers {
+    pub(crate) backend: &'static str,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) quorum: usize,
+    pub(crate) keys: KeySpace,
+    pub(crate) default_ttl: Duration,
+    instance: String,
+    waiter_seq: AtomicU64,
+}
+
+impl Servers {
+    /// Connects to every server and checks that a quorum is reachable and
+    /// accepts our credentials, within the connect timeout.
+    pub(crate) async fn connect(
+        backend: &'static str,
+        addrs: &[ServerAddr],
+        common: &CommonConfig,
+    ) -> Result<Arc<Servers>> {
+        common.validate()?;
+        let instance = format!("{:016x}", rand::random::<u64>());
+        let keys = KeySpace::new(&common.prefix, common.db);
+        let channel = format!("{}{}", keys.wake_prefix(), instance);
+        let nodes = addrs
+            .iter()
+            .map(|addr| Node::new(backend, addr, common, channel.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let quorum = nodes.len() / 2 + 1;
+        let probes = join_all(nodes.iter().map(Node::probe)).await;
+        let mut failures = Vec::new();
+        for result in probes {
+            if let Err(e) = result {
+                if matches!(e.kind(), ErrorKind::Unauthorized | ErrorKind::InvalidConfig) {
+                    return Err(e);
+                }
+                failures.push(e);
+            }
+        }
+        if nodes.len() - failures.len() < quorum {
+            if nodes.len() == 1 {
+                return Err(failures.remove(0));
+            }
+            return Err(no_quorum(
+                backend,
+                nodes.len(),
+                quorum,
+                "connecting",
+                nodes.len() - failures.len(),
+                &failures,
+            ));
+        }
+        for failure in &failures {
+            tracing::warn!(backend, error = %failure, "server unreachable at connect; carrying on with a quorum");
+        }
+        Ok(Arc::new(Servers {
+            backend,
+            nodes,
+            quorum,
+            keys,
+            default_ttl: common.default_ttl,
+            instance,
+            waiter_seq: AtomicU64::new(0),
+        }))
+    }
+
+    /// A new waiter id, `<instance>/<n>/<owner>/<ttl ms>`. The release
+    /// script routes the waiter's wake-up to this instance's channel by the
+    /// first part, and hands the lock over to `<owner>` for `<ttl ms>`.
+    pub(crate) fn next_waiter_id(&self, owner: &str, ttl: Duration) -> String {
+        let n = self.waiter_seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}/{n}/{owner}/{}", self.instance, millis(ttl))
+    }
+
+    /// The addresses, for messages.
+    pub(crate) fn addrs(&self) -> String {
+        self.nodes
+            .iter()
+            .map(Node::addr)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Acquires a lock (or an election's leadership when `value` is set).
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<&[u8]>,
+    ) -> Result<LockGuard> {
+        let ttl = options.effective_ttl(self.default_ttl)?;
+        let request = Request {
+            name,
+            keys: self.keys.of(space, name),
+            ttl,
+            wait: options.wait,
+            value,
+        };
+        let span = tracing::debug_span!("acquire", backend = self.backend, lock = %name, token = tracing::field::Empty);
+        async {
+            let granted = if self.nodes.len() == 1 {
+                fair_queue::acquire(self, &request).await?
+            } else {
+                redlock::acquire(self, &request).await?
+            };
+            tracing::Span::current().record("token", granted.token);
+            tracing::debug!("acquired");
+            Ok(held::guard(self.clone(), &request, granted))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Owner-checked delete on every server, and (with `waiter`) removal of
+    /// a queue entry. Returns whether the lock was ours on a quorum and is
+    /// now deleted; `Ok(false)` means it was not ours and nothing of anyone
+    /// else's was touched.
+    pub(crate) async fn release(&self, keys: &LockKeys, owner: &str, waiter: &str) -> Result<bool> {
+        let redlock = self.nodes.len() > 1;
+        // Elections only wake the next candidate, which writes its own
+        // leader record; locks pass straight to the next waiter.
+        let flags = match (keys.is_election(), redlock) {
+            (false, false) => "h",
+            (false, true) => "hr",
+            (true, false) => "",
+            (true, true) => "r",
+        };
+        let wake_prefix = self.keys.wake_prefix();
+        let mut key_list = vec![
+            keys.owner.as_str(),
+            keys.queue.as_str(),
+            keys.waiters.as_str(),
+            keys.fence.as_str(),
+        ];
+        let mut args = vec![
+            owner.as_bytes(),
+            waiter.as_bytes(),
+            wake_prefix.as_bytes(),
+            flags.as_bytes(),
+        ];
+        if redlock || keys.is_election() {
+            args.push(keys.released_channel.as_bytes());
+        }
+        if keys.is_election() {
+            key_list.push(&keys.leader);
+            args.push(keys.leader_channel.as_bytes());
+        }
+        let what = format!("releasing {}", keys.owner);
+        let calls = self
+            .nodes
+            .iter()
+            .map(|node| node.eval::<i64>(&SCRIPTS.release, &key_list, &args, &what))
+            .collect();
+        let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
+        self.count_votes(results, &what)
+            .map(|deleted| deleted >= self.quorum)
+    }
+
+    /// Owner-checked `PEXPIRE` on every server. `Ok` when a quorum renewed;
+    /// `LeaseLost` when too many servers no longer hold our key for a
+    /// quorum to be possible; another error when the outcome is unknown.
+    pub(crate) async fn renew(
+        &self,
+        name: &LockName,
+        keys: &LockKeys,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<()> {
+        let ttl_ms = millis(ttl).to_string();
+        let what = format!("renewing lock {name}");
+        let key_list: &[&str] = if keys.is_election() {
+            &[&keys.owner, &keys.leader]
+        } else {
+            &[&keys.owner]
+        };
+        let calls = self
+            .nodes
+            .iter()
+            .map(|node| {
+                node.eval::<i64>(
+                    &SCRIPTS.renew,
+                    key_list,
+                    &[owner.as_bytes(), ttl_ms.as_bytes()],
+                    &what,
+                )
+            })
+            .collect();
+        let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
+        let answered = results.iter().filter(|r| r.is_ok()).count();
+        let renewed = self.count_votes(results, &what);
+        match renewed {
+            Ok(n) if n >= self.quorum => Ok(()),
+            Ok(n) => Err(self.lease_lost(name, n, answered)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The decision rule of a vote among these servers.
+    fn vote<T>(&self, yes: impl Fn(&Result<T>) -> bool) -> impl Fn(&[Result<T>]) -> bool {
+        vote_decided(self.nodes.len(), self.quorum, yes)
+    }
+
+    /// Counts the servers whose script returned 1. An error is returned only
+    /// when the errors make the count inconclusive (the ones that answered
+    /// do not decide it either way).
+    fn count_votes(&self, results: Vec<Result<i64>>, what: &str) -> Result<usize> {
+        let answered = results.iter().filter(|r| r.is_ok()).count();
+        let mut yes = 0;
+        let mut no = 0;
+        let mut errors = Vec::new();
+        for result in results {
+            match result {
+                Ok(1) => yes += 1,
+                Ok(_) => no += 1,
+                Err(e) => errors.push(e),
+            }
+        }
+        let decided = yes >= self.quorum || no > self.nodes.len() - self.quorum;
+        if errors.is_empty() || decided {
+            return Ok(yes);
+        }
+        if self.nodes.len() == 1 {
+            return Err(errors.remove(0));
+        }
+        Err(no_quorum(
+            self.backend,
+            self.nodes.len(),
+            self.quorum,
+            what,
+            answered,
+            &errors,
+        ))
+    }
+
+    fn lease_lost(&self, name: &LockName, holding: usize, answered: usize) -> Error {
+        Error::lease_lost(format!(
+            "lock {name} on {} at {}: our key is gone or belongs to another holder ({holding} of {answered} servers that answered still hold it, {} needed); it expired or was deleted, so the lock is lost; acquire it again for a new fencing token",
+            self.backend,
+            self.addrs(),
+            self.quorum
+        ))
+    }
+
+    /// Publishes a new leader value if we still lead.
+    pub(crate) async fn proclaim(
+        &self,
+        name: &LockName,
+        keys: &LockKeys,
+        owner: &str,
+        value: &[u8],
+        version: u64,
+    ) -> Result<()> {
+        let version = version.to_string();
+        let what = "proclaiming a leader value";
+        let calls = self
+            .nodes
+            .iter()
+            .map(|node| {
+                node.eval::<i64>(
+                    &SCRIPTS.proclaim,
+                    &[&keys.owner, &keys.leader],
+                    &[
+                        owner.as_bytes(),
+                        value,
+                        version.as_bytes(),
+                        keys.leader_channel.as_bytes(),
+                    ],
+                    what,
+                )
+            })
+            .collect();
+        let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
+        let answered = results.iter().filter(|r| r.is_ok()).count();
+        match self.count_votes(results, what)? {
+            n if n >= self.quorum => Ok(()),
+            n => Err(self.lease_lost(name, n, answered)),
+        }
+    }
+
+    /// The current leader of an election: the record a quorum agrees on.
+    pub(crate) async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        Ok(self.leader_record(name).await?.map(|r| r.info))
+    }
+
+    /// The current leader with its proclaim version.
+    pub(crate) async fn leader_record(&self, name: &LockName) -> Result<Option<LeaderRecord>> {
+        let keys = self.keys.of(Space::Election, name);
+        let what = format!("reading the leader of election {name}");
+        type Row = Option<(String, String, Vec<u8>, String)>;
+        let results = join_all(self.nodes.iter().map(|node| {
+            node.eval::<Row>(&SCRIPTS.leader, &[&keys.owner, &keys.leader], &[], &what)
+        }))
+        .await;
+        let mut rows = Vec::new();
+        let mut errors = Vec::new();
+        for result in results {
+            match result {
+                Ok(row) => rows.push(row),
+                Err(e) => errors.push(e),
+            }
+        }
+        if rows.len() < self.quorum {
+            if self.nodes.len() == 1 {
+                return Err(errors.remove(0));
+            }
+            return Err(no_quorum(
+                self.backend,
+                self.nodes.len(),
+                self.quorum,
+                &what,
+                rows.len(),
+                &errors,
+            ));
+        }
+        // A majority (a strict majority, so at most one owner qualifies)
+        // must show the same owner; take its newest proclaimed value.
+        let rows: Vec<_> = rows.into_iter().flatten().collect();
+        let Some((owner, ..)) = rows
+            .iter()
+            .find(|(owner, ..)| rows.iter().filter(|r| &r.0 == owner).count() >= self.quorum)
+        else {
+            return Ok(None);
+        };
+        let same: Vec<_> = rows.iter().filter(|r| &r.0 == owner).collect();
+        let version = |row: &&(String, String, Vec<u8>, String)| row.3.parse::<u64>().unwrap_or(0);
+        let newest = same
+            .iter()
+            .copied()
+            .max_by_key(version)
+            .expect("a quorum is non-empty");
+        let token = same
+            .iter()
+            .filter_map(|row| row.1.parse::<u64>().ok())
+            .max()
+            .ok_or_else(|| {
+                Error::backend(format!(
+                    "{}: the leader record of election {name} has no valid token",
+                    self.backend
+                ))
+            })?;
+        Ok(Some(LeaderRecord {
+            info: LeaderInfo {
+                value: newest.2.clone(),
+                token: FencingToken(token),
+                key: keys.owner.clone(),
+            },
+            version: version(&newest),
+        }))
+    }
+}
+
+/// A leader as read from the servers, with the version of its value.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaderRecord {
+    pub(crate) info: LeaderInfo,
+    pub(crate) version: u64,
+}
+
+/// `Unavailable`: too few servers answered for a quorum.
+pub(crate) fn no_quorum(
+    backend: &str,
+    servers: usize,
+    quorum: usize,
+    what: &str,
+    answered: usize,
+    errors: &[Error],
+) -> Error {
+    let reasons = errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    Error::unavailable(format!(
+        "{backend}: {what}: only {answered} of {servers} servers answered and {quorum} are needed; are the others running and reachable? failures: {reasons}"
+    ))
+}
+
+/// Whole milliseconds, rounded up so the server never holds a lease for
+/// less than we think, and at least 1 (Redis rejects `PX 0`).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_micros().div_ceil(1000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}

@@ -1,0 +1,368 @@
+//! One pub/sub connection per backend instance and server, shared by every
+//! waiter and observer of that instance.
+//!
+//! It carries two kinds of messages:
+//!
+//! - **Wake-ups for queued waiters.** The instance subscribes once, at
+//!   connect, to its own channel `<prefix>wake:<instance>`. The release
+//!   script publishes the id of the next waiter in the lock's queue there,
+//!   and we wake exactly that waiter ([`Wakeups::register_waiter`]). No
+//!   subscribe or unsubscribe per acquisition.
+//! - **Change notices** on named channels (an election's leader channel, a
+//!   Redlock lock's released channel), subscribed while someone listens
+//!   ([`Wakeups::subscribe`]).
+//!
+//! A wake-up can be lost (the connection drops, the server restarts). Every
+//! waiter therefore also sleeps on a timer bounded by the lock's TTL, and
+//! after each reconnection every waiter and listener is woken to re-check.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::aio::PubSubSink;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, timeout};
+
+/// How often an idle pub/sub connection is pinged to detect a dead server.
+const PING_EVERY: Duration = Duration::from_secs(2);
+/// Pause between reconnection attempts.
+const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
+/// Local listeners of one server's pub/sub connection.
+pub(crate) struct Wakeups {
+    addr: String,
+    instance_channel: String,
+    request_timeout: Duration,
+    state: Mutex<State>,
+    /// Serialises SUBSCRIBE/UNSUBSCRIBE with changes to `channels`, so a late
+    /// UNSUBSCRIBE can never undo a newer SUBSCRIBE.
+    sink: tokio::sync::Mutex<Option<PubSubSink>>,
+    /// True while the connection is up and subscribed to the instance channel.
+    ready: watch::Sender<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    waiters: HashMap<String, Arc<WaiterSlot>>,
+    channels: HashMap<String, Channel>,
+}
+
+/// Where a queued waiter's wake-up lands.
+#[derive(Default)]
+struct WaiterSlot {
+    notify: Notify,
+    /// The fencing token, when the release script handed the lock over.
+    granted: Mutex<Option<u64>>,
+}
+
+struct Channel {
+    changes: watch::Sender<u64>,
+    listeners: usize,
+}
+
+impl fmt::Debug for Wakeups {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        f.debug_struct("Wakeups")
+            .field("addr", &self.addr)
+            .field("instance_channel", &self.instance_channel)
+            .field("waiters", &state.waiters.len())
+            .field("channels", &state.channels.len())
+            .field("ready", &*self.ready.borrow())
+            .finish()
+    }
+}
+
+impl Wakeups {
+    /// Starts the pub/sub connection task for `client`. The task ends when
+    /// the returned handle is dropped.
+    pub(crate) fn start(
+        client: redis::Client,
+        addr: String,
+        instance_channel: String,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> (Arc<Wakeups>, WakeTask) {
+        let wakeups = Arc::new(Wakeups {
+            addr,
+            instance_channel,
+            request_timeout,
+            state: Mutex::new(State::default()),
+            sink: tokio::sync::Mutex::new(None),
+            ready: watch::Sender::new(false),
+        });
+        let task = tokio::spawn(run(wakeups.clone(), client, connect_timeout));
+        (wakeups, WakeTask(task))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until the connection is subscribed to the instance channel, at
+    /// most `limit`. Returns whether it is.
+    pub(crate) async fn wait_ready(&self, limit: Duration) -> bool {
+        let mut ready = self.ready.subscribe();
+        matches!(timeout(limit, ready.wait_for(|r| *r)).await, Ok(Ok(_)))
+    }
+
+    /// Registers a queued waiter; a message carrying `waiter_id` wakes it.
+    /// The registration ends when the returned handle is dropped.
+    pub(crate) fn register_waiter(self: &Arc<Self>, waiter_id: &str) -> WaiterWake {
+        let slot = Arc::new(WaiterSlot::default());
+        self.state()
+            .waiters
+            .insert(waiter_id.to_owned(), slot.clone());
+        WaiterWake {
+            wakeups: self.clone(),
+            waiter_id: waiter_id.to_owned(),
+            slot,
+        }
+    }
+
+    /// Listens to `channel`. Returns once the server confirmed the
+    /// subscription (or it could not be confirmed within the request
+    /// timeout: the caller's timers still bound every wait).
+    pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> ChannelWatch {
+        let mut sink = self.sink.lock().await;
+        let (changes, first) = {
+            let mut state = self.state();
+            let first = !state.channels.contains_key(channel);
+            let entry = state
+                .channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
+                    changes: watch::Sender::new(0),
+                    listeners: 0,
+                });
+            entry.listeners += 1;
+            (entry.changes.subscribe(), first)
+        };
+        if first && let Some(sink) = sink.as_mut() {
+            match timeout(self.request_timeout, sink.subscribe(channel)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(addr = %self.addr, channel, error = %e, "SUBSCRIBE failed; relying on timers until reconnected")
+                }
+                Err(_) => {
+                    tracing::debug!(addr = %self.addr, channel, "SUBSCRIBE timed out; relying on timers until reconnected")
+                }
+            }
+        }
+        ChannelWatch {
+            wakeups: self.clone(),
+            channel: channel.to_owned(),
+            changes,
+        }
+    }
+
+    fn deliver(&self, channel: &str, payload: &[u8]) {
+        let state = self.state();
+        if channel == self.instance_channel {
+            // `<waiter id>` (wake up and retry) or `<waiter id> <token>`
+            // (the lock was handed over to you).
+            let text = String::from_utf8_lossy(payload);
+            let (id, token) = match text.split_once(' ') {
+                Some((id, token)) => (id, token.parse::<u64>().ok()),
+                None => (text.as_ref(), None),
+            };
+            if let Some(slot) = state.waiters.get(id) {
+                if let Some(token) = token {
+                    *slot.granted.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+                }
+                slot.notify.notify_one();
+            }
+        } else if let Some(entry) = state.channels.get(channel) {
+            entry.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// After a reconnection messages may have been lost: everyone re-checks.
+    fn wake_everyone(&self) {
+        let state = self.state();
+        for slot in state.waiters.values() {
+            slot.notify.notify_one();
+        }
+        for entry in state.channels.values() {
+            entry.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    fn release_channel(self: &Arc<Self>, channel: String) {
+        let last = {
+            let mut state = self.state();
+            match state.channels.get_mut(&channel) {
+                Some(entry) => {
+                    entry.listeners = entry.listeners.saturating_sub(1);
+                    entry.listeners == 0
+                }
+                None => false,
+            }
+        };
+        if !last {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let wakeups = self.clone();
+        runtime.spawn(async move {
+            let mut sink = wakeups.sink.lock().await;
+            let still_idle = {
+                let mut state = wakeups.state();
+                let idle = state
+                    .channels
+                    .get(&channel)
+                    .is_some_and(|e| e.listeners == 0);
+                if idle {
+                    state.channels.remove(&channel);
+                }
+                idle
+            };
+            if still_idle && let Some(sink) = sink.as_mut() {
+                let _ = timeout(wakeups.request_timeout, sink.unsubscribe(&channel)).await;
+            }
+        });
+    }
+}
+
+/// The pub/sub connection loop: connect, subscribe, deliver, ping; on any
+/// failure mark not ready, wait a little and start over.
+async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Duration) {
+    loop {
+        match timeout(connect_timeout, client.get_async_pubsub()).await {
+            Ok(Ok(pubsub)) => {
+                let (sink, mut stream) = pubsub.split();
+                if subscribe_all(&wakeups, sink.clone()).await {
+                    wakeups.ready.send_replace(true);
+                    wakeups.wake_everyone();
+                    tracing::debug!(addr = %wakeups.addr, "pub/sub connected");
+                    let mut pinger = sink;
+                    loop {
+                        tokio::select! {
+                            message = stream.next() => match message {
+                                Some(message) => wakeups.deliver(message.get_channel_name(), message.get_payload_bytes()),
+                                None => break,
+                            },
+                            () = sleep(PING_EVERY) => {
+                                let ping = timeout(wakeups.request_timeout, pinger.ping::<String>()).await;
+                                if !matches!(ping, Ok(Ok(_))) {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    tracing::debug!(addr = %wakeups.addr, "pub/sub connection lost; reconnecting");
+                }
+                wakeups.ready.send_replace(false);
+                *wakeups.sink.lock().await = None;
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(addr = %wakeups.addr, error = %e, "pub/sub connect failed")
+            }
+            Err(_) => tracing::debug!(addr = %wakeups.addr, "pub/sub connect timed out"),
+        }
+        sleep(RECONNECT_DELAY).await;
+    }
+}
+
+/// Installs `sink` and subscribes the instance channel plus every listened
+/// channel. Returns whether that worked.
+async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> bool {
+    let mut slot = wakeups.sink.lock().await;
+    let mut channels: Vec<String> = wakeups.state().channels.keys().cloned().collect();
+    channels.push(wakeups.instance_channel.clone());
+    let mut sink = sink;
+    let ok = matches!(
+        timeout(wakeups.request_timeout, sink.subscribe(&channels)).await,
+        Ok(Ok(()))
+    );
+    if ok {
+        *slot = Some(sink);
+    }
+    ok
+}
+
+/// Stops the pub/sub task when dropped.
+#[derive(Debug)]
+pub(crate) struct WakeTask(JoinHandle<()>);
+
+impl Drop for WakeTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A queued waiter's wake-up; unregisters on drop.
+pub(crate) struct WaiterWake {
+    wakeups: Arc<Wakeups>,
+    waiter_id: String,
+    slot: Arc<WaiterSlot>,
+}
+
+impl fmt::Debug for WaiterWake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaiterWake")
+            .field("waiter_id", &self.waiter_id)
+            .finish()
+    }
+}
+
+impl WaiterWake {
+    /// Resolves when a message for this waiter arrived (or the connection
+    /// was re-established). A message that arrived before the call counts.
+    pub(crate) async fn woken(&self) {
+        self.slot.notify.notified().await;
+    }
+
+    /// The fencing token if the lock was handed over to this waiter.
+    pub(crate) fn take_grant(&self) -> Option<u64> {
+        self.slot
+            .granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+impl Drop for WaiterWake {
+    fn drop(&mut self) {
+        self.wakeups.state().waiters.remove(&self.waiter_id);
+    }
+}
+
+/// A listener on a named channel; unsubscribes (lazily) on drop.
+pub(crate) struct ChannelWatch {
+    wakeups: Arc<Wakeups>,
+    channel: String,
+    changes: watch::Receiver<u64>,
+}
+
+impl fmt::Debug for ChannelWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChannelWatch")
+            .field("channel", &self.channel)
+            .finish()
+    }
+}
+
+impl ChannelWatch {
+    /// Resolves at the next message on the channel (or reconnection) since
+    /// the last call. Never resolves if the connection task is gone.
+    pub(crate) async fn changed(&mut self) {
+        if self.changes.changed().await.is_err() {
+            futures::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for ChannelWatch {
+    fn drop(&mut self) {
+        self.wakeups
+            .release_channel(std::mem::take(&mut self.channel));
+    }
+}

@@ -1,0 +1,70 @@
+//! Shared helpers of the lock-redis tests: real servers from the test kit
+//! and backends pointed at them.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
+use lock_testkit::servers::{RedisServer, RedisServers};
+
+/// The lease TTL of the tests: short, so expiry tests are quick.
+pub const TTL: Duration = Duration::from_millis(600);
+
+/// Starts one Redis; a missing binary fails naming scripts/install-servers.sh.
+pub async fn start_redis() -> RedisServer {
+    RedisServer::start()
+        .await
+        .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"))
+}
+
+/// Starts `n` independent Redis servers.
+pub async fn start_redises(n: usize) -> RedisServers {
+    RedisServers::start(n)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start {n} redis-servers: {e}"))
+}
+
+/// The config of a test client of `server`.
+pub fn config_for(server: &RedisServer) -> RedisConfig {
+    RedisConfig::new("127.0.0.1", server.port())
+        .default_ttl(TTL)
+        .connect_timeout(Duration::from_secs(3))
+        .request_timeout(Duration::from_secs(1))
+}
+
+/// A new, independent client of `server`.
+pub async fn client(server: &RedisServer) -> RedisBackend {
+    RedisBackend::connect(config_for(server))
+        .await
+        .expect("connect to redis")
+}
+
+/// The config of a Redlock test client of `servers`.
+pub fn redlock_config_for(servers: &RedisServers) -> RedlockConfig {
+    RedlockConfig::new(
+        servers
+            .servers()
+            .iter()
+            .map(|s| ServerAddr::new("127.0.0.1", s.port())),
+    )
+    .default_ttl(TTL)
+    .connect_timeout(Duration::from_secs(3))
+    .request_timeout(Duration::from_millis(500))
+}
+
+/// A new, independent Redlock client of `servers`.
+pub async fn redlock_client(servers: &RedisServers) -> RedlockBackend {
+    RedlockBackend::connect(redlock_config_for(servers))
+        .await
+        .expect("connect to redlock servers")
+}
+
+/// Awaits `fut`, panicking with `what` if it takes longer than `bound`.
+pub async fn within<T>(bound: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(bound, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("{what}: did not happen within {bound:?}"),
+    }
+}

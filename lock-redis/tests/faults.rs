@@ -1,0 +1,387 @@
+//! Fault tests on real servers: data loss, dead Redlock members, network
+//! partitions, bad credentials, unreachable servers and bad input.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{TTL, within};
+use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, ServerAddr};
+use lock_testkit::proxy::FaultProxy;
+use lock_testkit::servers::{RedisServer, RespReply};
+use tokio::time::Instant;
+
+/// Four clients contend while Redis is restarted without its data; every
+/// token granted after the restart is above every token granted before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_keep_rising_after_restart_with_data_loss() {
+    let server = common::start_redis().await;
+    let name = "faults/restart";
+    // (token, acquired at)
+    let grants = Arc::new(Mutex::new(Vec::<(u64, Instant)>::new()));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let client = common::client(&server).await;
+        let (grants, stop) = (grants.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let stopped = stop.notified();
+            tokio::pin!(stopped);
+            loop {
+                tokio::select! {
+                    () = &mut stopped => return,
+                    result = client.lock_timeout(name, Duration::from_secs(2)) => {
+                        if let Ok(guard) = result {
+                            grants.lock().unwrap().push((guard.token().get(), Instant::now()));
+                            let _ = guard.release().await;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    let wait_for_grants = |n: usize| {
+        let grants = grants.clone();
+        async move {
+            while grants.lock().unwrap().len() < n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    within(
+        Duration::from_secs(10),
+        "grants before the restart",
+        wait_for_grants(50),
+    )
+    .await;
+    let marker = server
+        .command(&["SET", "faults:marker", "1"])
+        .await
+        .expect("SET marker");
+    assert_eq!(marker, RespReply::Simple("OK".into()));
+    let restart_began = Instant::now();
+    server.restart().await.expect("restart redis");
+    let restart_done = Instant::now();
+    let lost = server
+        .command(&["EXISTS", "faults:marker"])
+        .await
+        .expect("EXISTS marker");
+    assert_eq!(
+        lost,
+        RespReply::Integer(0),
+        "the restart must lose the data"
+    );
+    let before_count = grants.lock().unwrap().len();
+    within(
+        Duration::from_secs(15),
+        "grants after the restart",
+        wait_for_grants(before_count + 50),
+    )
+    .await;
+    stop.notify_waiters();
+    for task in tasks {
+        within(Duration::from_secs(10), "contender stops", task)
+            .await
+            .expect("contender panicked");
+    }
+    let grants = grants.lock().unwrap();
+    let before: Vec<u64> = grants
+        .iter()
+        .filter(|(_, at)| *at < restart_began)
+        .map(|(t, _)| *t)
+        .collect();
+    let after: Vec<u64> = grants
+        .iter()
+        .filter(|(_, at)| *at > restart_done)
+        .map(|(t, _)| *t)
+        .collect();
+    assert!(
+        before.len() >= 50 && after.len() >= 20,
+        "{} before, {} after",
+        before.len(),
+        after.len()
+    );
+    let highest_before = *before.iter().max().unwrap();
+    let lowest_after = *after.iter().min().unwrap();
+    assert!(
+        lowest_after > highest_before,
+        "token {lowest_after} after the restart is not above {highest_before} before it"
+    );
+}
+
+/// Redlock on three servers with one killed still grants, excludes and
+/// hands out rising tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_keeps_working_with_one_of_three_killed() {
+    let servers = common::start_redises(3).await;
+    let (a, b) = (
+        common::redlock_client(&servers).await,
+        common::redlock_client(&servers).await,
+    );
+    servers.server(1).kill().await;
+    let mut last = 0;
+    for i in 0..20 {
+        let (holder, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let guard = within(
+            Duration::from_secs(10),
+            "lock with one server down",
+            holder.lock_timeout("faults/redlock-one-down", Duration::from_secs(5)),
+        )
+        .await
+        .expect("lock with a quorum of two");
+        assert!(
+            guard.token().get() > last,
+            "token {} not above {last}",
+            guard.token()
+        );
+        last = guard.token().get();
+        let err = other
+            .try_lock("faults/redlock-one-down")
+            .await
+            .expect_err("held on a quorum");
+        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+        guard.release().await.expect("release on the quorum");
+    }
+}
+
+/// A Redlock holder keeps its lock while one of three servers is silent (a
+/// blackholed connection, not a refused one): renewals complete on the
+/// other two without waiting out the request timeout on the silent one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
+    let servers = common::start_redises(3).await;
+    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut config = common::redlock_config_for(&servers);
+    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let holder = RedlockBackend::connect(config).await.expect("connect");
+    let other = common::redlock_client(&servers).await;
+    let guard = holder.lock("faults/redlock-partition").await.expect("lock");
+    proxy.blackhole();
+    let until = Instant::now() + TTL * 5;
+    while Instant::now() < until {
+        assert!(guard.is_held(), "lost: {:?}", guard.lost_signal().reason());
+        let err = other
+            .try_lock("faults/redlock-partition")
+            .await
+            .expect_err("still held on a quorum");
+        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+        tokio::time::sleep(TTL / 4).await;
+    }
+    let started = Instant::now();
+    within(Duration::from_secs(2), "release", guard.release())
+        .await
+        .expect("release on the quorum");
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "release waited for the silent server: {:?}",
+        started.elapsed()
+    );
+    let next = other
+        .try_lock("faults/redlock-partition")
+        .await
+        .expect("free after release");
+    next.release().await.expect("release");
+}
+
+/// With two of three Redlock servers down, acquiring gives a clear
+/// `Unavailable` within its wait, and no guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
+    let servers = common::start_redises(3).await;
+    let client = common::redlock_client(&servers).await;
+    servers.server(0).kill().await;
+    servers.server(2).kill().await;
+    let wait = Duration::from_secs(1);
+    let started = Instant::now();
+    let err = within(
+        wait + Duration::from_secs(3),
+        "acquire without a quorum",
+        client.lock_timeout("faults/redlock-no-quorum", wait),
+    )
+    .await
+    .expect_err("no quorum, no guard");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("2 are needed"), "{err}");
+    assert!(started.elapsed() < wait + Duration::from_secs(2));
+    let err = within(
+        Duration::from_secs(3),
+        "try_lock without a quorum",
+        client.try_lock("faults/redlock-no-quorum"),
+    )
+    .await
+    .expect_err("no quorum, no guard");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+}
+
+/// A holder whose network goes silent (blackholed by the fault proxy) learns
+/// that its lock is lost before the server lets anyone else take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
+    let server = common::start_redis().await;
+    let proxy = FaultProxy::start(server.addr().parse().unwrap())
+        .await
+        .expect("proxy");
+    let config = RedisConfig::new("127.0.0.1", proxy.addr().port())
+        .default_ttl(TTL)
+        .request_timeout(Duration::from_millis(200));
+    let cut_off = RedisBackend::connect(config)
+        .await
+        .expect("connect via proxy");
+    let other = common::client(&server).await;
+    let guard = cut_off.lock("faults/partition").await.expect("lock");
+    let signal = guard.lost_signal();
+    proxy.blackhole();
+    let partitioned = Instant::now();
+    let takeover = tokio::spawn(async move {
+        let guard = other
+            .lock_timeout("faults/partition", Duration::from_secs(10))
+            .await
+            .expect("takeover after the TTL");
+        (Instant::now(), guard)
+    });
+    let reason = within(TTL + Duration::from_secs(1), "lost signal", signal.lost()).await;
+    let lost_at = Instant::now();
+    assert!(!guard.is_held(), "guard still claims the lock ({reason})");
+    let (taken_at, new_guard) = within(Duration::from_secs(10), "takeover", takeover)
+        .await
+        .unwrap();
+    assert!(
+        lost_at <= taken_at,
+        "lost after {:?} but taken over after {:?}",
+        lost_at - partitioned,
+        taken_at - partitioned
+    );
+    assert!(new_guard.token() > guard.token());
+    proxy.restore();
+    let err = within(Duration::from_secs(5), "stale release", guard.release())
+        .await
+        .expect_err("the stale holder must not release the new lock");
+    assert!(
+        matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
+        "{err}"
+    );
+    assert!(new_guard.is_held());
+    new_guard.release().await.expect("new holder releases");
+}
+
+/// Wrong credentials are `Unauthorized`, and say where and what to check.
+#[tokio::test]
+async fn wrong_password_is_unauthorized() {
+    let server = RedisServer::start_with_password("right-password")
+        .await
+        .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+    for config in [
+        common::config_for(&server).password("wrong-password"),
+        common::config_for(&server),
+        common::config_for(&server)
+            .username("nobody")
+            .password("right-password"),
+    ] {
+        let err = within(
+            Duration::from_secs(5),
+            "connect with bad credentials",
+            RedisBackend::connect(config),
+        )
+        .await
+        .expect_err("bad credentials");
+        assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+        assert!(err.to_string().contains(&server.addr()), "{err}");
+        assert!(!err.to_string().contains("wrong-password"), "{err}");
+    }
+    let url = format!("redis://:right-password@{}", server.addr());
+    let good = RedisBackend::connect_url(&url)
+        .await
+        .expect("right password");
+    good.lock("faults/auth")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+}
+
+/// A server that refuses connections, and one that accepts but never
+/// answers, both give `Unavailable` naming the address, within the connect
+/// timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_unavailable_within_connect_timeout() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let connect_timeout = Duration::from_millis(700);
+    let refused = RedisConfig::new("127.0.0.1", port).connect_timeout(connect_timeout);
+    let err = within(
+        Duration::from_secs(3),
+        "refused",
+        RedisBackend::connect(refused),
+    )
+    .await
+    .expect_err("nothing listens");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+
+    let server = common::start_redis().await;
+    let proxy = FaultProxy::start(server.addr().parse().unwrap())
+        .await
+        .unwrap();
+    proxy.blackhole();
+    let silent =
+        RedisConfig::new("127.0.0.1", proxy.addr().port()).connect_timeout(connect_timeout);
+    let started = Instant::now();
+    let err = within(
+        Duration::from_secs(3),
+        "silent",
+        RedisBackend::connect(silent),
+    )
+    .await
+    .expect_err("nothing answers");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() < connect_timeout + Duration::from_millis(500));
+    assert!(err.to_string().contains(&proxy.addr().to_string()), "{err}");
+
+    let err = RedlockBackend::connect_url(&format!(
+        "redlock://127.0.0.1:{port},127.0.0.1:{},127.0.0.1:1?connect_timeout_ms=700",
+        server.port()
+    ))
+    .await
+    .expect_err("two of three unreachable");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+}
+
+/// A zero TTL is `InvalidConfig` before any I/O, in the options and in the
+/// config.
+#[tokio::test]
+async fn zero_ttl_is_invalid_config() {
+    let server = common::start_redis().await;
+    let client = common::client(&server).await;
+    let name = LockName::new("faults/zero-ttl").unwrap();
+    let zero = AcquireOptions::new().ttl(Duration::ZERO).wait(Wait::No);
+    let err = client.acquire(&name, &zero).await.expect_err("zero TTL");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let err = RedisBackend::connect(common::config_for(&server).default_ttl(Duration::ZERO))
+        .await
+        .expect_err("zero default TTL");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let err = RedisBackend::connect_url(&format!("{}?default_ttl_ms=0", server.url()))
+        .await
+        .expect_err("zero TTL in the URL");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+}
+
+/// A database number the server does not have is `InvalidConfig`.
+#[tokio::test]
+async fn missing_database_is_invalid_config() {
+    let server = common::start_redis().await;
+    let err = RedisBackend::connect(common::config_for(&server).db(4242))
+        .await
+        .expect_err("no such database");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+}

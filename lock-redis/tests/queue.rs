@@ -1,0 +1,204 @@
+//! The Redis wait queue and the lock scripts, checked on a real server:
+//! exact wake-ups, clean-up after cancellation, skipping dead waiters,
+//! clock-seeded tokens and renewal that never re-creates a lost key.
+
+mod common;
+
+use std::time::Duration;
+
+use common::within;
+use lock_core::{ErrorKind, LockBackendExt};
+use lock_redis::RedisBackend;
+use lock_testkit::servers::{RedisServer, RespReply};
+
+const QUEUE: &str = "distlock:lock:{queue/test}:queue";
+const WAITERS: &str = "distlock:lock:{queue/test}:waiters";
+const NAME: &str = "queue/test";
+
+/// A client with a long TTL, so no timer-driven refresh muddles the counts.
+async fn patient_client(server: &RedisServer) -> RedisBackend {
+    RedisBackend::connect(common::config_for(server).default_ttl(Duration::from_secs(30)))
+        .await
+        .expect("connect")
+}
+
+async fn integer(server: &RedisServer, args: &[&str]) -> i64 {
+    match server.command(args).await.expect("command") {
+        RespReply::Integer(n) => n,
+        other => panic!("{args:?} answered {other:?}"),
+    }
+}
+
+/// Polls until `LLEN queue` is `n`.
+async fn queue_length_becomes(server: &RedisServer, n: i64) {
+    within(Duration::from_secs(5), "queue length", async {
+        while integer(server, &["LLEN", QUEUE]).await != n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+/// `calls` of one command in `INFO commandstats`.
+async fn calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server
+        .command(&["INFO", "commandstats"])
+        .await
+        .expect("INFO")
+        .to_string();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// With four waiters queued, a release hands the lock to exactly the first
+/// one: one script in all (the release itself), no herd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn release_wakes_only_the_next_waiter() {
+    let server = common::start_redis().await;
+    let holder = patient_client(&server).await;
+    let held = holder.lock(NAME).await.expect("lock");
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let client = patient_client(&server).await;
+        waiters.push(tokio::spawn(async move {
+            let guard = client.lock(NAME).await.expect("lock");
+            (i, guard, client)
+        }));
+        queue_length_becomes(&server, i + 1).await;
+    }
+    server
+        .command(&["CONFIG", "RESETSTAT"])
+        .await
+        .expect("RESETSTAT");
+    held.release().await.expect("release");
+    let first = waiters.remove(0);
+    let (i, guard, _client) = within(Duration::from_secs(5), "first waiter", first)
+        .await
+        .unwrap();
+    assert_eq!(i, 0, "the first waiter in the queue goes first");
+    assert_eq!(integer(&server, &["LLEN", QUEUE]).await, 3);
+    assert_eq!(
+        calls(&server, "evalsha").await,
+        1,
+        "the release hands the lock over; no waiter may have run a script"
+    );
+    guard.release().await.expect("release");
+    for (expected, waiter) in (1..).zip(waiters) {
+        let (i, guard, _client) = within(Duration::from_secs(5), "next waiter", waiter)
+            .await
+            .unwrap();
+        assert_eq!(i, expected, "FIFO order");
+        guard.release().await.expect("release");
+    }
+}
+
+/// A waiter whose `lock()` future is dropped leaves the queue at once (not
+/// after its TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_waiter_leaves_the_queue() {
+    let server = common::start_redis().await;
+    let holder = common::client(&server).await;
+    let waiter = patient_client(&server).await;
+    let held = holder.lock(NAME).await.expect("lock");
+    let attempt = tokio::time::timeout(Duration::from_millis(200), waiter.lock(NAME)).await;
+    assert!(attempt.is_err(), "must still be waiting");
+    queue_length_becomes(&server, 0).await;
+    assert_eq!(integer(&server, &["ZCARD", WAITERS]).await, 0);
+    held.release().await.expect("release");
+}
+
+/// A waiter that died without cleaning up (its entry is in the queue, but
+/// nobody refreshes it) is skipped once its entry expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_waiter_is_skipped_after_its_entry_expires() {
+    let server = common::start_redis().await;
+    let holder = common::client(&server).await;
+    let live = common::client(&server).await;
+    let held = holder.lock(NAME).await.expect("lock");
+    // A waiter of a crashed process: queued first, entry valid for 500 ms.
+    let time = server.command(&["TIME"]).await.expect("TIME").to_string();
+    let seconds: u64 = time.lines().next().unwrap().parse().unwrap();
+    let expiry = (seconds * 1000 + 1500).to_string();
+    integer(&server, &["RPUSH", QUEUE, "deadbeef/0"]).await;
+    integer(&server, &["ZADD", WAITERS, &expiry, "deadbeef/0"]).await;
+    let waiting = tokio::spawn(async move { live.lock(NAME).await });
+    queue_length_becomes(&server, 2).await;
+    held.release().await.expect("release");
+    let guard = within(
+        Duration::from_secs(5),
+        "live waiter after the dead one expired",
+        waiting,
+    )
+    .await
+    .unwrap()
+    .expect("lock");
+    assert_eq!(integer(&server, &["LLEN", QUEUE]).await, 0);
+    guard.release().await.expect("release");
+}
+
+/// The first token of a lock is the server clock in microseconds (plus
+/// one): so after Redis loses the counter, tokens go on from "now".
+#[tokio::test]
+async fn first_token_is_seeded_from_the_server_clock() {
+    let server = common::start_redis().await;
+    let client = common::client(&server).await;
+    let micros = |reply: RespReply| {
+        let text = reply.to_string();
+        let mut parts = text.lines();
+        let s: u64 = parts.next().unwrap().parse().unwrap();
+        let us: u64 = parts.next().unwrap().parse().unwrap();
+        s * 1_000_000 + us
+    };
+    let before = micros(server.command(&["TIME"]).await.unwrap());
+    let guard = client.lock(NAME).await.expect("lock");
+    let after = micros(server.command(&["TIME"]).await.unwrap());
+    let token = guard.token().get();
+    assert!(
+        before < token && token <= after + 1,
+        "token {token} not within server time [{before}, {after}]"
+    );
+    guard.release().await.expect("release");
+    let next = client.lock(NAME).await.expect("lock");
+    assert_eq!(next.token().get(), token + 1);
+    next.release().await.expect("release");
+}
+
+/// Renewing a lock whose key was deleted fails with `LeaseLost`, fires the
+/// lost signal, and does not re-create the key.
+#[tokio::test]
+async fn renewal_never_recreates_a_deleted_key() {
+    let server = common::start_redis().await;
+    let client = common::client(&server).await;
+    let guard = client.lock(NAME).await.expect("lock");
+    assert_eq!(integer(&server, &["DEL", guard.key()]).await, 1);
+    let err = guard.renew().await.expect_err("key is gone");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert!(!err.is_retryable());
+    assert!(guard.lost_signal().is_lost());
+    assert!(!guard.is_held());
+    assert_eq!(integer(&server, &["EXISTS", guard.key()]).await, 0);
+    let err = guard.release().await.expect_err("not held");
+    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+}
+
+/// A lock held by another owner is never deleted by a release with our
+/// owner id, even when the key name matches.
+#[tokio::test]
+async fn release_of_someone_elses_key_touches_nothing() {
+    let server = common::start_redis().await;
+    let client = common::client(&server).await;
+    let guard = client.lock(NAME).await.expect("lock");
+    let key = guard.key().to_owned();
+    // Someone else's lock now sits under the same key.
+    server
+        .command(&["SET", &key, "someone-else", "PX", "60000"])
+        .await
+        .expect("SET");
+    let err = guard.release().await.expect_err("not ours");
+    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+    let value = server.command(&["GET", &key]).await.expect("GET");
+    assert_eq!(value, RespReply::Bulk(Some("someone-else".into())));
+}
