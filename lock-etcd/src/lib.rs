@@ -1,1 +1,29 @@
-//! distlock backend for etcd (work in progress).
+#![doc = include_str!("../docs.md")]
+
+mod backend;
+mod config;
+mod connect;
+mod election;
+mod error_map;
+mod held;
+mod hub;
+mod keys;
+mod lease;
+mod millis;
+mod observe;
+mod ownership;
+mod pool;
+mod queue;
+mod rpc;
+mod url_form;
+mod watch;
+
+pub use backend::EtcdBackend;
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, EtcdConfig,
+};
+/// The `etcd-client` crate this backend is built on, for guarded writes
+/// with [`is_owner`] and for [`EtcdBackend::client`].
+pub use etcd_client;
+pub use keys::lease_of_key;
+pub use ownership::{is_owner, is_owner_of};

@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use distlock::{Config, DynLockBackend};
 use futures::FutureExt;
-use lock_workload::{
-    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
-};
+use lock_workload::{ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload};
 use serde::Serialize;
 
 use crate::cli::BenchArgs;

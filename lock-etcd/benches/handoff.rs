@@ -1,0 +1,298 @@
+//! Handoff benchmark: our revision-queue lock against etcd's server-side
+//! Lock RPC, on the same single-member etcd in the same run.
+//!
+//! Run with `cargo bench -p lock-etcd --bench handoff`. `BENCH_SECS` sets
+//! the length of each run (default 4 s). The peer is `etcd-client`'s
+//! `lock()`/`unlock()`, each client with its own lease (kept alive in the
+//! background), wrapped in a small `LockBackend` so the same workload
+//! runner measures both.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{Client, LockOptions};
+use futures::FutureExt;
+use lock_core::{
+    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken, HeldLock,
+    LockBackend, LockGuard, LockName, LossNotifier, LostReason, Result, Wait,
+};
+use lock_etcd::{EtcdBackend, EtcdConfig};
+use lock_testkit::servers::EtcdCluster;
+use lock_testkit::workload::{
+    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+};
+
+const TTL: Duration = Duration::from_secs(10);
+/// Alternating rounds per scenario.
+const ROUNDS: usize = 8;
+const LABELS: [&str; 2] = ["ours (revision queue)", "peer (Lock RPC)"];
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let secs = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8.0);
+    let cluster = EtcdCluster::start(1)
+        .await
+        .unwrap_or_else(|e| panic!("could not start etcd: {e}"));
+    let endpoints = cluster.endpoints();
+    println!(
+        "etcd at {endpoints:?}; {secs} s per scenario in {ROUNDS} alternating rounds, hold 0, one lock name\n"
+    );
+
+    let ours: ClientFactory = {
+        let endpoints = endpoints.clone();
+        Arc::new(move || {
+            let config = EtcdConfig::new(endpoints.clone()).with_prefix("/bench-ours");
+            async move {
+                let backend = EtcdBackend::connect(config).await?;
+                Ok(Arc::new(backend) as Arc<DynLockBackend>)
+            }
+            .boxed()
+        })
+    };
+    let peer: ClientFactory = {
+        let endpoints = endpoints.clone();
+        Arc::new(move || {
+            let endpoints = endpoints.clone();
+            async move {
+                let backend = PeerLockRpc::connect(&endpoints).await?;
+                Ok(Arc::new(backend) as Arc<DynLockBackend>)
+            }
+            .boxed()
+        })
+    };
+
+    // The machine is shared and noisy: alternate ours and the peer in
+    // short rounds so both see the same load, and add the rounds up.
+    let mut rows = Vec::new();
+    let scenarios: Vec<usize> = std::env::var("BENCH_CLIENTS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 8]);
+    for clients in scenarios {
+        let mut totals: [Vec<WorkloadReport>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..ROUNDS {
+            for (which, factory) in [&ours, &peer].into_iter().enumerate() {
+                let config = WorkloadConfig {
+                    clients,
+                    locks: 1,
+                    duration: Duration::from_secs_f64(secs / ROUNDS as f64),
+                    ttl: Some(TTL),
+                    hold: Duration::ZERO,
+                    name_prefix: format!("bench/{clients}/{round}"),
+                };
+                let report = run_workload(&config, factory.clone(), Arc::new(Progress::default()))
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: {e}", LABELS[which]));
+                totals[which].push(report);
+            }
+        }
+        for (which, reports) in totals.into_iter().enumerate() {
+            rows.push((LABELS[which], clients, combine(&reports, secs)));
+        }
+    }
+
+    println!(
+        "{:<24} {:>7} {:>12} {:>10} {:>10} {:>8} {:>6}",
+        "lock", "clients", "handoffs/s", "p50 wait", "p99 wait", "fairness", "errors"
+    );
+    for (label, clients, r) in &rows {
+        println!(
+            "{:<24} {:>7} {:>12.0} {:>8.2}ms {:>8.2}ms {:>8.2} {:>6}",
+            label,
+            clients,
+            r.per_second,
+            r.wait.p50_us as f64 / 1000.0,
+            r.wait.p99_us as f64 / 1000.0,
+            r.fairness,
+            r.errors
+        );
+        assert_eq!(r.violations, 0, "{label}: mutual exclusion violated");
+        assert_eq!(r.token_regressions, 0, "{label}: token went back");
+        if let Some(e) = &r.first_error {
+            println!("    first error: {e}");
+        }
+    }
+    println!();
+    for pair in rows.chunks(2) {
+        let [(_, clients, ours), (_, _, peer)] = pair else {
+            continue;
+        };
+        println!(
+            "{clients} client(s): ours/peer = {:.2}x handoffs/s",
+            ratio(ours, peer)
+        );
+    }
+}
+
+/// The rounds of one scenario as one report: summed counts, the worst
+/// percentiles (conservative), and the fairness of the summed counts.
+fn combine(reports: &[WorkloadReport], secs: f64) -> WorkloadReport {
+    let mut total = WorkloadReport::default();
+    for r in reports {
+        total.acquisitions += r.acquisitions;
+        total.errors += r.errors;
+        total.violations += r.violations;
+        total.token_regressions += r.token_regressions;
+        total.first_error = total.first_error.take().or_else(|| r.first_error.clone());
+        if total.per_client.len() < r.per_client.len() {
+            total.per_client.resize(r.per_client.len(), 0);
+        }
+        for (sum, n) in total.per_client.iter_mut().zip(&r.per_client) {
+            *sum += n;
+        }
+    }
+    let mut p50: Vec<u64> = reports.iter().map(|r| r.wait.p50_us).collect();
+    p50.sort_unstable();
+    total.wait.p50_us = p50.get(p50.len() / 2).copied().unwrap_or(0);
+    total.wait.p99_us = reports.iter().map(|r| r.wait.p99_us).max().unwrap_or(0);
+    total.per_second = total.acquisitions as f64 / secs;
+    let most = total.per_client.iter().copied().max().unwrap_or(0);
+    let least = total.per_client.iter().copied().min().unwrap_or(0);
+    total.fairness = if most == 0 {
+        0.0
+    } else {
+        least as f64 / most as f64
+    };
+    total
+}
+
+fn ratio(ours: &WorkloadReport, peer: &WorkloadReport) -> f64 {
+    if peer.per_second == 0.0 {
+        f64::INFINITY
+    } else {
+        ours.per_second / peer.per_second
+    }
+}
+
+/// etcd's server-side Lock RPC as a `LockBackend`: one lease per client,
+/// kept alive by a background task, used for every acquisition.
+struct PeerLockRpc {
+    client: Client,
+    lease: i64,
+    keepalive: tokio::task::JoinHandle<()>,
+}
+
+impl PeerLockRpc {
+    async fn connect(endpoints: &[String]) -> Result<Self> {
+        let fail = |e: etcd_client::Error| Error::unavailable(format!("peer: {e}"));
+        let client = Client::connect(endpoints, None).await.map_err(fail)?;
+        let secs = i64::try_from(TTL.as_secs()).unwrap_or(10);
+        let lease = client
+            .lease_client()
+            .grant(secs, None)
+            .await
+            .map_err(fail)?
+            .id();
+        let (mut keeper, mut stream) = client
+            .lease_client()
+            .keep_alive(lease)
+            .await
+            .map_err(fail)?;
+        let keepalive = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TTL / 3).await;
+                if keeper.keep_alive().await.is_err() || stream.message().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(PeerLockRpc {
+            client,
+            lease,
+            keepalive,
+        })
+    }
+}
+
+impl std::fmt::Debug for PeerLockRpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerLockRpc")
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl Drop for PeerLockRpc {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+#[async_trait]
+impl LockBackend for PeerLockRpc {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new("etcd-lock-rpc", FencingStrength::Strong).with_fifo(true)
+    }
+
+    fn default_ttl(&self) -> Duration {
+        TTL
+    }
+
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        let mut lock_client = self.client.lock_client();
+        let request = lock_client.lock(
+            name.as_str(),
+            Some(LockOptions::new().with_lease(self.lease)),
+        );
+        let response = match options.wait {
+            Wait::Timeout(wait) => tokio::time::timeout(wait, request)
+                .await
+                .map_err(|_| Error::timeout("peer lock wait timed out"))?,
+            _ => request.await,
+        }
+        .map_err(|e| Error::backend(format!("peer lock: {e}")))?;
+        let token = response.header().map_or(0, |h| h.revision());
+        let key = response.key().to_vec();
+        let notifier = LossNotifier::new();
+        let held = PeerHeld {
+            client: self.client.clone(),
+            key: key.clone(),
+            notifier: notifier.clone(),
+        };
+        Ok(LockGuard::new(
+            name.clone(),
+            FencingToken(u64::try_from(token).unwrap_or(0)),
+            String::from_utf8_lossy(&key).into_owned(),
+            TTL,
+            notifier.signal(),
+            Box::new(held),
+        ))
+    }
+}
+
+struct PeerHeld {
+    client: Client,
+    key: Vec<u8>,
+    notifier: LossNotifier,
+}
+
+impl std::fmt::Debug for PeerHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerHeld")
+            .field("key", &String::from_utf8_lossy(&self.key))
+            .finish()
+    }
+}
+
+#[async_trait]
+impl HeldLock for PeerHeld {
+    async fn renew(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        self.notifier.fire(LostReason::Released);
+        self.client
+            .lock_client()
+            .unlock(self.key.clone())
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::backend(format!("peer unlock: {e}")))
+    }
+
+    fn abandon(self: Box<Self>) {}
+}

@@ -1,0 +1,173 @@
+//! [`EtcdBackend`]: one etcd client, the key layout, and the lease pool.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{
+    AcquireOptions, Capabilities, FencingStrength, LockBackend, LockGuard, LockName, Result,
+};
+use tracing::Instrument;
+
+use crate::config::EtcdConfig;
+use crate::connect::connect;
+use crate::held;
+use crate::hub::WatchHub;
+use crate::keys::{KeySpace, Space};
+use crate::pool::LeasePool;
+use crate::queue;
+use crate::rpc::Rpc;
+
+/// A distributed lock and election service on etcd.
+///
+/// One instance holds one etcd client (its connections and streams); clones
+/// share it. Every guard gets a lease of its own. See the crate docs for
+/// the algorithm and its costs.
+#[derive(Clone)]
+pub struct EtcdBackend {
+    inner: Arc<Inner>,
+}
+
+/// What all clones of a backend share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) rpc: Rpc,
+    pub(crate) keys: KeySpace,
+    pub(crate) pool: Arc<LeasePool>,
+    pub(crate) hub: WatchHub,
+    pub(crate) config: EtcdConfig,
+}
+
+impl fmt::Debug for EtcdBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdBackend")
+            .field("endpoints", &self.inner.config.endpoints)
+            .field("prefix", &self.inner.config.prefix)
+            .field("default_ttl", &self.inner.config.default_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdBackend {
+    /// Connects to the cluster and checks that it answers, within
+    /// `config.connect_timeout`.
+    ///
+    /// Fails with `InvalidConfig` for a bad configuration, `Unauthorized`
+    /// for rejected credentials, and `Unavailable` when no member answered
+    /// in time (or the cluster has no leader). Errors name the endpoints.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is written; a dropped future just closes the
+    /// connection attempt.
+    pub async fn connect(config: EtcdConfig) -> Result<Self> {
+        let client = connect(&config).await?;
+        let rpc = Rpc::new(client, config.endpoint_list(), config.request_timeout);
+        Ok(EtcdBackend {
+            inner: Arc::new(Inner {
+                pool: LeasePool::new(rpc.clone()),
+                hub: WatchHub::new(rpc.clone()),
+                rpc,
+                keys: KeySpace::new(&config.prefix),
+                config,
+            }),
+        })
+    }
+
+    /// The configuration this backend was connected with.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.inner.config
+    }
+
+    /// The underlying `etcd-client` client, for your own requests, such as
+    /// writes guarded by [`is_owner`](crate::is_owner).
+    pub fn client(&self) -> etcd_client::Client {
+        self.inner.rpc.client().clone()
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    pub(crate) fn caps() -> Capabilities {
+        Capabilities::new("etcd", FencingStrength::Strong)
+            .with_fifo(true)
+            .with_election(true)
+            .with_ttl_limits(Duration::from_secs(1), Duration::from_secs(1))
+    }
+
+    /// Acquires `name` in `space`, publishing `value` with the key.
+    pub(crate) async fn acquire_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Vec<u8>,
+    ) -> Result<LockGuard> {
+        let ttl = options.effective_ttl(self.inner.config.default_ttl)?;
+        let secs = whole_seconds(ttl);
+        let span = tracing::debug_span!("etcd.acquire", backend = "etcd", lock = %name, space = space.noun());
+        async {
+            let queue = self.inner.keys.queue(space, name);
+            let won = queue::acquire(
+                &self.inner,
+                space,
+                name.as_str(),
+                queue,
+                value,
+                secs,
+                options.wait,
+            )
+            .await?;
+            tracing::debug!(token = won.rev, key = won.key, "etcd lock acquired");
+            Ok(held::guard(self.inner.clone(), space, name.clone(), won))
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+#[async_trait]
+impl LockBackend for EtcdBackend {
+    fn capabilities(&self) -> Capabilities {
+        Self::caps()
+    }
+
+    fn default_ttl(&self) -> Duration {
+        self.inner.config.default_ttl
+    }
+
+    /// Joins the lock's revision queue and waits for the keys before ours
+    /// to go.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling gives up the place in the queue: the entry's lease is
+    /// revoked in the background, which deletes its key, so it never blocks
+    /// other contenders (and would expire with its TTL even if etcd could
+    /// not be reached).
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        self.acquire_in(Space::Lock, name, options, Vec::new())
+            .await
+    }
+}
+
+/// etcd leases are whole seconds: round up, at least one.
+fn whole_seconds(ttl: Duration) -> i64 {
+    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_round_up_to_whole_seconds() {
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1000)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1001)), 2);
+        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
+    }
+}

@@ -1,0 +1,350 @@
+//! How to reach etcd and how leases behave: [`EtcdConfig`].
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lock_core::{Error, Result, check_ttl};
+use serde::{Deserialize, Serialize};
+
+use crate::millis;
+
+/// Lease TTL used when acquire options leave it unset.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// How long connecting (and authenticating) may take.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one request may take, retries on another endpoint included.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Key prefix when none is given.
+pub const DEFAULT_PREFIX: &str = "/distlock";
+
+/// Configuration of an [`EtcdBackend`](crate::EtcdBackend).
+///
+/// Build it with [`EtcdConfig::new`] and the `with_*` methods, parse it from
+/// a URL with [`EtcdConfig::from_url`], or deserialize it (durations are
+/// whole milliseconds: `default_ttl_ms`, `connect_timeout_ms`,
+/// `request_timeout_ms`, `keepalive_interval_ms`).
+///
+/// TLS is used when [`tls`](Self::tls) is set (the `etcds://` scheme sets
+/// it) or any of the certificate paths is given. `ca_cert` is then required:
+/// the server certificate is verified against it, not against system roots.
+/// `client_cert` and `client_key` (PEM) enable client-certificate
+/// authentication and must be given together.
+///
+/// `Debug` never prints the password.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdConfig {
+    /// Cluster members, `host:port` or `http(s)://host:port`. Requests go to
+    /// any of them; idempotent ones are retried on another when one fails.
+    pub endpoints: Vec<String>,
+    /// Every key this backend writes starts with this prefix.
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    /// Lease TTL used when acquire options leave it unset (rounded up to
+    /// whole seconds, as etcd leases are).
+    #[serde(rename = "default_ttl_ms", with = "millis", default = "default_ttl")]
+    pub default_ttl: Duration,
+    /// Bound on connecting and authenticating in [`EtcdBackend::connect`](crate::EtcdBackend::connect).
+    #[serde(
+        rename = "connect_timeout_ms",
+        with = "millis",
+        default = "default_connect_timeout"
+    )]
+    pub connect_timeout: Duration,
+    /// Bound on every request, its retries included. No call waits longer
+    /// than this (plus the acquire wait, for acquisitions).
+    #[serde(
+        rename = "request_timeout_ms",
+        with = "millis",
+        default = "default_request_timeout"
+    )]
+    pub request_timeout: Duration,
+    /// etcd user name (etcd's auth must be enabled on the server).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// etcd password; never printed by `Debug`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Connect with TLS (`https`). Implied by the certificate paths.
+    #[serde(default)]
+    pub tls: bool,
+    /// PEM file of the CA that signed the server certificate.
+    #[serde(default)]
+    pub ca_cert: Option<PathBuf>,
+    /// PEM client certificate, for client-certificate authentication.
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of `client_cert`.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
+    /// HTTP/2 keepalive ping interval; a dead connection is noticed after
+    /// about twice this. `None` leaves it to the lease deadline.
+    #[serde(rename = "keepalive_interval_ms", with = "millis::optional", default)]
+    pub keepalive_interval: Option<Duration>,
+}
+
+fn default_prefix() -> String {
+    DEFAULT_PREFIX.to_owned()
+}
+
+fn default_ttl() -> Duration {
+    DEFAULT_TTL
+}
+
+fn default_connect_timeout() -> Duration {
+    DEFAULT_CONNECT_TIMEOUT
+}
+
+fn default_request_timeout() -> Duration {
+    DEFAULT_REQUEST_TIMEOUT
+}
+
+impl fmt::Debug for EtcdConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdConfig")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            .field("default_ttl", &self.default_ttl)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.uses_tls())
+            .field("ca_cert", &self.ca_cert)
+            .field("client_cert", &self.client_cert)
+            .field("client_key", &self.client_key)
+            .field("keepalive_interval", &self.keepalive_interval)
+            .finish()
+    }
+}
+
+impl EtcdConfig {
+    /// A configuration for these endpoints with every default: prefix
+    /// [`DEFAULT_PREFIX`], TTL [`DEFAULT_TTL`], no auth, no TLS.
+    pub fn new<I, S>(endpoints: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        EtcdConfig {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            prefix: default_prefix(),
+            default_ttl: DEFAULT_TTL,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            username: None,
+            password: None,
+            tls: false,
+            ca_cert: None,
+            client_cert: None,
+            client_key: None,
+            keepalive_interval: None,
+        }
+    }
+
+    /// Parses `etcd://[user:password@]h1:2379,h2:2379[/prefix][?options]`
+    /// (or `etcds://` for TLS). See the crate docs for the options.
+    pub fn from_url(url: &str) -> Result<Self> {
+        crate::url_form::parse(url)
+    }
+
+    /// Sets the key prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the default lease TTL, rejecting zero.
+    pub fn with_default_ttl(mut self, ttl: Duration) -> Result<Self> {
+        check_ttl(ttl)?;
+        self.default_ttl = ttl;
+        Ok(self)
+    }
+
+    /// Sets the connect timeout.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the user name and password.
+    pub fn with_credentials(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.username = Some(username.into());
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Turns TLS on with this CA certificate (PEM).
+    pub fn with_ca_cert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls = true;
+        self.ca_cert = Some(path.into());
+        self
+    }
+
+    /// Sets a client certificate and key (PEM) and turns TLS on.
+    pub fn with_client_identity(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls = true;
+        self.client_cert = Some(cert.into());
+        self.client_key = Some(key.into());
+        self
+    }
+
+    /// Sets the HTTP/2 keepalive ping interval.
+    pub fn with_keepalive_interval(mut self, interval: Duration) -> Self {
+        self.keepalive_interval = Some(interval);
+        self
+    }
+
+    /// Whether connections use TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls
+            || self.ca_cert.is_some()
+            || self.client_cert.is_some()
+            || self.client_key.is_some()
+    }
+
+    /// The endpoints as one string, for messages.
+    pub(crate) fn endpoint_list(&self) -> String {
+        self.endpoints.join(",")
+    }
+
+    /// Checks what can be checked without I/O: endpoints, timeouts, TTL,
+    /// credentials and TLS settings that come in pairs.
+    pub fn validate(&self) -> Result<()> {
+        if self.endpoints.is_empty() {
+            return Err(Error::invalid_config(
+                "etcd config has no endpoints; give at least one host:port",
+            ));
+        }
+        for endpoint in &self.endpoints {
+            crate::url_form::check_endpoint(endpoint)?;
+        }
+        check_ttl(self.default_ttl)
+            .map_err(|e| Error::invalid_config(format!("etcd default_ttl: {}", e.message())))?;
+        for (what, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::invalid_config(format!(
+                    "etcd {what} must be greater than zero: no call may wait forever"
+                )));
+            }
+        }
+        if self.keepalive_interval.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid_config(
+                "etcd keepalive_interval must be greater than zero (or unset)",
+            ));
+        }
+        match (&self.username, &self.password) {
+            (Some(user), Some(_)) if user.is_empty() => {
+                return Err(Error::invalid_config("etcd username is empty"));
+            }
+            (Some(_), None) => {
+                return Err(Error::invalid_config(
+                    "etcd username given without a password",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid_config(
+                    "etcd password given without a username",
+                ));
+            }
+            _ => {}
+        }
+        if self.client_cert.is_some() != self.client_key.is_some() {
+            return Err(Error::invalid_config(
+                "etcd client_cert and client_key must be given together",
+            ));
+        }
+        if self.uses_tls() && self.ca_cert.is_none() {
+            return Err(Error::invalid_config(
+                "etcd TLS needs ca_cert: the PEM file of the CA that signed the server certificate",
+            ));
+        }
+        if self.uses_tls() && !cfg!(feature = "tls") {
+            return Err(Error::unsupported(
+                "etcd TLS was asked for, but lock-etcd was built without its `tls` feature",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::ErrorKind;
+
+    #[test]
+    fn debug_redacts_the_password() {
+        let config = EtcdConfig::new(["127.0.0.1:2379"]).with_credentials("root", "hunter2");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn serde_uses_milliseconds_and_defaults() {
+        let config: EtcdConfig =
+            serde_json::from_str(r#"{"endpoints":["a:2379"],"request_timeout_ms":250}"#).unwrap();
+        assert_eq!(config.request_timeout, Duration::from_millis(250));
+        assert_eq!(config.default_ttl, DEFAULT_TTL);
+        assert_eq!(config.prefix, DEFAULT_PREFIX);
+        let json = serde_json::to_string(&config).unwrap();
+        assert!(json.contains(r#""default_ttl_ms":10000"#), "{json}");
+        let back: EtcdConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, config);
+    }
+
+    #[test]
+    fn toml_round_trip_leaves_unset_options_out() {
+        let config = EtcdConfig::new(["a:2379", "b:2379"]).with_prefix("/app");
+        let text = toml::to_string(&config).unwrap();
+        assert!(!text.contains("password"), "{text}");
+        let back: EtcdConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back, config);
+        let minimal: EtcdConfig = toml::from_str(r#"endpoints = ["h:2379"]"#).unwrap();
+        assert_eq!(minimal.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
+    }
+
+    #[test]
+    fn unpaired_or_missing_settings_are_invalid_config() {
+        let base = EtcdConfig::new(["a:2379"]);
+        let mut no_password = base.clone();
+        no_password.username = Some("root".into());
+        let mut half_identity = base.clone();
+        half_identity.client_cert = Some("c.pem".into());
+        let mut tls_without_ca = base.clone();
+        tls_without_ca.tls = true;
+        let cases = [
+            EtcdConfig::new(Vec::<String>::new()),
+            base.clone().with_request_timeout(Duration::ZERO),
+            base.clone().with_connect_timeout(Duration::ZERO),
+            no_password,
+            half_identity,
+            tls_without_ca,
+        ];
+        for config in cases {
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{config:?}: {err}");
+        }
+        let err = base.with_default_ttl(Duration::ZERO).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+}

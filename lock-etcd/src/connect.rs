@@ -1,0 +1,132 @@
+//! Opening a checked connection: endpoints, TLS, credentials, and a probe
+//! request, all within the connect timeout.
+//!
+//! `etcd-client` connects lazily, so a client that "connected" may still
+//! point at nothing. A read of the key prefix proves that a member answers,
+//! that the cluster has a leader, and that the credentials may read our keys.
+
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, GetOptions};
+use lock_core::{Error, ErrorKind, Result};
+use tokio::time::{Instant, sleep, timeout_at};
+
+use crate::config::EtcdConfig;
+use crate::error_map::{Context, classify};
+
+/// Pause between connection attempts while the connect timeout lasts.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Connects to the configured cluster and checks that it answers.
+pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
+    config.validate()?;
+    let options = options(config)?;
+    let endpoints = endpoint_urls(config);
+    let listed = config.endpoint_list();
+    let op = format!("connect (key prefix {:?})", config.prefix);
+    let ctx = Context {
+        op: &op,
+        endpoints: &listed,
+    };
+    let deadline = Instant::now() + config.connect_timeout;
+    let mut last_error = None;
+    loop {
+        let attempt = async {
+            let client = Client::connect(&endpoints, Some(options.clone())).await?;
+            let probe = GetOptions::new().with_prefix().with_count_only();
+            client
+                .kv_client()
+                .get(config.prefix.clone(), Some(probe))
+                .await?;
+            Ok::<_, etcd_client::Error>(client)
+        };
+        match timeout_at(deadline, attempt).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(err)) if classify(&err) == ErrorKind::Unavailable => {
+                tracing::debug!(endpoints = %listed, error = %err, "etcd not reachable yet; retrying");
+                last_error = Some(err);
+            }
+            Ok(Err(err)) => return Err(ctx.error(err)),
+            Err(_) => break,
+        }
+        if Instant::now() + RETRY_PAUSE >= deadline {
+            break;
+        }
+        sleep(RETRY_PAUSE).await;
+    }
+    let why = match last_error {
+        Some(err) => format!("last error: {err}"),
+        None => "no answer".to_owned(),
+    };
+    Err(Error::unavailable(format!(
+        "etcd at {listed}: could not connect within the connect timeout of {:?} ({why}); is etcd \
+         running there and does it have quorum? (scripts/install-servers.sh installs etcd for tests)",
+        config.connect_timeout
+    )))
+}
+
+fn options(config: &EtcdConfig) -> Result<ConnectOptions> {
+    let mut options = ConnectOptions::new()
+        .with_connect_timeout(config.connect_timeout)
+        // Members without a leader cancel our watches instead of leaving
+        // them silent, so waiters re-check elsewhere.
+        .with_require_leader(true);
+    if let Some(interval) = config.keepalive_interval {
+        options = options.with_keep_alive(interval, interval);
+    }
+    if let (Some(user), Some(password)) = (&config.username, &config.password) {
+        options = options.with_user(user.clone(), password.clone());
+    }
+    if config.uses_tls() {
+        options = with_tls(options, config)?;
+    }
+    Ok(options)
+}
+
+#[cfg(feature = "tls")]
+fn with_tls(options: ConnectOptions, config: &EtcdConfig) -> Result<ConnectOptions> {
+    use etcd_client::{Certificate, Identity, TlsOptions};
+
+    let read = |what: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            Error::invalid_config(format!(
+                "etcd TLS {what} {}: cannot be read: {e}",
+                path.display()
+            ))
+        })
+    };
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = &config.ca_cert {
+        tls = tls.ca_certificate(Certificate::from_pem(read("ca_cert", ca)?));
+    }
+    if let (Some(cert), Some(key)) = (&config.client_cert, &config.client_key) {
+        tls = tls.identity(Identity::from_pem(
+            read("client_cert", cert)?,
+            read("client_key", key)?,
+        ));
+    }
+    Ok(options.with_tls(tls))
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls(_options: ConnectOptions, _config: &EtcdConfig) -> Result<ConnectOptions> {
+    Err(Error::unsupported(
+        "etcd TLS was asked for, but lock-etcd was built without its `tls` feature",
+    ))
+}
+
+/// Endpoints as `etcd-client` wants them: with `https://` under TLS.
+fn endpoint_urls(config: &EtcdConfig) -> Vec<String> {
+    config
+        .endpoints
+        .iter()
+        .map(|endpoint| {
+            let bare = endpoint
+                .strip_prefix("http://")
+                .or_else(|| endpoint.strip_prefix("https://"))
+                .unwrap_or(endpoint);
+            let scheme = if config.uses_tls() { "https" } else { "http" };
+            format!("{scheme}://{bare}")
+        })
+        .collect()
+}

@@ -1,0 +1,79 @@
+//! Leader election on the same revision queue as the lock (seed 003):
+//! campaigning is acquiring with a value, the leader is the oldest key,
+//! proclaiming rewrites our key if it is still ours, resigning releases.
+
+use async_trait::async_trait;
+use etcd_client::{GetOptions, SortOrder, SortTarget};
+use lock_core::{
+    AcquireOptions, Capabilities, ElectionBackend, FencingToken, LeaderInfo, LeaderStream,
+    Leadership, LockName, Result,
+};
+
+use crate::backend::EtcdBackend;
+use crate::keys::Space;
+use crate::observe;
+use crate::rpc::Retry;
+
+#[async_trait]
+impl ElectionBackend for EtcdBackend {
+    fn capabilities(&self) -> Capabilities {
+        Self::caps()
+    }
+
+    /// Joins the election's queue with `value` and waits to lead.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling gives up the candidacy: the candidate's lease is revoked
+    /// in the background, which deletes its key.
+    async fn campaign(
+        &self,
+        name: &LockName,
+        value: Vec<u8>,
+        options: &AcquireOptions,
+    ) -> Result<Leadership> {
+        let guard = self
+            .acquire_in(Space::Election, name, options, value.clone())
+            .await?;
+        Ok(Leadership::new(guard, value))
+    }
+
+    /// The oldest key of the election's queue: one round trip.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        let inner = self.inner();
+        let queue = inner.keys.queue(Space::Election, name);
+        let op = format!("read the leader of election {:?}", name.as_str());
+        let oldest = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(1);
+        let resp = inner
+            .rpc
+            .call(&op, Retry::Idempotent, |client, _| {
+                let (queue, oldest) = (queue.clone(), oldest.clone());
+                async move { client.kv_client().get(queue, Some(oldest)).await }
+            })
+            .await?;
+        Ok(resp.kvs().first().map(|kv| LeaderInfo {
+            value: kv.value().to_vec(),
+            token: FencingToken(u64::try_from(kv.create_revision()).unwrap_or(0)),
+            key: String::from_utf8_lossy(kv.key()).into_owned(),
+        }))
+    }
+
+    /// Follows the election: the current leader, then every new leader and
+    /// proclaimed value, in order, resuming after compaction.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future or the stream stops observing.
+    async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        let inner = self.inner();
+        let queue = inner.keys.queue(Space::Election, name);
+        observe::follow(inner.rpc.clone(), queue, name.clone()).await
+    }
+}

@@ -1,0 +1,183 @@
+//! Precise mapping of `etcd-client` errors to [`ErrorKind`]s.
+//!
+//! A lock must not call everything "temporary": a lease that etcd no longer
+//! knows is [`ErrorKind::LeaseLost`] (never retried), a refused or broken
+//! connection and a cluster without a leader are [`ErrorKind::Unavailable`]
+//! (retried on another endpoint), bad credentials are
+//! [`ErrorKind::Unauthorized`].
+
+use etcd_client::Error as EtcdError;
+use lock_core::{Error, ErrorKind};
+use tonic::{Code, Status};
+
+/// The kind of an `etcd-client` error.
+pub(crate) fn classify(err: &EtcdError) -> ErrorKind {
+    match err {
+        EtcdError::GRpcStatus(status) => classify_status(status),
+        EtcdError::TransportError(_) | EtcdError::IoError(_) | EtcdError::WatchError(_) => {
+            ErrorKind::Unavailable
+        }
+        EtcdError::LeaseKeepAliveError(msg) if msg.contains("not found") => ErrorKind::LeaseLost,
+        EtcdError::LeaseKeepAliveError(_) => ErrorKind::Unavailable,
+        EtcdError::InvalidArgs(_)
+        | EtcdError::InvalidUri(_)
+        | EtcdError::EndpointError(_)
+        | EtcdError::InvalidMetadataValue(_) => ErrorKind::InvalidConfig,
+        _ => ErrorKind::Backend,
+    }
+}
+
+fn classify_status(status: &Status) -> ErrorKind {
+    let msg = status.message();
+    match status.code() {
+        Code::Unavailable | Code::Cancelled | Code::ResourceExhausted | Code::Aborted => {
+            ErrorKind::Unavailable
+        }
+        Code::DeadlineExceeded => ErrorKind::Timeout,
+        Code::Unauthenticated | Code::PermissionDenied => ErrorKind::Unauthorized,
+        Code::NotFound if msg.contains("lease not found") => ErrorKind::LeaseLost,
+        Code::InvalidArgument | Code::FailedPrecondition
+            if msg.contains("authentication")
+                || msg.contains("auth token")
+                || msg.contains("user name") =>
+        {
+            ErrorKind::Unauthorized
+        }
+        Code::Unknown | Code::Internal
+            if msg.contains("transport")
+                || msg.contains("connect")
+                || msg.contains("h2 protocol")
+                || msg.contains("broken pipe")
+                || msg.contains("reset") =>
+        {
+            ErrorKind::Unavailable
+        }
+        _ => ErrorKind::Backend,
+    }
+}
+
+/// Whether a compare-failed or missing lease reply means "lease gone".
+pub(crate) fn is_lease_gone(err: &EtcdError) -> bool {
+    classify(err) == ErrorKind::LeaseLost
+}
+
+/// What a failing request was about, for messages that say what to do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    /// The request, e.g. `acquire lock "jobs/x"`.
+    pub(crate) op: &'a str,
+    /// The configured endpoints, e.g. `127.0.0.1:2379,127.0.0.1:2380`.
+    pub(crate) endpoints: &'a str,
+}
+
+impl Context<'_> {
+    /// Maps a client error to a distlock error naming the request, the
+    /// address, and what to do.
+    pub(crate) fn error(&self, err: EtcdError) -> Error {
+        let kind = classify(&err);
+        let detail = detail_of(&err);
+        Error::new(kind, format!("{}: {detail}{}", self.prefix(), advice(kind))).with_source(err)
+    }
+
+    /// A `Timeout` for a request that got no answer within `after`.
+    pub(crate) fn timeout(&self, after: std::time::Duration) -> Error {
+        Error::timeout(format!(
+            "{}: no answer within the request timeout of {after:?}; is etcd overloaded or partitioned? \
+             (raise request_timeout if the cluster is just slow)",
+            self.prefix()
+        ))
+    }
+
+    fn prefix(&self) -> String {
+        format!("etcd at {}: {}", self.endpoints, self.op)
+    }
+}
+
+fn detail_of(err: &EtcdError) -> String {
+    match err {
+        EtcdError::GRpcStatus(status) => {
+            format!("{} ({:?})", status.message(), status.code())
+        }
+        other => other.to_string(),
+    }
+}
+
+fn advice(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Unavailable => {
+            "; is etcd running there and does it have quorum? (scripts/install-servers.sh installs \
+             etcd for tests)"
+        }
+        ErrorKind::Unauthorized => {
+            "; check the username and password, and that the user's role may read and write the \
+             key prefix"
+        }
+        ErrorKind::LeaseLost => {
+            "; the lease expired or was revoked, so the lock is gone: acquire it again (with a new \
+             fencing token)"
+        }
+        ErrorKind::InvalidConfig => "; check the endpoints and TLS settings",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_precise_kinds() {
+        let cases = [
+            (
+                Status::unavailable("etcdserver: no leader"),
+                ErrorKind::Unavailable,
+            ),
+            (
+                Status::not_found("etcdserver: requested lease not found"),
+                ErrorKind::LeaseLost,
+            ),
+            (
+                Status::invalid_argument(
+                    "etcdserver: authentication failed, invalid user ID or password",
+                ),
+                ErrorKind::Unauthorized,
+            ),
+            (
+                Status::permission_denied("etcdserver: permission denied"),
+                ErrorKind::Unauthorized,
+            ),
+            (Status::deadline_exceeded("slow"), ErrorKind::Timeout),
+            (
+                Status::invalid_argument("etcdserver: key is not provided"),
+                ErrorKind::Backend,
+            ),
+        ];
+        for (status, kind) in cases {
+            assert_eq!(
+                classify(&EtcdError::GRpcStatus(status.clone())),
+                kind,
+                "{status:?}"
+            );
+        }
+        assert!(is_lease_gone(&EtcdError::LeaseKeepAliveError(
+            "lease not found".into()
+        )));
+    }
+
+    #[test]
+    fn messages_name_the_request_and_address() {
+        let ctx = Context {
+            op: "acquire lock \"jobs/x\"",
+            endpoints: "127.0.0.1:1",
+        };
+        let err = ctx.error(EtcdError::GRpcStatus(Status::unavailable(
+            "connection refused",
+        )));
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+        let text = err.to_string();
+        assert!(
+            text.contains("127.0.0.1:1") && text.contains("jobs/x"),
+            "{text}"
+        );
+    }
+}

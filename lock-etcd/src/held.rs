@@ -1,0 +1,293 @@
+//! A held lock or leadership: release, renew, proclaim, and the monitor
+//! that fires the lost signal.
+//!
+//! The guard is lost when its lease is (keepalive answered TTL 0, or could
+//! not be renewed before the local validity deadline), or when its key is
+//! deleted or recreated behind its back. Release deletes the key only if
+//! it still has our create revision, so a stale guard never deletes the
+//! next holder's key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use lock_core::{
+    Error, FencingToken, HeldLock, LockGuard, LockName, LossNotifier, LostReason, LostSignal,
+    Result,
+};
+use tokio::task::JoinHandle;
+use tokio::time::sleep;
+use tracing::Instrument;
+
+use crate::backend::Inner;
+use crate::keys::Space;
+use crate::lease::Lease;
+use crate::queue::Won;
+use crate::rpc::Retry;
+use crate::watch::{DeletionWatch, Woken};
+
+/// The monitor opens its watch this long after the acquisition (at most),
+/// replaying from the acquisition revision: a lock released sooner never
+/// costs a watch, and a deletion is still seen within TTL/3.
+const MONITOR_DELAY: Duration = Duration::from_millis(100);
+/// Pause before the monitor retries after a broken watch or failed read.
+const MONITOR_RETRY: Duration = Duration::from_millis(100);
+
+/// Builds the guard of a won acquisition and starts its monitor.
+pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -> LockGuard {
+    let notifier = LossNotifier::new();
+    let Won {
+        key,
+        rev,
+        seen_at,
+        lease,
+    } = won;
+    let span = tracing::debug_span!("etcd.held", backend = "etcd", lock = %name, token = rev);
+    let delay = MONITOR_DELAY.min(lease.ttl() / 10);
+    let monitor = tokio::spawn(
+        monitor(
+            inner.clone(),
+            key.clone(),
+            rev,
+            seen_at,
+            delay,
+            lease.lost_signal(),
+            notifier.clone(),
+        )
+        .instrument(span),
+    );
+    let ttl = lease.ttl();
+    let validity = lease.validity().clone();
+    let held = EtcdHeld {
+        inner,
+        space,
+        name: name.clone(),
+        key: key.clone(),
+        rev,
+        lease: Some(lease),
+        notifier: notifier.clone(),
+        monitor,
+    };
+    LockGuard::new(
+        name,
+        FencingToken(u64::try_from(rev).unwrap_or(0)),
+        key,
+        ttl,
+        notifier.signal(),
+        Box::new(held),
+    )
+    .with_validity(validity)
+}
+
+/// The backend side of a held lock or leadership.
+#[derive(Debug)]
+struct EtcdHeld {
+    inner: Arc<Inner>,
+    space: Space,
+    name: LockName,
+    key: String,
+    rev: i64,
+    lease: Option<Lease>,
+    notifier: LossNotifier,
+    monitor: JoinHandle<()>,
+}
+
+impl EtcdHeld {
+    fn what(&self) -> String {
+        format!(
+            "{} {:?} (token {})",
+            self.space.noun(),
+            self.name.as_str(),
+            self.rev
+        )
+    }
+
+    /// The compare that holds while our key is still ours.
+    fn is_ours(&self) -> Compare {
+        Compare::create_revision(self.key.clone(), CompareOp::Equal, self.rev)
+    }
+
+    fn lost_error(&self, reason: &LostReason) -> Error {
+        Error::lease_lost(format!(
+            "{} at etcd {} is no longer held ({reason}); nothing was changed",
+            self.what(),
+            self.inner.rpc.endpoints()
+        ))
+    }
+}
+
+impl Drop for EtcdHeld {
+    fn drop(&mut self) {
+        self.monitor.abort();
+    }
+}
+
+#[async_trait]
+impl HeldLock for EtcdHeld {
+    async fn renew(&self) -> Result<()> {
+        if let Some(reason) = self.notifier.signal().reason() {
+            return Err(self.lost_error(&reason));
+        }
+        match &self.lease {
+            Some(lease) => lease.renew_now().await,
+            None => Err(Error::not_held(format!("{} was released", self.what()))),
+        }
+    }
+
+    async fn release(mut self: Box<Self>) -> Result<()> {
+        self.monitor.abort();
+        let lost_before = self.notifier.signal().reason();
+        // A plain delete is enough: the key is named after our lease, and a
+        // lease serves one acquisition at a time, so this key can only be
+        // ours. `deleted` says whether it was still there.
+        let op = format!("release {}", self.what());
+        let key = self.key.as_str();
+        let outcome = self
+            .inner
+            .rpc
+            .call(&op, Retry::Idempotent, |client, attempt| async move {
+                let resp = client.kv_client().delete(key, None).await?;
+                Ok((resp.deleted() > 0, attempt))
+            })
+            .await;
+        let lease = self.lease.take();
+        let result = match outcome {
+            Ok((true, 1)) if lost_before.is_none() => {
+                // Confirmed: the lease now holds no key and can serve again.
+                if let Some(lease) = lease {
+                    self.inner.pool.put(lease);
+                }
+                Ok(())
+            }
+            Ok((true, _)) => {
+                self.inner
+                    .pool
+                    .revoke_in_background(lease.into_iter().collect());
+                Ok(())
+            }
+            // A retry after an attempt whose answer was lost finds the key
+            // gone; most likely that attempt deleted it.
+            Ok((false, attempt)) if attempt > 1 && lost_before.is_none() => {
+                self.inner
+                    .pool
+                    .revoke_in_background(lease.into_iter().collect());
+                Ok(())
+            }
+            Ok((false, _)) => {
+                self.inner
+                    .pool
+                    .revoke_in_background(lease.into_iter().collect());
+                let reason = lost_before.unwrap_or(LostReason::Deleted);
+                self.notifier.fire(reason.clone());
+                Err(self.lost_error(&reason))
+            }
+            Err(e) => {
+                self.inner
+                    .pool
+                    .revoke_in_background(lease.into_iter().collect());
+                Err(e)
+            }
+        };
+        self.notifier.fire(LostReason::Released);
+        tracing::debug!(lock = %self.name, token = self.rev, ok = result.is_ok(), "etcd lock released");
+        result
+    }
+
+    fn abandon(mut self: Box<Self>) {
+        // Dropping the lease stops its keepalive; etcd expires it after the TTL.
+        self.lease = None;
+    }
+
+    async fn proclaim(&self, value: &[u8]) -> Result<()> {
+        if self.space != Space::Election {
+            return Err(Error::unsupported(
+                "proclaim is only available on a leadership",
+            ));
+        }
+        if let Some(reason) = self.notifier.signal().reason() {
+            return Err(self.lost_error(&reason));
+        }
+        let lease_id = self.lease.as_ref().map_or(0, Lease::id);
+        let txn = Txn::new().when([self.is_ours()]).and_then([TxnOp::put(
+            self.key.clone(),
+            value.to_vec(),
+            Some(PutOptions::new().with_lease(lease_id)),
+        )]);
+        let op = format!("proclaim a new value for {}", self.what());
+        // Not retried: a proclaim that got through and one that did not
+        // must not be confused with "no longer leader".
+        let resp = self
+            .inner
+            .rpc
+            .call(&op, Retry::Once, |client, _| {
+                let txn = txn.clone();
+                async move { client.kv_client().txn(txn).await }
+            })
+            .await?;
+        if resp.succeeded() {
+            Ok(())
+        } else {
+            self.notifier.fire(LostReason::Deleted);
+            Err(self.lost_error(&LostReason::Deleted))
+        }
+    }
+}
+
+/// Fires `notifier` when the lease is lost or our key is deleted.
+async fn monitor(
+    inner: Arc<Inner>,
+    key: String,
+    rev: i64,
+    seen_at: i64,
+    delay: Duration,
+    lease_lost: LostSignal,
+    notifier: LossNotifier,
+) {
+    tokio::select! {
+        reason = lease_lost.lost() => {
+            notifier.fire(reason);
+        }
+        () = async {
+            sleep(delay).await;
+            until_key_gone(&inner, &key, rev, seen_at).await;
+        } => {
+            notifier.fire(LostReason::Deleted);
+        }
+    }
+}
+
+/// Returns once our key (with create revision `rev`) is gone.
+async fn until_key_gone(inner: &Inner, key: &str, rev: i64, mut seen_at: i64) {
+    let op = format!("watch held key {key}");
+    let rpc = &inner.rpc;
+    loop {
+        match DeletionWatch::open(&inner.hub, rpc, &op, key, Some(seen_at + 1)).await {
+            Ok(mut watch) => {
+                if let Woken::Deleted(_) = watch.deleted().await {
+                    return;
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "could not watch the held key; re-reading"),
+        }
+        sleep(MONITOR_RETRY).await;
+        let check = rpc
+            .call(&op, Retry::Idempotent, |client, _| async move {
+                client.kv_client().get(key, None).await
+            })
+            .await;
+        match check {
+            Ok(resp) => {
+                if resp
+                    .kvs()
+                    .first()
+                    .is_none_or(|kv| kv.create_revision() != rev)
+                {
+                    return;
+                }
+                seen_at = resp.header().map_or(seen_at, |h| h.revision());
+            }
+            Err(e) => tracing::debug!(error = %e, "could not read the held key; retrying"),
+        }
+    }
+}

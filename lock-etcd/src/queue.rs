@@ -1,0 +1,484 @@
+//! The revision queue: joining it in one Txn, waiting for the predecessor,
+//! and leaving no entry behind when the wait is abandoned.
+//!
+//! Every contender writes `<queue><lease-hex>` under its own lease; the key
+//! with the lowest `create_revision` holds the lock. A waiter watches only
+//! the key created just before its own, so a release wakes exactly one
+//! waiter, and re-reads after every wake-up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, TxnResponse,
+};
+use lock_core::{Error, ErrorKind, LostSignal, Result, Wait};
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+
+use crate::backend::Inner;
+use crate::keys::{KeySpace, Space};
+use crate::lease::Lease;
+use crate::rpc::Retry;
+use crate::watch::{DeletionWatch, Woken};
+
+/// Pause before re-reading after a failed read or a broken watch.
+const RECHECK_PAUSE: Duration = Duration::from_millis(20);
+/// When (after creating a predecessor watch) to check that the predecessor
+/// still exists, in case the watch is unsynced. etcd syncs such a watch
+/// within its 100 ms loop, so checking stops after that.
+const UNSYNCED_RECHECKS: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(30),
+    Duration::from_millis(60),
+];
+
+/// A place at the head of the queue: the lock is ours.
+#[derive(Debug)]
+pub(crate) struct Won {
+    pub(crate) key: String,
+    /// Our key's create revision: the fencing token.
+    pub(crate) rev: i64,
+    /// A store revision at which we were known to hold the lock.
+    pub(crate) seen_at: i64,
+    pub(crate) lease: Lease,
+}
+
+/// Joins the queue of `name` and waits as `wait` allows.
+pub(crate) async fn acquire(
+    inner: &Arc<Inner>,
+    space: Space,
+    name: &str,
+    queue: String,
+    value: Vec<u8>,
+    secs: i64,
+    wait: Wait,
+) -> Result<Won> {
+    let deadline = wait.deadline_from(Instant::now());
+    let lease = inner.pool.take_or_grant(secs).await?;
+    let key = KeySpace::entry(&queue, lease.id());
+    let lease_lost = lease.lost_signal();
+    let mut entry = Entry {
+        inner: inner.clone(),
+        what: format!("{} {name:?}", space.noun()),
+        key,
+        queue,
+        lease: Some(lease),
+        written: false,
+    };
+    if wait == Wait::No {
+        return entry.try_once(value).await;
+    }
+    let position = match entry.enqueue(value).await? {
+        Joined::Holder { rev, seen_at } => return Ok(entry.won(rev, seen_at)),
+        Joined::Waiting(position) => position,
+    };
+    let rev = position.rev;
+    let waited = match deadline {
+        Some(deadline) => timeout_at(deadline, entry.wait_turn(position, &lease_lost)).await,
+        None => Ok(entry.wait_turn(position, &lease_lost).await),
+    };
+    match waited {
+        Ok(Ok(seen_at)) => Ok(entry.won(rev, seen_at)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            entry.leave().await;
+            let waited = match wait {
+                Wait::Timeout(d) => d,
+                _ => Duration::ZERO,
+            };
+            Err(Error::timeout(format!(
+                "{} is still held by another client after waiting {waited:?} (etcd at {})",
+                entry.what,
+                inner.rpc.endpoints()
+            )))
+        }
+    }
+}
+
+/// What joining the queue found.
+enum Joined {
+    /// Ours is the oldest key: the lock is ours at once.
+    Holder { rev: i64, seen_at: i64 },
+    /// Older keys exist: wait.
+    Waiting(Position),
+}
+
+/// Where we stand in the queue after joining it.
+#[derive(Debug, Clone)]
+struct Position {
+    rev: i64,
+    /// The key just before ours, if known, and its create revision.
+    pred: Option<(String, i64)>,
+    /// The store revision the predecessor was seen at.
+    seen_at: i64,
+}
+
+/// Our key in the queue. Dropped before the lock is won (cancellation,
+/// error), it revokes its lease in the background, which deletes the key:
+/// an abandoned waiter never blocks the others beyond that request.
+struct Entry {
+    inner: Arc<Inner>,
+    what: String,
+    key: String,
+    queue: String,
+    lease: Option<Lease>,
+    /// Whether our key may exist on the server.
+    written: bool,
+}
+
+impl Entry {
+    /// `try_lock`: writes our key only if the queue is empty, so a busy
+    /// lock costs one read-only round trip and leaves nothing to clean up.
+    async fn try_once(mut self, value: Vec<u8>) -> Result<Won> {
+        let lease_id = self.lease_id();
+        self.written = true;
+        let txn = Txn::new()
+            .when([Compare::create_revision(self.queue.clone(), CompareOp::Equal, 0).with_prefix()])
+            .and_then([TxnOp::put(
+                self.key.clone(),
+                value,
+                Some(PutOptions::new().with_lease(lease_id)),
+            )])
+            .or_else([
+                TxnOp::get(self.queue.clone(), Some(first_created())),
+                TxnOp::get(self.key.clone(), None),
+            ]);
+        let op = format!("try to acquire {}", self.what);
+        let resp = self.txn(&op, txn).await?;
+        let rev = header_rev(&resp);
+        if resp.succeeded() {
+            return Ok(self.won(rev, rev));
+        }
+        let ops = resp.op_responses();
+        let owner = first_kv(&ops, 0);
+        if let Some(owner) = owner.filter(|kv| kv.key() == self.key.as_bytes()) {
+            // An earlier attempt of this request got through after all.
+            let rev = owner.create_revision();
+            return Ok(self.won(rev, header_rev(&resp)));
+        }
+        // Our key exists only if an earlier attempt wrote it behind someone;
+        // then dropping `self` revokes the lease, which removes it.
+        self.written = first_kv(&ops, 1).is_some();
+        Err(Error::would_block(format!(
+            "{} is held by another client (holder key {}, etcd at {})",
+            self.what,
+            owner.map_or_else(
+                || "?".into(),
+                |kv| String::from_utf8_lossy(kv.key()).into_owned()
+            ),
+            self.inner.rpc.endpoints()
+        )))
+    }
+
+    /// Puts our key (unless an earlier attempt did) and reads our
+    /// predecessor, all in one Txn.
+    ///
+    /// Right after the put our key is the newest of the queue, so the two
+    /// newest keys say everything: ours alone means the lock is ours,
+    /// otherwise the other one is our immediate predecessor.
+    async fn enqueue(&mut self, value: Vec<u8>) -> Result<Joined> {
+        let lease_id = self.lease_id();
+        self.written = true;
+        let newest_two = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(2);
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                self.key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::put(
+                    self.key.clone(),
+                    value,
+                    Some(PutOptions::new().with_lease(lease_id)),
+                ),
+                TxnOp::get(self.queue.clone(), Some(newest_two)),
+            ])
+            .or_else([
+                TxnOp::get(self.key.clone(), None),
+                TxnOp::get(self.queue.clone(), Some(first_created())),
+            ]);
+        let op = format!("acquire {}", self.what);
+        let resp = self.txn(&op, txn).await?;
+        let seen_at = header_rev(&resp);
+        let ops = resp.op_responses();
+        if resp.succeeded() {
+            let rev = seen_at;
+            return Ok(match kvs(&ops, 1).get(1) {
+                None => Joined::Holder { rev, seen_at },
+                Some(pred) => Joined::Waiting(Position {
+                    rev,
+                    pred: Some((
+                        String::from_utf8_lossy(pred.key()).into_owned(),
+                        pred.create_revision(),
+                    )),
+                    seen_at,
+                }),
+            });
+        }
+        // An earlier attempt of this request put our key: find our place.
+        let rev = first_kv(&ops, 0)
+            .map(KeyValue::create_revision)
+            .ok_or_else(|| self.gone())?;
+        let holder = first_kv(&ops, 1).map(KeyValue::create_revision);
+        if holder.is_none_or(|holder| holder == rev) {
+            return Ok(Joined::Holder { rev, seen_at });
+        }
+        Ok(Joined::Waiting(Position {
+            rev,
+            pred: None,
+            seen_at,
+        }))
+    }
+
+    /// Waits until no key older than ours is left; returns the revision at
+    /// which that was seen.
+    async fn wait_turn(&self, mut at: Position, lease_lost: &LostSignal) -> Result<i64> {
+        let mut min_rev = at.seen_at;
+        loop {
+            if let Some(reason) = lease_lost.reason() {
+                return Err(Error::lease_lost(format!(
+                    "{}: our lease ended while waiting ({reason}); the queue entry is gone",
+                    self.what
+                )));
+            }
+            let Some((pred, pred_rev)) = at.pred.clone() else {
+                match self.read_turn(at.rev, min_rev).await {
+                    Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
+                    Ok(Turn::After(pred, seen_at)) => {
+                        at.pred = Some(pred);
+                        at.seen_at = seen_at;
+                    }
+                    Err(e) if e.is_retryable() => {
+                        tracing::debug!(error = %e, "queue read failed; retrying");
+                        sleep(RECHECK_PAUSE).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+                continue;
+            };
+            tracing::trace!(predecessor = pred, "waiting for the predecessor");
+            let op = format!("watch the predecessor of {}", self.what);
+            let woken = tokio::select! {
+                reason = lease_lost.lost() => {
+                    return Err(Error::lease_lost(format!(
+                        "{}: our lease ended while waiting ({reason})", self.what
+                    )));
+                }
+                woken = self.until_deleted(&op, &pred, pred_rev, at.seen_at) => woken,
+            };
+            at.pred = None;
+            match woken {
+                Ok(Woken::Deleted(rev)) => min_rev = rev,
+                Ok(Woken::Recheck) => min_rev = at.seen_at,
+                Err(e) if e.is_retryable() => {
+                    tracing::debug!(error = %e, "watch failed; re-reading the queue");
+                    sleep(RECHECK_PAUSE).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Watches `pred` from now; if the store moved on since `seen_at`, first
+    /// checks that the deletion did not fall into the gap.
+    ///
+    /// A watch from "now" is synced unless a write lands between etcd
+    /// reading its current revision and registering the watch; then it
+    /// hears nothing until etcd's 100 ms sync loop runs. That happens to a
+    /// few percent of waits under contention, and it stalls the whole
+    /// queue, so the predecessor is re-read a few times within those 100 ms.
+    async fn until_deleted(
+        &self,
+        op: &str,
+        pred: &str,
+        pred_rev: i64,
+        seen_at: i64,
+    ) -> Result<Woken> {
+        let mut watch =
+            DeletionWatch::open(&self.inner.hub, &self.inner.rpc, op, pred, None).await?;
+        let created_at = Instant::now();
+        let created_rev = watch.created_rev();
+        if created_rev > seen_at && !self.exists(pred, pred_rev, created_rev).await? {
+            return Ok(Woken::Recheck);
+        }
+        for offset in UNSYNCED_RECHECKS {
+            tokio::select! {
+                woken = watch.deleted() => return Ok(woken),
+                () = sleep_until(created_at + offset) => {
+                    if !self.exists(pred, pred_rev, created_rev).await? {
+                        tracing::debug!(predecessor = pred, after = ?offset, "deletion not heard: watch was unsynced");
+                        return Ok(Woken::Recheck);
+                    }
+                }
+            }
+        }
+        Ok(watch.deleted().await)
+    }
+
+    /// Whether `key` with `create_rev` exists at a revision ≥ `min_rev`
+    /// (member-local read first, linearizable if that member lags).
+    async fn exists(&self, key: &str, create_rev: i64, min_rev: i64) -> Result<bool> {
+        let op = format!("check the predecessor of {}", self.what);
+        let read = |options: GetOptions| {
+            self.inner
+                .rpc
+                .call(&op, Retry::Idempotent, move |client, _| {
+                    let options = options.clone();
+                    async move { client.kv_client().get(key, Some(options)).await }
+                })
+        };
+        let mut resp = read(GetOptions::new().with_serializable()).await?;
+        if resp.header().map_or(0, |h| h.revision()) < min_rev {
+            resp = read(GetOptions::new()).await?;
+        }
+        Ok(resp
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.create_revision() == create_rev))
+    }
+
+    /// Confirms our key still exists and finds our predecessor, reading at a
+    /// revision ≥ `min_rev` (member-local first, linearizable if that member
+    /// lags).
+    async fn read_turn(&self, rev: i64, min_rev: i64) -> Result<Turn> {
+        let mut resp = self.read_turn_at(rev, true).await?;
+        if header_rev(&resp) < min_rev {
+            resp = self.read_turn_at(rev, false).await?;
+        }
+        if !resp.succeeded() {
+            return Err(self.gone());
+        }
+        let seen_at = header_rev(&resp);
+        let ops = resp.op_responses();
+        Ok(match first_kv(&ops, 0) {
+            None => Turn::Ours(seen_at),
+            Some(kv) => Turn::After(
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.create_revision(),
+                ),
+                seen_at,
+            ),
+        })
+    }
+
+    /// One Txn: if our key still has revision `rev`, get the newest key
+    /// older than it.
+    async fn read_turn_at(&self, rev: i64, serializable: bool) -> Result<TxnResponse> {
+        let mut predecessor = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_max_create_revision(rev - 1)
+            .with_limit(1);
+        if serializable {
+            predecessor = predecessor.with_serializable();
+        }
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                self.key.clone(),
+                CompareOp::Equal,
+                rev,
+            )])
+            .and_then([TxnOp::get(self.queue.clone(), Some(predecessor))]);
+        let op = format!("check the queue position of {}", self.what);
+        self.txn(&op, txn).await
+    }
+
+    async fn txn(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
+        self.inner
+            .rpc
+            .call(op, Retry::Idempotent, |client, _| {
+                let txn = txn.clone();
+                async move { client.kv_client().txn(txn).await }
+            })
+            .await
+    }
+
+    /// Leaves the queue now: revokes our lease, which deletes our key.
+    async fn leave(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            let _ = lease.revoke(&self.inner.rpc).await;
+        }
+    }
+
+    fn won(mut self, rev: i64, seen_at: i64) -> Won {
+        let lease = self
+            .lease
+            .take()
+            .expect("the entry holds its lease until it is won");
+        Won {
+            key: std::mem::take(&mut self.key),
+            rev,
+            seen_at,
+            lease,
+        }
+    }
+
+    fn lease_id(&self) -> i64 {
+        self.lease.as_ref().map_or(0, Lease::id)
+    }
+
+    fn gone(&self) -> Error {
+        Error::new(
+            ErrorKind::LeaseLost,
+            format!(
+                "{}: our queue key {} is gone while we waited: its lease expired or was revoked \
+                 (etcd issue 11456); acquire again",
+                self.what, self.key
+            ),
+        )
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        if self.written {
+            tracing::debug!(
+                key = self.key,
+                "leaving the queue: revoking the entry's lease"
+            );
+            self.inner.pool.revoke_in_background(vec![lease]);
+        } else {
+            self.inner.pool.put(lease);
+        }
+    }
+}
+
+/// The outcome of reading our place in the queue.
+enum Turn {
+    /// No key older than ours: the lock is ours (seen at this revision).
+    Ours(i64),
+    /// This key is just before ours (seen at this revision).
+    After((String, i64), i64),
+}
+
+/// The oldest key of a queue: the holder.
+fn first_created() -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_limit(1)
+}
+
+fn header_rev(resp: &TxnResponse) -> i64 {
+    resp.header().map_or(0, |h| h.revision())
+}
+
+fn kvs(ops: &[TxnOpResponse], at: usize) -> &[KeyValue] {
+    match ops.get(at) {
+        Some(TxnOpResponse::Get(get)) => get.kvs(),
+        _ => &[],
+    }
+}
+
+fn first_kv(ops: &[TxnOpResponse], at: usize) -> Option<&KeyValue> {
+    kvs(ops, at).first()
+}

@@ -1,0 +1,283 @@
+//! The URL form of a configuration:
+//! `etcd://[user:password@]h1:2379,h2:2379[/prefix][?options]`.
+//!
+//! The `url` crate cannot parse a comma-separated host list, so the
+//! authority is split here by hand; the query uses `url`'s form decoder.
+
+use std::time::Duration;
+
+use lock_core::{Error, Result};
+
+use crate::config::{DEFAULT_PREFIX, EtcdConfig};
+
+/// The port used when an endpoint in a URL has none.
+const DEFAULT_PORT: u16 = 2379;
+
+const FORM: &str = "etcd://[user:password@]host:port[,host:port...][/prefix][?options]";
+
+pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
+    let bad = |why: String| {
+        Error::invalid_config(format!(
+            "malformed etcd URL {}: {why}; expected {FORM}",
+            redact(url)
+        ))
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("no scheme".into()))?;
+    let tls = match scheme {
+        "etcd" => false,
+        "etcds" => true,
+        other => return Err(bad(format!("scheme {other:?} is not etcd:// or etcds://"))),
+    };
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, query)) => (rest, Some(query)),
+        None => (rest, None),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, ""),
+    };
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    if hosts.is_empty() {
+        return Err(bad("no host".into()));
+    }
+    let mut endpoints = Vec::new();
+    for host in hosts.split(',') {
+        endpoints.push(endpoint_with_port(host).map_err(bad)?);
+    }
+    let mut config = EtcdConfig::new(endpoints);
+    config.tls = tls;
+    if let Some(userinfo) = userinfo {
+        let (user, password) = userinfo
+            .split_once(':')
+            .ok_or_else(|| bad("user given without a password (user:password@)".into()))?;
+        let user = percent_decode(user).map_err(|why| bad(format!("user name: {why}")))?;
+        let password = percent_decode(password).map_err(|why| bad(format!("password: {why}")))?;
+        if user.is_empty() {
+            return Err(bad("empty user name".into()));
+        }
+        config.username = Some(user);
+        config.password = Some(password);
+    }
+    let prefix =
+        percent_decode(path.trim_end_matches('/')).map_err(|why| bad(format!("prefix: {why}")))?;
+    config.prefix = if prefix.is_empty() {
+        DEFAULT_PREFIX.to_owned()
+    } else {
+        prefix
+    };
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        let duration =
+            || parse_duration(&value).map_err(|why| bad(format!("option {key}={value:?}: {why}")));
+        match key.as_ref() {
+            "ttl" => config.default_ttl = duration()?,
+            "connect_timeout" => config.connect_timeout = duration()?,
+            "request_timeout" => config.request_timeout = duration()?,
+            "keepalive_interval" => config.keepalive_interval = Some(duration()?),
+            "ca_cert" => config.ca_cert = Some(value.into_owned().into()),
+            "client_cert" => config.client_cert = Some(value.into_owned().into()),
+            "client_key" => config.client_key = Some(value.into_owned().into()),
+            other => {
+                return Err(bad(format!(
+                    "unknown option {other:?}; known: ttl, connect_timeout, request_timeout, \
+                     keepalive_interval, ca_cert, client_cert, client_key"
+                )));
+            }
+        }
+    }
+    config
+        .validate()
+        .map_err(|e| Error::invalid_config(format!("etcd URL {}: {}", redact(url), e.message())))?;
+    Ok(config)
+}
+
+/// Checks one configured endpoint: `host:port` or `http(s)://host:port`.
+pub(crate) fn check_endpoint(endpoint: &str) -> Result<()> {
+    let bare = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+        .unwrap_or(endpoint)
+        .trim_end_matches('/');
+    let (host, port) = split_host_port(bare)
+        .map_err(|why| Error::invalid_config(format!("etcd endpoint {endpoint:?}: {why}")))?;
+    if port.is_none() {
+        return Err(Error::invalid_config(format!(
+            "etcd endpoint {endpoint:?} has no port; write {host}:{DEFAULT_PORT}"
+        )));
+    }
+    Ok(())
+}
+
+fn endpoint_with_port(host: &str) -> std::result::Result<String, String> {
+    let (name, port) = split_host_port(host)?;
+    Ok(format!("{name}:{}", port.unwrap_or(DEFAULT_PORT)))
+}
+
+/// Splits `host[:port]` or `[v6][:port]`.
+fn split_host_port(text: &str) -> std::result::Result<(&str, Option<u16>), String> {
+    if text.is_empty() {
+        return Err("empty host".into());
+    }
+    if text
+        .chars()
+        .any(|c| c.is_whitespace() || c == '/' || c == '@')
+    {
+        return Err(format!("host {text:?} contains a space, '/' or '@'"));
+    }
+    let (host, port) = if let Some(v6) = text.strip_prefix('[') {
+        let end = v6
+            .find(']')
+            .ok_or_else(|| format!("unclosed '[' in {text:?}"))?;
+        let host = &text[..end + 2];
+        match &v6[end + 1..] {
+            "" => (host, None),
+            rest => match rest.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return Err(format!("unexpected {rest:?} after {host}")),
+            },
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("empty host in {text:?}"));
+    }
+    let port = match port {
+        None => None,
+        Some(port) => Some(
+            port.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| {
+                    format!("port {port:?} of {host} is not a number from 1 to 65535")
+                })?,
+        ),
+    };
+    Ok((host, port))
+}
+
+/// `250ms`, `3s`, `2m`, or a bare number of seconds.
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| "expected a number with a unit: 250ms, 3s or 2m".to_owned())?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        other => Err(format!("unknown unit {other:?}; use ms, s or m")),
+    }
+}
+
+fn percent_decode(text: &str) -> std::result::Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad percent-escape at byte {i}"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "percent-escapes do not decode to UTF-8".to_owned())
+}
+
+/// The URL with any password replaced, for error messages.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return format!("{url:?}");
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((userinfo, _)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let at = userinfo.len();
+            format!("\"{scheme}://{user}:<redacted>{}\"", &rest[at..])
+        }
+        None => format!("{url:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::ErrorKind;
+
+    #[test]
+    fn cluster_url_with_prefix_credentials_and_options_parses() {
+        let config = EtcdConfig::from_url(
+            "etcd://root:p%40ss@h1:2379,h2,[::1]:2380/my/locks/?ttl=3s&request_timeout=250ms",
+        )
+        .unwrap();
+        assert_eq!(config.endpoints, ["h1:2379", "h2:2379", "[::1]:2380"]);
+        assert_eq!(config.prefix, "/my/locks");
+        assert_eq!(config.username.as_deref(), Some("root"));
+        assert_eq!(config.password.as_deref(), Some("p@ss"));
+        assert_eq!(config.default_ttl, Duration::from_secs(3));
+        assert_eq!(config.request_timeout, Duration::from_millis(250));
+        assert!(!config.uses_tls());
+    }
+
+    #[test]
+    fn etcds_needs_a_ca_and_takes_paths_from_options() {
+        let err = EtcdConfig::from_url("etcds://h:2379").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("ca_cert"), "{err}");
+        let config = EtcdConfig::from_url(
+            "etcds://h:2379?ca_cert=/etc/ca.pem&client_cert=/c.pem&client_key=/k.pem",
+        )
+        .unwrap();
+        assert!(config.uses_tls());
+        assert_eq!(
+            config.ca_cert.as_deref(),
+            Some(std::path::Path::new("/etc/ca.pem"))
+        );
+    }
+
+    #[test]
+    fn plain_url_takes_the_default_prefix() {
+        let config = EtcdConfig::from_url("etcd://localhost").unwrap();
+        assert_eq!(config.endpoints, ["localhost:2379"]);
+        assert_eq!(config.prefix, DEFAULT_PREFIX);
+    }
+
+    #[test]
+    fn malformed_urls_are_invalid_config_and_hide_the_password() {
+        for bad in [
+            "h1:2379",
+            "redis://h:6379",
+            "etcd://",
+            "etcd://h1:2379,,h2:2379",
+            "etcd://h1:99999",
+            "etcd://h1:port",
+            "etcd://h1?ttl=0s",
+            "etcd://h1?ttl=3 hours",
+            "etcd://h1?colour=blue",
+            "etcd://user@h1",
+            "etcd://user:secret@h1?ttl=x",
+        ] {
+            let err = EtcdConfig::from_url(bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad}: {err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Bad input and dead servers give typed errors within the configured
+//! timeouts, never a hang: wrong password, unreachable or silent endpoints,
+//! a dead server after connecting, a zero TTL.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use lock_etcd::{EtcdBackend, EtcdConfig};
+use lock_testkit::proxy::FaultProxy;
+use tokio::time::{Instant, timeout};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+/// Scheduling slack on top of a configured timeout before calling it a hang.
+const SLACK: Duration = Duration::from_secs(2);
+
+fn config(endpoints: Vec<String>) -> EtcdConfig {
+    common::config_for(endpoints)
+        .with_connect_timeout(CONNECT_TIMEOUT)
+        .with_request_timeout(REQUEST_TIMEOUT)
+}
+
+/// A loopback port with nothing listening on it.
+fn dead_endpoint() -> String {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    format!("127.0.0.1:{port}")
+}
+
+async fn connect_within_bound(config: EtcdConfig) -> (lock_core::Result<EtcdBackend>, Duration) {
+    let start = Instant::now();
+    let result = timeout(CONNECT_TIMEOUT + SLACK, EtcdBackend::connect(config))
+        .await
+        .expect("connect must give up within its connect timeout");
+    (result, start.elapsed())
+}
+
+#[tokio::test]
+async fn wrong_password_is_unauthorized_and_names_the_address() {
+    let cluster = common::start_cluster(1).await;
+    let mut admin = common::raw_client(&cluster).await;
+    admin
+        .user_add("root", "right-password", None)
+        .await
+        .expect("add root");
+    admin
+        .user_grant_role("root", "root")
+        .await
+        .expect("grant root");
+    admin.auth_enable().await.expect("enable auth");
+
+    let endpoints = cluster.endpoints();
+    let (result, _) = connect_within_bound(
+        config(endpoints.clone()).with_credentials("root", "not-the-password-7f3a"),
+    )
+    .await;
+    let err = result.expect_err("a wrong password must be refused");
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    assert!(err.to_string().contains(&endpoints[0]), "{err}");
+    assert!(
+        !err.to_string().contains("7f3a"),
+        "the password leaked: {err}"
+    );
+
+    let (result, _) =
+        connect_within_bound(config(endpoints).with_credentials("root", "right-password")).await;
+    let backend = result.expect("the right password connects");
+    let guard = backend
+        .try_lock("auth/works")
+        .await
+        .expect("lock with auth");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn unreachable_endpoints_are_unavailable_within_the_connect_timeout() {
+    let endpoints = vec![dead_endpoint(), dead_endpoint()];
+    let (result, elapsed) = connect_within_bound(config(endpoints.clone())).await;
+    let err = result.expect_err("nothing listens there");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains(&endpoints[0]), "{err}");
+    assert!(elapsed <= CONNECT_TIMEOUT + SLACK, "took {elapsed:?}");
+}
+
+#[tokio::test]
+async fn a_silent_endpoint_is_unavailable_within_the_connect_timeout() {
+    // Accepts TCP connections but never answers, like a frozen server.
+    let upstream: SocketAddr = dead_endpoint().parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    proxy.blackhole();
+    let (result, elapsed) = connect_within_bound(config(vec![proxy.addr().to_string()])).await;
+    let err = result.expect_err("a silent server must not count as connected");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(elapsed >= CONNECT_TIMEOUT / 2, "gave up after {elapsed:?}");
+}
+
+#[tokio::test]
+async fn requests_to_a_frozen_server_time_out_within_the_request_timeout() {
+    let cluster = common::start_cluster(1).await;
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let backend = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
+        .await
+        .expect("connect through the proxy");
+    proxy.blackhole();
+    for wait in [
+        Wait::No,
+        Wait::Timeout(Duration::from_millis(200)),
+        Wait::Forever,
+    ] {
+        let name = LockName::new("frozen/server").unwrap();
+        let options = AcquireOptions::new().wait(wait);
+        let start = Instant::now();
+        let err = timeout(REQUEST_TIMEOUT + SLACK, backend.acquire(&name, &options))
+            .await
+            .unwrap_or_else(|_| panic!("{wait:?}: acquire hung on a frozen server"))
+            .expect_err("nothing answers");
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Unavailable),
+            "{wait:?}: {err}"
+        );
+        assert!(err.is_retryable(), "{err}");
+        assert!(
+            start.elapsed() <= REQUEST_TIMEOUT + SLACK,
+            "{wait:?}: {:?}",
+            start.elapsed()
+        );
+    }
+    proxy.restore();
+}
+
+#[tokio::test]
+async fn requests_after_the_server_died_fail_as_unavailable() {
+    let cluster = common::start_cluster(1).await;
+    let backend = EtcdBackend::connect(config(cluster.endpoints()))
+        .await
+        .expect("connect");
+    cluster.member(0).kill().await;
+    let start = Instant::now();
+    let err = timeout(REQUEST_TIMEOUT + SLACK, backend.try_lock("dead/server"))
+        .await
+        .expect("try_lock must not hang when the server is gone")
+        .expect_err("the server is gone");
+    assert!(
+        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&cluster.endpoints()[0]), "{err}");
+    assert!(start.elapsed() <= REQUEST_TIMEOUT + SLACK);
+}
+
+#[tokio::test]
+async fn zero_ttl_is_invalid_config_everywhere_it_can_be_given() {
+    let err = EtcdConfig::new(["127.0.0.1:2379"])
+        .with_default_ttl(Duration::ZERO)
+        .expect_err("zero default TTL");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let err = EtcdConfig::from_url("etcd://127.0.0.1:2379?ttl=0s").expect_err("zero URL TTL");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let mut zero = config(vec![dead_endpoint()]);
+    zero.default_ttl = Duration::ZERO;
+    let err = EtcdBackend::connect(zero)
+        .await
+        .expect_err("zero TTL config");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+}
+
+#[tokio::test]
+async fn unreadable_tls_files_are_invalid_config_naming_the_file() {
+    let missing = std::env::temp_dir().join("distlock-no-such-ca.pem");
+    let config = config(vec![dead_endpoint()]).with_ca_cert(&missing);
+    let err = EtcdBackend::connect(config)
+        .await
+        .expect_err("the CA file does not exist");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(err.to_string().contains("distlock-no-such-ca.pem"), "{err}");
+}
+
+#[tokio::test]
+async fn sub_second_ttls_round_up_to_whole_seconds() {
+    let cluster = common::start_cluster(1).await;
+    let backend = common::backend(&cluster).await;
+    let name = LockName::new("ttl/rounding").unwrap();
+    let options = AcquireOptions::new()
+        .ttl(Duration::from_millis(300))
+        .wait(Wait::No);
+    let guard = backend.acquire(&name, &options).await.expect("lock");
+    assert_eq!(guard.ttl(), Duration::from_secs(1));
+    assert_eq!(backend.capabilities().min_ttl, Duration::from_secs(1));
+    guard.release().await.expect("release");
+}

@@ -1,0 +1,95 @@
+//! Observers resume correctly when their watch breaks and the history they
+//! missed has been compacted (`ErrCompacted`): no leader twice, none out of
+//! order, and they catch up with the current leader.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use lock_core::{AcquireOptions, ElectionBackend, LockName};
+use lock_etcd::EtcdBackend;
+use lock_testkit::proxy::FaultProxy;
+use tokio::time::timeout;
+
+const SLACK: Duration = Duration::from_secs(6);
+
+#[tokio::test]
+async fn observe_resumes_after_a_break_and_compaction() {
+    let cluster = common::start_cluster(1).await;
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let observer = EtcdBackend::connect(common::config_for(vec![proxy.addr().to_string()]))
+        .await
+        .expect("observer connects through the proxy");
+    let (a, b) = (
+        common::backend(&cluster).await,
+        common::backend(&cluster).await,
+    );
+    let name = LockName::new("resume/election").unwrap();
+    let mut stream = observer.observe(&name).await.expect("observe");
+    let mut seen = Vec::new();
+    let mut next = async || loop {
+        let item = timeout(SLACK, stream.next())
+            .await
+            .expect("observer fell silent")
+            .expect("stream ended");
+        match item {
+            Ok(info) => return info,
+            Err(e) => assert!(e.is_retryable(), "observer error: {e}"),
+        }
+    };
+
+    let first = a
+        .campaign(&name, b"a1".to_vec(), &AcquireOptions::new())
+        .await
+        .expect("campaign a");
+    seen.push(next().await);
+
+    // Cut the observer off, change leaders and values, and compact the
+    // history it missed.
+    proxy.cut();
+    first.proclaim(b"a2".to_vec()).await.expect("proclaim");
+    let waiting = {
+        let (b, name) = (b.clone(), name.clone());
+        tokio::spawn(async move {
+            b.campaign(&name, b"b1".to_vec(), &AcquireOptions::new())
+                .await
+        })
+    };
+    first.resign().await.expect("resign");
+    let second = timeout(SLACK, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("campaign b");
+    second.proclaim(b"b2".to_vec()).await.expect("proclaim b2");
+    let mut raw = common::raw_client(&cluster).await;
+    let now = raw
+        .get("x", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    raw.compact(now, None).await.expect("compact");
+    proxy.restore();
+
+    loop {
+        let info = next().await;
+        seen.push(info.clone());
+        if info.value == b"b2" {
+            break;
+        }
+    }
+    let order: Vec<_> = seen.iter().map(|i| (i.token, i.value_lossy())).collect();
+    assert!(
+        seen.windows(2)
+            .all(|w| w[0].token <= w[1].token && w[0] != w[1]),
+        "leaders out of order or repeated: {order:?}"
+    );
+    assert_eq!(seen[0].value, b"a1");
+    assert_eq!(seen.last().unwrap().token, second.token());
+    second.resign().await.expect("resign");
+}

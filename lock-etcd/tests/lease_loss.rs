@@ -1,0 +1,224 @@
+//! Losing a lease: behind a network partition, while waiting in the queue,
+//! and what a guarded write does afterwards.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use etcd_client::{EventType, GetOptions, Txn, TxnOp, WatchOptions};
+use lock_core::{ErrorKind, LockBackendExt, LostReason};
+use lock_etcd::{EtcdBackend, is_owner_of};
+use lock_testkit::proxy::FaultProxy;
+use tokio::time::timeout;
+
+const SLACK: Duration = Duration::from_secs(3);
+
+#[tokio::test]
+async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires() {
+    let cluster = common::start_cluster(1).await;
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let cut_off = EtcdBackend::connect(common::config_for(vec![proxy.addr().to_string()]))
+        .await
+        .expect("connect through the proxy");
+    let direct = common::backend(&cluster).await;
+
+    let held = cut_off.lock("partition/lock").await.expect("lock");
+    let first_token = held.token();
+    proxy.blackhole();
+    // The keepalive cannot get through: the local validity deadline (TTL
+    // minus drift) passes and the signal fires, at most about one TTL later.
+    let reason = timeout(common::TTL + SLACK, held.lost())
+        .await
+        .expect("the cut-off holder must learn that its lock is gone");
+    assert!(
+        matches!(
+            reason,
+            LostReason::DeadlineMissed | LostReason::RenewalFailed(_)
+        ),
+        "{reason}"
+    );
+    assert!(!held.is_held());
+
+    let next = timeout(common::TTL * 3 + SLACK, direct.lock("partition/lock"))
+        .await
+        .expect("another client acquires once the lease expired")
+        .expect("lock");
+    assert!(next.token() > first_token);
+
+    proxy.restore();
+    let err = timeout(SLACK * 2, held.release())
+        .await
+        .expect("release after the partition must not hang")
+        .expect_err("the lock was lost");
+    assert!(
+        matches!(err.kind(), ErrorKind::LeaseLost | ErrorKind::NotHeld),
+        "{err}"
+    );
+    let still = direct
+        .try_lock("partition/lock")
+        .await
+        .expect_err("still held");
+    assert_eq!(still.kind(), ErrorKind::WouldBlock);
+    next.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
+    let cluster = common::start_cluster(1).await;
+    let (a, b) = (
+        common::backend(&cluster).await,
+        common::backend(&cluster).await,
+    );
+    let held = a.lock("waiter/expiry").await.expect("lock");
+    // Watch the queue for the waiter's key (the one that is not the
+    // holder's), then end its lease from outside, as an expiry would (etcd
+    // issue 11456).
+    let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
+    let mut raw = common::raw_client(&cluster).await;
+    let mut events = raw
+        .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
+        .await
+        .expect("watch");
+    events.message().await.expect("created");
+    let waiting = tokio::spawn(async move {
+        b.lock_timeout("waiter/expiry", Duration::from_secs(30))
+            .await
+    });
+    let waiter_key = timeout(SLACK, async {
+        loop {
+            let message = events.message().await.unwrap().unwrap();
+            if let Some(event) = message
+                .events()
+                .iter()
+                .find(|e| e.event_type() == EventType::Put)
+            {
+                return event.kv().unwrap().key_str().unwrap().to_owned();
+            }
+        }
+    })
+    .await
+    .expect("the waiter joins the queue");
+    common::revoke_lease_of(&cluster, &waiter_key).await;
+
+    let err = timeout(common::TTL + SLACK, waiting)
+        .await
+        .expect("the waiter must give up once its lease is gone")
+        .unwrap()
+        .expect_err("its queue entry is gone");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert!(!err.is_retryable());
+    assert!(held.is_held());
+    held.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn guarded_write_commits_only_while_the_lock_is_held() {
+    let cluster = common::start_cluster(1).await;
+    let backend = common::backend(&cluster).await;
+    let mut client = backend.client();
+    let guard = backend.lock("guarded/write").await.expect("lock");
+    let write = |value: &str| {
+        Txn::new()
+            .when([is_owner_of(&guard)])
+            .and_then([TxnOp::put("/guarded/data", value, None)])
+    };
+    assert!(client.txn(write("held")).await.unwrap().succeeded());
+
+    common::revoke_lease_of(&cluster, guard.key()).await;
+    timeout(common::TTL + SLACK, guard.lost())
+        .await
+        .expect("lost signal after the lease was revoked");
+    assert!(!client.txn(write("stale")).await.unwrap().succeeded());
+    let stored = client.get("/guarded/data", None).await.unwrap();
+    assert_eq!(stored.kvs()[0].value(), b"held");
+
+    // A newer holder of the same lock does not make the old guard an owner.
+    let newer = backend.lock("guarded/write").await.expect("lock again");
+    assert!(!client.txn(write("stale again")).await.unwrap().succeeded());
+    let ok = Txn::new().when([is_owner_of(&newer)]).and_then([TxnOp::put(
+        "/guarded/data",
+        "newer",
+        None,
+    )]);
+    assert!(client.txn(ok).await.unwrap().succeeded());
+    newer.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_cancelled_waiter_leaves_no_key_behind() {
+    let cluster = common::start_cluster(1).await;
+    let (a, b) = (
+        common::backend(&cluster).await,
+        common::backend(&cluster).await,
+    );
+    let held = a.lock("cancel/cleanup").await.expect("lock");
+    let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
+    let mut raw = common::raw_client(&cluster).await;
+    let options = WatchOptions::new().with_prefix();
+    let mut events = raw
+        .watch(queue.as_str(), Some(options))
+        .await
+        .expect("watch");
+    events.message().await.expect("created");
+
+    let cancelled = timeout(Duration::from_millis(300), b.lock("cancel/cleanup")).await;
+    assert!(cancelled.is_err(), "b must still be waiting when cancelled");
+    // The waiter's key was put, and its deletion follows the cancellation.
+    let deleted = timeout(SLACK, async {
+        loop {
+            let message = events.message().await.unwrap().unwrap();
+            if message
+                .events()
+                .iter()
+                .any(|e| e.event_type() == EventType::Delete)
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        deleted.is_ok(),
+        "the cancelled waiter's key was never deleted"
+    );
+    let left = raw
+        .get(queue.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(left.kvs().len(), 1, "only the holder's key is left");
+    assert_eq!(left.kvs()[0].key(), held.key().as_bytes());
+    held.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn try_lock_on_a_held_lock_writes_nothing() {
+    let cluster = common::start_cluster(1).await;
+    let (a, b) = (
+        common::backend(&cluster).await,
+        common::backend(&cluster).await,
+    );
+    let held = a.lock("try/no-write").await.expect("lock");
+    let mut raw = common::raw_client(&cluster).await;
+    let before = raw
+        .get("x", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    for _ in 0..5 {
+        let err = b.try_lock("try/no-write").await.expect_err("held");
+        assert_eq!(err.kind(), ErrorKind::WouldBlock);
+    }
+    let after = raw
+        .get("x", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    assert_eq!(before, after, "a failed try_lock must not write to etcd");
+    held.release().await.expect("release");
+}
