@@ -1,32 +1,15 @@
 //! Keeping secrets out of messages, logs and `Debug` output.
 
-/// `url` with any password replaced by `***` (`redis://user:***@host`).
-///
-/// Works on URLs that do not parse too (several hosts, no scheme): whatever
-/// sits between `//` (or the start) and the last `@` before the host part
-/// is treated as user info.
+/// `url` with any password replaced by `***` (`redis://user:***@host`),
+/// including a `password=` query option: one implementation, shared with the
+/// backends through `lock-core`.
 ///
 /// ```
 /// assert_eq!(distlock::redact_url("redis://app:s3cret@h:6379/0"), "redis://app:***@h:6379/0");
 /// assert_eq!(distlock::redact_url("redlock://:pw@a:1,b:2"), "redlock://:***@a:1,b:2");
 /// assert_eq!(distlock::redact_url("etcd://a:2379"), "etcd://a:2379");
 /// ```
-pub fn redact_url(url: &str) -> String {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let authority_end = url[start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| start + i);
-    let authority = &url[start..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &authority[..at];
-    let user = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => userinfo.to_owned(),
-    };
-    format!("{}{}@{}", &url[..start], user, &url[start + at + 1..])
-}
+pub use lock_core::url_parts::redact_url;
 
 /// `"***"` if a secret is set, for `Debug` impls.
 pub(crate) fn secret(value: &Option<String>) -> Option<&'static str> {

@@ -31,6 +31,7 @@ pub mod memory;
 mod name;
 mod options;
 pub mod renewal;
+pub mod url_parts;
 
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use capabilities::{Capabilities, FencingStrength};

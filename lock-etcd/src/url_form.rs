@@ -4,8 +4,9 @@
 //! The `url` crate cannot parse a comma-separated host list, so the
 //! authority is split here by hand; the query uses `url`'s form decoder.
 
-use std::time::Duration;
-
+use lock_core::url_parts::{
+    parse_duration, percent_decode, redact_url, split_host_port, with_default_port,
+};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PREFIX, EtcdConfig};
@@ -18,8 +19,8 @@ const FORM: &str = "etcd://[user:password@]host:port[,host:port...][/prefix][?op
 pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
     let bad = |why: String| {
         Error::invalid_config(format!(
-            "malformed etcd URL {}: {why}; expected {FORM}",
-            redact(url)
+            "malformed etcd URL {:?}: {why}; expected {FORM}",
+            redact_url(url)
         ))
     };
     let (scheme, rest) = url
@@ -47,7 +48,7 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
     }
     let mut endpoints = Vec::new();
     for host in hosts.split(',') {
-        endpoints.push(endpoint_with_port(host).map_err(bad)?);
+        endpoints.push(with_default_port(host, DEFAULT_PORT).map_err(bad)?);
     }
     let mut config = EtcdConfig::new(endpoints);
     config.tls = tls;
@@ -89,9 +90,9 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
             }
         }
     }
-    config
-        .validate()
-        .map_err(|e| Error::invalid_config(format!("etcd URL {}: {}", redact(url), e.message())))?;
+    config.validate().map_err(|e| {
+        Error::invalid_config(format!("etcd URL {:?}: {}", redact_url(url), e.message()))
+    })?;
     Ok(config)
 }
 
@@ -106,119 +107,17 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<()> {
         .map_err(|why| Error::invalid_config(format!("etcd endpoint {endpoint:?}: {why}")))?;
     if port.is_none() {
         return Err(Error::invalid_config(format!(
-            "etcd endpoint {endpoint:?} has no port; write {host}:{DEFAULT_PORT}"
+            "etcd endpoint {endpoint:?} has no port; write {}",
+            lock_core::url_parts::join_host_port(host, DEFAULT_PORT)
         )));
     }
     Ok(())
 }
 
-fn endpoint_with_port(host: &str) -> std::result::Result<String, String> {
-    let (name, port) = split_host_port(host)?;
-    Ok(format!("{name}:{}", port.unwrap_or(DEFAULT_PORT)))
-}
-
-/// Splits `host[:port]` or `[v6][:port]`.
-fn split_host_port(text: &str) -> std::result::Result<(&str, Option<u16>), String> {
-    if text.is_empty() {
-        return Err("empty host".into());
-    }
-    if text
-        .chars()
-        .any(|c| c.is_whitespace() || c == '/' || c == '@')
-    {
-        return Err(format!("host {text:?} contains a space, '/' or '@'"));
-    }
-    let (host, port) = if let Some(v6) = text.strip_prefix('[') {
-        let end = v6
-            .find(']')
-            .ok_or_else(|| format!("unclosed '[' in {text:?}"))?;
-        let host = &text[..end + 2];
-        match &v6[end + 1..] {
-            "" => (host, None),
-            rest => match rest.strip_prefix(':') {
-                Some(port) => (host, Some(port)),
-                None => return Err(format!("unexpected {rest:?} after {host}")),
-            },
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (text, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("empty host in {text:?}"));
-    }
-    let port = match port {
-        None => None,
-        Some(port) => Some(
-            port.parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| {
-                    format!("port {port:?} of {host} is not a number from 1 to 65535")
-                })?,
-        ),
-    };
-    Ok((host, port))
-}
-
-/// `250ms`, `3s`, `2m`, or a bare number of seconds.
-fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| "expected a number with a unit: 250ms, 3s or 2m".to_owned())?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        other => Err(format!("unknown unit {other:?}; use ms, s or m")),
-    }
-}
-
-fn percent_decode(text: &str) -> std::result::Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent-escape at byte {i}"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "percent-escapes do not decode to UTF-8".to_owned())
-}
-
-/// The URL with any password replaced, for error messages.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return format!("{url:?}");
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    match rest[..authority_end].rsplit_once('@') {
-        Some((userinfo, _)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            let at = userinfo.len();
-            format!("\"{scheme}://{user}:<redacted>{}\"", &rest[at..])
-        }
-        None => format!("{url:?}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use lock_core::ErrorKind;
 

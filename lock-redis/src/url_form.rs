@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use lock_core::url_parts::{percent_decode, redact_url, split_host_port};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ServerAddr};
@@ -35,7 +36,7 @@ pub(crate) struct ParsedUrl {
 
 /// Parses `url`, whose scheme must be one of `schemes`.
 pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
-    let shown = redact(url);
+    let shown = redact_url(url);
     let bad = |what: String| Error::invalid_config(format!("redis URL {shown}: {what}"));
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad(format!(
@@ -71,9 +72,9 @@ pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
         None => (None, None),
         Some(info) => {
             let (user, pass) = split_first(info, ':');
-            let user = decode(user).map_err(|e| bad(format!("user name: {e}")))?;
+            let user = percent_decode(user).map_err(|e| bad(format!("user name: {e}")))?;
             let pass = pass
-                .map(decode)
+                .map(percent_decode)
                 .transpose()
                 .map_err(|e| bad(format!("password: {e}")))?;
             ((!user.is_empty()).then_some(user), pass)
@@ -93,7 +94,8 @@ pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
     if let Some(query) = query {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = split_first(pair, '=');
-            let value = decode(value.unwrap_or("")).map_err(|e| bad(format!("{key}: {e}")))?;
+            let value =
+                percent_decode(value.unwrap_or("")).map_err(|e| bad(format!("{key}: {e}")))?;
             options.push(parse_option(key, value).map_err(&bad)?);
         }
     }
@@ -108,40 +110,8 @@ pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
 }
 
 fn parse_host(text: &str) -> std::result::Result<ServerAddr, String> {
-    if text.is_empty() {
-        return Err("missing host; expected host[:port]".into());
-    }
-    let (host, port) = if let Some(inner) = text.strip_prefix('[') {
-        let (host, after) = inner
-            .split_once(']')
-            .ok_or_else(|| format!("host {text:?} has '[' without ']'"))?;
-        match after {
-            "" => (host, None),
-            p => (
-                host,
-                Some(
-                    p.strip_prefix(':')
-                        .ok_or_else(|| format!("unexpected {p:?} after host [{host}]"))?,
-                ),
-            ),
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (text, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("missing host in {text:?}"));
-    }
-    let port =
-        match port {
-            None => DEFAULT_PORT,
-            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
-                format!("port {p:?} of host {host} is not a number from 1 to 65535")
-            })?,
-        };
-    Ok(ServerAddr::new(host, port))
+    let (host, port) = split_host_port(text)?;
+    Ok(ServerAddr::new(host, port.unwrap_or(DEFAULT_PORT)))
 }
 
 fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, String> {
@@ -177,22 +147,6 @@ fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, Stri
     })
 }
 
-/// The URL with any password replaced by `<redacted>`, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:<redacted>@{hosts}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
-
 fn split_first(s: &str, c: char) -> (&str, Option<&str>) {
     match s.split_once(c) {
         Some((a, b)) => (a, Some(b)),
@@ -204,47 +158,5 @@ fn split_last(s: &str, c: char) -> (&str, Option<&str>) {
     match s.rsplit_once(c) {
         Some((a, b)) => (a, Some(b)),
         None => (s, None),
-    }
-}
-
-/// Percent-decodes `%XX` escapes (user names, passwords and option values).
-fn decode(s: &str) -> std::result::Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent escape at byte {i}"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "percent escapes do not form UTF-8".to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redact_hides_only_the_password() {
-        assert_eq!(
-            redact("redis://u:secret@h:1/0?x=1"),
-            "redis://u:<redacted>@h:1/0?x=1"
-        );
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-    }
-
-    #[test]
-    fn decode_handles_escapes_and_rejects_bad_ones() {
-        assert_eq!(decode("a%40b%3Ac").unwrap(), "a@b:c");
-        assert!(decode("a%4").is_err());
-        assert!(decode("%zz").is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! The `url` crate cannot parse a comma-separated host list with ports, so
 //! the authority is split by hand; the query uses its form decoder.
 
+use lock_core::url_parts::{percent_decode, redact_url, with_default_port};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ZkConfig};
@@ -12,7 +13,7 @@ use crate::durations;
 pub const SCHEME: &str = "zk";
 
 pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
-    let bad = |why: String| Error::invalid_config(format!("zk URL {}: {why}", redact(url)));
+    let bad = |why: String| Error::invalid_config(format!("zk URL {}: {why}", redact_url(url)));
     let rest = url
         .strip_prefix("zk://")
         .ok_or_else(|| bad("expected zk://host:port[,host:port...]/lock/root".to_owned()))?;
@@ -36,17 +37,20 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
         let (user, password) = userinfo
             .split_once(':')
             .ok_or_else(|| bad("credentials must be written user:password@".to_owned()))?;
-        config.username = Some(percent_decode(user).map_err(&bad)?);
-        config.password = Some(percent_decode(password).map_err(&bad)?);
+        config.username = Some(percent_decode(user).map_err(|e| bad(format!("user name: {e}")))?);
+        config.password =
+            Some(percent_decode(password).map_err(|e| bad(format!("password: {e}")))?);
     }
     if hosts.is_empty() {
         return Err(bad("names no server".to_owned()));
     }
     for host in hosts.split(',') {
-        config.servers.push(with_port(host).map_err(&bad)?);
+        config
+            .servers
+            .push(with_default_port(host, DEFAULT_PORT).map_err(&bad)?);
     }
     if !path.is_empty() {
-        config.prefix = percent_decode(path).map_err(&bad)?;
+        config.prefix = percent_decode(path).map_err(|e| bad(format!("path: {e}")))?;
     }
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         let duration = || durations::parse(&value).map_err(|e| bad(format!("{key}: {e}")));
@@ -69,68 +73,6 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
     }
     config.settings()?;
     Ok(config)
-}
-
-/// `host` or `host:port` or `[v6]` or `[v6]:port`, with the default port added.
-fn with_port(host: &str) -> std::result::Result<String, String> {
-    if host.is_empty() {
-        return Err("has an empty host in its server list".to_owned());
-    }
-    let has_port = if host.starts_with('[') {
-        host.contains("]:")
-    } else {
-        host.contains(':')
-    };
-    let server = if has_port {
-        host.to_owned()
-    } else {
-        format!("{host}:{DEFAULT_PORT}")
-    };
-    let port = server.rsplit_once(':').map(|(_, p)| p).unwrap_or("");
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(server),
-        _ => Err(format!(
-            "server {host:?} has port {port:?}, which is not a number in 1..=65535"
-        )),
-    }
-}
-
-fn percent_decode(text: &str) -> std::result::Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent escape at byte {i} of {text:?}"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{text:?} does not decode to UTF-8"))
-}
-
-/// The URL with any password replaced, for error messages.
-fn redact(url: &str) -> String {
-    let mut shown = url.to_owned();
-    if let Some(rest) = url.strip_prefix("zk://") {
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            shown = format!("zk://{}:<redacted>{}", &rest[..colon], &rest[at..]);
-        }
-    }
-    if let Some(at) = shown.find("password=") {
-        let end = shown[at..].find('&').map_or(shown.len(), |e| at + e);
-        shown.replace_range(at + "password=".len()..end, "<redacted>");
-    }
-    shown
 }
 
 #[cfg(test)]

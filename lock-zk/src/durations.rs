@@ -5,30 +5,18 @@ use std::time::Duration;
 
 use serde::de::{self, Deserializer, Visitor};
 
-/// Parses `<integer><unit>` with unit `ms`, `s`, `m` or `h`.
+/// Parses a duration with a unit (`250ms`, `2s`, `1m`, `1h30m`; see
+/// [`lock_core::url_parts::parse_duration`]).
+///
+/// Unlike the shared parser, a bare number is refused here: in a config file
+/// a plain number means milliseconds (see [`text`]), so as text it would be
+/// ambiguous.
 pub(crate) fn parse(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit; write e.g. 500ms, 2s or 1m"))?;
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
-    let millis = match unit {
-        "ms" => Some(value),
-        "s" => value.checked_mul(1_000),
-        "m" => value.checked_mul(60_000),
-        "h" => value.checked_mul(3_600_000),
-        _ => {
-            return Err(format!(
-                "{text:?} has unknown unit {unit:?}; use ms, s, m or h"
-            ));
-        }
-    };
-    millis
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!("{text:?} has no unit; write e.g. 500ms, 2s or 1m"));
+    }
+    lock_core::url_parts::parse_duration(text)
 }
 
 /// Serde support: a duration is a string with a unit or a number of milliseconds.
@@ -75,6 +63,7 @@ mod tests {
         assert_eq!(parse("1m"), Ok(Duration::from_secs(60)));
         assert!(parse("2").unwrap_err().contains("no unit"));
         assert!(parse("2 days").unwrap_err().contains("unknown unit"));
+        assert!(parse("1.5").unwrap_err().contains("no unit"));
         assert!(parse("s").is_err());
     }
 }
