@@ -170,7 +170,8 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
 }
 
 /// Raises every server's fencing counter to `token` (and confirms an
-/// election's leader record); `Ok` when a quorum did.
+/// election's leader record); `Ok` when a quorum did, counting for an
+/// election only servers that hold and confirmed our leader record.
 async fn confirm(servers: &Servers, request: &Request<'_>, owner: &str, token: u64) -> Result<()> {
     let keys = &request.keys;
     let token = token.to_string();
@@ -193,15 +194,29 @@ async fn confirm(servers: &Servers, request: &Request<'_>, owner: &str, token: u
             )
         })
         .collect();
+    // Count only servers that confirmed: for an election, a server that
+    // answered but does not hold our record (one that never granted us)
+    // must not make up the quorum, or campaign could return while the
+    // confirmations that make the leader readable are still in flight.
     let results = gather(
         calls,
-        vote_decided(servers.nodes.len(), servers.quorum, Result::is_ok),
+        vote_decided(servers.nodes.len(), servers.quorum, |r| matches!(r, Ok(1))),
     )
     .await;
     let answered = results.iter().filter(|r| r.is_ok()).count();
+    let confirmed = results.iter().filter(|r| matches!(r, Ok(1))).count();
     let errors: Vec<Error> = results.into_iter().filter_map(|r| r.err()).collect();
-    if answered >= servers.quorum {
+    if confirmed >= servers.quorum {
         Ok(())
+    } else if errors.is_empty() || answered - confirmed > servers.nodes.len() - servers.quorum {
+        Err(Error::lease_lost(format!(
+            "lock {} on {} at {}: only {confirmed} of {} servers confirmed our grant ({} needed); our key expired or was released meanwhile",
+            request.name,
+            servers.backend,
+            servers.addrs(),
+            servers.nodes.len(),
+            servers.quorum
+        )))
     } else {
         Err(no_quorum(
             servers.backend,

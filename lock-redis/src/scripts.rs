@@ -184,14 +184,21 @@ return 1
 /// leader record as confirmed with that token.
 ///
 /// KEYS: fence, owner, leader. ARGV: 1 token, 2 owner id, 3 election, 4 leader channel.
+///
+/// Returns 1 when this server now shows the confirmed leader record (always
+/// for plain locks), 0 when it raised the fence but does not hold our
+/// election record (it never granted us, or our key is already gone): such
+/// a server must not count toward the quorum that makes the leader visible.
 const CONFIRM: &str = r#"
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
-if ARGV[3] == '1' and redis.call('GET', KEYS[2]) == ARGV[2] and redis.call('HGET', KEYS[3], 'owner') == ARGV[2] then
+if ARGV[3] ~= '1' then return 1 end
+if redis.call('GET', KEYS[2]) == ARGV[2] and redis.call('HGET', KEYS[3], 'owner') == ARGV[2] then
   redis.call('HSET', KEYS[3], 'token', ARGV[1], 'ok', '1')
   redis.call('PUBLISH', ARGV[4], ARGV[1])
+  return 1
 end
-return 1
+return 0
 "#;
 
 /// Publish a new leader value if we still lead.
