@@ -206,6 +206,47 @@ impl Default for RedisConfig {
     }
 }
 
+/// The builder methods both configurations share, writing to their `common` settings.
+macro_rules! common_builders {
+    () => {
+        /// Sets the default lease TTL.
+        pub fn default_ttl(mut self, ttl: Duration) -> Self {
+            self.common.default_ttl = ttl;
+            self
+        }
+
+        /// Sets the connect timeout.
+        pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+            self.common.connect_timeout = timeout;
+            self
+        }
+
+        /// Sets the per-command timeout.
+        pub fn request_timeout(mut self, timeout: Duration) -> Self {
+            self.common.request_timeout = timeout;
+            self
+        }
+
+        /// Sets the ACL user name.
+        pub fn username(mut self, username: impl Into<String>) -> Self {
+            self.common.username = Some(username.into());
+            self
+        }
+
+        /// Sets the password.
+        pub fn password(mut self, password: impl Into<String>) -> Self {
+            self.common.password = Some(password.into());
+            self
+        }
+
+        /// Sets the key prefix.
+        pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+            self.common.prefix = prefix.into();
+            self
+        }
+    };
+}
+
 impl RedisConfig {
     /// A config for `host:port` with every other setting at its default.
     pub fn new(host: impl Into<String>, port: u16) -> Self {
@@ -238,41 +279,7 @@ impl RedisConfig {
         Ok(config)
     }
 
-    /// Sets the default lease TTL.
-    pub fn default_ttl(mut self, ttl: Duration) -> Self {
-        self.common.default_ttl = ttl;
-        self
-    }
-
-    /// Sets the connect timeout.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.common.connect_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-command timeout.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.common.request_timeout = timeout;
-        self
-    }
-
-    /// Sets the ACL user name.
-    pub fn username(mut self, username: impl Into<String>) -> Self {
-        self.common.username = Some(username.into());
-        self
-    }
-
-    /// Sets the password.
-    pub fn password(mut self, password: impl Into<String>) -> Self {
-        self.common.password = Some(password.into());
-        self
-    }
-
-    /// Sets the key prefix.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.common.prefix = prefix.into();
-        self
-    }
+    common_builders!();
 
     /// Sets the database number.
     pub fn db(mut self, db: i64) -> Self {
@@ -364,41 +371,7 @@ impl RedlockConfig {
         self.common.validate()
     }
 
-    /// Sets the default lease TTL.
-    pub fn default_ttl(mut self, ttl: Duration) -> Self {
-        self.common.default_ttl = ttl;
-        self
-    }
-
-    /// Sets the connect timeout.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.common.connect_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-command timeout.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.common.request_timeout = timeout;
-        self
-    }
-
-    /// Sets the ACL user name.
-    pub fn username(mut self, username: impl Into<String>) -> Self {
-        self.common.username = Some(username.into());
-        self
-    }
-
-    /// Sets the password.
-    pub fn password(mut self, password: impl Into<String>) -> Self {
-        self.common.password = Some(password.into());
-        self
-    }
-
-    /// Sets the key prefix.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.common.prefix = prefix.into();
-        self
-    }
+    common_builders!();
 }
 
 impl fmt::Debug for RedlockConfig {
