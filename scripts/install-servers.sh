@@ -10,6 +10,8 @@
 #   zookeeper.jar + java     zookeeper (depends on a Java runtime and on the
 #                            slf4j/log4j jars the launcher puts on the classpath)
 #   protoc                   protobuf-compiler (etcd-client crate build)
+#   google/protobuf/*.proto  libprotobuf-dev (the well-known types protoc
+#                            imports; protobuf-compiler does not ship them)
 #   openssl                  openssl (the Redis TLS test makes its certificates)
 set -euo pipefail
 
@@ -36,6 +38,7 @@ need libslf4j-java     "$JAR_DIR/slf4j-log4j12.jar"  test -f "$JAR_DIR/slf4j-log
 need liblog4j1.2-java  "$JAR_DIR/log4j-1.2.jar"      test -f "$JAR_DIR/log4j-1.2.jar"
 need default-jre-headless "java"                     command -v java
 need protobuf-compiler "protoc"                      command -v protoc
+need libprotobuf-dev   "google/protobuf/descriptor.proto" test -f /usr/include/google/protobuf/descriptor.proto
 need openssl           "openssl"                     command -v openssl
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -70,4 +73,6 @@ for check in etcd etcdctl redis-server redis-cli java protoc openssl; do
     command -v "$check" >/dev/null || { echo "error: $check still missing" >&2; exit 1; }
 done
 test -f "$JAR_DIR/zookeeper.jar" || { echo "error: $JAR_DIR/zookeeper.jar still missing" >&2; exit 1; }
+test -f /usr/include/google/protobuf/descriptor.proto ||
+    { echo "error: google/protobuf/descriptor.proto still missing (libprotobuf-dev)" >&2; exit 1; }
 echo "all servers installed"

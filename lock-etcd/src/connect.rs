@@ -60,7 +60,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     };
     Err(Error::unavailable(format!(
         "etcd at {listed}: could not connect within the connect timeout of {:?} ({why}); is etcd \
-         running there and does it have quorum? (scripts/install-servers.sh installs etcd for tests)",
+         running there and does it have quorum?",
         config.connect_timeout
     )))
 }

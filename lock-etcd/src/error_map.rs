@@ -104,10 +104,7 @@ fn detail_of(err: &EtcdError) -> String {
 
 fn advice(kind: ErrorKind) -> &'static str {
     match kind {
-        ErrorKind::Unavailable => {
-            "; is etcd running there and does it have quorum? (scripts/install-servers.sh installs \
-             etcd for tests)"
-        }
+        ErrorKind::Unavailable => "; is etcd running there and does it have quorum?",
         ErrorKind::Unauthorized => {
             "; check the username and password, and that the user's role may read and write the \
              key prefix"

@@ -28,9 +28,7 @@ impl Site<'_> {
             ErrorKind::Unauthorized => {
                 "check the user name and password (URL userinfo) and the user's ACL permissions"
             }
-            ErrorKind::Unavailable => {
-                "is redis-server running and reachable? (scripts/install-servers.sh installs it)"
-            }
+            ErrorKind::Unavailable => "is redis-server running and reachable?",
             ErrorKind::Timeout => "the server did not answer within request_timeout",
             _ => "see the source error",
         };
@@ -55,7 +53,7 @@ impl Site<'_> {
     /// A connection that could not be set up within `after`.
     pub(crate) fn unreachable(&self, after: Duration) -> Error {
         Error::unavailable(format!(
-            "{} at {} unreachable: {} did not finish within {after:?} (connect_timeout); is redis-server running and reachable? (scripts/install-servers.sh installs it)",
+            "{} at {} unreachable: {} did not finish within {after:?} (connect_timeout); is redis-server running and reachable?",
             self.backend, self.addr, self.what
         ))
     }

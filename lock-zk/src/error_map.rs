@@ -70,8 +70,7 @@ fn classify(e: &zk::Error) -> (ErrorKind, &'static str) {
         ),
         Z::ConnectionLoss | Z::NoHosts | Z::Custom(_) => (
             ErrorKind::Unavailable,
-            "the connection was lost; is the ensemble running and reachable? \
-             (scripts/install-servers.sh installs ZooKeeper)",
+            "the connection was lost; is the ensemble running and reachable?",
         ),
         Z::Timeout => (
             ErrorKind::Timeout,

@@ -152,7 +152,7 @@ impl Session {
                     ErrorKind::Unavailable,
                     format!(
                         "no session within the connect timeout ({:?}); is a ZooKeeper server \
-                         running and reachable there? (scripts/install-servers.sh installs one)",
+                         running and reachable there?",
                         settings.connect_timeout
                     ),
                 ));
@@ -162,8 +162,7 @@ impl Session {
                     .fail(
                         ErrorKind::Unavailable,
                         format!(
-                            "cannot open a session ({e}); is a ZooKeeper server running there? \
-                             (scripts/install-servers.sh installs one)"
+                            "cannot open a session ({e}); is a ZooKeeper server running there?"
                         ),
                     )
                     .with_source(e));

@@ -6,10 +6,10 @@
 //! if its request reaches the server late. The entry's name carries the
 //! fencing token, so entries sort in lock order.
 //!
-//! Start a server (scripts/install-servers.sh installs ZooKeeper), then:
+//! Start a server (Debian: `apt-get install zookeeper`), then:
 //!
 //! ```text
-//! cargo run -p lock-zk --example guarded_write -- zk://127.0.0.1:2181/distlock-example
+//! cargo run -p lock-zk --example zk_guarded_write -- zk://127.0.0.1:2181/distlock-example
 //! ```
 
 use lock_core::LockBackendExt;

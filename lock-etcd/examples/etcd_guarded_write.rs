@@ -9,7 +9,7 @@
 //! if set, otherwise starts a throwaway etcd with the test kit:
 //!
 //! ```text
-//! cargo run -p lock-etcd --example guarded_write
+//! cargo run -p lock-etcd --example etcd_guarded_write
 //! ```
 
 use std::time::Duration;
