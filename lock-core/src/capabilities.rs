@@ -52,7 +52,7 @@ impl Capabilities {
             election: false,
             cross_process: true,
             per_lock_lease: true,
-            min_ttl: Duration::from_millis(1),
+            min_ttl: crate::options::MIN_TTL,
             ttl_granularity: Duration::from_millis(1),
         }
     }

@@ -30,6 +30,13 @@ pub trait HeldLock: fmt::Debug + Send + Sync + 'static {
     /// lock frees itself when its TTL runs out.
     fn abandon(self: Box<Self>);
 
+    /// Releases without an async runtime, as well as it can: called when the
+    /// guard is dropped where no Tokio runtime is running. The default
+    /// abandons the lock to its TTL.
+    fn release_blocking(self: Box<Self>) {
+        self.abandon();
+    }
+
     /// Replaces the value published with an election leadership.
     /// Lock guards that are not leaderships return `Unsupported`.
     async fn proclaim(&self, _value: &[u8]) -> Result<()> {
@@ -46,9 +53,25 @@ pub trait HeldLock: fmt::Debug + Send + Sync + 'static {
 /// lock is gone, and pass [`token`](Self::token) to the resource you protect so
 /// it can reject writes from stale holders.
 ///
-/// Release it with [`release`](Self::release) to learn whether that worked.
-/// Dropping the guard releases in the background on a best-effort basis (if a
-/// Tokio runtime is running); the lease TTL is the backstop.
+/// Release it with [`release`](Self::release) to learn whether that worked,
+/// or hold it for a scope with
+/// [`LockBackendExt::with_lock`](crate::LockBackendExt::with_lock), which
+/// always releases.
+///
+/// # Dropping a guard
+///
+/// Dropping the guard stops its renewal and releases the lock as well as it
+/// can, without reporting errors:
+///
+/// - inside a Tokio runtime, the release runs as a background task. It
+///   completes unless the runtime shuts down first, as it does right after
+///   `main` returns: call [`wait_for_background`](crate::wait_for_background)
+///   before then, or release explicitly;
+/// - with no runtime running, backends that can release without one do so
+///   synchronously (memory, file, Redis); the others leave the lock to expire.
+///
+/// In every case the lease TTL is the backstop: a lock that was not released
+/// frees itself when its TTL runs out.
 pub struct LockGuard {
     name: LockName,
     token: FencingToken,
@@ -124,6 +147,19 @@ impl LockGuard {
         !self.lost.is_lost() && self.validity.as_ref().is_none_or(Validity::is_valid)
     }
 
+    /// How much longer the lock is certainly ours if no renewal succeeds from
+    /// now on; zero once it is not held. `None` where the backend tracks no
+    /// local deadline.
+    ///
+    /// Work that must finish while the lock is held should finish within this.
+    pub fn remaining_validity(&self) -> Option<Duration> {
+        let validity = self.validity.as_ref()?;
+        if self.lost.is_lost() {
+            return Some(Duration::ZERO);
+        }
+        Some(validity.remaining())
+    }
+
     /// A cloneable signal that resolves when the lock is gone.
     pub fn lost_signal(&self) -> LostSignal {
         self.lost.clone()
@@ -176,9 +212,51 @@ impl LockGuard {
         }
     }
 
+    /// What work inside a scope may know of this lock.
+    pub(crate) fn held_view(&self) -> Held {
+        Held {
+            name: self.name.clone(),
+            token: self.token,
+            lost: self.lost.clone(),
+            validity: self.validity.clone(),
+        }
+    }
+
     /// The backend's handle, for wrappers such as [`Leadership`](crate::Leadership).
     pub(crate) fn held(&self) -> Option<&dyn HeldLock> {
         self.held.as_deref()
+    }
+}
+
+/// A view of a lock held by [`with_lock`](crate::LockBackendExt::with_lock):
+/// its token and lost signal, but not the power to release it.
+#[derive(Debug, Clone)]
+pub struct Held {
+    name: LockName,
+    token: FencingToken,
+    lost: LostSignal,
+    validity: Option<Validity>,
+}
+
+impl Held {
+    /// The lock's name.
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    /// The fencing token: pass it to the resource you write to.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// Whether the lock is still ours; see [`LockGuard::is_held`].
+    pub fn is_held(&self) -> bool {
+        !self.lost.is_lost() && self.validity.as_ref().is_none_or(Validity::is_valid)
+    }
+
+    /// A signal that resolves when the lock is gone.
+    pub fn lost_signal(&self) -> LostSignal {
+        self.lost.clone()
     }
 }
 
@@ -187,16 +265,15 @@ impl Drop for LockGuard {
         let Some(held) = self.held.take() else {
             return;
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let name = self.name.clone();
-                runtime.spawn(async move {
-                    if let Err(e) = held.release().await {
-                        tracing::debug!(lock = %name, error = %e, "background release failed; the TTL will free the lock");
-                    }
-                });
-            }
-            Err(_) => held.abandon(),
+        if tokio::runtime::Handle::try_current().is_err() {
+            held.release_blocking();
+            return;
         }
+        let name = self.name.clone();
+        crate::background::spawn(async move {
+            if let Err(e) = held.release().await {
+                tracing::debug!(lock = %name, error = %e, "background release failed; the TTL will free the lock");
+            }
+        });
     }
 }

@@ -21,11 +21,14 @@
 //! ```
 
 mod backend;
+pub mod background;
 mod capabilities;
+pub mod clock;
 mod election;
 mod error;
 mod fencing;
 mod guard;
+pub mod lease;
 mod lost;
 pub mod memory;
 mod name;
@@ -34,11 +37,12 @@ pub mod renewal;
 pub mod url_parts;
 
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
+pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
 pub use election::{DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use fencing::FencingToken;
-pub use guard::{HeldLock, LockGuard};
+pub use guard::{Held, HeldLock, LockGuard};
 pub use lost::{LossNotifier, LostReason, LostSignal};
 pub use name::{LockName, MAX_NAME_LEN};
-pub use options::{AcquireOptions, Wait, check_ttl};
+pub use options::{AcquireOptions, MIN_TTL, Wait, check_ttl, ttl_for};

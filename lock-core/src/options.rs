@@ -4,7 +4,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::capabilities::Capabilities;
 use crate::error::{Error, Result};
+use crate::renewal::drift_allowance;
+
+/// The shortest TTL any backend accepts. Below it the clock-drift allowance
+/// (1 % + 2 ms) eats most of the lease, and a guard would be lost before its
+/// holder could use it.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
 
 /// How long `acquire` may wait for a held lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,22 +81,55 @@ impl AcquireOptions {
         self
     }
 
-    /// The TTL to use: ours, or `default`, checked to be non-zero.
+    /// The TTL to use: ours, or `default`, checked by [`check_ttl`].
     pub fn effective_ttl(&self, default: Duration) -> Result<Duration> {
         let ttl = self.ttl.unwrap_or(default);
         check_ttl(ttl)?;
         Ok(ttl)
     }
+
+    /// The TTL to use on a backend with `caps`: ours, or `default`, checked
+    /// against the backend's minimum and rounded up to its granularity.
+    pub fn ttl_for(&self, default: Duration, caps: &Capabilities) -> Result<Duration> {
+        ttl_for(self.ttl.unwrap_or(default), caps)
+    }
 }
 
-/// Rejects a zero TTL: a lease that expires at once cannot protect anything.
+/// Rejects a TTL of zero or below [`MIN_TTL`]: such a lease would be lost
+/// before its holder could use it.
 pub fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl.is_zero() {
         return Err(Error::invalid_config(
             "TTL must be greater than zero; a lease that expires at once cannot hold a lock",
         ));
     }
+    if ttl < MIN_TTL {
+        return Err(Error::invalid_config(format!(
+            "TTL {ttl:?} is below the minimum of {MIN_TTL:?}: the clock-drift allowance of \
+             {:?} would leave the holder almost no time",
+            drift_allowance(ttl)
+        )));
+    }
     Ok(())
+}
+
+/// Checks `ttl` against a backend's minimum and rounds it up to the
+/// backend's granularity (etcd leases are whole seconds).
+pub fn ttl_for(ttl: Duration, caps: &Capabilities) -> Result<Duration> {
+    check_ttl(ttl)?;
+    if ttl < caps.min_ttl {
+        return Err(Error::invalid_config(format!(
+            "TTL {ttl:?} is below the minimum of {:?} on the {} backend",
+            caps.min_ttl, caps.backend
+        )));
+    }
+    Ok(round_up(ttl, caps.ttl_granularity))
+}
+
+fn round_up(ttl: Duration, granularity: Duration) -> Duration {
+    let step = granularity.as_nanos().max(1);
+    let steps = ttl.as_nanos().div_ceil(step);
+    Duration::from_nanos(u64::try_from(steps * step).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -104,6 +144,27 @@ mod tests {
             .effective_ttl(Duration::from_secs(1))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+
+    #[test]
+    fn ttl_below_the_drift_floor_is_invalid_config_naming_the_minimum() {
+        let err = check_ttl(Duration::from_millis(2)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("10ms"), "{err}");
+    }
+
+    #[test]
+    fn ttl_below_a_backend_minimum_names_backend_and_minimum() {
+        let caps = Capabilities::new("etcd", crate::FencingStrength::Strong)
+            .with_ttl_limits(Duration::from_secs(1), Duration::from_secs(1));
+        let err = ttl_for(Duration::from_millis(500), &caps).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(
+            err.message().contains("1s") && err.message().contains("etcd"),
+            "{err}"
+        );
+        let rounded = ttl_for(Duration::from_millis(1500), &caps).unwrap();
+        assert_eq!(rounded, Duration::from_secs(2));
     }
 
     #[test]

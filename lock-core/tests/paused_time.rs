@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use lock_core::clock::{SentAt, TokioClock};
 use lock_core::memory::MemoryBackend;
 use lock_core::renewal::{Validity, spawn_renewal};
 use lock_core::{
@@ -15,6 +16,11 @@ use lock_core::{
 use tokio::time::{Instant, advance};
 
 const TTL: Duration = Duration::from_secs(10);
+
+/// Validity on Tokio's paused clock, started now.
+fn tokio_validity() -> Validity {
+    Validity::from_sent(&SentAt::now_on(Arc::new(TokioClock::new())), TTL)
+}
 
 fn backend() -> MemoryBackend {
     MemoryBackend::new().with_default_ttl(TTL).unwrap()
@@ -85,7 +91,7 @@ async fn timed_wait_gives_up_at_its_deadline() {
 async fn unreachable_server_fires_deadline_missed_before_the_ttl() {
     let notifier = LossNotifier::new();
     let start = Instant::now();
-    let validity = Validity::starting(start, TTL);
+    let validity = tokio_validity();
     let attempts = Arc::new(AtomicU32::new(0));
     let counter = attempts.clone();
     let _task = spawn_renewal(
@@ -117,7 +123,7 @@ async fn lease_lost_on_renewal_fires_at_once() {
     let start = Instant::now();
     let _task = spawn_renewal(
         TTL,
-        Validity::starting(start, TTL),
+        tokio_validity(),
         notifier.clone(),
         Box::new(|| async { Err(Error::lease_lost("lease 7 not found")) }.boxed()),
     );

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::FutureExt;
-use lock_core::renewal::{Validity, spawn_renewal};
+use lock_core::clock::SentAt;
+use lock_core::lease::Grant;
 use lock_core::{
-    AcquireOptions, Capabilities, Error, FencingStrength, FencingToken, LockBackend, LockGuard,
-    LockName, LossNotifier, Result, Wait,
+    AcquireOptions, Capabilities, Error, FencingStrength, LockBackend, LockGuard, LockName, Result,
+    Wait,
 };
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -18,7 +18,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 use crate::clock::ttl_ms;
 use crate::config::FileConfig;
 use crate::errors::{dir_error, io_error};
-use crate::held::{FileHeld, Lease};
+use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
 use crate::store::{self, Attempt};
 use crate::wakeups;
@@ -125,7 +125,7 @@ impl FileBackend {
             .with_fifo(false)
             .with_election(true)
             .with_cross_process(true)
-            .with_ttl_limits(Duration::from_millis(1), Duration::from_millis(1))
+            .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
     }
 
     /// Runs a blocking file operation off the runtime, bounded by the request timeout.
@@ -176,7 +176,7 @@ impl FileBackend {
                     if space == Space::Election {
                         wakeups::notify(&paths.record);
                     }
-                    return Ok(self.guard(space, name, paths, holder, token, ttl, sent));
+                    return self.guard(space, name, paths, holder, token, ttl, sent);
                 }
                 Attempt::Held { remaining_ms } => {
                     let now = Instant::now();
@@ -218,9 +218,9 @@ impl FileBackend {
         token: u64,
         ttl: Duration,
         sent: Instant,
-    ) -> LockGuard {
+    ) -> Result<LockGuard> {
         let key = format!("{}#{token}", paths.record.display());
-        let lease = Arc::new(Lease {
+        let lease = FileLease {
             backend: self.clone(),
             space,
             name: name.clone(),
@@ -228,27 +228,10 @@ impl FileBackend {
             holder,
             token,
             ttl,
-        });
+        };
         tracing::debug!(backend = "file", lock = %name, token, "acquired");
-        let validity = Validity::starting(sent, ttl);
-        let notifier = LossNotifier::new();
-        let renewal = spawn_renewal(ttl, validity.clone(), notifier.clone(), {
-            let lease = lease.clone();
-            Box::new(move || {
-                let lease = lease.clone();
-                async move { lease.renew().await }.boxed()
-            })
-        });
-        let held = FileHeld::new(lease, notifier.clone(), renewal);
-        LockGuard::new(
-            name.clone(),
-            FencingToken(token),
-            key,
-            ttl,
-            notifier.signal(),
-            Box::new(held),
-        )
-        .with_validity(validity)
+        let grant = Grant::new(name.clone(), token, key, ttl, SentAt::from_instant(sent));
+        LockGuard::leased(grant, lease)
     }
 }
 
@@ -332,11 +315,8 @@ impl Drop for PendingAttempt {
         let Some(handle) = self.handle.take() else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
-        runtime.spawn(async move {
+        lock_core::background::spawn(async move {
             if let Ok(Ok(Attempt::Granted { token })) = handle.await {
                 let p = paths.clone();
                 let released =

@@ -1,11 +1,10 @@
-//! The file backend's side of a held lock: renewal, release, proclaim.
+//! The file backend's round trips on a held lock: renewal, release,
+//! proclaim. lock-core keeps the lease (validity, renewal, lost signal).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::renewal::RenewalTask;
-use lock_core::{Error, HeldLock, LockName, LossNotifier, LostReason, Result};
+use lock_core::{Error, LockName, Result};
 
 use crate::backend::FileBackend;
 use crate::clock::ttl_ms;
@@ -16,7 +15,7 @@ use crate::wakeups;
 
 /// One acquisition: whose it is (`holder`) and where its record lives.
 #[derive(Debug)]
-pub(crate) struct Lease {
+pub(crate) struct FileLease {
     pub(crate) backend: FileBackend,
     pub(crate) space: Space,
     pub(crate) name: LockName,
@@ -26,9 +25,10 @@ pub(crate) struct Lease {
     pub(crate) ttl: Duration,
 }
 
-impl Lease {
+#[async_trait]
+impl lock_core::lease::Lease for FileLease {
     /// Pushes the on-disk deadline to now + TTL, or reports the lease gone.
-    pub(crate) async fn renew(&self) -> Result<()> {
+    async fn renew(&self) -> Result<()> {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let (ttl, fsync) = (ttl_ms(self.ttl), self.backend.config().fsync);
         self.backend
@@ -58,7 +58,22 @@ impl Lease {
         }
     }
 
-    async fn proclaim(&self, value: Vec<u8>) -> Result<()> {
+    /// Deletes the record synchronously: a guard dropped with no runtime
+    /// still frees the lock at once.
+    fn release_blocking(&self) {
+        let released = store::release(&self.paths, &self.holder, self.backend.config().fsync);
+        if released.is_ok_and(|r| r.is_ok()) {
+            wakeups::notify(&self.paths.record);
+        }
+    }
+
+    async fn proclaim(&self, value: &[u8]) -> Result<()> {
+        if self.space != Space::Election {
+            return Err(Error::unsupported(
+                "proclaim is only available on a leadership",
+            ));
+        }
+        let value = value.to_vec();
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let fsync = self.backend.config().fsync;
         self.backend
@@ -69,64 +84,5 @@ impl Lease {
             .map_err(|gone| gone_error(gone, "proclaim on", &self.name, self.token))?;
         wakeups::notify(&self.paths.record);
         Ok(())
-    }
-}
-
-/// A held lock or leadership: the lease plus its renewal loop and lost signal.
-#[derive(Debug)]
-pub(crate) struct FileHeld {
-    lease: Arc<Lease>,
-    notifier: LossNotifier,
-    renewal: RenewalTask,
-}
-
-impl FileHeld {
-    pub(crate) fn new(lease: Arc<Lease>, notifier: LossNotifier, renewal: RenewalTask) -> Self {
-        FileHeld {
-            lease,
-            notifier,
-            renewal,
-        }
-    }
-}
-
-#[async_trait]
-impl HeldLock for FileHeld {
-    async fn renew(&self) -> Result<()> {
-        let result = self.lease.renew().await;
-        if let Err(e) = &result
-            && matches!(
-                e.kind(),
-                lock_core::ErrorKind::LeaseLost | lock_core::ErrorKind::NotHeld
-            )
-        {
-            self.notifier.fire(LostReason::RenewalFailed(e.to_string()));
-        }
-        result
-    }
-
-    async fn release(self: Box<Self>) -> Result<()> {
-        let FileHeld {
-            lease,
-            notifier,
-            renewal,
-        } = *self;
-        drop(renewal);
-        let result = lease.release().await;
-        notifier.fire(LostReason::Released);
-        result
-    }
-
-    fn abandon(self: Box<Self>) {
-        // Dropping the renewal task stops renewal; the on-disk deadline runs out.
-    }
-
-    async fn proclaim(&self, value: &[u8]) -> Result<()> {
-        if self.lease.space != Space::Election {
-            return Err(Error::unsupported(
-                "proclaim is only available on a leadership",
-            ));
-        }
-        self.lease.proclaim(value.to_vec()).await
     }
 }

@@ -30,7 +30,7 @@ fn capabilities(servers: &Servers) -> Capabilities {
         // The wait queue only exists on a single server; Redlock waiters race.
         .with_fifo(servers.nodes.len() == 1)
         .with_election(true)
-        .with_ttl_limits(Duration::from_millis(1), Duration::from_millis(1))
+        .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
 }
 
 /// A lock service on one Redis server (`redis://` or `rediss://`).

@@ -156,7 +156,7 @@ impl Servers {
             };
             tracing::Span::current().record("token", granted.token);
             tracing::debug!("acquired");
-            Ok(held::guard(self.clone(), &request, granted))
+            held::guard(self.clone(), &request, granted)
         }
         .instrument(span)
         .await

@@ -14,19 +14,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::FutureExt;
 
 use crate::backend::LockBackend;
 use crate::capabilities::{Capabilities, FencingStrength};
+use crate::clock::{LeaseClock, SentAt, TokioClock};
 use crate::error::{Error, Result};
-use crate::fencing::FencingToken;
-use crate::guard::{HeldLock, LockGuard};
-use crate::lost::{LossNotifier, LostReason};
+use crate::guard::LockGuard;
+use crate::lease::{Grant, Lease};
+use crate::lost::LossNotifier;
 use crate::name::LockName;
 use crate::options::AcquireOptions;
-use crate::renewal::{RenewalTask, Validity, spawn_renewal};
 
-use table::{Grant, Space, Table};
+use table::{Space, Table};
 
 /// The default lease TTL of the in-memory backend.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
@@ -36,6 +35,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 pub struct MemoryBackend {
     table: Arc<Table>,
     default_ttl: Duration,
+    /// The table expires leases on Tokio's clock, so validity is measured on it too.
+    clock: Arc<dyn LeaseClock>,
 }
 
 impl Default for MemoryBackend {
@@ -50,13 +51,13 @@ impl MemoryBackend {
         MemoryBackend {
             table: Arc::new(Table::default()),
             default_ttl: DEFAULT_TTL,
+            clock: Arc::new(TokioClock::new()),
         }
     }
 
     /// Sets the default TTL used when acquire options leave it unset.
     pub fn with_default_ttl(mut self, ttl: Duration) -> Result<Self> {
-        crate::options::check_ttl(ttl)?;
-        self.default_ttl = ttl;
+        self.default_ttl = crate::options::ttl_for(ttl, &Self::caps())?;
         Ok(self)
     }
 
@@ -81,41 +82,25 @@ impl MemoryBackend {
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
     ) -> Result<LockGuard> {
-        let ttl = options.effective_ttl(self.default_ttl)?;
+        let ttl = options.ttl_for(self.default_ttl, &Self::caps())?;
         let notifier = LossNotifier::new();
         let grant = self
             .table
             .acquire(space, name, ttl, options.wait, notifier.clone(), value)
             .await?;
-        let validity = Validity::starting(grant.granted_at, ttl);
-        let renewal = spawn_renewal(ttl, validity.clone(), notifier.clone(), {
-            let table = self.table.clone();
-            let name = name.clone();
-            Box::new(move || {
-                let table = table.clone();
-                let name = name.clone();
-                async move { table.renew(space, &name, grant.lease, ttl) }.boxed()
-            })
-        });
-        let held = MemoryHeld {
+        let sent = SentAt::from_instant_on(self.clock.clone(), grant.granted_at);
+        let key = table::key_of(space, name, grant.lease);
+        let lease = MemoryLease {
             table: self.table.clone(),
             space,
             name: name.clone(),
             grant,
             ttl,
-            notifier: notifier.clone(),
-            _renewal: renewal,
         };
-        let key = table::key_of(space, name, grant.lease);
-        Ok(LockGuard::new(
-            name.clone(),
-            FencingToken(grant.token),
-            key,
-            ttl,
-            notifier.signal(),
-            Box::new(held),
+        LockGuard::leased(
+            Grant::new(name.clone(), grant.token, key, ttl, sent).with_notifier(notifier),
+            lease,
         )
-        .with_validity(validity))
     }
 }
 
@@ -134,45 +119,29 @@ impl LockBackend for MemoryBackend {
     }
 }
 
-/// The memory backend's handle on one held lock or leadership.
+/// The memory backend's round trips on one held lock or leadership.
 #[derive(Debug)]
-struct MemoryHeld {
+struct MemoryLease {
     table: Arc<Table>,
     space: Space,
     name: LockName,
-    grant: Grant,
+    grant: table::Grant,
     ttl: Duration,
-    notifier: LossNotifier,
-    _renewal: RenewalTask,
 }
 
 #[async_trait]
-impl HeldLock for MemoryHeld {
+impl Lease for MemoryLease {
     async fn renew(&self) -> Result<()> {
-        let result = self
-            .table
-            .renew(self.space, &self.name, self.grant.lease, self.ttl);
-        if let Err(e) = &result {
-            self.notifier.fire(LostReason::RenewalFailed(e.to_string()));
-        }
-        result
+        self.table
+            .renew(self.space, &self.name, self.grant.lease, self.ttl)
     }
 
-    async fn release(self: Box<Self>) -> Result<()> {
-        let released = self.table.release(self.space, &self.name, self.grant.lease);
-        self.notifier.fire(LostReason::Released);
-        if released {
-            Ok(())
-        } else {
-            Err(Error::not_held(format!(
-                "lock {} was no longer held by this guard (token {}); nothing was released",
-                self.name, self.grant.token
-            )))
-        }
+    async fn release(&self) -> Result<()> {
+        self.release_blocking_checked()
     }
 
-    fn abandon(self: Box<Self>) {
-        // Dropping the renewal task stops renewal; the lease runs out on its own.
+    fn release_blocking(&self) {
+        let _ = self.release_blocking_checked();
     }
 
     async fn proclaim(&self, value: &[u8]) -> Result<()> {
@@ -183,5 +152,18 @@ impl HeldLock for MemoryHeld {
         }
         self.table
             .proclaim(&self.name, self.grant.lease, value.to_vec())
+    }
+}
+
+impl MemoryLease {
+    fn release_blocking_checked(&self) -> Result<()> {
+        if self.table.release(self.space, &self.name, self.grant.lease) {
+            Ok(())
+        } else {
+            Err(Error::not_held(format!(
+                "lock {} was no longer held by this guard (token {}); nothing was released",
+                self.name, self.grant.token
+            )))
+        }
     }
 }
