@@ -121,7 +121,7 @@ async fn run_terminates_the_command_and_exits_76_when_the_lock_is_lost() {
         "--ttl",
         "600ms",
         "--grace",
-        "5s",
+        "300ms",
         "jobs/lost",
         "--",
         "sh",

@@ -55,9 +55,10 @@ pub(crate) enum Command {
     /// pass it to what you write to) and DISTLOCK_KEY in its environment.
     /// The lock is released when the command exits, and distlock exits with
     /// the command's status. If the lock is lost while the command runs, the
-    /// command gets SIGTERM, then SIGKILL after --grace, and distlock exits
-    /// with 76. SIGINT and SIGTERM sent to distlock are forwarded to the
-    /// command.
+    /// command gets SIGTERM, then SIGKILL before the lock can pass to another
+    /// holder, and distlock exits with 76. SIGINT and SIGTERM sent to
+    /// distlock are forwarded to the command; sent while waiting, they give
+    /// up the queue place and exit 130 or 143.
     #[command(after_help = exit::HELP)]
     Run(RunArgs),
     /// Campaign for leadership and hold it until signalled, or follow the leaders.
@@ -89,9 +90,12 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) wait: Option<Duration>,
 
-    /// After a lost lock, how long the command has between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
-    pub(crate) grace: Duration,
+    /// How long the command may take to exit once asked to: it gets SIGTERM
+    /// when less than this is left of a lease that could not be renewed (or
+    /// when the lock is lost), and SIGKILL before the lock can pass to
+    /// another holder. At most half the TTL. Default: a quarter of the TTL.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(crate) grace: Option<Duration>,
 
     /// The lock's name.
     pub(crate) name: String,

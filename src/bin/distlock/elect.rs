@@ -7,7 +7,8 @@ use futures::StreamExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::ElectArgs;
-use crate::exit::{Failure, LOST, UNAVAILABLE, USAGE};
+use crate::exit::{Failure, INTERRUPTED, LOST, TERMINATED, UNAVAILABLE, USAGE};
+use crate::run::give_up;
 
 pub(crate) async fn elect(args: ElectArgs, config: Config) -> Result<u8, Failure> {
     let name = LockName::new(args.name.as_str())?;
@@ -57,8 +58,8 @@ pub(crate) async fn elect(args: ElectArgs, config: Config) -> Result<u8, Failure
     options.ttl = args.ttl;
     let leadership = tokio::select! {
         won = backend.campaign(&name, value.clone().into_bytes(), &options) => won?,
-        _ = sigint.recv() => return Ok(130),
-        _ = sigterm.recv() => return Ok(143),
+        _ = sigint.recv() => return Ok(give_up(INTERRUPTED, &config).await),
+        _ = sigterm.recv() => return Ok(give_up(TERMINATED, &config).await),
     };
     print_line(&format!(
         "elected name={name} token={} value={value} key={}",

@@ -15,6 +15,10 @@ pub(crate) const NOT_ACQUIRED: u8 = 75;
 pub(crate) const LOST: u8 = 76;
 /// The backend rejected the credentials (sysexits `EX_NOPERM`).
 pub(crate) const UNAUTHORIZED: u8 = 77;
+/// Interrupted (SIGINT) while waiting for the lock, as shells report it.
+pub(crate) const INTERRUPTED: u8 = 130;
+/// Terminated (SIGTERM) while waiting for the lock, as shells report it.
+pub(crate) const TERMINATED: u8 = 143;
 /// The command was found but could not be executed (as in shells).
 pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (as in shells).
@@ -28,11 +32,14 @@ Exit codes:
          compiled in, invalid lock name, --ttl 0, missing `-- COMMAND`
   69     backend unavailable: unreachable server, timeout, backend error
   75     lock not acquired within --wait (held by someone else)
-  76     lock or leadership lost while held; the command got SIGTERM, then
-         SIGKILL after --grace
+  76     lock or leadership lost while held; the command got SIGTERM once less
+         than --grace of the lease was left (or when the lock was lost), then
+         SIGKILL before the lock could pass to another holder
   77     the backend rejected the credentials
   126    the command could not be executed
-  127    the command was not found";
+  127    the command was not found
+  130    SIGINT while waiting for the lock (its queue place was given up)
+  143    SIGTERM while waiting for the lock (its queue place was given up)";
 
 /// A failure that ends the program: a code and a one-line message.
 #[derive(Debug)]

@@ -2,17 +2,20 @@
 
 use std::time::Duration;
 
-use distlock::{AcquireOptions, Config, ErrorKind, LockBackend, LockName, Wait};
+use distlock::{AcquireOptions, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
 use crate::child;
 use crate::cli::RunArgs;
-use crate::exit::{Failure, LOST, NOT_ACQUIRED, USAGE};
+use crate::exit::{Failure, INTERRUPTED, LOST, NOT_ACQUIRED, TERMINATED, USAGE};
 
 /// Bound on the final release, so a dead backend cannot hold up the exit.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on giving up a queue place after a signal, when the configuration
+/// sets no request timeout.
+const GIVE_UP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
     let name = LockName::new(args.name.as_str())?;
@@ -24,6 +27,7 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
     if let Some(ttl) = args.ttl {
         distlock::check_ttl(ttl)
             .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
+        check_grace(args.grace, ttl)?;
     }
     let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
@@ -45,8 +49,8 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
     };
     let acquired = tokio::select! {
         acquired = backend.acquire(&name, &options) => acquired,
-        _ = sigint.recv() => return Ok(130),
-        _ = sigterm.recv() => return Ok(143),
+        _ = sigint.recv() => return Ok(give_up(INTERRUPTED, &config).await),
+        _ = sigterm.recv() => return Ok(give_up(TERMINATED, &config).await),
     };
     let guard = match acquired {
         Ok(guard) => guard,
@@ -68,6 +72,14 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
         }
         Err(e) => return Err(e.into()),
     };
+    let grace = match args.grace {
+        Some(grace) => grace,
+        None => guard.ttl() / 4,
+    };
+    if let Err(failure) = check_grace(Some(grace), guard.ttl()) {
+        let _ = tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await;
+        return Err(failure);
+    }
     tracing::info!(lock = %name, token = %guard.token(), "acquired; running the command");
 
     let env = [
@@ -85,29 +97,20 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
     };
 
     let lost = guard.lost_signal();
-    let mut lost_at: Option<Instant> = None;
-    let mut killed = false;
+    let mut ending = Ending::new(&guard, grace);
     let status = loop {
-        let kill_at = lost_at.map(|at| at + args.grace);
+        let wake_at = ending.next_check(&guard);
         tokio::select! {
             status = running.wait() => break status,
-            reason = lost.lost(), if lost_at.is_none() => {
+            reason = lost.lost(), if !ending.terminated => {
                 eprintln!(
                     "distlock: lost lock {name} (token {}) while the command ran: {reason}; \
                      sending SIGTERM to the command",
                     guard.token()
                 );
-                child::signal(&running, Signal::SIGTERM);
-                lost_at = Some(Instant::now());
+                ending.terminate(&running);
             }
-            _ = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
-                eprintln!(
-                    "distlock: the command did not exit within {} of SIGTERM; sending SIGKILL",
-                    distlock::format_duration(args.grace)
-                );
-                child::signal(&running, Signal::SIGKILL);
-                killed = true;
-            }
+            _ = sleep_until(wake_at) => ending.on_time(&guard, &running, &name),
             _ = sigint.recv() => child::signal(&running, Signal::SIGINT),
             _ = sigterm.recv() => child::signal(&running, Signal::SIGTERM),
         }
@@ -118,8 +121,8 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
             format!("waiting for the command failed: {e}"),
         )
     })?;
-    if lost_at.is_some() || !guard.is_held() {
-        if lost_at.is_none() {
+    if ending.terminated || !guard.is_held() {
+        if !ending.terminated {
             eprintln!(
                 "distlock: lock {name} (token {}) was lost by the time the command exited: {}",
                 guard.token(),
@@ -150,6 +153,134 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
             Ok(code)
         }
     }
+}
+
+/// Ends the command before the lock can pass to someone else.
+///
+/// The lease is certainly ours until its validity deadline, and the server
+/// can hand the lock over about one drift allowance after it. So the
+/// command gets SIGTERM once less than `grace` of validity is left (or at
+/// once when the lock is lost), and SIGKILL one drift allowance before the
+/// deadline: it is gone by the time anyone else can hold the lock. Only a
+/// runner paused past its deadline can overlap, and fencing covers that.
+struct Ending {
+    grace: Duration,
+    drift: Duration,
+    /// The last known validity deadline.
+    deadline: Option<Instant>,
+    terminated: bool,
+    kill_at: Option<Instant>,
+    killed: bool,
+}
+
+impl Ending {
+    fn new(guard: &LockGuard, grace: Duration) -> Self {
+        let mut ending = Ending {
+            grace,
+            drift: distlock::renewal::drift_allowance(guard.ttl()),
+            deadline: None,
+            terminated: false,
+            kill_at: None,
+            killed: false,
+        };
+        ending.observe(guard);
+        ending
+    }
+
+    fn observe(&mut self, guard: &LockGuard) {
+        if guard.is_held()
+            && let Some(left) = guard.remaining_validity()
+        {
+            self.deadline = Some(Instant::now() + left);
+        }
+    }
+
+    /// SIGKILL time: a drift allowance before the deadline.
+    fn kill_deadline(&self) -> Option<Instant> {
+        self.deadline
+            .map(|d| d.checked_sub(self.drift).unwrap_or(d))
+    }
+
+    /// When to look again: the SIGTERM point, or the SIGKILL point.
+    fn next_check(&mut self, guard: &LockGuard) -> Instant {
+        self.observe(guard);
+        let far = Instant::now() + Duration::from_secs(3600);
+        if self.killed {
+            return far;
+        }
+        if self.terminated {
+            return self.kill_at.unwrap_or(far);
+        }
+        match self.deadline {
+            Some(deadline) => deadline.checked_sub(self.grace).unwrap_or(deadline),
+            None => far,
+        }
+    }
+
+    fn terminate(&mut self, running: &tokio::process::Child) {
+        child::signal(running, Signal::SIGTERM);
+        self.terminated = true;
+        let after_grace = Instant::now() + self.grace;
+        self.kill_at = Some(match self.kill_deadline() {
+            Some(kill) => kill.min(after_grace),
+            None => after_grace,
+        });
+    }
+
+    fn on_time(&mut self, guard: &LockGuard, running: &tokio::process::Child, name: &LockName) {
+        self.observe(guard);
+        let now = Instant::now();
+        if !self.terminated {
+            let left = self
+                .deadline
+                .map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
+            if left <= self.grace {
+                eprintln!(
+                    "distlock: lock {name} (token {}) could not be renewed and has {} of its lease \
+                     left; sending SIGTERM to the command",
+                    guard.token(),
+                    distlock::format_duration(left)
+                );
+                self.terminate(running);
+            }
+        } else if !self.killed && self.kill_at.is_some_and(|k| now >= k) {
+            eprintln!(
+                "distlock: the command did not exit before lock {name} could pass to another \
+                 holder; sending SIGKILL"
+            );
+            child::signal(running, Signal::SIGKILL);
+            self.killed = true;
+        }
+    }
+}
+
+/// `--grace` must leave the lease room to be renewed: renewal keeps more
+/// than half of the TTL in hand, so a grace of at most half the TTL never
+/// ends a command whose lock is healthy.
+fn check_grace(grace: Option<Duration>, ttl: Duration) -> Result<(), Failure> {
+    match grace {
+        Some(grace) if grace > ttl / 2 => Err(Failure::usage(format!(
+            "--grace {} must be at most half the TTL ({}): the command gets SIGTERM once less \
+             than --grace of the lease is left",
+            distlock::format_duration(grace),
+            distlock::format_duration(ttl)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// After SIGINT or SIGTERM while waiting: the dropped acquisition gives up
+/// its queue place in the background; wait for that, so the next waiter is
+/// not held up for a whole TTL, then exit with `code`.
+pub(crate) async fn give_up(code: u8, config: &Config) -> u8 {
+    let within = config.request_timeout.unwrap_or(GIVE_UP_TIMEOUT);
+    if !distlock::wait_for_background(within).await {
+        eprintln!(
+            "distlock: giving up the queue place took longer than {}; it expires with its lease",
+            distlock::format_duration(within)
+        );
+    }
+    code
 }
 
 fn signal_failure(e: std::io::Error) -> Failure {

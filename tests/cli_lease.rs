@@ -1,0 +1,253 @@
+//! What `distlock run` guarantees about its lease, on real servers: TTLs a
+//! backend cannot honour are usage errors, the command is gone before the
+//! lock can pass to another holder, and a waiter interrupted with Ctrl-C
+//! gives up its place at once.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
+
+const BOUND: Duration = Duration::from_secs(30);
+const USAGE: i32 = 64;
+
+#[tokio::test]
+async fn ttl_below_the_minimum_is_a_usage_error_naming_the_minimum() {
+    let fixture = file_fixture();
+    let mut urls = vec![fixture.url.clone()];
+    if cfg!(feature = "redis") {
+        // Checked before connecting: no server is needed.
+        urls.push("redis://127.0.0.1:1".to_owned());
+    }
+    for url in urls {
+        let output = output_within(
+            BOUND,
+            distlock(Some(&url)).args(["run", "--ttl", "2ms", "jobs/short", "--", "true"]),
+        )
+        .await;
+        assert_eq!(
+            output.status.code(),
+            Some(USAGE),
+            "{url}: {}",
+            stderr(&output)
+        );
+        let err = stderr(&output);
+        assert!(
+            err.contains("--ttl") && err.contains("10ms"),
+            "{url}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn grace_over_half_the_ttl_is_a_usage_error() {
+    let fixture = file_fixture();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args([
+            "run",
+            "--ttl",
+            "1s",
+            "--grace",
+            "800ms",
+            "jobs/grace",
+            "--",
+            "true",
+        ]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(USAGE), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--grace"), "{}", stderr(&output));
+}
+
+/// Nanoseconds since the epoch, as `date +%s%N` wrote them into `path`.
+fn stamp(path: &Path) -> u128 {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{} missing: {e}", path.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {text:?}: {e}", path.display()))
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::*;
+    use lock_testkit::proxy::FaultProxy;
+    use lock_testkit::servers::RedisServer;
+
+    async fn redis() -> RedisServer {
+        RedisServer::start().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A holder partitioned from Redis runs a command that needs half the
+    /// grace period to exit after SIGTERM. The command must have exited
+    /// before the next holder's command starts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_partitioned_holders_command_is_gone_before_the_next_holder_starts() {
+        let server = redis().await;
+        let proxy = FaultProxy::start(server.addr().parse().unwrap())
+            .await
+            .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let (started, ended, second) = (
+            work.path().join("started"),
+            work.path().join("ended"),
+            work.path().join("second"),
+        );
+        // On SIGTERM the command takes 200 ms (half of --grace) to exit.
+        let script = format!(
+            r#"trap 'kill $! 2>/dev/null; sleep 0.2; date +%s%N > "{}"; exit 0' TERM; touch "{}"; sleep 30 >/dev/null 2>&1 & wait"#,
+            ended.display(),
+            started.display()
+        );
+        let holder_url = format!("redis://{}", proxy.addr());
+        let mut holder = distlock(Some(&holder_url));
+        holder.args([
+            "run",
+            "--ttl",
+            "1s",
+            "--grace",
+            "400ms",
+            "jobs/partition",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        let holder = tokio::spawn(async move { output_within(BOUND, &mut holder).await });
+        wait_for_file(&started, BOUND).await;
+        proxy.blackhole();
+        let next_script = format!(r#"date +%s%N > "{}""#, second.display());
+        let next = output_within(
+            BOUND,
+            distlock(Some(&server.url())).args([
+                "run",
+                "--ttl",
+                "1s",
+                "--wait",
+                "20s",
+                "jobs/partition",
+                "--",
+                "sh",
+                "-c",
+                &next_script,
+            ]),
+        )
+        .await;
+        assert!(next.status.success(), "{}", stderr(&next));
+        let held = holder.await.unwrap();
+        assert_eq!(held.status.code(), Some(76), "{}", stderr(&held));
+        let (ended_at, next_at) = (stamp(&ended), stamp(&second));
+        assert!(
+            ended_at < next_at,
+            "the partitioned holder's command was still running {} ms after the next \
+             holder's started; its distlock said: {}",
+            (ended_at - next_at) / 1_000_000,
+            stderr(&held)
+        );
+    }
+
+    /// The length of the wait queue of lock `name`.
+    async fn queued(server: &RedisServer, name: &str) -> usize {
+        let pattern = format!("*:{{{name}}}:queue");
+        let keys = server.command(&["KEYS", &pattern]).await.unwrap();
+        let lock_testkit::servers::RespReply::Array(Some(keys)) = keys else {
+            return 0;
+        };
+        let Some(key) = keys.first().and_then(|k| k.as_text()) else {
+            return 0;
+        };
+        match server.command(&["LLEN", key]).await.unwrap() {
+            lock_testkit::servers::RespReply::Integer(n) => n as usize,
+            other => panic!("LLEN {key}: {other}"),
+        }
+    }
+
+    async fn until_queued(server: &RedisServer, name: &str, n: usize) {
+        let start = tokio::time::Instant::now();
+        while queued(server, name).await != n {
+            assert!(start.elapsed() < BOUND, "queue of {name} never reached {n}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A holder, a waiter interrupted with SIGINT, and a third waiter: once
+    /// the holder releases, the third gets in at once, not after the
+    /// interrupted waiter's TTL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_interrupted_waiter_gives_up_its_place_at_once() {
+        let server = redis().await;
+        let work = tempfile::tempdir().unwrap();
+        let (held, go) = (work.path().join("held"), work.path().join("go"));
+        let holder_script = format!(
+            r#"touch "{}"; while [ ! -e "{}" ]; do sleep 0.01; done"#,
+            held.display(),
+            go.display()
+        );
+        let url = server.url();
+        let run = |script: &str| {
+            let mut cmd = distlock(Some(&url));
+            cmd.args([
+                "run",
+                "--ttl",
+                "10s",
+                "jobs/interrupt",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ]);
+            cmd
+        };
+        let mut holder = run(&holder_script);
+        let holder = tokio::spawn(async move { output_within(BOUND, &mut holder).await });
+        wait_for_file(&held, BOUND).await;
+
+        // The interrupted waiter reaches Redis over a slow link, so giving up
+        // its place takes a real round trip, as it does across a network.
+        let slow = FaultProxy::start(server.addr().parse().unwrap())
+            .await
+            .unwrap();
+        slow.delay(Duration::from_millis(100));
+        let mut waiter = distlock(Some(&format!("redis://{}", slow.addr())));
+        waiter.args(["run", "--ttl", "10s", "jobs/interrupt", "--", "true"]);
+        waiter
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let waiter = waiter.spawn().unwrap();
+        until_queued(&server, "jobs/interrupt", 1).await;
+        let pid = nix::unistd::Pid::from_raw(waiter.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let interrupted = tokio::time::timeout(BOUND, waiter.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            interrupted.status.code(),
+            Some(130),
+            "{}",
+            stderr(&interrupted)
+        );
+        assert_eq!(
+            queued(&server, "jobs/interrupt").await,
+            0,
+            "the interrupted waiter exited without giving up its queue place"
+        );
+
+        let mut third = run("true");
+        let third = tokio::spawn(async move { output_within(BOUND, &mut third).await });
+        until_queued(&server, "jobs/interrupt", 1).await;
+        std::fs::write(&go, "").unwrap();
+        let released = tokio::time::Instant::now();
+        let third = third.await.unwrap();
+        assert!(third.status.success(), "{}", stderr(&third));
+        assert!(
+            released.elapsed() < Duration::from_secs(3),
+            "the third waiter got in {:?} after the release",
+            released.elapsed()
+        );
+        assert!(holder.await.unwrap().status.success());
+    }
+}
