@@ -41,6 +41,12 @@ async fn main() -> distlock::Result<()> {
     let busy = backend.try_lock("quickstart/report").await.unwrap_err();
     println!("while held, try_lock says: {busy}");
     held.release().await?;
+
+    // A lock held for a scope: released before `with_lock` returns.
+    let token = backend
+        .with_lock("quickstart/report", |held| async move { held.token() })
+        .await?;
+    println!("with_lock ran with token {token} and released it");
     println!("done: every holder got a larger token than the one before");
     Ok(())
 }

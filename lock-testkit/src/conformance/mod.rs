@@ -16,6 +16,7 @@ mod election;
 mod fencing;
 mod lease;
 mod locking;
+mod scope;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,9 @@ pub use locking::{
     fifo_order_where_declared, invalid_input_is_rejected_before_io,
     mutual_exclusion_under_contention, try_lock_on_held_lock_would_block,
     wait_timeout_returns_timeout_within_bound,
+};
+pub use scope::{
+    release_completes_before_a_runtime_shuts_down, with_lock_releases_before_returning,
 };
 
 /// Extra time allowed on top of a protocol bound before a test calls it a hang.
@@ -101,6 +105,8 @@ macro_rules! conformance_tests {
             lost_signal_fires_when_lease_is_killed,
             stale_release_never_deletes_new_holder,
             release_after_loss_is_harmless,
+            with_lock_releases_before_returning,
+            release_completes_before_a_runtime_shuts_down,
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
             election_resign_hands_over

@@ -1,0 +1,68 @@
+//! Properties of releasing at the end of a scope: `with_lock` releases
+//! before it returns, and a release started by dropping a guard completes
+//! when the program waits for background work before its runtime shuts down.
+
+use lock_core::{ErrorKind, LockBackendExt};
+
+use super::{SLACK, Target, within};
+
+/// `with_lock` runs the work under the lock and releases it before
+/// returning: another client gets the lock at once, with a higher token.
+pub async fn with_lock_releases_before_returning(target: &dyn Target) {
+    let name = "conformance/scope";
+    let a = target.client().await;
+    let b = target.client().await;
+    let (token, held_inside) = within(
+        target.ttl() + SLACK,
+        "with_lock",
+        a.with_lock(name, |held| async move { (held.token(), held.is_held()) }),
+    )
+    .await
+    .expect("with_lock");
+    assert!(held_inside, "the work ran without the lock");
+    let next = b
+        .try_lock(name)
+        .await
+        .expect("free at once after with_lock returned");
+    assert!(next.token() > token, "{} <= {token}", next.token());
+    next.release().await.expect("release");
+}
+
+/// A program whose runtime shuts down right after it finishes with its
+/// locks: a lock held through `with_lock`, and a dropped guard followed by
+/// `wait_for_background`, are both free at once afterwards.
+pub async fn release_completes_before_a_runtime_shuts_down(target: &dyn Target) {
+    let (scoped, dropped) = ("conformance/exit-scoped", "conformance/exit-dropped");
+    tokio::task::block_in_place(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the exiting program");
+        runtime.block_on(async {
+            let client = target.client().await;
+            client
+                .with_lock(scoped, |_| async {})
+                .await
+                .expect("with_lock");
+            let guard = client.lock(dropped).await.expect("lock");
+            drop(guard);
+            assert!(
+                lock_core::wait_for_background(SLACK).await,
+                "the background release did not finish"
+            );
+        });
+        // As at the end of `main`: the runtime and its tasks are gone.
+        drop(runtime);
+    });
+    let next = target.client().await;
+    for name in [scoped, dropped] {
+        match next.try_lock(name).await {
+            Ok(guard) => guard.release().await.expect("release"),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                panic!("{name} was still held after the program ended: {e}")
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+}
