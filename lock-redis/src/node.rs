@@ -152,6 +152,11 @@ impl Node {
         &self.inner.addr
     }
 
+    /// The backend name (`redis` or `redlock`), for messages.
+    pub(crate) fn backend(&self) -> &'static str {
+        self.inner.backend
+    }
+
     /// The server's pub/sub dispatcher.
     pub(crate) fn wakeups(&self) -> &Arc<Wakeups> {
         &self.inner.wakeups

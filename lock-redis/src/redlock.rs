@@ -80,7 +80,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
         for result in results {
             match result {
                 Ok(Outcome::Acquired(token)) => tokens.push(token),
-                Ok(Outcome::Busy(ms)) => busy.push(ms),
+                Ok(Outcome::Busy { wait_ms, .. }) => busy.push(wait_ms),
                 Err(e) => errors.push(e),
             }
         }

@@ -66,8 +66,12 @@ end
 /// server), `c` publish an election's leader record at once (Redlock
 /// confirms it later); elections add 5 leader value, 6 leader channel.
 ///
-/// Returns `{1, token}` when acquired, else `{0, wait_ms}`: how long until the
-/// holder's lease ends (or the queue head's entry expires), -1 or -2 if unknown.
+/// Returns `{1, token}` when acquired, else `{0, wait_ms, fence}`: how long
+/// until the holder's lease ends (or the queue head's entry expires), -1 or
+/// -2 if unknown, and the fencing counter now. Any hand-over to us that
+/// happens later carries a larger token; one with a token up to `fence` is
+/// stale (its lease ran out before this script ran, or this script would
+/// have found our key).
 const ACQUIRE: &str = r#"
 local owner_key, fence, queue, waiters, leader = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, waiter, flags = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -134,7 +138,7 @@ local wait = redis.call('PTTL', owner_key)
 if wait < 0 and head and head ~= waiter then
   wait = tonumber(redis.call('ZSCORE', waiters, head)) - now
 end
-return {0, wait}
+return {0, wait, tonumber(redis.call('GET', fence) or '0')}
 "#;
 
 /// Release (owner-checked delete), or give up waiting, or both; then serve

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::quorum::{gather, vote_decided};
+use lock_core::renewal::drift_allowance;
 use lock_core::{
     AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
@@ -424,6 +425,13 @@ pub(crate) fn no_quorum(
     Error::unavailable(format!(
         "{backend}: {what}: only {answered} of {servers} servers answered and {quorum} are needed; are the others running and reachable? failures: {reasons}"
     ))
+}
+
+/// Whether a lease granted by a request sent at `sent` can still be vouched
+/// for: `sent + ttl - drift` is ahead. A grant that fails this is never
+/// turned into a guard.
+pub(crate) fn still_valid(sent: tokio::time::Instant, ttl: Duration) -> bool {
+    tokio::time::Instant::now() < sent + ttl.saturating_sub(drift_allowance(ttl))
 }
 
 /// Whole milliseconds, rounded up so the server never holds a lease for
