@@ -385,3 +385,107 @@ async fn missing_database_is_invalid_config() {
         .expect_err("no such database");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
 }
+
+/// A Redlock waiter whose key outlived a failed round on one server (its
+/// release there was refused) and whose next round is granted there again
+/// takes a fresh token on that server. Meanwhile that server's fence was
+/// raised to another holder's token 1000, as the confirm round of that
+/// holder does: coming back with 1000 would give two holders one token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
+    let servers = common::start_redises(3).await;
+    let name = "faults/redlock-fresh-token";
+    let owner_key = format!("distlock:lock:{{{name}}}:owner");
+    let fence_key = format!("distlock:lock:{{{name}}}:fence");
+    for server in servers.servers() {
+        for args in [
+            &["ACL", "SETUSER", "x", "on", ">pw", "~*", "&*", "+@all"][..],
+            &["SET", fence_key.as_str(), "100"][..],
+        ] {
+            let reply = server.command(args).await.expect("command");
+            assert_eq!(reply, RespReply::Simple("OK".into()), "{args:?}");
+        }
+    }
+    // Another holder's key on server 1: no round of ours reaches a quorum
+    // without server 2.
+    servers
+        .server(1)
+        .command(&["SET", &owner_key, "another-holder", "PX", "30000"])
+        .await
+        .expect("SET");
+    let proxy = FaultProxy::start(servers.server(2).addr().parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut config = common::redlock_config_for(&servers)
+        .username("x")
+        .password("pw")
+        .default_ttl(Duration::from_secs(3))
+        .request_timeout(Duration::from_millis(400));
+    config.servers[2] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let client = RedlockBackend::connect(config).await.expect("connect");
+    // Round 1: server 0 grants, server 1 is busy, server 2 grants but its
+    // reply comes after the request timeout, so the round fails.
+    proxy.delay(Duration::from_millis(300));
+    let acquiring = tokio::spawn(async move {
+        let guard = client.lock_timeout(name, Duration::from_secs(10)).await;
+        (guard, client)
+    });
+    let third = servers.server(2);
+    within(Duration::from_secs(3), "our key on server 2", async {
+        while third
+            .command(&["EXISTS", &owner_key])
+            .await
+            .expect("EXISTS")
+            != RespReply::Integer(1)
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    // The round's release is refused there, so our key stays.
+    let reply = third
+        .command(&["ACL", "SETUSER", "x", "-evalsha"])
+        .await
+        .expect("ACL SETUSER");
+    assert_eq!(reply, RespReply::Simple("OK".into()));
+    within(
+        Duration::from_secs(3),
+        "refused release on server 2",
+        async {
+            loop {
+                let log = third.command(&["ACL", "LOG"]).await.expect("ACL LOG");
+                if log.to_string().contains("evalsha") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+    )
+    .await;
+    for args in [
+        &["SET", fence_key.as_str(), "1000"][..],
+        &["ACL", "SETUSER", "x", "+evalsha"][..],
+    ] {
+        let reply = third.command(args).await.expect("command");
+        assert_eq!(reply, RespReply::Simple("OK".into()), "{args:?}");
+    }
+    proxy.delay(Duration::ZERO);
+    assert_eq!(
+        third
+            .command(&["EXISTS", &owner_key])
+            .await
+            .expect("EXISTS"),
+        RespReply::Integer(1),
+        "our key on server 2 must have outlived the failed round"
+    );
+    let (guard, _client) = within(Duration::from_secs(10), "lock", acquiring)
+        .await
+        .unwrap();
+    let guard = guard.expect("lock on servers 0 and 2");
+    assert!(
+        guard.token().get() > 1000,
+        "token {} is not above the fence 1000 that server 2 already had",
+        guard.token()
+    );
+    guard.release().await.expect("release");
+}
