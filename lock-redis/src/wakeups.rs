@@ -249,8 +249,7 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                                 None => break,
                             },
                             () = sleep(PING_EVERY) => {
-                                let ping = timeout(wakeups.request_timeout, pinger.ping::<String>()).await;
-                                if !matches!(ping, Ok(Ok(_))) {
+                                if !answers_ping(&mut pinger, wakeups.request_timeout).await {
                                     break;
                                 }
                             }
@@ -267,6 +266,19 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
             Err(_) => tracing::debug!(addr = %wakeups.addr, "pub/sub connect timed out"),
         }
         sleep(RECONNECT_DELAY).await;
+    }
+}
+
+/// Whether the server answers a `PING` on the subscribed connection within
+/// `limit`. Any reply proves it alive: in subscribed mode RESP2 answers
+/// `["pong", ""]` rather than `PONG`, and a user whose ACL lacks `PING`
+/// gets an error reply, but a reply all the same.
+async fn answers_ping(pinger: &mut PubSubSink, limit: Duration) -> bool {
+    match timeout(limit, pinger.ping::<redis::Value>()).await {
+        Ok(Ok(_)) => true,
+        // A server error code means the server replied.
+        Ok(Err(e)) => e.code().is_some(),
+        Err(_) => false,
     }
 }
 

@@ -379,3 +379,48 @@ async fn frozen_waiter_never_takes_a_stale_hand_over() {
     assert_eq!(integer(&server, &["LLEN", QUEUE]).await, 0);
     assert_eq!(integer(&server, &["ZCARD", WAITERS]).await, 0);
 }
+
+/// `total_connections_received` of `INFO stats`, over one kept connection.
+async fn connections_received(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .expect("INFO stats");
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .map(|n| n.trim().parse().expect("a number"))
+        .expect("total_connections_received in INFO stats")
+}
+
+/// A waiter keeps its connections while it waits: in 5 s (two and a half
+/// pub/sub ping periods) neither it nor the holder opens a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_waiter_opens_no_new_connections() {
+    let server = common::start_redis().await;
+    let holder = patient_client(&server).await;
+    let waiter = patient_client(&server).await;
+    let held = holder.lock(NAME).await.expect("lock");
+    let waiting = tokio::spawn(async move { waiter.lock(NAME).await });
+    queue_length_becomes(&server, 1).await;
+    let mut stats = redis::Client::open(server.url())
+        .expect("client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let before = connections_received(&mut stats).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = connections_received(&mut stats).await;
+    assert_eq!(
+        after - before,
+        0,
+        "{} new connections in 5 s while one client held and one waited",
+        after - before
+    );
+    held.release().await.expect("release");
+    let guard = within(Duration::from_secs(5), "hand-over", waiting)
+        .await
+        .unwrap()
+        .expect("lock");
+    guard.release().await.expect("release");
+}
