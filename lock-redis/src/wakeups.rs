@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use redis::aio::PubSubSink;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -62,6 +63,8 @@ struct WaiterSlot {
 struct Channel {
     changes: watch::Sender<u64>,
     listeners: usize,
+    /// True once the server confirmed our subscription to the channel.
+    subscribed: watch::Sender<bool>,
 }
 
 impl fmt::Debug for Wakeups {
@@ -124,12 +127,11 @@ impl Wakeups {
         }
     }
 
-    /// Listens to `channel`. Returns once the server confirmed the
-    /// subscription (or it could not be confirmed within the request
-    /// timeout: the caller's timers still bound every wait).
-    pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> ChannelWatch {
-        let mut sink = self.sink.lock().await;
-        let (changes, first) = {
+    /// Listens to `channel` from now on. The SUBSCRIBE itself runs in the
+    /// background, so a silent server holds up nobody;
+    /// [`ChannelWatch::subscribed`] tells when the server confirmed it.
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str) -> ChannelWatch {
+        let (changes, subscribed, first) = {
             let mut state = self.state();
             let first = !state.channels.contains_key(channel);
             let entry = state
@@ -138,25 +140,23 @@ impl Wakeups {
                 .or_insert_with(|| Channel {
                     changes: watch::Sender::new(0),
                     listeners: 0,
+                    subscribed: watch::Sender::new(false),
                 });
             entry.listeners += 1;
-            (entry.changes.subscribe(), first)
+            (
+                entry.changes.subscribe(),
+                entry.subscribed.subscribe(),
+                first,
+            )
         };
-        if first && let Some(sink) = sink.as_mut() {
-            match timeout(self.request_timeout, sink.subscribe(channel)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(addr = %self.addr, channel, error = %e, "SUBSCRIBE failed; relying on timers until reconnected")
-                }
-                Err(_) => {
-                    tracing::debug!(addr = %self.addr, channel, "SUBSCRIBE timed out; relying on timers until reconnected")
-                }
-            }
+        if first {
+            tokio::spawn(send_subscribe(self.clone(), channel.to_owned()));
         }
         ChannelWatch {
             wakeups: self.clone(),
             channel: channel.to_owned(),
             changes,
+            subscribed,
         }
     }
 
@@ -230,6 +230,33 @@ impl Wakeups {
     }
 }
 
+/// Sends SUBSCRIBE for a newly listened `channel`, serialised with every
+/// other (UN)SUBSCRIBE of this connection, unless the channel was given up
+/// meanwhile. Without a connection the next reconnection subscribes it.
+async fn send_subscribe(wakeups: Arc<Wakeups>, channel: String) {
+    let mut sink = wakeups.sink.lock().await;
+    let Some(sink) = sink.as_mut() else { return };
+    let Some(subscribed) = wakeups
+        .state()
+        .channels
+        .get(&channel)
+        .map(|entry| entry.subscribed.clone())
+    else {
+        return;
+    };
+    match timeout(wakeups.request_timeout, sink.subscribe(&channel)).await {
+        Ok(Ok(())) => {
+            subscribed.send_replace(true);
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(addr = %wakeups.addr, channel, error = %e, "SUBSCRIBE failed; relying on timers until reconnected")
+        }
+        Err(_) => {
+            tracing::debug!(addr = %wakeups.addr, channel, "SUBSCRIBE timed out; relying on timers until reconnected")
+        }
+    }
+}
+
 /// The pub/sub connection loop: connect, subscribe, deliver, ping; on any
 /// failure mark not ready, wait a little and start over.
 async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Duration) {
@@ -259,6 +286,9 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                 }
                 wakeups.ready.send_replace(false);
                 *wakeups.sink.lock().await = None;
+                for entry in wakeups.state().channels.values() {
+                    entry.subscribed.send_replace(false);
+                }
             }
             Ok(Err(e)) => {
                 tracing::debug!(addr = %wakeups.addr, error = %e, "pub/sub connect failed")
@@ -295,6 +325,12 @@ async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> bool {
     );
     if ok {
         *slot = Some(sink);
+        let state = wakeups.state();
+        for channel in &channels {
+            if let Some(entry) = state.channels.get(channel) {
+                entry.subscribed.send_replace(true);
+            }
+        }
     }
     ok
 }
@@ -352,6 +388,7 @@ pub(crate) struct ChannelWatch {
     wakeups: Arc<Wakeups>,
     channel: String,
     changes: watch::Receiver<u64>,
+    subscribed: watch::Receiver<bool>,
 }
 
 impl fmt::Debug for ChannelWatch {
@@ -370,6 +407,30 @@ impl ChannelWatch {
             futures::future::pending::<()>().await;
         }
     }
+
+    /// Resolves once the server confirmed the subscription (at once if it
+    /// already has). Never resolves if the connection task is gone.
+    pub(crate) async fn subscribed(&self) {
+        let mut subscribed = self.subscribed.clone();
+        if subscribed.wait_for(|s| *s).await.is_err() {
+            futures::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Waits until `needed` of `watches` (one per server) are subscribed, at
+/// most `limit`: with a majority listening, a release on the servers is
+/// heard even if a minority is silent, and no silent server holds us up.
+pub(crate) async fn subscribed(watches: &[ChannelWatch], needed: usize, limit: Duration) {
+    let mut pending: FuturesUnordered<_> = watches.iter().map(ChannelWatch::subscribed).collect();
+    let _ = timeout(limit, async {
+        for _ in 0..needed {
+            if pending.next().await.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 impl Drop for ChannelWatch {

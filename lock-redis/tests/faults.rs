@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{TTL, within};
-use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use futures::StreamExt;
+use lock_core::{
+    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+};
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, ServerAddr};
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{RedisServer, RespReply};
@@ -488,4 +491,62 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
         guard.token()
     );
     guard.release().await.expect("release");
+}
+
+/// A Redlock member that went silent (blackholed, so calls time out rather
+/// than fail) does not hold back waiting acquisitions: each one's first
+/// round starts at once and the other two members grant it, well within
+/// the request timeout; nor campaigns and observers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_redlock_member_does_not_delay_waiting_acquires() {
+    let servers = common::start_redises(3).await;
+    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut config = common::redlock_config_for(&servers).request_timeout(Duration::from_secs(1));
+    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let client = RedlockBackend::connect(config).await.expect("connect");
+    proxy.blackhole();
+    for i in 0..3 {
+        let name = format!("faults/silent-member-{i}");
+        let started = Instant::now();
+        let guard = within(
+            Duration::from_secs(5),
+            "waiting acquire",
+            client.lock_timeout(&name, Duration::from_secs(5)),
+        )
+        .await
+        .expect("lock on the two live members");
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "acquire {i} took {:?} with a 1 s request timeout",
+            started.elapsed()
+        );
+        guard.release().await.expect("release");
+    }
+    let election = LockName::new("faults/silent-member-election").unwrap();
+    let started = Instant::now();
+    let leadership = within(
+        Duration::from_secs(5),
+        "campaign",
+        client.campaign(&election, b"a".to_vec(), &AcquireOptions::new()),
+    )
+    .await
+    .expect("leader on the two live members");
+    let campaigned = started.elapsed();
+    let started = Instant::now();
+    let mut leaders = within(Duration::from_secs(5), "observe", client.observe(&election))
+        .await
+        .expect("observe");
+    let first = within(Duration::from_secs(5), "first leader", leaders.next())
+        .await
+        .expect("a leader")
+        .expect("read the leader");
+    let observed = started.elapsed();
+    assert_eq!(first.value, b"a");
+    assert!(
+        campaigned < Duration::from_millis(400) && observed < Duration::from_millis(400),
+        "campaign took {campaigned:?}, the first observed leader {observed:?}, with a 1 s request timeout"
+    );
+    leadership.resign().await.expect("resign");
 }
