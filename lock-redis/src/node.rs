@@ -16,7 +16,7 @@ use tokio::time::timeout;
 use crate::config::{CommonConfig, ServerAddr};
 use crate::errors::Site;
 use crate::scripts::SCRIPTS;
-use crate::wakeups::{WakeTask, Wakeups};
+use crate::wakeups::{Link, WakeTask, Wakeups};
 
 /// One server: commands go through `conn`, wake-ups arrive on `wakeups`.
 #[derive(Clone)]
@@ -137,14 +137,20 @@ impl Node {
             Ok(Ok(_)) => {}
         }
         let left = inner.connect_timeout.saturating_sub(started.elapsed());
-        if !inner.wakeups.wait_ready(left).await {
-            return Err(Site {
+        match inner.wakeups.wait_ready(left).await {
+            Link::Ready => Ok(()),
+            Link::Refused(reason) => Err(Error::unauthorized(format!(
+                "{} at {}: subscribing to the wake-up channel {} was refused: {reason}; waiting for a lock needs it: grant the user the channels of the key prefix (ACL SETUSER <user> &<prefix>*)",
+                inner.backend,
+                inner.addr,
+                inner.wakeups.instance_channel()
+            ))),
+            Link::Down => Err(Site {
                 what: "subscribing to the wake-up channel",
                 ..site
             }
-            .unreachable(inner.connect_timeout));
+            .unreachable(inner.connect_timeout)),
         }
-        Ok(())
     }
 
     /// `host:port`, for messages.

@@ -23,15 +23,21 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use lock_core::ErrorKind;
+use redis::RedisError;
 use redis::aio::PubSubSink;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout};
 
+use crate::errors::kind_of;
+
 /// How often an idle pub/sub connection is pinged to detect a dead server.
 const PING_EVERY: Duration = Duration::from_secs(2);
 /// Pause between reconnection attempts.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// Pause before subscribing again after the server refused it (ACL).
+const RETRY_REFUSED: Duration = Duration::from_secs(5);
 
 /// Local listeners of one server's pub/sub connection.
 pub(crate) struct Wakeups {
@@ -42,8 +48,20 @@ pub(crate) struct Wakeups {
     /// Serialises SUBSCRIBE/UNSUBSCRIBE with changes to `channels`, so a late
     /// UNSUBSCRIBE can never undo a newer SUBSCRIBE.
     sink: tokio::sync::Mutex<Option<PubSubSink>>,
-    /// True while the connection is up and subscribed to the instance channel.
-    ready: watch::Sender<bool>,
+    /// Whether the connection is up and subscribed to the instance channel.
+    ready: watch::Sender<Link>,
+}
+
+/// The state of a pub/sub connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// Not (yet) connected and subscribed.
+    Down,
+    /// Connected and subscribed to the instance channel.
+    Ready,
+    /// The server refused the subscription (the user's ACL lacks the
+    /// channel); the server's answer. Retried now and then.
+    Refused(String),
 }
 
 #[derive(Default)]
@@ -96,7 +114,7 @@ impl Wakeups {
             request_timeout,
             state: Mutex::new(State::default()),
             sink: tokio::sync::Mutex::new(None),
-            ready: watch::Sender::new(false),
+            ready: watch::Sender::new(Link::Down),
         });
         let task = tokio::spawn(run(wakeups.clone(), client, connect_timeout));
         (wakeups, WakeTask(task))
@@ -106,11 +124,19 @@ impl Wakeups {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until the connection is subscribed to the instance channel, at
-    /// most `limit`. Returns whether it is.
-    pub(crate) async fn wait_ready(&self, limit: Duration) -> bool {
+    /// Waits until the connection is subscribed to the instance channel or
+    /// the server refused the subscription, at most `limit`.
+    pub(crate) async fn wait_ready(&self, limit: Duration) -> Link {
         let mut ready = self.ready.subscribe();
-        matches!(timeout(limit, ready.wait_for(|r| *r)).await, Ok(Ok(_)))
+        match timeout(limit, ready.wait_for(|link| *link != Link::Down)).await {
+            Ok(Ok(link)) => link.clone(),
+            _ => Link::Down,
+        }
+    }
+
+    /// The instance's wake-up channel, for messages.
+    pub(crate) fn instance_channel(&self) -> &str {
+        &self.instance_channel
     }
 
     /// Registers a queued waiter; a message carrying `waiter_id` wakes it.
@@ -264,8 +290,19 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
         match timeout(connect_timeout, client.get_async_pubsub()).await {
             Ok(Ok(pubsub)) => {
                 let (sink, mut stream) = pubsub.split();
-                if subscribe_all(&wakeups, sink.clone()).await {
-                    wakeups.ready.send_replace(true);
+                let subscribed = subscribe_all(&wakeups, sink.clone()).await;
+                if let Err(Some(e)) = &subscribed
+                    && kind_of(e) == ErrorKind::Unauthorized
+                {
+                    // Waiting cannot work for this user: say so at once
+                    // (connect fails with it), and ask again rarely.
+                    tracing::warn!(addr = %wakeups.addr, error = %e, "SUBSCRIBE refused");
+                    wakeups.ready.send_replace(Link::Refused(e.to_string()));
+                    sleep(RETRY_REFUSED).await;
+                    continue;
+                }
+                if subscribed.is_ok() {
+                    wakeups.ready.send_replace(Link::Ready);
                     wakeups.wake_everyone();
                     tracing::debug!(addr = %wakeups.addr, "pub/sub connected");
                     let mut pinger = sink;
@@ -284,7 +321,7 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                     }
                     tracing::debug!(addr = %wakeups.addr, "pub/sub connection lost; reconnecting");
                 }
-                wakeups.ready.send_replace(false);
+                wakeups.ready.send_replace(Link::Down);
                 *wakeups.sink.lock().await = None;
                 for entry in wakeups.state().channels.values() {
                     entry.subscribed.send_replace(false);
@@ -313,17 +350,18 @@ async fn answers_ping(pinger: &mut PubSubSink, limit: Duration) -> bool {
 }
 
 /// Installs `sink` and subscribes the instance channel plus every listened
-/// channel. Returns whether that worked.
-async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> bool {
+/// channel. Fails with the server's error, or `None` on a timeout.
+async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> Result<(), Option<RedisError>> {
     let mut slot = wakeups.sink.lock().await;
     let mut channels: Vec<String> = wakeups.state().channels.keys().cloned().collect();
     channels.push(wakeups.instance_channel.clone());
     let mut sink = sink;
-    let ok = matches!(
-        timeout(wakeups.request_timeout, sink.subscribe(&channels)).await,
-        Ok(Ok(()))
-    );
-    if ok {
+    let result = match timeout(wakeups.request_timeout, sink.subscribe(&channels)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Some(e)),
+        Err(_) => Err(None),
+    };
+    if result.is_ok() {
         *slot = Some(sink);
         let state = wakeups.state();
         for channel in &channels {
@@ -332,7 +370,7 @@ async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> bool {
             }
         }
     }
-    ok
+    result
 }
 
 /// Stops the pub/sub task when dropped.

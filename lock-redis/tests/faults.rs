@@ -550,3 +550,46 @@ async fn silent_redlock_member_does_not_delay_waiting_acquires() {
     );
     leadership.resign().await.expect("resign");
 }
+
+/// A user whose ACL allows the commands but not the wake-up channels is
+/// refused at connect with `Unauthorized` at once, not `Unavailable` after
+/// the whole connect timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_without_channel_permission_is_unauthorized_at_once() {
+    let server = common::start_redis().await;
+    let created = server
+        .command(&[
+            "ACL",
+            "SETUSER",
+            "nochannels",
+            "on",
+            ">secret",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ])
+        .await
+        .expect("ACL SETUSER");
+    assert_eq!(created, RespReply::Simple("OK".into()));
+    let config = common::config_for(&server)
+        .username("nochannels")
+        .password("secret")
+        .connect_timeout(Duration::from_secs(3));
+    let started = Instant::now();
+    let err = within(
+        Duration::from_secs(5),
+        "connect without channel permission",
+        RedisBackend::connect(config),
+    )
+    .await
+    .expect_err("no channel permission");
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused only after {:?}: {err}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains(&server.addr()), "{err}");
+    assert!(err.to_string().contains("channel"), "{err}");
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
