@@ -593,3 +593,65 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
     assert!(err.to_string().contains("channel"), "{err}");
     assert!(!err.to_string().contains("secret"), "{err}");
 }
+
+/// With a memory limit, every eviction policy but `noeviction` may evict a
+/// held lock's key (volatile-*) or its fence (allkeys-*): connect refuses
+/// with `InvalidConfig`. Without a limit nothing is evicted, and a user
+/// that may not run `CONFIG GET` (managed Redis) is let through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evicting_server_is_refused_at_connect() {
+    let server = common::start_redis().await;
+    let set = |args: &'static [&'static str]| {
+        let server = &server;
+        async move {
+            let reply = server.command(args).await.expect("command");
+            assert_eq!(reply, RespReply::Simple("OK".into()), "{args:?}");
+        }
+    };
+    set(&["CONFIG", "SET", "maxmemory", "1gb"]).await;
+    for policy in [
+        "volatile-lru",
+        "allkeys-lru",
+        "volatile-ttl",
+        "allkeys-random",
+    ] {
+        let reply = server
+            .command(&["CONFIG", "SET", "maxmemory-policy", policy])
+            .await
+            .expect("CONFIG SET");
+        assert_eq!(reply, RespReply::Simple("OK".into()));
+        let err = within(
+            Duration::from_secs(5),
+            "connect to an evicting server",
+            RedisBackend::connect(common::config_for(&server)),
+        )
+        .await
+        .expect_err("eviction may break exclusion");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{policy}: {err}");
+        for part in [policy, "noeviction", &server.addr()] {
+            assert!(err.to_string().contains(part), "{err}");
+        }
+    }
+    set(&[
+        "ACL", "SETUSER", "noconfig", "on", ">pw", "~*", "&*", "+@all", "-config",
+    ])
+    .await;
+    let managed = common::config_for(&server)
+        .username("noconfig")
+        .password("pw");
+    RedisBackend::connect(managed)
+        .await
+        .expect("CONFIG GET refused: cannot check, connect anyway");
+    set(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    common::client(&server).await;
+    set(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await;
+    set(&["CONFIG", "SET", "maxmemory", "0"]).await;
+    let client = common::client(&server).await;
+    client
+        .lock("faults/eviction")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+}
