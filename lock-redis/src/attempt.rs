@@ -1,6 +1,6 @@
 //! One run of the acquire script on one server.
 
-use lock_core::Result;
+use lock_core::{Error, Result};
 
 use crate::node::Node;
 use crate::scripts::SCRIPTS;
@@ -11,10 +11,15 @@ use crate::servers::{Request, millis};
 pub(crate) enum Outcome {
     /// We hold the lock on this server; the server's fencing counter value.
     Acquired(u64),
-    /// Someone else holds it (or it is another waiter's turn). Milliseconds
-    /// until the holder's lease (or the head waiter's entry) runs out;
-    /// negative if unknown.
-    Busy(i64),
+    /// Someone else holds it (or it is another waiter's turn).
+    Busy {
+        /// Milliseconds until the holder's lease (or the head waiter's
+        /// entry) runs out; negative if unknown.
+        wait_ms: i64,
+        /// The server's fencing counter when it answered: a hand-over
+        /// message with a token up to this is stale.
+        fence: u64,
+    },
 }
 
 /// How to run the script.
@@ -63,18 +68,19 @@ pub(crate) fn run(
         key_list.push(&keys.leader);
         args.extend([value, keys.leader_channel.as_bytes()]);
     }
-    let call = node.eval::<(i64, i64)>(
-        &SCRIPTS.acquire,
-        &key_list,
-        &args,
-        &format!("acquiring lock {}", request.name),
-    );
+    let what = format!("acquiring lock {}", request.name);
+    let call = node.eval::<Vec<i64>>(&SCRIPTS.acquire, &key_list, &args, &what);
+    let (backend, addr) = (node.backend(), node.addr().to_owned());
     async move {
-        let (acquired, value) = call.await?;
-        Ok(if acquired == 1 {
-            Outcome::Acquired(u64::try_from(value).unwrap_or(0))
-        } else {
-            Outcome::Busy(value)
-        })
+        match call.await?[..] {
+            [1, token] => Ok(Outcome::Acquired(u64::try_from(token).unwrap_or(0))),
+            [0, wait_ms, fence] => Ok(Outcome::Busy {
+                wait_ms,
+                fence: u64::try_from(fence).unwrap_or(0),
+            }),
+            ref other => Err(Error::backend(format!(
+                "{backend} at {addr}: {what}: unexpected reply {other:?} from the acquire script; were keys of the lock deleted or evicted meanwhile?"
+            ))),
+        }
     }
 }

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::future::{join_all, select_all};
+use futures::future::select_all;
 use lock_core::{AcquireOptions, LeaderStream, Leadership, LockName, Result};
 
 use crate::keys::Space;
 use crate::servers::Servers;
-use crate::wakeups::ChannelWatch;
+use crate::wakeups::{ChannelWatch, subscribed};
 
 /// Waits until leader of `name`, publishing `value`.
 pub(crate) async fn campaign(
@@ -43,13 +43,12 @@ struct Observer {
 pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<LeaderStream> {
     let channel = servers.keys.of(Space::Election, name).leader_channel;
     // Listen before the first read, so no change falls between them.
-    let watches = join_all(
-        servers
-            .nodes
-            .iter()
-            .map(|n| n.wakeups().subscribe(&channel)),
-    )
-    .await;
+    let watches: Vec<_> = servers
+        .nodes
+        .iter()
+        .map(|n| n.wakeups().subscribe(&channel))
+        .collect();
+    subscribed(&watches, servers.quorum, servers.request_timeout).await;
     let observer = Observer {
         servers: servers.clone(),
         name: name.clone(),

@@ -15,6 +15,11 @@
 //!    arrives, without another round trip. Otherwise run the script again;
 //!    it also notices a hand-over whose message was lost, so a lost message
 //!    costs at most TTL/3.
+//! 4. A hand-over message counts only if its token is above the fence our
+//!    last "busy" reply saw, and its lease, counted from that reply's send
+//!    time, is still valid. Otherwise it is stale (we were paused past its
+//!    TTL, and another client may hold the lock now): the script checks
+//!    again. No grant whose validity has passed becomes a guard.
 //!
 //! A contended acquisition costs two scripts: join the queue, and (later)
 //! release.
@@ -27,10 +32,13 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::attempt::{self, Mode, Outcome};
 use crate::pending::Pending;
-use crate::servers::{Granted, Request, Servers, new_owner_id};
+use crate::servers::{Granted, Request, Servers, new_owner_id, still_valid};
 
 /// Pause before retrying after an error whose outcome is unknown.
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+/// Grants in a row whose reply came after their lease could be vouched for,
+/// before giving up.
+const MAX_LATE_GRANTS: u32 = 3;
 
 /// Acquires on the single server of `servers`.
 pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Result<Granted> {
@@ -54,22 +62,40 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
         fair: true,
         confirmed: true,
     };
-    // The send time of our last script that answered "busy": every script
-    // of ours that ran after a hand-over would have answered "acquired", so
-    // a hand-over happened after this instant and the lease is no older.
-    let mut handover_floor = start;
+    // Our last script that answered "busy": when it was sent and the fence
+    // it saw. A hand-over to us after it has a larger token (every script of
+    // ours that ran after a hand-over would have answered "acquired"), and
+    // its lease started after that send time. A hand-over message with a
+    // token up to that fence is stale: its lease ran out before the script
+    // ran, and the lock may be someone else's now.
+    let mut busy_sent = start;
+    let mut busy_fence = 0;
+    let mut late_grants = 0;
     loop {
         let sent = Instant::now();
         let outcome = attempt::run(node, request, mode).await;
-        if matches!(outcome, Ok(Outcome::Busy(_))) {
-            handover_floor = sent;
-        }
         let nap = match outcome {
-            Ok(Outcome::Acquired(token)) => {
+            Ok(Outcome::Acquired(token)) if still_valid(sent, request.ttl) => {
                 pending.disarm();
                 return Ok(Granted { owner, token, sent });
             }
-            Ok(Outcome::Busy(_)) if !waiting => {
+            Ok(Outcome::Acquired(token)) => {
+                // The reply came too late to vouch for the lease (a paused
+                // process, an overloaded link). Ask again: if the key is
+                // still ours, the script restarts its lease.
+                late_grants += 1;
+                if late_grants > MAX_LATE_GRANTS {
+                    return Err(Error::timeout(format!(
+                        "lock {} on redis at {}: {late_grants} grants in a row arrived after their {:?} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
+                        request.name,
+                        node.addr(),
+                        request.ttl
+                    )));
+                }
+                tracing::debug!(token, "grant arrived after its validity; asking again");
+                continue;
+            }
+            Ok(Outcome::Busy { .. }) if !waiting => {
                 pending.disarm();
                 return Err(Error::would_block(format!(
                     "lock {} is held by another client (redis at {})",
@@ -77,10 +103,14 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                     node.addr()
                 )));
             }
-            Ok(Outcome::Busy(wait_ms)) => match u64::try_from(wait_ms) {
-                Ok(ms) if ms > 0 => refresh.min(Duration::from_millis(ms)),
-                _ => refresh,
-            },
+            Ok(Outcome::Busy { wait_ms, fence }) => {
+                busy_sent = sent;
+                busy_fence = busy_fence.max(fence);
+                match u64::try_from(wait_ms) {
+                    Ok(ms) if ms > 0 => refresh.min(Duration::from_millis(ms)),
+                    _ => refresh,
+                }
+            }
             Err(e) if waiting && e.is_retryable() => {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(e);
@@ -103,12 +133,21 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                 () = sleep_until(wake_at) => {}
             }
             if let Some(token) = wake.take_grant() {
-                pending.disarm();
-                return Ok(Granted {
-                    owner,
+                if token > busy_fence && still_valid(busy_sent, request.ttl) {
+                    pending.disarm();
+                    return Ok(Granted {
+                        owner,
+                        token,
+                        sent: busy_sent,
+                    });
+                }
+                // Stale, or too late to vouch for: the script checks at once
+                // whether the lock is (still) ours.
+                tracing::debug!(
                     token,
-                    sent: handover_floor,
-                });
+                    busy_fence,
+                    "ignoring a hand-over that is stale or whose lease may have run out"
+                );
             }
         }
     }

@@ -1,6 +1,7 @@
 //! One Redis server as a backend instance sees it: a self-healing command
 //! connection, a pub/sub connection for wake-ups, and timeouts on every call.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Once};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio::time::timeout;
 use crate::config::{CommonConfig, ServerAddr};
 use crate::errors::Site;
 use crate::scripts::SCRIPTS;
-use crate::wakeups::{WakeTask, Wakeups};
+use crate::wakeups::{Link, WakeTask, Wakeups};
 
 /// One server: commands go through `conn`, wake-ups arrive on `wakeups`.
 #[derive(Clone)]
@@ -120,7 +121,7 @@ impl Node {
             for script in SCRIPTS.all() {
                 script.load_async(&mut conn).await?;
             }
-            Ok::<_, redis::RedisError>(())
+            eviction_settings(&mut conn).await
         };
         match timeout(inner.connect_timeout, probe).await {
             Err(_) => return Err(site.unreachable(inner.connect_timeout)),
@@ -134,22 +135,46 @@ impl Node {
                 }
                 return Err(err);
             }
-            Ok(Ok(_)) => {}
+            Ok(Ok(Some(Eviction { maxmemory, policy })))
+                if maxmemory > 0 && policy != "noeviction" =>
+            {
+                return Err(Error::invalid_config(format!(
+                    "{} at {}: maxmemory-policy is {policy} with maxmemory {maxmemory} bytes: when memory runs out the server may evict a held lock's key (volatile-* and allkeys-* policies) or its fencing counter (allkeys-*), letting a second client in; set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in the server's configuration file), or use a server without maxmemory",
+                    inner.backend, inner.addr
+                )));
+            }
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => tracing::warn!(
+                backend = inner.backend,
+                addr = %inner.addr,
+                "cannot read maxmemory-policy (CONFIG GET is not allowed here); it must be noeviction, or evicted keys may let a second client in"
+            ),
         }
         let left = inner.connect_timeout.saturating_sub(started.elapsed());
-        if !inner.wakeups.wait_ready(left).await {
-            return Err(Site {
+        match inner.wakeups.wait_ready(left).await {
+            Link::Ready => Ok(()),
+            Link::Refused(reason) => Err(Error::unauthorized(format!(
+                "{} at {}: subscribing to the wake-up channel {} was refused: {reason}; waiting for a lock needs it: grant the user the channels of the key prefix (ACL SETUSER <user> &<prefix>*)",
+                inner.backend,
+                inner.addr,
+                inner.wakeups.instance_channel()
+            ))),
+            Link::Down => Err(Site {
                 what: "subscribing to the wake-up channel",
                 ..site
             }
-            .unreachable(inner.connect_timeout));
+            .unreachable(inner.connect_timeout)),
         }
-        Ok(())
     }
 
     /// `host:port`, for messages.
     pub(crate) fn addr(&self) -> &str {
         &self.inner.addr
+    }
+
+    /// The backend name (`redis` or `redlock`), for messages.
+    pub(crate) fn backend(&self) -> &'static str {
+        self.inner.backend
     }
 
     /// The server's pub/sub dispatcher.
@@ -197,6 +222,42 @@ impl Node {
             }
         }
     }
+}
+
+/// The server's eviction settings.
+struct Eviction {
+    /// Bytes; 0 means no limit, so nothing is evicted.
+    maxmemory: u64,
+    policy: String,
+}
+
+/// Reads `maxmemory` and `maxmemory-policy`; `None` where the server does
+/// not let us (`CONFIG` renamed or disabled on managed Redis, or denied by
+/// the user's ACL): refusing there would make the backend unusable on such
+/// services, so the caller warns instead.
+async fn eviction_settings(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> redis::RedisResult<Option<Eviction>> {
+    let reply = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory*")
+        .query_async::<HashMap<String, String>>(conn)
+        .await;
+    let settings = match reply {
+        Ok(settings) => settings,
+        // The server answered with an error: it does not allow CONFIG GET.
+        Err(e) if e.code().is_some() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (Some(maxmemory), Some(policy)) =
+        (settings.get("maxmemory"), settings.get("maxmemory-policy"))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Eviction {
+        maxmemory: maxmemory.parse().unwrap_or(0),
+        policy: policy.clone(),
+    }))
 }
 
 fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig) -> Result<Client> {

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::{join_all, select_all};
+use futures::future::select_all;
 use lock_core::renewal::drift_allowance;
 use lock_core::{Error, ErrorKind, Result, Wait};
 use rand::Rng;
@@ -27,6 +27,7 @@ use crate::pending::Pending;
 use crate::quorum::{gather, vote_decided};
 use crate::scripts::SCRIPTS;
 use crate::servers::{Granted, Request, Servers, new_owner_id, no_quorum};
+use crate::wakeups::subscribed;
 
 /// Retry delay after a round without quorum for lack of answers.
 const RETRY_UNAVAILABLE: Duration = Duration::from_millis(100);
@@ -41,13 +42,15 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     let deadline = request.wait.deadline_from(start);
     let waiting = request.wait != Wait::No;
     let mut watches = if waiting {
-        join_all(
-            servers
-                .nodes
-                .iter()
-                .map(|node| node.wakeups().subscribe(&request.keys.released_channel)),
-        )
-        .await
+        let watches: Vec<_> = servers
+            .nodes
+            .iter()
+            .map(|node| node.wakeups().subscribe(&request.keys.released_channel))
+            .collect();
+        // A release heard on any server triggers the next round; a silent
+        // minority must not delay the first one.
+        subscribed(&watches, servers.quorum, servers.request_timeout).await;
+        watches
     } else {
         Vec::new()
     };
@@ -80,7 +83,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
         for result in results {
             match result {
                 Ok(Outcome::Acquired(token)) => tokens.push(token),
-                Ok(Outcome::Busy(ms)) => busy.push(ms),
+                Ok(Outcome::Busy { wait_ms, .. }) => busy.push(wait_ms),
                 Err(e) => errors.push(e),
             }
         }

@@ -66,22 +66,34 @@ end
 /// server), `c` publish an election's leader record at once (Redlock
 /// confirms it later); elections add 5 leader value, 6 leader channel.
 ///
-/// Returns `{1, token}` when acquired, else `{0, wait_ms}`: how long until the
-/// holder's lease ends (or the queue head's entry expires), -1 or -2 if unknown.
+/// Returns `{1, token}` when acquired, else `{0, wait_ms, fence}`: how long
+/// until the holder's lease ends (or the queue head's entry expires), -1 or
+/// -2 if unknown, and the fencing counter now. Any hand-over to us that
+/// happens later carries a larger token; one with a token up to `fence` is
+/// stale (its lease ran out before this script ran, or this script would
+/// have found our key).
 const ACQUIRE: &str = r#"
 local owner_key, fence, queue, waiters, leader = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, waiter, flags = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local current = redis.call('GET', owner_key)
 if current == owner then
   -- We already hold it: an earlier attempt of this acquisition got through
-  -- but its reply was lost, or a release handed the lock to us and its
-  -- message was lost. Nobody can have incremented the fence since. Restart
-  -- the lease now, so that validity counted from this request's sending
-  -- never overestimates it.
+  -- but its reply was lost, a release handed the lock to us and its message
+  -- was lost, or (Redlock) our key outlived a failed round here. Restart the
+  -- lease now, so that validity counted from this request's sending never
+  -- overestimates it, and take a new token: another holder's confirm round
+  -- may have raised this fence to its own token since our key was set.
   redis.call('PEXPIRE', owner_key, ttl)
   redis.call('LREM', queue, 0, waiter)
   redis.call('ZREM', waiters, waiter)
-  return {1, tonumber(redis.call('GET', fence))}
+  local token = next_token(fence)
+  if leader and redis.call('HGET', leader, 'owner') == owner then
+    local text = string.format('%d', token)
+    redis.call('HSET', leader, 'token', text)
+    redis.call('PEXPIRE', leader, ttl)
+    if redis.call('HGET', leader, 'ok') == '1' then redis.call('PUBLISH', ARGV[6], text) end
+  end
+  return {1, token}
 end
 local now = false
 local head = false
@@ -134,7 +146,7 @@ local wait = redis.call('PTTL', owner_key)
 if wait < 0 and head and head ~= waiter then
   wait = tonumber(redis.call('ZSCORE', waiters, head)) - now
 end
-return {0, wait}
+return {0, wait, tonumber(redis.call('GET', fence) or '0')}
 "#;
 
 /// Release (owner-checked delete), or give up waiting, or both; then serve
@@ -257,3 +269,59 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     proclaim: Script::new(PROCLAIM),
     leader: Script::new(LEADER),
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_testkit::servers::RedisServer;
+
+    const KEYS: [&str; 4] = ["t:{x}:owner", "t:{x}:fence", "t:{x}:queue", "t:{x}:waiters"];
+
+    async fn acquire(conn: &mut redis::aio::MultiplexedConnection, owner: &str) -> Vec<i64> {
+        let mut call = SCRIPTS.acquire.prepare_invoke();
+        for key in KEYS {
+            call.key(key);
+        }
+        call.arg(owner).arg("5000").arg("").arg("");
+        call.invoke_async(conn).await.expect("acquire script")
+    }
+
+    /// Running the acquire script again while our key is still there (a
+    /// Redlock round after one whose release failed on this server) takes a
+    /// new token, above whatever the fence was raised to meanwhile: here a
+    /// confirm of another holder's token.
+    #[tokio::test]
+    async fn acquire_again_takes_a_fresh_token() {
+        let server = RedisServer::start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+        let mut conn = redis::Client::open(server.url())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let first = acquire(&mut conn, "ours").await;
+        assert_eq!(first[0], 1, "{first:?}");
+        let theirs = first[1] + 100;
+        let confirmed: i64 = SCRIPTS
+            .confirm
+            .key(KEYS[1])
+            .key(KEYS[0])
+            .key("t:{x}:leader")
+            .arg(theirs)
+            .arg("theirs")
+            .arg("0")
+            .arg("")
+            .invoke_async(&mut conn)
+            .await
+            .expect("confirm script");
+        assert_eq!(confirmed, 1);
+        let again = acquire(&mut conn, "ours").await;
+        assert_eq!(again[0], 1, "{again:?}");
+        assert!(
+            again[1] > theirs,
+            "token {} again, not above the confirmed {theirs}",
+            again[1]
+        );
+    }
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::quorum::{gather, vote_decided};
+use lock_core::renewal::drift_allowance;
 use lock_core::{
     AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
@@ -56,6 +57,8 @@ pub(crate) struct Servers {
     pub(crate) quorum: usize,
     pub(crate) keys: KeySpace,
     pub(crate) default_ttl: Duration,
+    /// Limit on one command, also on waiting for subscriptions.
+    pub(crate) request_timeout: Duration,
     instance: String,
     waiter_seq: AtomicU64,
 }
@@ -109,6 +112,7 @@ impl Servers {
             quorum,
             keys,
             default_ttl: common.default_ttl,
+            request_timeout: common.request_timeout,
             instance,
             waiter_seq: AtomicU64::new(0),
         }))
@@ -338,10 +342,35 @@ impl Servers {
         let keys = self.keys.of(Space::Election, name);
         let what = format!("reading the leader of election {name}");
         type Row = Option<(String, String, Vec<u8>, String)>;
-        let results = join_all(self.nodes.iter().map(|node| {
-            node.eval::<Row>(&SCRIPTS.leader, &[&keys.owner, &keys.leader], &[], &what)
-        }))
-        .await;
+        let calls = self
+            .nodes
+            .iter()
+            .map(|node| node.eval::<Row>(&SCRIPTS.leader, &[&keys.owner, &keys.leader], &[], &what))
+            .collect();
+        // Stop waiting once the answers decide it, so a silent minority
+        // does not delay every read by the request timeout.
+        let (servers, quorum) = (self.nodes.len(), self.quorum);
+        let decided = move |answers: &[Result<Row>]| {
+            let errors = answers.iter().filter(|a| a.is_err()).count();
+            if errors > servers - quorum {
+                return true;
+            }
+            if answers.len() - errors < quorum {
+                return false;
+            }
+            let owners: Vec<&str> = answers
+                .iter()
+                .filter_map(|a| a.as_ref().ok()?.as_ref().map(|row| row.0.as_str()))
+                .collect();
+            let best = owners
+                .iter()
+                .map(|o| owners.iter().filter(|p| *p == o).count())
+                .max()
+                .unwrap_or(0);
+            let unanswered = servers - answers.len();
+            best >= quorum || best + unanswered < quorum
+        };
+        let results = gather(calls, decided).await;
         let mut rows = Vec::new();
         let mut errors = Vec::new();
         for result in results {
@@ -424,6 +453,13 @@ pub(crate) fn no_quorum(
     Error::unavailable(format!(
         "{backend}: {what}: only {answered} of {servers} servers answered and {quorum} are needed; are the others running and reachable? failures: {reasons}"
     ))
+}
+
+/// Whether a lease granted by a request sent at `sent` can still be vouched
+/// for: `sent + ttl - drift` is ahead. A grant that fails this is never
+/// turned into a guard.
+pub(crate) fn still_valid(sent: tokio::time::Instant, ttl: Duration) -> bool {
+    tokio::time::Instant::now() < sent + ttl.saturating_sub(drift_allowance(ttl))
 }
 
 /// Whole milliseconds, rounded up so the server never holds a lease for

@@ -22,15 +22,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use lock_core::ErrorKind;
+use redis::RedisError;
 use redis::aio::PubSubSink;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout};
 
+use crate::errors::kind_of;
+
 /// How often an idle pub/sub connection is pinged to detect a dead server.
 const PING_EVERY: Duration = Duration::from_secs(2);
 /// Pause between reconnection attempts.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// Pause before subscribing again after the server refused it (ACL).
+const RETRY_REFUSED: Duration = Duration::from_secs(5);
 
 /// Local listeners of one server's pub/sub connection.
 pub(crate) struct Wakeups {
@@ -41,8 +48,20 @@ pub(crate) struct Wakeups {
     /// Serialises SUBSCRIBE/UNSUBSCRIBE with changes to `channels`, so a late
     /// UNSUBSCRIBE can never undo a newer SUBSCRIBE.
     sink: tokio::sync::Mutex<Option<PubSubSink>>,
-    /// True while the connection is up and subscribed to the instance channel.
-    ready: watch::Sender<bool>,
+    /// Whether the connection is up and subscribed to the instance channel.
+    ready: watch::Sender<Link>,
+}
+
+/// The state of a pub/sub connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// Not (yet) connected and subscribed.
+    Down,
+    /// Connected and subscribed to the instance channel.
+    Ready,
+    /// The server refused the subscription (the user's ACL lacks the
+    /// channel); the server's answer. Retried now and then.
+    Refused(String),
 }
 
 #[derive(Default)]
@@ -62,6 +81,8 @@ struct WaiterSlot {
 struct Channel {
     changes: watch::Sender<u64>,
     listeners: usize,
+    /// True once the server confirmed our subscription to the channel.
+    subscribed: watch::Sender<bool>,
 }
 
 impl fmt::Debug for Wakeups {
@@ -93,7 +114,7 @@ impl Wakeups {
             request_timeout,
             state: Mutex::new(State::default()),
             sink: tokio::sync::Mutex::new(None),
-            ready: watch::Sender::new(false),
+            ready: watch::Sender::new(Link::Down),
         });
         let task = tokio::spawn(run(wakeups.clone(), client, connect_timeout));
         (wakeups, WakeTask(task))
@@ -103,11 +124,19 @@ impl Wakeups {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until the connection is subscribed to the instance channel, at
-    /// most `limit`. Returns whether it is.
-    pub(crate) async fn wait_ready(&self, limit: Duration) -> bool {
+    /// Waits until the connection is subscribed to the instance channel or
+    /// the server refused the subscription, at most `limit`.
+    pub(crate) async fn wait_ready(&self, limit: Duration) -> Link {
         let mut ready = self.ready.subscribe();
-        matches!(timeout(limit, ready.wait_for(|r| *r)).await, Ok(Ok(_)))
+        match timeout(limit, ready.wait_for(|link| *link != Link::Down)).await {
+            Ok(Ok(link)) => link.clone(),
+            _ => Link::Down,
+        }
+    }
+
+    /// The instance's wake-up channel, for messages.
+    pub(crate) fn instance_channel(&self) -> &str {
+        &self.instance_channel
     }
 
     /// Registers a queued waiter; a message carrying `waiter_id` wakes it.
@@ -124,12 +153,11 @@ impl Wakeups {
         }
     }
 
-    /// Listens to `channel`. Returns once the server confirmed the
-    /// subscription (or it could not be confirmed within the request
-    /// timeout: the caller's timers still bound every wait).
-    pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> ChannelWatch {
-        let mut sink = self.sink.lock().await;
-        let (changes, first) = {
+    /// Listens to `channel` from now on. The SUBSCRIBE itself runs in the
+    /// background, so a silent server holds up nobody;
+    /// [`ChannelWatch::subscribed`] tells when the server confirmed it.
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str) -> ChannelWatch {
+        let (changes, subscribed, first) = {
             let mut state = self.state();
             let first = !state.channels.contains_key(channel);
             let entry = state
@@ -138,25 +166,23 @@ impl Wakeups {
                 .or_insert_with(|| Channel {
                     changes: watch::Sender::new(0),
                     listeners: 0,
+                    subscribed: watch::Sender::new(false),
                 });
             entry.listeners += 1;
-            (entry.changes.subscribe(), first)
+            (
+                entry.changes.subscribe(),
+                entry.subscribed.subscribe(),
+                first,
+            )
         };
-        if first && let Some(sink) = sink.as_mut() {
-            match timeout(self.request_timeout, sink.subscribe(channel)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(addr = %self.addr, channel, error = %e, "SUBSCRIBE failed; relying on timers until reconnected")
-                }
-                Err(_) => {
-                    tracing::debug!(addr = %self.addr, channel, "SUBSCRIBE timed out; relying on timers until reconnected")
-                }
-            }
+        if first {
+            tokio::spawn(send_subscribe(self.clone(), channel.to_owned()));
         }
         ChannelWatch {
             wakeups: self.clone(),
             channel: channel.to_owned(),
             changes,
+            subscribed,
         }
     }
 
@@ -230,6 +256,33 @@ impl Wakeups {
     }
 }
 
+/// Sends SUBSCRIBE for a newly listened `channel`, serialised with every
+/// other (UN)SUBSCRIBE of this connection, unless the channel was given up
+/// meanwhile. Without a connection the next reconnection subscribes it.
+async fn send_subscribe(wakeups: Arc<Wakeups>, channel: String) {
+    let mut sink = wakeups.sink.lock().await;
+    let Some(sink) = sink.as_mut() else { return };
+    let Some(subscribed) = wakeups
+        .state()
+        .channels
+        .get(&channel)
+        .map(|entry| entry.subscribed.clone())
+    else {
+        return;
+    };
+    match timeout(wakeups.request_timeout, sink.subscribe(&channel)).await {
+        Ok(Ok(())) => {
+            subscribed.send_replace(true);
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(addr = %wakeups.addr, channel, error = %e, "SUBSCRIBE failed; relying on timers until reconnected")
+        }
+        Err(_) => {
+            tracing::debug!(addr = %wakeups.addr, channel, "SUBSCRIBE timed out; relying on timers until reconnected")
+        }
+    }
+}
+
 /// The pub/sub connection loop: connect, subscribe, deliver, ping; on any
 /// failure mark not ready, wait a little and start over.
 async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Duration) {
@@ -237,8 +290,19 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
         match timeout(connect_timeout, client.get_async_pubsub()).await {
             Ok(Ok(pubsub)) => {
                 let (sink, mut stream) = pubsub.split();
-                if subscribe_all(&wakeups, sink.clone()).await {
-                    wakeups.ready.send_replace(true);
+                let subscribed = subscribe_all(&wakeups, sink.clone()).await;
+                if let Err(Some(e)) = &subscribed
+                    && kind_of(e) == ErrorKind::Unauthorized
+                {
+                    // Waiting cannot work for this user: say so at once
+                    // (connect fails with it), and ask again rarely.
+                    tracing::warn!(addr = %wakeups.addr, error = %e, "SUBSCRIBE refused");
+                    wakeups.ready.send_replace(Link::Refused(e.to_string()));
+                    sleep(RETRY_REFUSED).await;
+                    continue;
+                }
+                if subscribed.is_ok() {
+                    wakeups.ready.send_replace(Link::Ready);
                     wakeups.wake_everyone();
                     tracing::debug!(addr = %wakeups.addr, "pub/sub connected");
                     let mut pinger = sink;
@@ -249,8 +313,7 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                                 None => break,
                             },
                             () = sleep(PING_EVERY) => {
-                                let ping = timeout(wakeups.request_timeout, pinger.ping::<String>()).await;
-                                if !matches!(ping, Ok(Ok(_))) {
+                                if !answers_ping(&mut pinger, wakeups.request_timeout).await {
                                     break;
                                 }
                             }
@@ -258,8 +321,11 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                     }
                     tracing::debug!(addr = %wakeups.addr, "pub/sub connection lost; reconnecting");
                 }
-                wakeups.ready.send_replace(false);
+                wakeups.ready.send_replace(Link::Down);
                 *wakeups.sink.lock().await = None;
+                for entry in wakeups.state().channels.values() {
+                    entry.subscribed.send_replace(false);
+                }
             }
             Ok(Err(e)) => {
                 tracing::debug!(addr = %wakeups.addr, error = %e, "pub/sub connect failed")
@@ -270,21 +336,41 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
     }
 }
 
+/// Whether the server answers a `PING` on the subscribed connection within
+/// `limit`. Any reply proves it alive: in subscribed mode RESP2 answers
+/// `["pong", ""]` rather than `PONG`, and a user whose ACL lacks `PING`
+/// gets an error reply, but a reply all the same.
+async fn answers_ping(pinger: &mut PubSubSink, limit: Duration) -> bool {
+    match timeout(limit, pinger.ping::<redis::Value>()).await {
+        Ok(Ok(_)) => true,
+        // A server error code means the server replied.
+        Ok(Err(e)) => e.code().is_some(),
+        Err(_) => false,
+    }
+}
+
 /// Installs `sink` and subscribes the instance channel plus every listened
-/// channel. Returns whether that worked.
-async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> bool {
+/// channel. Fails with the server's error, or `None` on a timeout.
+async fn subscribe_all(wakeups: &Wakeups, sink: PubSubSink) -> Result<(), Option<RedisError>> {
     let mut slot = wakeups.sink.lock().await;
     let mut channels: Vec<String> = wakeups.state().channels.keys().cloned().collect();
     channels.push(wakeups.instance_channel.clone());
     let mut sink = sink;
-    let ok = matches!(
-        timeout(wakeups.request_timeout, sink.subscribe(&channels)).await,
-        Ok(Ok(()))
-    );
-    if ok {
+    let result = match timeout(wakeups.request_timeout, sink.subscribe(&channels)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Some(e)),
+        Err(_) => Err(None),
+    };
+    if result.is_ok() {
         *slot = Some(sink);
+        let state = wakeups.state();
+        for channel in &channels {
+            if let Some(entry) = state.channels.get(channel) {
+                entry.subscribed.send_replace(true);
+            }
+        }
     }
-    ok
+    result
 }
 
 /// Stops the pub/sub task when dropped.
@@ -340,6 +426,7 @@ pub(crate) struct ChannelWatch {
     wakeups: Arc<Wakeups>,
     channel: String,
     changes: watch::Receiver<u64>,
+    subscribed: watch::Receiver<bool>,
 }
 
 impl fmt::Debug for ChannelWatch {
@@ -358,6 +445,30 @@ impl ChannelWatch {
             futures::future::pending::<()>().await;
         }
     }
+
+    /// Resolves once the server confirmed the subscription (at once if it
+    /// already has). Never resolves if the connection task is gone.
+    pub(crate) async fn subscribed(&self) {
+        let mut subscribed = self.subscribed.clone();
+        if subscribed.wait_for(|s| *s).await.is_err() {
+            futures::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Waits until `needed` of `watches` (one per server) are subscribed, at
+/// most `limit`: with a majority listening, a release on the servers is
+/// heard even if a minority is silent, and no silent server holds us up.
+pub(crate) async fn subscribed(watches: &[ChannelWatch], needed: usize, limit: Duration) {
+    let mut pending: FuturesUnordered<_> = watches.iter().map(ChannelWatch::subscribed).collect();
+    let _ = timeout(limit, async {
+        for _ in 0..needed {
+            if pending.next().await.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 impl Drop for ChannelWatch {

@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{TTL, within};
-use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use futures::StreamExt;
+use lock_core::{
+    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+};
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, ServerAddr};
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{RedisServer, RespReply};
@@ -384,4 +387,271 @@ async fn missing_database_is_invalid_config() {
         .await
         .expect_err("no such database");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+}
+
+/// A Redlock waiter whose key outlived a failed round on one server (its
+/// release there was refused) and whose next round is granted there again
+/// takes a fresh token on that server. Meanwhile that server's fence was
+/// raised to another holder's token 1000, as the confirm round of that
+/// holder does: coming back with 1000 would give two holders one token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
+    let servers = common::start_redises(3).await;
+    let name = "faults/redlock-fresh-token";
+    let owner_key = format!("distlock:lock:{{{name}}}:owner");
+    let fence_key = format!("distlock:lock:{{{name}}}:fence");
+    for server in servers.servers() {
+        for args in [
+            &["ACL", "SETUSER", "x", "on", ">pw", "~*", "&*", "+@all"][..],
+            &["SET", fence_key.as_str(), "100"][..],
+        ] {
+            let reply = server.command(args).await.expect("command");
+            assert_eq!(reply, RespReply::Simple("OK".into()), "{args:?}");
+        }
+    }
+    // Another holder's key on server 1: no round of ours reaches a quorum
+    // without server 2.
+    servers
+        .server(1)
+        .command(&["SET", &owner_key, "another-holder", "PX", "30000"])
+        .await
+        .expect("SET");
+    let proxy = FaultProxy::start(servers.server(2).addr().parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut config = common::redlock_config_for(&servers)
+        .username("x")
+        .password("pw")
+        .default_ttl(Duration::from_secs(3))
+        .request_timeout(Duration::from_millis(400));
+    config.servers[2] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let client = RedlockBackend::connect(config).await.expect("connect");
+    // Round 1: server 0 grants, server 1 is busy, server 2 grants but its
+    // reply comes after the request timeout, so the round fails.
+    proxy.delay(Duration::from_millis(300));
+    let acquiring = tokio::spawn(async move {
+        let guard = client.lock_timeout(name, Duration::from_secs(10)).await;
+        (guard, client)
+    });
+    let third = servers.server(2);
+    within(Duration::from_secs(3), "our key on server 2", async {
+        while third
+            .command(&["EXISTS", &owner_key])
+            .await
+            .expect("EXISTS")
+            != RespReply::Integer(1)
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    // The round's release is refused there, so our key stays.
+    let reply = third
+        .command(&["ACL", "SETUSER", "x", "-evalsha"])
+        .await
+        .expect("ACL SETUSER");
+    assert_eq!(reply, RespReply::Simple("OK".into()));
+    within(
+        Duration::from_secs(3),
+        "refused release on server 2",
+        async {
+            loop {
+                let log = third.command(&["ACL", "LOG"]).await.expect("ACL LOG");
+                if log.to_string().contains("evalsha") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+    )
+    .await;
+    for args in [
+        &["SET", fence_key.as_str(), "1000"][..],
+        &["ACL", "SETUSER", "x", "+evalsha"][..],
+    ] {
+        let reply = third.command(args).await.expect("command");
+        assert_eq!(reply, RespReply::Simple("OK".into()), "{args:?}");
+    }
+    proxy.delay(Duration::ZERO);
+    assert_eq!(
+        third
+            .command(&["EXISTS", &owner_key])
+            .await
+            .expect("EXISTS"),
+        RespReply::Integer(1),
+        "our key on server 2 must have outlived the failed round"
+    );
+    let (guard, _client) = within(Duration::from_secs(10), "lock", acquiring)
+        .await
+        .unwrap();
+    let guard = guard.expect("lock on servers 0 and 2");
+    assert!(
+        guard.token().get() > 1000,
+        "token {} is not above the fence 1000 that server 2 already had",
+        guard.token()
+    );
+    guard.release().await.expect("release");
+}
+
+/// A Redlock member that went silent (blackholed, so calls time out rather
+/// than fail) does not hold back waiting acquisitions: each one's first
+/// round starts at once and the other two members grant it, well within
+/// the request timeout; nor campaigns and observers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_redlock_member_does_not_delay_waiting_acquires() {
+    let servers = common::start_redises(3).await;
+    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut config = common::redlock_config_for(&servers).request_timeout(Duration::from_secs(1));
+    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let client = RedlockBackend::connect(config).await.expect("connect");
+    proxy.blackhole();
+    for i in 0..3 {
+        let name = format!("faults/silent-member-{i}");
+        let started = Instant::now();
+        let guard = within(
+            Duration::from_secs(5),
+            "waiting acquire",
+            client.lock_timeout(&name, Duration::from_secs(5)),
+        )
+        .await
+        .expect("lock on the two live members");
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "acquire {i} took {:?} with a 1 s request timeout",
+            started.elapsed()
+        );
+        guard.release().await.expect("release");
+    }
+    let election = LockName::new("faults/silent-member-election").unwrap();
+    let started = Instant::now();
+    let leadership = within(
+        Duration::from_secs(5),
+        "campaign",
+        client.campaign(&election, b"a".to_vec(), &AcquireOptions::new()),
+    )
+    .await
+    .expect("leader on the two live members");
+    let campaigned = started.elapsed();
+    let started = Instant::now();
+    let mut leaders = within(Duration::from_secs(5), "observe", client.observe(&election))
+        .await
+        .expect("observe");
+    let first = within(Duration::from_secs(5), "first leader", leaders.next())
+        .await
+        .expect("a leader")
+        .expect("read the leader");
+    let observed = started.elapsed();
+    assert_eq!(first.value, b"a");
+    assert!(
+        campaigned < Duration::from_millis(400) && observed < Duration::from_millis(400),
+        "campaign took {campaigned:?}, the first observed leader {observed:?}, with a 1 s request timeout"
+    );
+    leadership.resign().await.expect("resign");
+}
+
+/// A user whose ACL allows the commands but not the wake-up channels is
+/// refused at connect with `Unauthorized` at once, not `Unavailable` after
+/// the whole connect timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_without_channel_permission_is_unauthorized_at_once() {
+    let server = common::start_redis().await;
+    let created = server
+        .command(&[
+            "ACL",
+            "SETUSER",
+            "nochannels",
+            "on",
+            ">secret",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ])
+        .await
+        .expect("ACL SETUSER");
+    assert_eq!(created, RespReply::Simple("OK".into()));
+    let config = common::config_for(&server)
+        .username("nochannels")
+        .password("secret")
+        .connect_timeout(Duration::from_secs(3));
+    let started = Instant::now();
+    let err = within(
+        Duration::from_secs(5),
+        "connect without channel permission",
+        RedisBackend::connect(config),
+    )
+    .await
+    .expect_err("no channel permission");
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused only after {:?}: {err}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains(&server.addr()), "{err}");
+    assert!(err.to_string().contains("channel"), "{err}");
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
+
+/// With a memory limit, every eviction policy but `noeviction` may evict a
+/// held lock's key (volatile-*) or its fence (allkeys-*): connect refuses
+/// with `InvalidConfig`. Without a limit nothing is evicted, and a user
+/// that may not run `CONFIG GET` (managed Redis) is let through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evicting_server_is_refused_at_connect() {
+    let server = common::start_redis().await;
+    let set = |args: &'static [&'static str]| {
+        let server = &server;
+        async move {
+            let reply = server.command(args).await.expect("command");
+            assert_eq!(reply, RespReply::Simple("OK".into()), "{args:?}");
+        }
+    };
+    set(&["CONFIG", "SET", "maxmemory", "1gb"]).await;
+    for policy in [
+        "volatile-lru",
+        "allkeys-lru",
+        "volatile-ttl",
+        "allkeys-random",
+    ] {
+        let reply = server
+            .command(&["CONFIG", "SET", "maxmemory-policy", policy])
+            .await
+            .expect("CONFIG SET");
+        assert_eq!(reply, RespReply::Simple("OK".into()));
+        let err = within(
+            Duration::from_secs(5),
+            "connect to an evicting server",
+            RedisBackend::connect(common::config_for(&server)),
+        )
+        .await
+        .expect_err("eviction may break exclusion");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{policy}: {err}");
+        for part in [policy, "noeviction", &server.addr()] {
+            assert!(err.to_string().contains(part), "{err}");
+        }
+    }
+    set(&[
+        "ACL", "SETUSER", "noconfig", "on", ">pw", "~*", "&*", "+@all", "-config",
+    ])
+    .await;
+    let managed = common::config_for(&server)
+        .username("noconfig")
+        .password("pw");
+    RedisBackend::connect(managed)
+        .await
+        .expect("CONFIG GET refused: cannot check, connect anyway");
+    set(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
+    common::client(&server).await;
+    set(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await;
+    set(&["CONFIG", "SET", "maxmemory", "0"]).await;
+    let client = common::client(&server).await;
+    client
+        .lock("faults/eviction")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
 }

@@ -202,3 +202,225 @@ async fn release_of_someone_elses_key_touches_nothing() {
     let value = server.command(&["GET", &key]).await.expect("GET");
     assert_eq!(value, RespReply::Bulk(Some("someone-else".into())));
 }
+
+/// A waiter on its own current-thread runtime (its own OS thread), which a
+/// test can freeze as a whole: a GC pause or a descheduled process.
+struct FreezableWaiter {
+    commands: tokio::sync::mpsc::UnboundedSender<Command>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+enum Command {
+    Lock(
+        &'static str,
+        tokio::sync::oneshot::Sender<lock_core::Result<lock_core::LockGuard>>,
+    ),
+    Freeze(
+        Duration,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::sync::oneshot::Sender<()>,
+    ),
+}
+
+impl FreezableWaiter {
+    /// Connects a backend with `config` on a new thread's runtime.
+    async fn start(config: lock_redis::RedisConfig) -> Self {
+        let (commands, mut inbox) = tokio::sync::mpsc::unbounded_channel::<Command>();
+        let (ready, connected) = tokio::sync::oneshot::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let client = RedisBackend::connect(config).await.expect("connect");
+                let _ = ready.send(());
+                while let Some(command) = inbox.recv().await {
+                    match command {
+                        Command::Lock(name, reply) => {
+                            let client = client.clone();
+                            tokio::spawn(async move {
+                                let _ = reply.send(client.lock(name).await);
+                            });
+                        }
+                        Command::Freeze(pause, frozen, thawed) => {
+                            let _ = frozen.send(());
+                            // Blocks the whole runtime: no task of this
+                            // client runs, no socket of it is read.
+                            std::thread::sleep(pause);
+                            let _ = thawed.send(());
+                        }
+                    }
+                }
+            });
+        });
+        within(Duration::from_secs(5), "frozen client connects", connected)
+            .await
+            .expect("client thread died");
+        FreezableWaiter {
+            commands,
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts `lock(name)` on the waiter's runtime.
+    fn lock(
+        &self,
+        name: &'static str,
+    ) -> tokio::sync::oneshot::Receiver<lock_core::Result<lock_core::LockGuard>> {
+        let (reply, result) = tokio::sync::oneshot::channel();
+        self.commands
+            .send(Command::Lock(name, reply))
+            .expect("client thread alive");
+        result
+    }
+
+    /// Freezes the runtime for `pause`; returns once it is frozen, with a
+    /// receiver that resolves when it thaws.
+    async fn freeze(&self, pause: Duration) -> tokio::sync::oneshot::Receiver<()> {
+        let (frozen_tx, frozen) = tokio::sync::oneshot::channel();
+        let (thawed_tx, thawed) = tokio::sync::oneshot::channel();
+        self.commands
+            .send(Command::Freeze(pause, frozen_tx, thawed_tx))
+            .expect("client thread alive");
+        within(Duration::from_secs(5), "freeze", frozen)
+            .await
+            .expect("client thread alive");
+        thawed
+    }
+}
+
+impl Drop for FreezableWaiter {
+    fn drop(&mut self) {
+        let (closed, _) = tokio::sync::mpsc::unbounded_channel();
+        self.commands = closed;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A waiter that is frozen past its TTL right when the lock is handed over
+/// to it wakes up to a stale hand-over message: the lock it was given has
+/// expired and another client holds it with a higher token. It must not
+/// take that message as a grant, neither before nor after its next script
+/// has re-queued it; it gets the lock (with a higher token) when the
+/// current holder releases. 10 rounds of a 1 s freeze with a 300 ms TTL
+/// (about 15 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_waiter_never_takes_a_stale_hand_over() {
+    const ROUNDS: usize = 10;
+    const FREEZE: Duration = Duration::from_secs(1);
+    let ttl = Duration::from_millis(300);
+    let server = common::start_redis().await;
+    let config = common::config_for(&server).default_ttl(ttl);
+    let holder = RedisBackend::connect(config.clone())
+        .await
+        .expect("connect");
+    let taker = RedisBackend::connect(config.clone())
+        .await
+        .expect("connect");
+    let frozen = FreezableWaiter::start(config).await;
+    let mut last = 0;
+    let mut rising = |round: usize, who: &str, token: u64| {
+        assert!(
+            token > last,
+            "round {round}: {who} got token {token}, not above {last}"
+        );
+        last = token;
+    };
+    for round in 0..ROUNDS {
+        let first = holder.lock(NAME).await.expect("lock");
+        rising(round, "the first holder", first.token().get());
+        let mut waiting = frozen.lock(NAME);
+        queue_length_becomes(&server, 1).await;
+        let thawed = frozen.freeze(FREEZE).await;
+        // Hands the lock over to the frozen waiter, whose lease then runs out.
+        first.release().await.expect("release");
+        let second = within(
+            Duration::from_secs(3),
+            "takeover after the frozen waiter's lease",
+            taker.lock(NAME),
+        )
+        .await
+        .expect("lock");
+        rising(round, "the taker", second.token().get());
+        within(Duration::from_secs(3), "thaw", thawed)
+            .await
+            .expect("client thread alive");
+        // Thawed, the waiter sees the stale message and its timer at once.
+        if let Ok(result) = tokio::time::timeout(ttl, &mut waiting).await {
+            let guard = result.expect("waiter alive");
+            match guard {
+                Ok(guard) => panic!(
+                    "round {round}: the thawed waiter returned a guard with token {} (is_held {}) while token {} is held (is_held {})",
+                    guard.token(),
+                    guard.is_held(),
+                    second.token(),
+                    second.is_held()
+                ),
+                Err(e) => panic!("round {round}: the thawed waiter failed: {e}"),
+            }
+        }
+        assert!(second.is_held(), "round {round}: the taker lost the lock");
+        second.release().await.expect("release");
+        let third = within(
+            Duration::from_secs(3),
+            "hand-over after the release",
+            waiting,
+        )
+        .await
+        .expect("waiter alive")
+        .expect("lock");
+        assert!(third.is_held(), "round {round}");
+        rising(round, "the thawed waiter", third.token().get());
+        third.release().await.expect("release");
+    }
+    assert_eq!(integer(&server, &["LLEN", QUEUE]).await, 0);
+    assert_eq!(integer(&server, &["ZCARD", WAITERS]).await, 0);
+}
+
+/// `total_connections_received` of `INFO stats`, over one kept connection.
+async fn connections_received(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .expect("INFO stats");
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .map(|n| n.trim().parse().expect("a number"))
+        .expect("total_connections_received in INFO stats")
+}
+
+/// A waiter keeps its connections while it waits: in 5 s (two and a half
+/// pub/sub ping periods) neither it nor the holder opens a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_waiter_opens_no_new_connections() {
+    let server = common::start_redis().await;
+    let holder = patient_client(&server).await;
+    let waiter = patient_client(&server).await;
+    let held = holder.lock(NAME).await.expect("lock");
+    let waiting = tokio::spawn(async move { waiter.lock(NAME).await });
+    queue_length_becomes(&server, 1).await;
+    let mut stats = redis::Client::open(server.url())
+        .expect("client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let before = connections_received(&mut stats).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = connections_received(&mut stats).await;
+    assert_eq!(
+        after - before,
+        0,
+        "{} new connections in 5 s while one client held and one waited",
+        after - before
+    );
+    held.release().await.expect("release");
+    let guard = within(Duration::from_secs(5), "hand-over", waiting)
+        .await
+        .unwrap()
+        .expect("lock");
+    guard.release().await.expect("release");
+}
