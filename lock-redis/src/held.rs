@@ -76,6 +76,12 @@ impl Lease for RedisLease {
         }
     }
 
+    /// Releases over blocking connections: a guard dropped where no
+    /// runtime is running still frees the lock at once.
+    fn release_blocking(&self) {
+        self.servers.release_blocking(&self.keys, &self.owner);
+    }
+
     async fn proclaim(&self, value: &[u8]) -> Result<()> {
         if !self.keys.is_election() {
             return Err(Error::unsupported(

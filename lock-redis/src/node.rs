@@ -182,6 +182,31 @@ impl Node {
         &self.inner.wakeups
     }
 
+    /// Runs `script` on a new blocking connection, with no async runtime:
+    /// for a best-effort release from a guard dropped outside one. Every
+    /// step is bounded by the connect or request timeout.
+    pub(crate) fn eval_blocking(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> redis::RedisResult<i64> {
+        let inner = &self.inner;
+        let mut conn = inner
+            .client
+            .get_connection_with_timeout(inner.connect_timeout)?;
+        conn.set_read_timeout(Some(inner.request_timeout))?;
+        conn.set_write_timeout(Some(inner.request_timeout))?;
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        invocation.invoke(&mut conn)
+    }
+
     /// Runs `script` with `keys` and `args` within the request timeout.
     /// `what` names the operation in errors ("releasing lock x").
     ///

@@ -171,35 +171,9 @@ impl Servers {
     /// now deleted; `Ok(false)` means it was not ours and nothing of anyone
     /// else's was touched.
     pub(crate) async fn release(&self, keys: &LockKeys, owner: &str, waiter: &str) -> Result<bool> {
-        let redlock = self.nodes.len() > 1;
-        // Elections only wake the next candidate, which writes its own
-        // leader record; locks pass straight to the next waiter.
-        let flags = match (keys.is_election(), redlock) {
-            (false, false) => "h",
-            (false, true) => "hr",
-            (true, false) => "",
-            (true, true) => "r",
-        };
-        let wake_prefix = self.keys.wake_prefix();
-        let mut key_list = vec![
-            keys.owner.as_str(),
-            keys.queue.as_str(),
-            keys.waiters.as_str(),
-            keys.fence.as_str(),
-        ];
-        let mut args = vec![
-            owner.as_bytes(),
-            waiter.as_bytes(),
-            wake_prefix.as_bytes(),
-            flags.as_bytes(),
-        ];
-        if redlock || keys.is_election() {
-            args.push(keys.released_channel.as_bytes());
-        }
-        if keys.is_election() {
-            key_list.push(&keys.leader);
-            args.push(keys.leader_channel.as_bytes());
-        }
+        let (key_list, args) = self.release_call(keys, owner, waiter);
+        let key_list: Vec<&str> = key_list.iter().map(String::as_str).collect();
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let what = format!("releasing {}", keys.owner);
         let calls = self
             .nodes
@@ -209,6 +183,58 @@ impl Servers {
         let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
         self.count_votes(results, &what)
             .map(|deleted| deleted >= self.quorum)
+    }
+
+    /// The owner-checked release of [`release`](Self::release), sent over
+    /// blocking connections one server after another, with no async
+    /// runtime. Best effort: errors are logged, and the TTL is the backstop.
+    pub(crate) fn release_blocking(&self, keys: &LockKeys, owner: &str) {
+        let (key_list, args) = self.release_call(keys, owner, "");
+        let key_list: Vec<&str> = key_list.iter().map(String::as_str).collect();
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        for node in &self.nodes {
+            if let Err(e) = node.eval_blocking(&SCRIPTS.release, &key_list, &args) {
+                tracing::debug!(backend = self.backend, addr = node.addr(), key = %keys.owner, error = %e, "blocking release failed; the TTL will free the lock");
+            }
+        }
+    }
+
+    /// The keys and arguments of the release script.
+    fn release_call(
+        &self,
+        keys: &LockKeys,
+        owner: &str,
+        waiter: &str,
+    ) -> (Vec<String>, Vec<Vec<u8>>) {
+        let redlock = self.nodes.len() > 1;
+        // Elections only wake the next candidate, which writes its own
+        // leader record; locks pass straight to the next waiter.
+        let flags = match (keys.is_election(), redlock) {
+            (false, false) => "h",
+            (false, true) => "hr",
+            (true, false) => "",
+            (true, true) => "r",
+        };
+        let mut key_list = vec![
+            keys.owner.clone(),
+            keys.queue.clone(),
+            keys.waiters.clone(),
+            keys.fence.clone(),
+        ];
+        let mut args = vec![
+            owner.as_bytes().to_vec(),
+            waiter.as_bytes().to_vec(),
+            self.keys.wake_prefix().into_bytes(),
+            flags.as_bytes().to_vec(),
+        ];
+        if redlock || keys.is_election() {
+            args.push(keys.released_channel.as_bytes().to_vec());
+        }
+        if keys.is_election() {
+            key_list.push(keys.leader.clone());
+            args.push(keys.leader_channel.as_bytes().to_vec());
+        }
+        (key_list, args)
     }
 
     /// Owner-checked `PEXPIRE` on every server. `Ok` when a quorum renewed;

@@ -165,3 +165,27 @@ async fn redlock_never_hands_out_a_grant_that_arrived_after_its_ttl() {
     let (_servers, proxies, client) = redlock_behind_proxies().await;
     a_grant_after_its_ttl_never_becomes_a_guard(&client, &proxies).await;
 }
+
+/// A guard dropped where no runtime is running (its runtime has already
+/// shut down) still frees the lock at once, over a blocking connection.
+#[test]
+fn a_guard_dropped_with_no_runtime_is_released_at_once() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (server, guard) = runtime.block_on(async {
+        let server = common::start_redis().await;
+        let client = common::client(&server).await;
+        let guard = client.lock("lifecycle/no-runtime").await.expect("lock");
+        (server, guard)
+    });
+    drop(runtime);
+    drop(guard);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = common::client(&server).await;
+        let next = client
+            .try_lock("lifecycle/no-runtime")
+            .await
+            .expect("free at once after a drop with no runtime");
+        next.release().await.expect("release");
+    });
+}
