@@ -29,11 +29,12 @@ pub struct BootClock;
 impl LeaseClock for BootClock {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn now(&self) -> Duration {
-        use nix::time::{ClockId, clock_gettime};
-        match clock_gettime(ClockId::CLOCK_BOOTTIME) {
-            Ok(ts) => Duration::from(ts),
-            Err(_) => monotonic_since_start(),
-        }
+        use rustix::time::{ClockId, clock_gettime};
+        let ts = clock_gettime(ClockId::Boottime);
+        Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -42,6 +43,7 @@ impl LeaseClock for BootClock {
     }
 }
 
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn monotonic_since_start() -> Duration {
     static START: OnceLock<std::time::Instant> = OnceLock::new();
     START.get_or_init(std::time::Instant::now).elapsed()
