@@ -85,11 +85,8 @@ impl LeasePool {
         if leases.is_empty() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let rpc = self.rpc.clone();
-        runtime.spawn(async move {
+        lock_core::background::spawn(async move {
             for lease in leases {
                 let id = lease.id();
                 drop(lease);

@@ -328,20 +328,20 @@ impl Session {
     /// later request of this session), and retried in the background until
     /// it succeeds or the session ends.
     pub(crate) fn remove_now(&self, leftover: Leftover) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if tokio::runtime::Handle::try_current().is_err() {
             tracing::debug!(
                 ?leftover,
                 "no runtime to delete a zk node; it goes with the session"
             );
             return;
-        };
+        }
         tracing::debug!(?leftover, "zk deleting a node we no longer need");
         let client = self.client.clone();
         let request = self.timing.request;
         match leftover {
             Leftover::Node(path) => {
                 let delete = client.delete(&path, None);
-                runtime.spawn(async move {
+                lock_core::background::spawn(async move {
                     match timeout(request, delete).await {
                         Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
                         Ok(Err(e)) if session_over(&e) => {}
@@ -353,7 +353,7 @@ impl Session {
                 });
             }
             guid @ Leftover::Guid { .. } => {
-                runtime.spawn(cleanup::remove(client, request, guid));
+                lock_core::background::spawn(cleanup::remove(client, request, guid));
             }
         }
     }

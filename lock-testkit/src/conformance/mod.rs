@@ -43,6 +43,7 @@ pub use locking::{
     wait_timeout_returns_timeout_within_bound,
 };
 pub use scope::{
+    cancelled_waiter_in_an_exiting_program_gives_up_its_place,
     release_completes_before_a_runtime_shuts_down, with_lock_releases_before_returning,
 };
 
@@ -107,6 +108,7 @@ macro_rules! conformance_tests {
             release_after_loss_is_harmless,
             with_lock_releases_before_returning,
             release_completes_before_a_runtime_shuts_down,
+            cancelled_waiter_in_an_exiting_program_gives_up_its_place,
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
             election_resign_hands_over

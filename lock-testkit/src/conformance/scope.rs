@@ -1,6 +1,7 @@
 //! Properties of releasing at the end of a scope: `with_lock` releases
-//! before it returns, and a release started by dropping a guard completes
-//! when the program waits for background work before its runtime shuts down.
+//! before it returns, and the clean-up started by dropping a guard or an
+//! acquisition completes when the program waits for background work before
+//! its runtime shuts down.
 
 use lock_core::{ErrorKind, LockBackendExt};
 
@@ -65,4 +66,55 @@ pub async fn release_completes_before_a_runtime_shuts_down(target: &dyn Target) 
             Err(e) => panic!("{name}: {e}"),
         }
     }
+}
+
+/// A program interrupted while waiting (its acquisition dropped) waits for
+/// background work and exits: its queue place is gone, so the next waiter
+/// gets the lock as soon as the holder releases, not a TTL later.
+pub async fn cancelled_waiter_in_an_exiting_program_gives_up_its_place(target: &dyn Target) {
+    let name = "conformance/exit-waiter";
+    let holder = target.client().await;
+    let held = holder.lock(name).await.expect("lock");
+    tokio::task::block_in_place(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the exiting program");
+        runtime.block_on(async {
+            let client = target.client().await;
+            let waited =
+                tokio::time::timeout(std::time::Duration::from_millis(200), client.lock(name))
+                    .await;
+            assert!(
+                waited.is_err(),
+                "the waiter must still be waiting when interrupted"
+            );
+            assert!(
+                lock_core::wait_for_background(SLACK).await,
+                "giving up the queue place did not finish"
+            );
+        });
+        drop(runtime);
+    });
+    let next = target.client().await;
+    let waiting = tokio::spawn(async move {
+        let guard = next.lock(name).await;
+        (guard, tokio::time::Instant::now())
+    });
+    // Let the next waiter queue behind whatever is left of the first.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    held.release().await.expect("release");
+    let released = tokio::time::Instant::now();
+    let (guard, acquired) = within(target.ttl() + SLACK, "the next waiter", waiting)
+        .await
+        .expect("waiter task");
+    let waited = acquired - released;
+    assert!(
+        waited < target.ttl() / 4,
+        "the next waiter got the lock {waited:?} after the release: the interrupted waiter's \
+         place was still held (TTL {:?})",
+        target.ttl()
+    );
+    guard.expect("lock").release().await.expect("release");
 }
