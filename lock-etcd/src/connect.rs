@@ -4,6 +4,9 @@
 //! `etcd-client` connects lazily, so a client that "connected" may still
 //! point at nothing. A read of the key prefix proves that a member answers,
 //! that the cluster has a leader, and that the credentials may read our keys.
+//! The probe reads `<prefix>/`, the range every key of ours lies in, so a
+//! role granted exactly that range (`grant-permission --prefix <prefix>/`)
+//! passes it.
 
 use std::time::Duration;
 
@@ -13,6 +16,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::config::EtcdConfig;
 use crate::error_map::{Context, classify};
+use crate::keys::KeySpace;
 
 /// Pause between connection attempts while the connect timeout lasts.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -23,7 +27,8 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     let options = options(config)?;
     let endpoints = endpoint_urls(config);
     let listed = config.endpoint_list();
-    let op = format!("connect (key prefix {:?})", config.prefix);
+    let probed = KeySpace::new(&config.prefix).range();
+    let op = format!("connect (key prefix {probed:?})");
     let ctx = Context {
         op: &op,
         endpoints: &listed,
@@ -34,10 +39,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
         let attempt = async {
             let client = Client::connect(&endpoints, Some(options.clone())).await?;
             let probe = GetOptions::new().with_prefix().with_count_only();
-            client
-                .kv_client()
-                .get(config.prefix.clone(), Some(probe))
-                .await?;
+            client.kv_client().get(probed.clone(), Some(probe)).await?;
             Ok::<_, etcd_client::Error>(client)
         };
         match timeout_at(deadline, attempt).await {

@@ -27,6 +27,7 @@
 mod binary;
 mod error;
 pub mod etcd;
+mod etcd_auth;
 mod http;
 mod ports;
 mod process;
