@@ -15,6 +15,7 @@ mod ownership;
 mod pool;
 mod queue;
 mod rpc;
+mod token;
 mod url_form;
 mod watch;
 

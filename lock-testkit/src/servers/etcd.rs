@@ -357,6 +357,37 @@ impl EtcdMember {
         format!("http://127.0.0.1:{}", self.peer_port)
     }
 
+    /// The plain-HTTP endpoint serving `/health` and `/metrics`,
+    /// `127.0.0.1:PORT` (also under TLS).
+    pub fn metrics_endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.metrics_port)
+    }
+
+    /// The sum of every sample of the Prometheus metric `name` whose labels
+    /// contain each of `labels` (e.g. `grpc_method="Txn"`), from
+    /// `/metrics`.
+    pub async fn metric(&self, name: &str, labels: &[&str]) -> Result<f64, String> {
+        let response = http::request(&self.metrics_endpoint(), "GET", "/metrics", "")
+            .await
+            .map_err(|e| format!("GET /metrics: {e}"))?;
+        let mut sum = 0.0;
+        for line in response.body.lines() {
+            let Some(rest) = line.strip_prefix(name) else {
+                continue;
+            };
+            let Some((labels_part, value)) = rest.rsplit_once(' ') else {
+                continue;
+            };
+            if !(labels_part.is_empty() || labels_part.starts_with('{')) {
+                continue;
+            }
+            if labels.iter().all(|l| labels_part.contains(l)) {
+                sum += value.parse::<f64>().map_err(|e| format!("{line}: {e}"))?;
+            }
+        }
+        Ok(sum)
+    }
+
     /// The member's temporary directory (data and log).
     pub fn dir(&self) -> &Path {
         self.dir.path()
