@@ -37,12 +37,13 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// Grants a lease of `secs` seconds and starts keeping it alive.
-    pub(crate) async fn grant(rpc: &Rpc, secs: i64) -> Result<Lease> {
+    /// Grants a lease of `secs` seconds (by `by` at the latest) and starts
+    /// keeping it alive.
+    pub(crate) async fn grant(rpc: &Rpc, secs: i64, by: Option<Instant>) -> Result<Lease> {
         let sent = Instant::now();
         let op = format!("grant a {secs} s lease");
         let granted = rpc
-            .call(&op, Retry::Idempotent, |client, _| async move {
+            .call_by(&op, Retry::Idempotent, by, |client, _| async move {
                 client.lease_client().grant(secs, None).await
             })
             .await?;

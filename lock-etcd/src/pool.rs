@@ -42,8 +42,13 @@ impl LeasePool {
         })
     }
 
-    /// A fresh idle lease asked with `secs` seconds, or a newly granted one.
-    pub(crate) async fn take_or_grant(&self, secs: i64) -> lock_core::Result<Lease> {
+    /// A fresh idle lease asked with `secs` seconds, or one newly granted
+    /// by `by` at the latest.
+    pub(crate) async fn take_or_grant(
+        &self,
+        secs: i64,
+        by: Option<Instant>,
+    ) -> lock_core::Result<Lease> {
         let (taken, stale) = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let stale = drain_stale(&mut idle);
@@ -56,7 +61,7 @@ impl LeasePool {
         self.revoke_in_background(stale);
         match taken {
             Some(lease) => Ok(lease),
-            None => Lease::grant(&self.rpc, secs).await,
+            None => Lease::grant(&self.rpc, secs, by).await,
         }
     }
 

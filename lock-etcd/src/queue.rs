@@ -54,8 +54,15 @@ pub(crate) async fn acquire(
     secs: i64,
     wait: Wait,
 ) -> Result<Won> {
-    let deadline = wait.deadline_from(Instant::now());
-    let lease = inner.pool.take_or_grant(secs).await?;
+    // The whole acquire takes at most `wait` plus one request timeout:
+    // joining the queue (lease grant and Txn) shares one request timeout,
+    // the wait ends `wait` after the start, and leaving the queue gets what
+    // is left of that bound (the rest of it runs in the background).
+    let start = Instant::now();
+    let request_timeout = inner.rpc.request_timeout();
+    let join_by = start + request_timeout;
+    let deadline = wait.deadline_from(start);
+    let lease = inner.pool.take_or_grant(secs, Some(join_by)).await?;
     let key = KeySpace::entry(&queue, lease.id());
     let lease_lost = lease.lost_signal();
     let mut entry = Entry {
@@ -65,6 +72,7 @@ pub(crate) async fn acquire(
         queue,
         lease: Some(lease),
         written: false,
+        join_by,
     };
     if wait == Wait::No {
         return entry.try_once(value).await;
@@ -82,7 +90,8 @@ pub(crate) async fn acquire(
         Ok(Ok(seen_at)) => Ok(entry.won(rev, seen_at)),
         Ok(Err(e)) => Err(e),
         Err(_) => {
-            entry.leave().await;
+            let by = deadline.map_or(join_by, |d| d + request_timeout);
+            entry.leave(by).await;
             let waited = match wait {
                 Wait::Timeout(d) => d,
                 _ => Duration::ZERO,
@@ -125,6 +134,8 @@ struct Entry {
     lease: Option<Lease>,
     /// Whether our key may exist on the server.
     written: bool,
+    /// Joining the queue (the lease grant and the Txn) ends by then.
+    join_by: Instant,
 }
 
 impl Entry {
@@ -145,7 +156,7 @@ impl Entry {
                 TxnOp::get(self.key.clone(), None),
             ]);
         let op = format!("try to acquire {}", self.what);
-        let resp = self.txn(&op, txn).await?;
+        let resp = self.txn_by(&op, txn, Some(self.join_by)).await?;
         let rev = header_rev(&resp);
         if resp.succeeded() {
             return Ok(self.won(rev, rev));
@@ -203,7 +214,7 @@ impl Entry {
                 TxnOp::get(self.queue.clone(), Some(first_created())),
             ]);
         let op = format!("acquire {}", self.what);
-        let resp = self.txn(&op, txn).await?;
+        let resp = self.txn_by(&op, txn, Some(self.join_by)).await?;
         let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
         if resp.succeeded() {
@@ -390,9 +401,13 @@ impl Entry {
     }
 
     async fn txn(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
+        self.txn_by(op, txn, None).await
+    }
+
+    async fn txn_by(&self, op: &str, txn: Txn, by: Option<Instant>) -> Result<TxnResponse> {
         self.inner
             .rpc
-            .call(op, Retry::Idempotent, |client, _| {
+            .call_by(op, Retry::Idempotent, by, |client, _| {
                 let txn = txn.clone();
                 async move { client.kv_client().txn(txn).await }
             })
@@ -400,9 +415,13 @@ impl Entry {
     }
 
     /// Leaves the queue now: revokes our lease, which deletes our key.
-    async fn leave(&mut self) {
+    /// Waits until `by` at most; a revoke still running then goes on in
+    /// the background (and the key expires with the lease regardless).
+    async fn leave(&mut self, by: Instant) {
         if let Some(lease) = self.lease.take() {
-            let _ = lease.revoke(&self.inner.rpc).await;
+            let rpc = self.inner.rpc.clone();
+            let revoke = tokio::spawn(async move { lease.revoke(&rpc).await });
+            let _ = timeout_at(by, revoke).await;
         }
     }
 

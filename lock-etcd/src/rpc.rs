@@ -93,13 +93,30 @@ impl Rpc {
 
     /// Runs `request` (given a client and the attempt number, from 1) until
     /// it succeeds, fails for good, or the request timeout passes.
-    pub(crate) async fn call<T, F, Fut>(&self, op: &str, retry: Retry, mut request: F) -> Result<T>
+    pub(crate) async fn call<T, F, Fut>(&self, op: &str, retry: Retry, request: F) -> Result<T>
+    where
+        F: FnMut(Client, u32) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        self.call_by(op, retry, None, request).await
+    }
+
+    /// [`call`](Self::call), ending by `by` at the latest: several requests
+    /// that together must fit in one request timeout share its deadline.
+    pub(crate) async fn call_by<T, F, Fut>(
+        &self,
+        op: &str,
+        retry: Retry,
+        by: Option<Instant>,
+        mut request: F,
+    ) -> Result<T>
     where
         F: FnMut(Client, u32) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
     {
         let ctx = self.context(op);
-        let deadline = Instant::now() + self.request_timeout;
+        let own = Instant::now() + self.request_timeout;
+        let deadline = by.map_or(own, |by| by.min(own));
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 0;
         let mut token_refreshed = false;
