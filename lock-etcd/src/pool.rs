@@ -1,9 +1,13 @@
 //! Idle leases kept alive for the next acquisition on the same backend.
 //!
 //! Granting a lease is a raft write, as much as the acquisition itself.
-//! After a release whose delete etcd confirmed, the guard's lease carries
-//! no key any more and goes here; the next acquisition with the same TTL
-//! takes it, so an uncontended acquire costs one round trip. A lease is
+//! After a release whose delete etcd confirmed on the first attempt (or a
+//! `try_lock` that found the lock held on its first attempt), the lease
+//! carries no key, and no earlier attempt can still write one; it goes
+//! here, and the next acquisition with the same TTL takes it, so an
+//! uncontended acquire costs one round trip. After a retry or any outcome
+//! in doubt it is revoked instead: an attempt applied late would put a key
+//! on it that the pool's keepalive would keep alive for good. A lease is
 //! never shared: it holds at most one key at any time, so two guards can
 //! never both "own" a lock through one lease (etcd issues 11364, 11391).
 //! Leases that are lost, stale, or idle for too long are revoked instead.

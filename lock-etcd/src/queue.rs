@@ -156,7 +156,7 @@ impl Entry {
                 TxnOp::get(self.key.clone(), None),
             ]);
         let op = format!("try to acquire {}", self.what);
-        let resp = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
         let rev = header_rev(&resp);
         if resp.succeeded() {
             return Ok(self.won(rev, rev));
@@ -168,9 +168,12 @@ impl Entry {
             let rev = owner.create_revision();
             return Ok(self.won(rev, header_rev(&resp)));
         }
-        // Our key exists only if an earlier attempt wrote it behind someone;
-        // then dropping `self` revokes the lease, which removes it.
-        self.written = first_kv(&ops, 1).is_some();
+        // Our key exists if an earlier attempt wrote it behind someone. An
+        // earlier attempt may also still be on its way and write our key
+        // once the lock is free: the lease must then not go back to the
+        // pool, which would keep that key (and the lock) alive. Either way,
+        // dropping `self` revokes the lease, which removes the key.
+        self.written = first_kv(&ops, 1).is_some() || attempts > 1;
         Err(Error::would_block(format!(
             "{} is held by another client (holder key {}, etcd at {})",
             self.what,
@@ -214,7 +217,7 @@ impl Entry {
                 TxnOp::get(self.queue.clone(), Some(first_created())),
             ]);
         let op = format!("acquire {}", self.what);
-        let resp = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        let (resp, _) = self.txn_by(&op, txn, Some(self.join_by)).await?;
         let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
         if resp.succeeded() {
@@ -401,15 +404,17 @@ impl Entry {
     }
 
     async fn txn(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
-        self.txn_by(op, txn, None).await
+        Ok(self.txn_by(op, txn, None).await?.0)
     }
 
-    async fn txn_by(&self, op: &str, txn: Txn, by: Option<Instant>) -> Result<TxnResponse> {
+    /// The answer, and how many attempts it took (more than one: an
+    /// earlier attempt may still be applied later).
+    async fn txn_by(&self, op: &str, txn: Txn, by: Option<Instant>) -> Result<(TxnResponse, u32)> {
         self.inner
             .rpc
-            .call_by(op, Retry::Idempotent, by, |client, _| {
+            .call_by(op, Retry::Idempotent, by, |client, attempt| {
                 let txn = txn.clone();
-                async move { client.kv_client().txn(txn).await }
+                async move { Ok((client.kv_client().txn(txn).await?, attempt)) }
             })
             .await
     }
