@@ -47,12 +47,13 @@ impl LeasePool {
     }
 
     /// A fresh idle lease asked with `secs` seconds, or one newly granted
-    /// by `by` at the latest.
+    /// by `by` at the latest; `true` for an idle one (which may have ended
+    /// on the server since its last keepalive).
     pub(crate) async fn take_or_grant(
         &self,
         secs: i64,
         by: Option<Instant>,
-    ) -> lock_core::Result<Lease> {
+    ) -> lock_core::Result<(Lease, bool)> {
         let (taken, stale) = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let stale = drain_stale(&mut idle);
@@ -64,8 +65,8 @@ impl LeasePool {
         };
         self.revoke_in_background(stale);
         match taken {
-            Some(lease) => Ok(lease),
-            None => Lease::grant(&self.rpc, secs, by).await,
+            Some(lease) => Ok((lease, true)),
+            None => Ok((Lease::grant(&self.rpc, secs, by).await?, false)),
         }
     }
 

@@ -62,25 +62,51 @@ pub(crate) async fn acquire(
     let request_timeout = inner.rpc.request_timeout();
     let join_by = start + request_timeout;
     let deadline = wait.deadline_from(start);
-    let lease = inner.pool.take_or_grant(secs, Some(join_by)).await?;
-    let key = KeySpace::entry(&queue, lease.id());
-    let lease_lost = lease.lost_signal();
-    let mut entry = Entry {
-        inner: inner.clone(),
-        what: format!("{} {name:?}", space.noun()),
-        key,
-        queue,
-        lease: Some(lease),
-        written: false,
-        join_by,
+    let what = format!("{} {name:?}", space.noun());
+    let mut from_pool = true;
+    let (mut entry, position) = loop {
+        let lease = if from_pool {
+            inner.pool.take_or_grant(secs, Some(join_by)).await?
+        } else {
+            (Lease::grant(&inner.rpc, secs, Some(join_by)).await?, false)
+        };
+        let (lease, pooled) = lease;
+        let mut entry = Entry {
+            inner: inner.clone(),
+            what: what.clone(),
+            key: KeySpace::entry(&queue, lease.id()),
+            queue: queue.clone(),
+            lease: Some(lease),
+            written: false,
+            join_by,
+        };
+        let joined = if wait == Wait::No {
+            entry.try_once(value.clone()).await.map(Joining::Won)
+        } else {
+            match entry.enqueue(value.clone()).await {
+                Ok(Joined::Holder { rev, seen_at }) => Ok(Joining::Won(entry.won(rev, seen_at))),
+                Ok(Joined::Waiting(position)) => Ok(Joining::Waiting(entry, position)),
+                Err(e) => Err(e),
+            }
+        };
+        match joined {
+            // An idle lease can end on the server unnoticed (revoked from
+            // outside, or expired while its keepalive was failing): try
+            // once more, with a lease granted for this acquire.
+            Err(e) if e.kind() == ErrorKind::LeaseLost && pooled => {
+                tracing::debug!(error = %e, "idle lease was gone; granting a fresh one");
+                from_pool = false;
+            }
+            Err(e) => return Err(e),
+            Ok(Joining::Won(won)) => return Ok(won),
+            Ok(Joining::Waiting(entry, position)) => break (entry, position),
+        }
     };
-    if wait == Wait::No {
-        return entry.try_once(value).await;
-    }
-    let position = match entry.enqueue(value).await? {
-        Joined::Holder { rev, seen_at } => return Ok(entry.won(rev, seen_at)),
-        Joined::Waiting(position) => position,
-    };
+    let lease_lost = entry
+        .lease
+        .as_ref()
+        .map(Lease::lost_signal)
+        .expect("the entry holds its lease until it is won");
     let rev = position.rev;
     let waited = match deadline {
         Some(deadline) => timeout_at(deadline, entry.wait_turn(position, &lease_lost)).await,
@@ -103,6 +129,14 @@ pub(crate) async fn acquire(
             )))
         }
     }
+}
+
+/// How one try to join the queue ended.
+enum Joining {
+    /// The lock is ours.
+    Won(Won),
+    /// Queued behind others.
+    Waiting(Entry, Position),
 }
 
 /// What joining the queue found.

@@ -269,3 +269,30 @@ async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
     assert!(next.token() > held.token());
     next.release().await.expect("release");
 }
+
+#[tokio::test]
+async fn an_idle_lease_revoked_on_the_server_is_replaced_by_a_fresh_one() {
+    let cluster = common::start_cluster(1).await;
+    // A long TTL: the idle lease's keepalive must not notice the revoke
+    // before the next acquire takes the lease.
+    let config = common::config_for(cluster.endpoints())
+        .with_default_ttl(Duration::from_secs(10))
+        .unwrap();
+    let backend = EtcdBackend::connect(config).await.expect("connect");
+    for wait in ["lock", "try_lock"] {
+        let name = format!("pool/revoked/{wait}");
+        let first = backend.lock(name.as_str()).await.expect("lock");
+        let key = first.key().to_owned();
+        first.release().await.expect("release");
+        // The released guard's lease now waits in the pool; end it.
+        common::revoke_lease_of(&cluster, &key).await;
+        let again = match wait {
+            "lock" => backend.lock(name.as_str()).await,
+            _ => backend.try_lock(name.as_str()).await,
+        }
+        .unwrap_or_else(|e| panic!("{wait} after the idle lease was revoked: {e}"));
+        assert_ne!(again.key(), key, "{wait}: a fresh lease, so a new key");
+        assert!(again.is_held());
+        again.release().await.expect("release");
+    }
+}
