@@ -15,11 +15,13 @@ use lock_core::{Error, ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::config::EtcdConfig;
-use crate::error_map::{Context, classify};
+use crate::error_map::{Context, classify, is_tls_handshake_eof};
 use crate::keys::KeySpace;
 
 /// Pause between connection attempts while the connect timeout lasts.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// TLS handshakes the server closed in a row before it counts as plaintext.
+const PLAINTEXT_AFTER: u32 = 3;
 
 /// Connects to the configured cluster and checks that it answers.
 pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
@@ -35,6 +37,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     };
     let deadline = Instant::now() + config.connect_timeout;
     let mut last_error = None;
+    let mut handshakes_closed = 0;
     loop {
         let attempt = async {
             let client = Client::connect(&endpoints, Some(options.clone())).await?;
@@ -44,6 +47,22 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
         };
         match timeout_at(deadline, attempt).await {
             Ok(Ok(client)) => return Ok(client),
+            Ok(Err(err)) if classify(&err) == ErrorKind::InvalidConfig && config.uses_tls() => {
+                return Err(tls_refused(config, &listed, err));
+            }
+            Ok(Err(err)) if is_tls_handshake_eof(&err) => {
+                // A server without TLS hangs up on our hello. Once could be a
+                // member going down; every time, it speaks plaintext.
+                handshakes_closed += 1;
+                if handshakes_closed >= PLAINTEXT_AFTER {
+                    return Err(Error::invalid_config(format!(
+                        "etcd at {listed}: the server closed every TLS handshake; it probably serves \
+                         plaintext: use etcd:// (no TLS), or enable TLS on the server"
+                    ))
+                    .with_source(err));
+                }
+                last_error = Some(err);
+            }
             Ok(Err(err)) if classify(&err) == ErrorKind::Unavailable => {
                 tracing::debug!(endpoints = %listed, error = %err, "etcd not reachable yet; retrying");
                 last_error = Some(err);
@@ -65,6 +84,20 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
          running there and does it have quorum?",
         config.connect_timeout
     )))
+}
+
+/// A refused server certificate, said in terms of the configuration.
+fn tls_refused(config: &EtcdConfig, listed: &str, err: etcd_client::Error) -> Error {
+    let ca = config
+        .ca_cert
+        .as_ref()
+        .map_or_else(|| "?".to_owned(), |p| p.display().to_string());
+    Error::invalid_config(format!(
+        "etcd at {listed}: TLS: the server's certificate was refused ({}); check that ca_cert \
+         {ca} is the CA that signed it, and that it is valid for the endpoint's host name",
+        crate::error_map::detail(&err)
+    ))
+    .with_source(err)
 }
 
 fn options(config: &EtcdConfig) -> Result<ConnectOptions> {

@@ -25,6 +25,7 @@
 //! ```
 
 mod binary;
+pub mod certs;
 mod error;
 pub mod etcd;
 mod etcd_auth;
