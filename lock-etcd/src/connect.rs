@@ -14,7 +14,7 @@ use etcd_client::{Client, ConnectOptions, GetOptions};
 use lock_core::{Error, ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
-use crate::config::EtcdConfig;
+use crate::config::{DEFAULT_KEEPALIVE_INTERVAL, EtcdConfig};
 use crate::error_map::{Context, classify, is_tls_handshake_eof};
 use crate::keys::KeySpace;
 
@@ -106,9 +106,15 @@ fn options(config: &EtcdConfig) -> Result<ConnectOptions> {
         // Members without a leader cancel our watches instead of leaving
         // them silent, so waiters re-check elsewhere.
         .with_require_leader(true);
-    if let Some(interval) = config.keepalive_interval {
-        options = options.with_keep_alive(interval, interval);
-    }
+    // Pings only while streams are open: those are what a silent connection
+    // would stall (requests have their own timeouts), and etcd answers
+    // pings on an idle connection with GOAWAY.
+    let interval = config
+        .keepalive_interval
+        .unwrap_or(DEFAULT_KEEPALIVE_INTERVAL);
+    options = options
+        .with_keep_alive(interval, interval)
+        .with_keep_alive_while_idle(false);
     if let (Some(user), Some(password)) = (&config.username, &config.password) {
         options = options.with_user(user.clone(), password.clone());
     }

@@ -33,6 +33,9 @@ const UNSYNCED_RECHECKS: [Duration; 3] = [
     Duration::from_millis(60),
 ];
 
+/// How often a waiter without a lease TTL at hand re-reads its predecessor.
+const SILENT_WATCH_RECHECK: Duration = Duration::from_secs(1);
+
 /// A place at the head of the queue: the lock is ours.
 #[derive(Debug)]
 pub(crate) struct Won {
@@ -365,7 +368,27 @@ impl Entry {
                 }
             }
         }
-        Ok(watch.deleted().await)
+        // A watch can also go silent for good: its member froze, or its
+        // connection died without a reset. Read the predecessor every
+        // TTL/3, so a waiter that has become the head always finds out.
+        let every = self.recheck_every();
+        loop {
+            tokio::select! {
+                woken = watch.deleted() => return Ok(woken),
+                () = sleep(every) => {
+                    if !self.exists(pred, pred_rev, created_rev).await? {
+                        tracing::debug!(predecessor = pred, "deletion not heard: the watch is silent");
+                        return Ok(Woken::Recheck);
+                    }
+                }
+            }
+        }
+    }
+
+    /// How often a waiter re-reads its predecessor besides watching it.
+    fn recheck_every(&self) -> Duration {
+        let ttl = self.lease.as_ref().map_or(SILENT_WATCH_RECHECK, Lease::ttl);
+        (ttl / 3).max(Duration::from_millis(100))
     }
 
     /// Whether `key` with `create_rev` exists at a revision ≥ `min_rev`
