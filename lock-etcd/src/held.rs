@@ -42,6 +42,7 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         rev,
         seen_at,
         lease,
+        reusable,
     } = won;
     let span = tracing::debug_span!("etcd.held", backend = "etcd", lock = %name, token = rev);
     let delay = MONITOR_DELAY.min(lease.ttl() / 10);
@@ -66,6 +67,7 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         key: key.clone(),
         rev,
         lease: Some(lease),
+        reusable,
         notifier: notifier.clone(),
         monitor,
     };
@@ -89,6 +91,8 @@ struct EtcdHeld {
     key: String,
     rev: i64,
     lease: Option<Lease>,
+    /// Whether the lease may go back to the pool after a confirmed release.
+    reusable: bool,
     notifier: LossNotifier,
     monitor: JoinHandle<()>,
 }
@@ -159,7 +163,7 @@ impl HeldLock for EtcdHeld {
             .await;
         let lease = self.lease.take();
         let result = match outcome {
-            Ok((true, 1)) if lost_before.is_none() => {
+            Ok((true, 1)) if lost_before.is_none() && self.reusable => {
                 // Confirmed: the lease now holds no key and can serve again.
                 if let Some(lease) = lease {
                     self.inner.pool.put(lease);

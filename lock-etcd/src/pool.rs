@@ -1,8 +1,9 @@
 //! Idle leases kept alive for the next acquisition on the same backend.
 //!
 //! Granting a lease is a raft write, as much as the acquisition itself.
-//! After a release whose delete etcd confirmed on the first attempt (or a
-//! `try_lock` that found the lock held on its first attempt), the lease
+//! After a release whose delete etcd confirmed on the first attempt, of a
+//! lock joined on the first attempt (or a `try_lock` that found the lock
+//! held on its first attempt), the lease
 //! carries no key, and no earlier attempt can still write one; it goes
 //! here, and the next acquisition with the same TTL takes it, so an
 //! uncontended acquire costs one round trip. After a retry or any outcome

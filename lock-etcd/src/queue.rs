@@ -45,6 +45,10 @@ pub(crate) struct Won {
     /// A store revision at which we were known to hold the lock.
     pub(crate) seen_at: i64,
     pub(crate) lease: Lease,
+    /// Whether the lease may serve again after a confirmed release: not if
+    /// joining took a retry, whose earlier attempt may still land and put
+    /// our key back once we deleted it.
+    pub(crate) reusable: bool,
 }
 
 /// Joins the queue of `name` and waits as `wait` allows.
@@ -81,6 +85,7 @@ pub(crate) async fn acquire(
             queue: queue.clone(),
             lease: Some(lease),
             written: false,
+            retried: false,
             join_by,
         };
         let joined = if wait == Wait::No {
@@ -171,6 +176,8 @@ struct Entry {
     lease: Option<Lease>,
     /// Whether our key may exist on the server.
     written: bool,
+    /// Whether the Txn that joined the queue took more than one attempt.
+    retried: bool,
     /// Joining the queue (the lease grant and the Txn) ends by then.
     join_by: Instant,
 }
@@ -194,6 +201,7 @@ impl Entry {
             ]);
         let op = format!("try to acquire {}", self.what);
         let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        self.retried = attempts > 1;
         let rev = header_rev(&resp);
         if resp.succeeded() {
             return Ok(self.won(rev, rev));
@@ -210,7 +218,7 @@ impl Entry {
         // once the lock is free: the lease must then not go back to the
         // pool, which would keep that key (and the lock) alive. Either way,
         // dropping `self` revokes the lease, which removes the key.
-        self.written = first_kv(&ops, 1).is_some() || attempts > 1;
+        self.written = first_kv(&ops, 1).is_some() || self.retried;
         Err(Error::would_block(format!(
             "{} is held by another client (holder key {}, etcd at {})",
             self.what,
@@ -254,7 +262,8 @@ impl Entry {
                 TxnOp::get(self.queue.clone(), Some(first_created())),
             ]);
         let op = format!("acquire {}", self.what);
-        let (resp, _) = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        self.retried = attempts > 1;
         let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
         if resp.succeeded() {
@@ -497,6 +506,7 @@ impl Entry {
             rev,
             seen_at,
             lease,
+            reusable: !self.retried,
         }
     }
 

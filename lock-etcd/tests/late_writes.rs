@@ -34,7 +34,7 @@ async fn until_free(backend: &EtcdBackend, name: &str) -> lock_core::LockGuard {
         }
     })
     .await
-    .expect("the name must be free within 3×TTL of a late try_lock write")
+    .expect("the name must be free within 3×TTL of a late write")
 }
 
 #[tokio::test]
@@ -160,4 +160,95 @@ async fn release_never_deletes_a_key_recreated_under_the_same_name() {
         "release deleted a key that is not the guard's any more"
     );
     assert_eq!(left.kvs()[0].value(), b"someone else");
+}
+
+#[tokio::test]
+async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_name() {
+    let cluster = common::start_cluster(1).await;
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let slow = FaultProxy::start(upstream).await.expect("proxy");
+    let fast = FaultProxy::start(upstream).await.expect("proxy");
+    let config = common::config_for(vec![slow.addr().to_string(), fast.addr().to_string()])
+        .with_request_timeout(REQUEST_TIMEOUT)
+        .with_default_ttl(TTL)
+        .unwrap();
+    let client = EtcdBackend::connect(config).await.expect("connect");
+    let other = common::backend(&cluster).await;
+    let mut raw = common::raw_client(&cluster).await;
+    let queue = format!("{}/lock/late%2Fretried/", common::PREFIX);
+
+    // An acquire whose first attempt goes the slow way times out there and
+    // wins on the fast one. It is released at once; then the first attempt
+    // reaches etcd and, the queue being empty, writes the key again.
+    // Stop once a late write was seen, or after a few rounds where one
+    // could have landed (revoking the lease first is just as good).
+    let (mut late, mut slow_rounds) = (false, 0);
+    for round in 0..20 {
+        for wait in ["lock", "try_lock"] {
+            // Warm the lease pool through fast links, so only the Txn is slow.
+            client
+                .lock("late/warm")
+                .await
+                .expect("warm up")
+                .release()
+                .await
+                .expect("release");
+            let mut events = raw
+                .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
+                .await
+                .expect("watch the queue");
+            events.message().await.expect("created");
+            slow.delay(Duration::from_millis(250));
+            let sent = Instant::now();
+            let guard = match wait {
+                "lock" => client.lock("late/retried").await,
+                _ => client.try_lock("late/retried").await,
+            };
+            let took = sent.elapsed();
+            slow.delay(Duration::ZERO);
+            let Ok(guard) = guard else {
+                // Every attempt went the slow way: wait until the name is
+                // free and try again.
+                until_free(&other, "late/retried")
+                    .await
+                    .release()
+                    .await
+                    .expect("release");
+                continue;
+            };
+            guard.release().await.expect("release");
+            if took < ATTEMPT {
+                continue; // The first attempt went the fast way.
+            }
+            // Our put, our delete, then perhaps the late put.
+            let puts = timeout(Duration::from_secs(1), async {
+                let mut puts = 0;
+                while puts < 2 {
+                    let message = events.message().await.unwrap().unwrap();
+                    puts += message
+                        .events()
+                        .iter()
+                        .filter(|e| e.event_type() == EventType::Put)
+                        .count();
+                }
+                puts
+            })
+            .await
+            .unwrap_or(1);
+            eprintln!("round {round}, {wait}: won after {took:?}; {puts} puts seen");
+            // Whatever the late attempt wrote must go with a lease nobody
+            // renews.
+            until_free(&other, "late/retried")
+                .await
+                .release()
+                .await
+                .expect("release");
+            late |= puts >= 2;
+            slow_rounds += 1;
+        }
+        if late || slow_rounds >= 4 {
+            break;
+        }
+    }
+    assert!(slow_rounds > 0, "no acquire attempt went the slow way");
 }
