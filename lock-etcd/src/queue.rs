@@ -33,9 +33,6 @@ const UNSYNCED_RECHECKS: [Duration; 3] = [
     Duration::from_millis(60),
 ];
 
-/// How often a waiter without a lease TTL at hand re-reads its predecessor.
-const SILENT_WATCH_RECHECK: Duration = Duration::from_secs(1);
-
 /// A place at the head of the queue: the lock is ours.
 #[derive(Debug)]
 pub(crate) struct Won {
@@ -72,12 +69,11 @@ pub(crate) async fn acquire(
     let what = format!("{} {name:?}", space.noun());
     let mut from_pool = true;
     let (mut entry, position) = loop {
-        let lease = if from_pool {
+        let (lease, pooled) = if from_pool {
             inner.pool.take_or_grant(secs, Some(join_by)).await?
         } else {
             (Lease::grant(&inner.rpc, secs, Some(join_by)).await?, false)
         };
-        let (lease, pooled) = lease;
         let mut entry = Entry {
             inner: inner.clone(),
             what: what.clone(),
@@ -394,9 +390,10 @@ impl Entry {
         }
     }
 
-    /// How often a waiter re-reads its predecessor besides watching it.
+    /// How often a waiter re-reads its predecessor besides watching it:
+    /// every TTL/3, like a renewal.
     fn recheck_every(&self) -> Duration {
-        let ttl = self.lease.as_ref().map_or(SILENT_WATCH_RECHECK, Lease::ttl);
+        let ttl = self.lease.as_ref().map_or(Duration::ZERO, Lease::ttl);
         (ttl / 3).max(Duration::from_millis(100))
     }
 
