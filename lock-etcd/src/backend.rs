@@ -63,7 +63,12 @@ impl EtcdBackend {
     /// connection attempt.
     pub async fn connect(config: EtcdConfig) -> Result<Self> {
         let client = connect(&config).await?;
-        let rpc = Rpc::new(client, config.endpoint_list(), config.request_timeout);
+        let rpc = Rpc::new(
+            client,
+            config.endpoint_list(),
+            config.request_timeout,
+            config.username.is_some(),
+        );
         Ok(EtcdBackend {
             inner: Arc::new(Inner {
                 pool: LeasePool::new(rpc.clone()),

@@ -15,6 +15,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one request may take, retries on another endpoint included.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// HTTP/2 keepalive ping interval when none is given: a connection that
+/// went silent (a frozen member, a dropped route) is dropped after about
+/// twice this, and its watches re-read.
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Key prefix when none is given.
 pub const DEFAULT_PREFIX: &str = "/distlock";
 
@@ -78,8 +82,10 @@ pub struct EtcdConfig {
     /// PEM private key of `client_cert`.
     #[serde(default)]
     pub client_key: Option<PathBuf>,
-    /// HTTP/2 keepalive ping interval; a dead connection is noticed after
-    /// about twice this. `None` leaves it to the lease deadline.
+    /// HTTP/2 keepalive ping interval while streams (watches, keepalives)
+    /// are open; a dead connection is noticed after about twice this.
+    /// `None` means [`DEFAULT_KEEPALIVE_INTERVAL`]. etcd refuses pings more
+    /// often than its `--grpc-keepalive-min-time` (5 s by default).
     #[serde(rename = "keepalive_interval_ms", with = "millis::optional", default)]
     pub keepalive_interval: Option<Duration>,
 }

@@ -4,6 +4,9 @@
 //! `etcd-client` connects lazily, so a client that "connected" may still
 //! point at nothing. A read of the key prefix proves that a member answers,
 //! that the cluster has a leader, and that the credentials may read our keys.
+//! The probe reads `<prefix>/`, the range every key of ours lies in, so a
+//! role granted exactly that range (`grant-permission --prefix <prefix>/`)
+//! passes it.
 
 use std::time::Duration;
 
@@ -11,11 +14,14 @@ use etcd_client::{Client, ConnectOptions, GetOptions};
 use lock_core::{Error, ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
-use crate::config::EtcdConfig;
-use crate::error_map::{Context, classify};
+use crate::config::{DEFAULT_KEEPALIVE_INTERVAL, EtcdConfig};
+use crate::error_map::{Context, classify, is_tls_handshake_eof};
+use crate::keys::KeySpace;
 
 /// Pause between connection attempts while the connect timeout lasts.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// TLS handshakes the server closed in a row before it counts as plaintext.
+const PLAINTEXT_AFTER: u32 = 3;
 
 /// Connects to the configured cluster and checks that it answers.
 pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
@@ -23,25 +29,40 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     let options = options(config)?;
     let endpoints = endpoint_urls(config);
     let listed = config.endpoint_list();
-    let op = format!("connect (key prefix {:?})", config.prefix);
+    let probed = KeySpace::new(&config.prefix).range();
+    let op = format!("connect (key prefix {probed:?})");
     let ctx = Context {
         op: &op,
         endpoints: &listed,
     };
     let deadline = Instant::now() + config.connect_timeout;
     let mut last_error = None;
+    let mut handshakes_closed = 0;
     loop {
         let attempt = async {
             let client = Client::connect(&endpoints, Some(options.clone())).await?;
             let probe = GetOptions::new().with_prefix().with_count_only();
-            client
-                .kv_client()
-                .get(config.prefix.clone(), Some(probe))
-                .await?;
+            client.kv_client().get(probed.clone(), Some(probe)).await?;
             Ok::<_, etcd_client::Error>(client)
         };
         match timeout_at(deadline, attempt).await {
             Ok(Ok(client)) => return Ok(client),
+            Ok(Err(err)) if classify(&err) == ErrorKind::InvalidConfig && config.uses_tls() => {
+                return Err(tls_refused(config, &listed, err));
+            }
+            Ok(Err(err)) if is_tls_handshake_eof(&err) => {
+                // A server without TLS hangs up on our hello. Once could be a
+                // member going down; every time, it speaks plaintext.
+                handshakes_closed += 1;
+                if handshakes_closed >= PLAINTEXT_AFTER {
+                    return Err(Error::invalid_config(format!(
+                        "etcd at {listed}: the server closed every TLS handshake; it probably serves \
+                         plaintext: use etcd:// (no TLS), or enable TLS on the server"
+                    ))
+                    .with_source(err));
+                }
+                last_error = Some(err);
+            }
             Ok(Err(err)) if classify(&err) == ErrorKind::Unavailable => {
                 tracing::debug!(endpoints = %listed, error = %err, "etcd not reachable yet; retrying");
                 last_error = Some(err);
@@ -65,15 +86,35 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     )))
 }
 
+/// A refused server certificate, said in terms of the configuration.
+fn tls_refused(config: &EtcdConfig, listed: &str, err: etcd_client::Error) -> Error {
+    let ca = config
+        .ca_cert
+        .as_ref()
+        .map_or_else(|| "?".to_owned(), |p| p.display().to_string());
+    Error::invalid_config(format!(
+        "etcd at {listed}: TLS: the server's certificate was refused ({}); check that ca_cert \
+         {ca} is the CA that signed it, and that it is valid for the endpoint's host name",
+        crate::error_map::detail(&err)
+    ))
+    .with_source(err)
+}
+
 fn options(config: &EtcdConfig) -> Result<ConnectOptions> {
     let mut options = ConnectOptions::new()
         .with_connect_timeout(config.connect_timeout)
         // Members without a leader cancel our watches instead of leaving
         // them silent, so waiters re-check elsewhere.
         .with_require_leader(true);
-    if let Some(interval) = config.keepalive_interval {
-        options = options.with_keep_alive(interval, interval);
-    }
+    // Pings only while streams are open: those are what a silent connection
+    // would stall (requests have their own timeouts), and etcd answers
+    // pings on an idle connection with GOAWAY.
+    let interval = config
+        .keepalive_interval
+        .unwrap_or(DEFAULT_KEEPALIVE_INTERVAL);
+    options = options
+        .with_keep_alive(interval, interval)
+        .with_keep_alive_while_idle(false);
     if let (Some(user), Some(password)) = (&config.username, &config.password) {
         options = options.with_user(user.clone(), password.clone());
     }

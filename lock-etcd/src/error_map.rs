@@ -29,6 +29,9 @@ pub(crate) fn classify(err: &EtcdError) -> ErrorKind {
 
 fn classify_status(status: &Status) -> ErrorKind {
     let msg = status.message();
+    if is_certificate_refused(msg) {
+        return ErrorKind::InvalidConfig;
+    }
     match status.code() {
         Code::Unavailable | Code::Cancelled | Code::ResourceExhausted | Code::Aborted => {
             ErrorKind::Unavailable
@@ -56,6 +59,18 @@ fn classify_status(status: &Status) -> ErrorKind {
     }
 }
 
+/// Whether the server's certificate failed verification (unknown CA,
+/// wrong name, expired): a configuration error, no retry can cure it.
+fn is_certificate_refused(msg: &str) -> bool {
+    msg.contains("invalid peer certificate")
+}
+
+/// Whether a TLS handshake ended because the server closed the connection,
+/// as a server without TLS does when it receives a TLS hello.
+pub(crate) fn is_tls_handshake_eof(err: &EtcdError) -> bool {
+    err.to_string().contains("tls handshake eof")
+}
+
 /// Whether a compare-failed or missing lease reply means "lease gone".
 pub(crate) fn is_lease_gone(err: &EtcdError) -> bool {
     classify(err) == ErrorKind::LeaseLost
@@ -75,7 +90,7 @@ impl Context<'_> {
     /// address, and what to do.
     pub(crate) fn error(&self, err: EtcdError) -> Error {
         let kind = classify(&err);
-        let detail = detail_of(&err);
+        let detail = detail(&err);
         Error::new(kind, format!("{}: {detail}{}", self.prefix(), advice(kind))).with_source(err)
     }
 
@@ -93,7 +108,8 @@ impl Context<'_> {
     }
 }
 
-fn detail_of(err: &EtcdError) -> String {
+/// The error's own words: a gRPC status's message and code.
+pub(crate) fn detail(err: &EtcdError) -> String {
     match err {
         EtcdError::GRpcStatus(status) => {
             format!("{} ({:?})", status.message(), status.code())
@@ -144,6 +160,10 @@ mod tests {
                 ErrorKind::Unauthorized,
             ),
             (Status::deadline_exceeded("slow"), ErrorKind::Timeout),
+            (
+                Status::unavailable("invalid peer certificate: UnknownIssuer"),
+                ErrorKind::InvalidConfig,
+            ),
             (
                 Status::invalid_argument("etcdserver: key is not provided"),
                 ErrorKind::Backend,

@@ -4,8 +4,8 @@
 //! The guard is lost when its lease is (keepalive answered TTL 0, or could
 //! not be renewed before the local validity deadline), or when its key is
 //! deleted or recreated behind its back. Release deletes the key only if
-//! it still has our create revision, so a stale guard never deletes the
-//! next holder's key.
+//! it still has our create revision (one Txn), so a stale guard never
+//! deletes a key that is not its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +42,7 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         rev,
         seen_at,
         lease,
+        reusable,
     } = won;
     let span = tracing::debug_span!("etcd.held", backend = "etcd", lock = %name, token = rev);
     let delay = MONITOR_DELAY.min(lease.ttl() / 10);
@@ -66,6 +67,7 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         key: key.clone(),
         rev,
         lease: Some(lease),
+        reusable,
         notifier: notifier.clone(),
         monitor,
     };
@@ -89,6 +91,8 @@ struct EtcdHeld {
     key: String,
     rev: i64,
     lease: Option<Lease>,
+    /// Whether the lease may go back to the pool after a confirmed release.
+    reusable: bool,
     notifier: LossNotifier,
     monitor: JoinHandle<()>,
 }
@@ -138,22 +142,28 @@ impl HeldLock for EtcdHeld {
     async fn release(mut self: Box<Self>) -> Result<()> {
         self.monitor.abort();
         let lost_before = self.notifier.signal().reason();
-        // A plain delete is enough: the key is named after our lease, and a
-        // lease serves one acquisition at a time, so this key can only be
-        // ours. `deleted` says whether it was still there.
+        // Delete our key only while it has our create revision: a key of
+        // the same name written later (a late retry of an acquisition on
+        // this lease) is not ours to delete. `succeeded` says whether ours
+        // was still there.
         let op = format!("release {}", self.what());
-        let key = self.key.as_str();
+        let release = Txn::new()
+            .when([self.is_ours()])
+            .and_then([TxnOp::delete(self.key.clone(), None)]);
         let outcome = self
             .inner
             .rpc
-            .call(&op, Retry::Idempotent, |client, attempt| async move {
-                let resp = client.kv_client().delete(key, None).await?;
-                Ok((resp.deleted() > 0, attempt))
+            .call(&op, Retry::Idempotent, |client, attempt| {
+                let release = release.clone();
+                async move {
+                    let resp = client.kv_client().txn(release).await?;
+                    Ok((resp.succeeded(), attempt))
+                }
             })
             .await;
         let lease = self.lease.take();
         let result = match outcome {
-            Ok((true, 1)) if lost_before.is_none() => {
+            Ok((true, 1)) if lost_before.is_none() && self.reusable => {
                 // Confirmed: the lease now holds no key and can serve again.
                 if let Some(lease) = lease {
                     self.inner.pool.put(lease);

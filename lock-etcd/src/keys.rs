@@ -42,6 +42,11 @@ impl KeySpace {
         }
     }
 
+    /// `<prefix>/`: every key this backend writes starts with it.
+    pub(crate) fn range(&self) -> String {
+        format!("{}/", self.root)
+    }
+
     /// The queue of `name`: every contender's key starts with this, and no
     /// other key does.
     pub(crate) fn queue(&self, space: Space, name: &LockName) -> String {
@@ -93,6 +98,8 @@ mod tests {
         assert!(!long.starts_with(&short));
         let election = keys.queue(Space::Election, &LockName::new("a").unwrap());
         assert!(!election.starts_with(&short));
+        assert!(short.starts_with(&keys.range()) && election.starts_with(&keys.range()));
+        assert_eq!(KeySpace::new("/p").range(), "/p/");
     }
 
     #[test]

@@ -37,12 +37,13 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// Grants a lease of `secs` seconds and starts keeping it alive.
-    pub(crate) async fn grant(rpc: &Rpc, secs: i64) -> Result<Lease> {
+    /// Grants a lease of `secs` seconds (by `by` at the latest) and starts
+    /// keeping it alive.
+    pub(crate) async fn grant(rpc: &Rpc, secs: i64, by: Option<Instant>) -> Result<Lease> {
         let sent = Instant::now();
         let op = format!("grant a {secs} s lease");
         let granted = rpc
-            .call(&op, Retry::Idempotent, |client, _| async move {
+            .call_by(&op, Retry::Idempotent, by, |client, _| async move {
                 client.lease_client().grant(secs, None).await
             })
             .await?;
@@ -54,6 +55,7 @@ impl Lease {
             rpc: rpc.clone(),
             id,
             stream: None,
+            dirty: false,
         }));
         let attempt_timeout = (ttl / 3).min(rpc.request_timeout());
         let renew = {
@@ -161,10 +163,19 @@ pub(crate) async fn revoke_id(rpc: &Rpc, id: i64) -> Result<()> {
 
 /// The keepalive stream of one lease, opened on first use and reopened
 /// after a failure.
+///
+/// Answers carry no request id: they are matched to requests by order. A
+/// round trip cancelled between its send and its answer would leave that
+/// answer for the next one, which would then count a renewal the server
+/// made earlier as made at its own send time, and vouch for the lease past
+/// its end. So a round trip marks the stream dirty before sending and
+/// clean once it has read its answer, and a dirty stream is replaced.
 struct KeepAlive {
     rpc: Rpc,
     id: i64,
     stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    /// A round trip started on `stream` and did not finish.
+    dirty: bool,
 }
 
 impl KeepAlive {
@@ -185,7 +196,15 @@ impl KeepAlive {
         result
     }
 
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled round trip leaves the stream dirty, and the
+    /// next one opens a new stream.
     async fn round_trip(&mut self) -> std::result::Result<(), etcd_client::Error> {
+        if self.dirty {
+            self.stream = None;
+            self.dirty = false;
+        }
         match self.stream.as_mut() {
             None => {
                 // Opening sends one keepalive and checks its answer (TTL > 0).
@@ -194,8 +213,11 @@ impl KeepAlive {
                 Ok(())
             }
             Some((keeper, stream)) => {
+                self.dirty = true;
                 keeper.keep_alive().await?;
-                match stream.message().await? {
+                let answer = stream.message().await?;
+                self.dirty = false;
+                match answer {
                     Some(answer) if answer.ttl() > 0 => Ok(()),
                     Some(_) => Err(etcd_client::Error::LeaseKeepAliveError(
                         "lease not found: keepalive answered TTL 0".into(),
@@ -214,6 +236,7 @@ impl std::fmt::Debug for KeepAlive {
         f.debug_struct("KeepAlive")
             .field("id", &self.id)
             .field("open", &self.stream.is_some())
+            .field("dirty", &self.dirty)
             .finish()
     }
 }

@@ -15,12 +15,14 @@ mod ownership;
 mod pool;
 mod queue;
 mod rpc;
+mod token;
 mod url_form;
 mod watch;
 
 pub use backend::EtcdBackend;
 pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, EtcdConfig,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TTL, EtcdConfig,
 };
 /// The `etcd-client` crate this backend is built on, for guarded writes
 /// with [`is_owner`] and for [`EtcdBackend::client`].

@@ -1,9 +1,14 @@
 //! Idle leases kept alive for the next acquisition on the same backend.
 //!
 //! Granting a lease is a raft write, as much as the acquisition itself.
-//! After a release whose delete etcd confirmed, the guard's lease carries
-//! no key any more and goes here; the next acquisition with the same TTL
-//! takes it, so an uncontended acquire costs one round trip. A lease is
+//! After a release whose delete etcd confirmed on the first attempt, of a
+//! lock joined on the first attempt (or a `try_lock` that found the lock
+//! held on its first attempt), the lease
+//! carries no key, and no earlier attempt can still write one; it goes
+//! here, and the next acquisition with the same TTL takes it, so an
+//! uncontended acquire costs one round trip. After a retry or any outcome
+//! in doubt it is revoked instead: an attempt applied late would put a key
+//! on it that the pool's keepalive would keep alive for good. A lease is
 //! never shared: it holds at most one key at any time, so two guards can
 //! never both "own" a lock through one lease (etcd issues 11364, 11391).
 //! Leases that are lost, stale, or idle for too long are revoked instead.
@@ -42,8 +47,14 @@ impl LeasePool {
         })
     }
 
-    /// A fresh idle lease asked with `secs` seconds, or a newly granted one.
-    pub(crate) async fn take_or_grant(&self, secs: i64) -> lock_core::Result<Lease> {
+    /// A fresh idle lease asked with `secs` seconds, or one newly granted
+    /// by `by` at the latest; `true` for an idle one (which may have ended
+    /// on the server since its last keepalive).
+    pub(crate) async fn take_or_grant(
+        &self,
+        secs: i64,
+        by: Option<Instant>,
+    ) -> lock_core::Result<(Lease, bool)> {
         let (taken, stale) = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let stale = drain_stale(&mut idle);
@@ -55,8 +66,8 @@ impl LeasePool {
         };
         self.revoke_in_background(stale);
         match taken {
-            Some(lease) => Ok(lease),
-            None => Lease::grant(&self.rpc, secs).await,
+            Some(lease) => Ok((lease, true)),
+            None => Ok((Lease::grant(&self.rpc, secs, by).await?, false)),
         }
     }
 

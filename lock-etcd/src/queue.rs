@@ -42,6 +42,10 @@ pub(crate) struct Won {
     /// A store revision at which we were known to hold the lock.
     pub(crate) seen_at: i64,
     pub(crate) lease: Lease,
+    /// Whether the lease may serve again after a confirmed release: not if
+    /// joining took a retry, whose earlier attempt may still land and put
+    /// our key back once we deleted it.
+    pub(crate) reusable: bool,
 }
 
 /// Joins the queue of `name` and waits as `wait` allows.
@@ -54,25 +58,59 @@ pub(crate) async fn acquire(
     secs: i64,
     wait: Wait,
 ) -> Result<Won> {
-    let deadline = wait.deadline_from(Instant::now());
-    let lease = inner.pool.take_or_grant(secs).await?;
-    let key = KeySpace::entry(&queue, lease.id());
-    let lease_lost = lease.lost_signal();
-    let mut entry = Entry {
-        inner: inner.clone(),
-        what: format!("{} {name:?}", space.noun()),
-        key,
-        queue,
-        lease: Some(lease),
-        written: false,
+    // The whole acquire takes at most `wait` plus one request timeout:
+    // joining the queue (lease grant and Txn) shares one request timeout,
+    // the wait ends `wait` after the start, and leaving the queue gets what
+    // is left of that bound (the rest of it runs in the background).
+    let start = Instant::now();
+    let request_timeout = inner.rpc.request_timeout();
+    let join_by = start + request_timeout;
+    let deadline = wait.deadline_from(start);
+    let what = format!("{} {name:?}", space.noun());
+    let mut from_pool = true;
+    let (mut entry, position) = loop {
+        let (lease, pooled) = if from_pool {
+            inner.pool.take_or_grant(secs, Some(join_by)).await?
+        } else {
+            (Lease::grant(&inner.rpc, secs, Some(join_by)).await?, false)
+        };
+        let mut entry = Entry {
+            inner: inner.clone(),
+            what: what.clone(),
+            key: KeySpace::entry(&queue, lease.id()),
+            queue: queue.clone(),
+            lease: Some(lease),
+            written: false,
+            retried: false,
+            join_by,
+        };
+        let joined = if wait == Wait::No {
+            entry.try_once(value.clone()).await.map(Joining::Won)
+        } else {
+            match entry.enqueue(value.clone()).await {
+                Ok(Joined::Holder { rev, seen_at }) => Ok(Joining::Won(entry.won(rev, seen_at))),
+                Ok(Joined::Waiting(position)) => Ok(Joining::Waiting(entry, position)),
+                Err(e) => Err(e),
+            }
+        };
+        match joined {
+            // An idle lease can end on the server unnoticed (revoked from
+            // outside, or expired while its keepalive was failing): try
+            // once more, with a lease granted for this acquire.
+            Err(e) if e.kind() == ErrorKind::LeaseLost && pooled => {
+                tracing::debug!(error = %e, "idle lease was gone; granting a fresh one");
+                from_pool = false;
+            }
+            Err(e) => return Err(e),
+            Ok(Joining::Won(won)) => return Ok(won),
+            Ok(Joining::Waiting(entry, position)) => break (entry, position),
+        }
     };
-    if wait == Wait::No {
-        return entry.try_once(value).await;
-    }
-    let position = match entry.enqueue(value).await? {
-        Joined::Holder { rev, seen_at } => return Ok(entry.won(rev, seen_at)),
-        Joined::Waiting(position) => position,
-    };
+    let lease_lost = entry
+        .lease
+        .as_ref()
+        .map(Lease::lost_signal)
+        .expect("the entry holds its lease until it is won");
     let rev = position.rev;
     let waited = match deadline {
         Some(deadline) => timeout_at(deadline, entry.wait_turn(position, &lease_lost)).await,
@@ -82,7 +120,8 @@ pub(crate) async fn acquire(
         Ok(Ok(seen_at)) => Ok(entry.won(rev, seen_at)),
         Ok(Err(e)) => Err(e),
         Err(_) => {
-            entry.leave().await;
+            let by = deadline.map_or(join_by, |d| d + request_timeout);
+            entry.leave(by).await;
             let waited = match wait {
                 Wait::Timeout(d) => d,
                 _ => Duration::ZERO,
@@ -94,6 +133,14 @@ pub(crate) async fn acquire(
             )))
         }
     }
+}
+
+/// How one try to join the queue ended.
+enum Joining {
+    /// The lock is ours.
+    Won(Won),
+    /// Queued behind others.
+    Waiting(Entry, Position),
 }
 
 /// What joining the queue found.
@@ -125,6 +172,10 @@ struct Entry {
     lease: Option<Lease>,
     /// Whether our key may exist on the server.
     written: bool,
+    /// Whether the Txn that joined the queue took more than one attempt.
+    retried: bool,
+    /// Joining the queue (the lease grant and the Txn) ends by then.
+    join_by: Instant,
 }
 
 impl Entry {
@@ -145,7 +196,8 @@ impl Entry {
                 TxnOp::get(self.key.clone(), None),
             ]);
         let op = format!("try to acquire {}", self.what);
-        let resp = self.txn(&op, txn).await?;
+        let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        self.retried = attempts > 1;
         let rev = header_rev(&resp);
         if resp.succeeded() {
             return Ok(self.won(rev, rev));
@@ -157,9 +209,12 @@ impl Entry {
             let rev = owner.create_revision();
             return Ok(self.won(rev, header_rev(&resp)));
         }
-        // Our key exists only if an earlier attempt wrote it behind someone;
-        // then dropping `self` revokes the lease, which removes it.
-        self.written = first_kv(&ops, 1).is_some();
+        // Our key exists if an earlier attempt wrote it behind someone. An
+        // earlier attempt may also still be on its way and write our key
+        // once the lock is free: the lease must then not go back to the
+        // pool, which would keep that key (and the lock) alive. Either way,
+        // dropping `self` revokes the lease, which removes the key.
+        self.written = first_kv(&ops, 1).is_some() || self.retried;
         Err(Error::would_block(format!(
             "{} is held by another client (holder key {}, etcd at {})",
             self.what,
@@ -203,7 +258,8 @@ impl Entry {
                 TxnOp::get(self.queue.clone(), Some(first_created())),
             ]);
         let op = format!("acquire {}", self.what);
-        let resp = self.txn(&op, txn).await?;
+        let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
+        self.retried = attempts > 1;
         let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
         if resp.succeeded() {
@@ -317,7 +373,28 @@ impl Entry {
                 }
             }
         }
-        Ok(watch.deleted().await)
+        // A watch can also go silent for good: its member froze, or its
+        // connection died without a reset. Read the predecessor every
+        // TTL/3, so a waiter that has become the head always finds out.
+        let every = self.recheck_every();
+        loop {
+            tokio::select! {
+                woken = watch.deleted() => return Ok(woken),
+                () = sleep(every) => {
+                    if !self.exists(pred, pred_rev, created_rev).await? {
+                        tracing::debug!(predecessor = pred, "deletion not heard: the watch is silent");
+                        return Ok(Woken::Recheck);
+                    }
+                }
+            }
+        }
+    }
+
+    /// How often a waiter re-reads its predecessor besides watching it:
+    /// every TTL/3, like a renewal.
+    fn recheck_every(&self) -> Duration {
+        let ttl = self.lease.as_ref().map_or(Duration::ZERO, Lease::ttl);
+        (ttl / 3).max(Duration::from_millis(100))
     }
 
     /// Whether `key` with `create_rev` exists at a revision ≥ `min_rev`
@@ -390,19 +467,29 @@ impl Entry {
     }
 
     async fn txn(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
+        Ok(self.txn_by(op, txn, None).await?.0)
+    }
+
+    /// The answer, and how many attempts it took (more than one: an
+    /// earlier attempt may still be applied later).
+    async fn txn_by(&self, op: &str, txn: Txn, by: Option<Instant>) -> Result<(TxnResponse, u32)> {
         self.inner
             .rpc
-            .call(op, Retry::Idempotent, |client, _| {
+            .call_by(op, Retry::Idempotent, by, |client, attempt| {
                 let txn = txn.clone();
-                async move { client.kv_client().txn(txn).await }
+                async move { Ok((client.kv_client().txn(txn).await?, attempt)) }
             })
             .await
     }
 
     /// Leaves the queue now: revokes our lease, which deletes our key.
-    async fn leave(&mut self) {
+    /// Waits until `by` at most; a revoke still running then goes on in
+    /// the background (and the key expires with the lease regardless).
+    async fn leave(&mut self, by: Instant) {
         if let Some(lease) = self.lease.take() {
-            let _ = lease.revoke(&self.inner.rpc).await;
+            let rpc = self.inner.rpc.clone();
+            let revoke = tokio::spawn(async move { lease.revoke(&rpc).await });
+            let _ = timeout_at(by, revoke).await;
         }
     }
 
@@ -416,6 +503,7 @@ impl Entry {
             rev,
             seen_at,
             lease,
+            reusable: !self.retried,
         }
     }
 

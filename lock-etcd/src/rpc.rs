@@ -5,7 +5,8 @@
 //! quarter of the requests fail. Every request here runs under the
 //! configured request timeout, and requests whose repetition is harmless are
 //! sent again (with a short backoff) when they fail with `Unavailable` or a
-//! single attempt takes too long.
+//! single attempt takes too long. A request refused because the auth token
+//! expired gets a fresh token and is sent again (see [`crate::token`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use lock_core::{ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::error_map::{Context, classify};
+use crate::token::TokenRefresh;
 
 /// First pause before a retry; doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -40,6 +42,7 @@ pub(crate) struct Rpc {
     client: Client,
     endpoints: Arc<str>,
     request_timeout: Duration,
+    token: Arc<TokenRefresh>,
 }
 
 impl std::fmt::Debug for Rpc {
@@ -52,11 +55,18 @@ impl std::fmt::Debug for Rpc {
 }
 
 impl Rpc {
-    pub(crate) fn new(client: Client, endpoints: String, request_timeout: Duration) -> Self {
+    /// `logs_in`: whether the client authenticates with a user name.
+    pub(crate) fn new(
+        client: Client,
+        endpoints: String,
+        request_timeout: Duration,
+        logs_in: bool,
+    ) -> Self {
         Rpc {
             client,
             endpoints: endpoints.into(),
             request_timeout,
+            token: Arc::new(TokenRefresh::new(logs_in)),
         }
     }
 
@@ -83,17 +93,36 @@ impl Rpc {
 
     /// Runs `request` (given a client and the attempt number, from 1) until
     /// it succeeds, fails for good, or the request timeout passes.
-    pub(crate) async fn call<T, F, Fut>(&self, op: &str, retry: Retry, mut request: F) -> Result<T>
+    pub(crate) async fn call<T, F, Fut>(&self, op: &str, retry: Retry, request: F) -> Result<T>
+    where
+        F: FnMut(Client, u32) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        self.call_by(op, retry, None, request).await
+    }
+
+    /// [`call`](Self::call), ending by `by` at the latest: several requests
+    /// that together must fit in one request timeout share its deadline.
+    pub(crate) async fn call_by<T, F, Fut>(
+        &self,
+        op: &str,
+        retry: Retry,
+        by: Option<Instant>,
+        mut request: F,
+    ) -> Result<T>
     where
         F: FnMut(Client, u32) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
     {
         let ctx = self.context(op);
-        let deadline = Instant::now() + self.request_timeout;
+        let own = Instant::now() + self.request_timeout;
+        let deadline = by.map_or(own, |by| by.min(own));
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 0;
+        let mut token_refreshed = false;
         loop {
             attempt += 1;
+            let token = self.token.generation();
             let now = Instant::now();
             let attempt_deadline = match retry {
                 Retry::Idempotent => {
@@ -104,6 +133,20 @@ impl Rpc {
             let outcome = timeout_at(attempt_deadline, request(self.client.clone(), attempt)).await;
             let retryable = match outcome {
                 Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if !token_refreshed && self.token.cures(&err) => {
+                    // Refused, so not applied: even a `Once` request may go
+                    // again, under the same attempt number.
+                    token_refreshed = true;
+                    tracing::debug!(op, error = %err, "etcd auth token refused; refreshing it");
+                    match timeout_at(deadline, self.token.refresh(&self.client, token)).await {
+                        Ok(Ok(())) => {
+                            attempt -= 1;
+                            continue;
+                        }
+                        Ok(Err(refresh)) => return Err(ctx.error(refresh)),
+                        Err(_) => return Err(ctx.timeout(self.request_timeout)),
+                    }
+                }
                 Ok(Err(err)) => {
                     if retry == Retry::Once || classify(&err) != ErrorKind::Unavailable {
                         return Err(ctx.error(err));

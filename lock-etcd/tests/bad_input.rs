@@ -194,3 +194,58 @@ async fn sub_second_ttls_round_up_to_whole_seconds() {
     assert_eq!(backend.capabilities().min_ttl, Duration::from_secs(1));
     guard.release().await.expect("release");
 }
+
+/// Txn requests the member has started, from its metrics.
+async fn txns_started(cluster: &lock_testkit::servers::EtcdCluster) -> f64 {
+    cluster
+        .member(0)
+        .metric("grpc_server_started_total", &[r#"grpc_method="Txn""#])
+        .await
+        .expect("read etcd metrics")
+}
+
+#[tokio::test]
+async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeout() {
+    let cluster = common::start_cluster(1).await;
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let flapping = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
+        .await
+        .expect("connect through the proxy");
+    let holder = common::backend(&cluster).await;
+    let held = holder.lock("bound/acquire").await.expect("lock");
+    let txns = txns_started(&cluster).await;
+
+    // The link is down when the acquire starts and comes back 600 ms later:
+    // granting the lease succeeds only then, after several attempts.
+    proxy.cut();
+    let wait = Duration::from_millis(100);
+    let start = Instant::now();
+    let acquiring = tokio::spawn(async move { flapping.lock_timeout("bound/acquire", wait).await });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Slow enough that the answer to the Txn is still on its way when the
+    // link goes down again, as soon as that Txn reached etcd.
+    proxy.delay(Duration::from_millis(50));
+    proxy.restore();
+    timeout(REQUEST_TIMEOUT + SLACK, async {
+        while txns_started(&cluster).await <= txns {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the acquire sends its Txn once the link is back");
+    proxy.cut();
+
+    let err = timeout(REQUEST_TIMEOUT * 4, acquiring)
+        .await
+        .expect("the acquire must end")
+        .unwrap()
+        .expect_err("the lock is held, and the link is down");
+    let elapsed = start.elapsed();
+    assert!(err.is_retryable(), "{err}");
+    assert!(
+        elapsed <= wait + REQUEST_TIMEOUT + Duration::from_millis(300),
+        "an acquire with wait {wait:?} and request timeout {REQUEST_TIMEOUT:?} took {elapsed:?}: {err}"
+    );
+    held.release().await.expect("release");
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt;
-use lock_core::DynLockBackend;
+use lock_core::{DynLockBackend, LockBackendExt};
 use lock_etcd::EtcdBackend;
 use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use tokio::time::timeout;
@@ -90,4 +90,72 @@ async fn contention_survives_leader_kill_and_restart() {
         "{} acquisitions, {} errors during the fault (first: {:?})",
         report.acquisitions, report.errors, report.first_error
     );
+}
+
+/// Watchers registered on each member, from their metrics.
+async fn watchers_per_member(cluster: &lock_testkit::servers::EtcdCluster) -> Vec<f64> {
+    let mut counts = Vec::new();
+    for member in cluster.members() {
+        counts.push(
+            member
+                .metric("etcd_debugging_mvcc_watcher_total", &[])
+                .await
+                .expect("read etcd metrics"),
+        );
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_watch_member_freezes_still_acquires() {
+    const WAITER_TTL: Duration = Duration::from_secs(3);
+    let cluster = common::start_cluster(3).await;
+    let config = || {
+        common::config_for(cluster.endpoints())
+            .with_default_ttl(WAITER_TTL)
+            .unwrap()
+    };
+    let holder = EtcdBackend::connect(config()).await.expect("connect");
+    let waiter = EtcdBackend::connect(config()).await.expect("connect");
+    let held = holder.lock("frozen/watch").await.expect("lock");
+    // The holder's monitor watch is in place before counting.
+    let before = timeout(Duration::from_secs(3), async {
+        loop {
+            let counts = watchers_per_member(&cluster).await;
+            if counts.iter().sum::<f64>() >= 1.0 {
+                return counts;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the holder's monitor watches its key");
+
+    let waiting = tokio::spawn(async move {
+        waiter
+            .lock_timeout("frozen/watch", Duration::from_secs(30))
+            .await
+    });
+    // Find the member carrying the waiter's watch, and freeze it.
+    let frozen = timeout(Duration::from_secs(3), async {
+        loop {
+            let counts = watchers_per_member(&cluster).await;
+            if let Some(m) = (0..counts.len()).find(|&m| counts[m] > before[m]) {
+                return m;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the waiter watches its predecessor");
+    cluster.member(frozen).pause();
+
+    held.release().await.expect("release on the other members");
+    let next = timeout(WAITER_TTL * 2, waiting)
+        .await
+        .expect("the waiter must acquire within 2×TTL although its watch went silent")
+        .unwrap()
+        .expect("lock");
+    cluster.member(frozen).resume();
+    next.release().await.expect("release");
 }

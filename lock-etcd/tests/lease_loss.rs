@@ -222,3 +222,77 @@ async fn try_lock_on_a_held_lock_writes_nothing() {
     assert_eq!(before, after, "a failed try_lock must not write to etcd");
     held.release().await.expect("release");
 }
+
+#[tokio::test]
+async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
+    let cluster = common::start_cluster(1).await;
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let holder = EtcdBackend::connect(common::config_for(vec![proxy.addr().to_string()]))
+        .await
+        .expect("connect through the proxy");
+    let other = common::backend(&cluster).await;
+    let held = holder.lock("renew/cancelled").await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        other
+            .lock_timeout("renew/cancelled", Duration::from_secs(10))
+            .await
+    });
+
+    // Renewals cancelled after their keepalive went out on the open
+    // keepalive stream: each answer arrives after nobody waits for it.
+    held.renew()
+        .await
+        .expect("a renewal opens the keepalive stream");
+    proxy.delay(Duration::from_millis(50));
+    for _ in 0..3 {
+        let cancelled = timeout(Duration::from_millis(20), held.renew()).await;
+        assert!(
+            cancelled.is_err(),
+            "a renewal took under 20 ms through the delay"
+        );
+    }
+    // Let those answers arrive (four times the proxy's round trip), then
+    // cut the holder off.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    proxy.blackhole();
+
+    let next = timeout(common::TTL * 3 + SLACK, waiter)
+        .await
+        .expect("the waiter acquires once the holder's lease expired")
+        .unwrap()
+        .expect("lock");
+    assert!(
+        !held.is_held(),
+        "the cut-off holder still reports is_held() while another client holds the lock"
+    );
+    assert!(next.token() > held.token());
+    next.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn an_idle_lease_revoked_on_the_server_is_replaced_by_a_fresh_one() {
+    let cluster = common::start_cluster(1).await;
+    // A long TTL: the idle lease's keepalive must not notice the revoke
+    // before the next acquire takes the lease.
+    let config = common::config_for(cluster.endpoints())
+        .with_default_ttl(Duration::from_secs(10))
+        .unwrap();
+    let backend = EtcdBackend::connect(config).await.expect("connect");
+    for wait in ["lock", "try_lock"] {
+        let name = format!("pool/revoked/{wait}");
+        let first = backend.lock(name.as_str()).await.expect("lock");
+        let key = first.key().to_owned();
+        first.release().await.expect("release");
+        // The released guard's lease now waits in the pool; end it.
+        common::revoke_lease_of(&cluster, &key).await;
+        let again = match wait {
+            "lock" => backend.lock(name.as_str()).await,
+            _ => backend.try_lock(name.as_str()).await,
+        }
+        .unwrap_or_else(|e| panic!("{wait} after the idle lease was revoked: {e}"));
+        assert_ne!(again.key(), key, "{wait}: a fresh lease, so a new key");
+        assert!(again.is_held());
+        again.release().await.expect("release");
+    }
+}

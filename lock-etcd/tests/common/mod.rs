@@ -15,6 +15,9 @@ use lock_testkit::servers::EtcdCluster;
 /// Lease TTL of the tests: etcd's minimum, to keep expiry tests short.
 pub const TTL: Duration = Duration::from_secs(1);
 
+/// Key prefix of the tests.
+pub const PREFIX: &str = "/distlock-test";
+
 /// Starts a cluster of `members`, failing with the launcher's message
 /// (which names scripts/install-servers.sh when etcd is missing).
 pub async fn start_cluster(members: usize) -> EtcdCluster {
@@ -27,7 +30,7 @@ pub async fn start_cluster(members: usize) -> EtcdCluster {
 /// A test configuration for these endpoints.
 pub fn config_for(endpoints: Vec<String>) -> EtcdConfig {
     EtcdConfig::new(endpoints)
-        .with_prefix("/distlock-test")
+        .with_prefix(PREFIX)
         .with_default_ttl(TTL)
         .expect("non-zero TTL")
         .with_connect_timeout(Duration::from_secs(5))

@@ -4,6 +4,11 @@
 //! cluster forms in well under a second and elects a new leader quickly
 //! after losing one. With that election timeout etcd's minimum lease TTL is
 //! below one second, so leases of 1 s are honoured as asked.
+//!
+//! Options add etcd's authentication (a root user and users limited to a
+//! key prefix, set up with `etcdctl` once the members are healthy), a
+//! shorter simple-token TTL, and TLS on the client port with certificates
+//! the test provides.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -14,6 +19,8 @@ use tempfile::TempDir;
 
 use super::LaunchError;
 use super::binary::Requirement;
+pub use super::etcd_auth::EtcdUser;
+use super::etcd_auth::{AuthSetup, Etcdctl};
 use super::http;
 use super::ports::free_port;
 use super::process::ChildProcess;
@@ -33,6 +40,23 @@ const ETCD: Requirement = Requirement {
 pub struct EtcdOptions {
     members: usize,
     binary: Option<PathBuf>,
+    auth: Option<AuthSetup>,
+    auth_token_ttl: Option<Duration>,
+    tls: Option<EtcdTls>,
+}
+
+/// TLS on the client port: the member serves `https` with this certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// PEM certificate of the server (for `127.0.0.1`).
+    pub cert: PathBuf,
+    /// PEM private key of `cert`.
+    pub key: PathBuf,
+    /// PEM certificate of the CA that signed `cert` (what clients trust).
+    pub ca: PathBuf,
+    /// When set, clients must present a certificate signed by this CA
+    /// (`--client-cert-auth`).
+    pub client_ca: Option<PathBuf>,
 }
 
 impl EtcdOptions {
@@ -42,7 +66,36 @@ impl EtcdOptions {
         Self {
             members,
             binary: None,
+            auth: None,
+            auth_token_ttl: None,
+            tls: None,
         }
+    }
+
+    /// Enables etcd's authentication once the cluster is up: a `root` user
+    /// with `root_password` (and the root role), plus `users`, each limited
+    /// to its key prefix.
+    pub fn auth(mut self, root_password: impl Into<String>, users: Vec<EtcdUser>) -> Self {
+        self.auth = Some(AuthSetup {
+            root_password: root_password.into(),
+            users,
+        });
+        self
+    }
+
+    /// How long a simple auth token lives without being used
+    /// (`--auth-token-ttl`, whole seconds; etcd's default is 300 s).
+    pub fn auth_token_ttl(mut self, ttl: Duration) -> Self {
+        self.auth_token_ttl = Some(ttl);
+        self
+    }
+
+    /// Serves the client port with TLS. Health is then probed on a separate
+    /// plain-HTTP metrics port, and [`EtcdCluster::leader_index`] finds no
+    /// leader (its JSON gateway is behind TLS).
+    pub fn tls(mut self, tls: EtcdTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Runs this `etcd` binary instead of the one on `PATH`.
@@ -57,6 +110,7 @@ impl EtcdOptions {
 #[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<EtcdMember>,
+    root_password: Option<String>,
 }
 
 impl EtcdCluster {
@@ -80,33 +134,57 @@ impl EtcdCluster {
             "an etcd cluster needs at least one member"
         );
         let binary = ETCD.resolve(options.binary.as_deref())?;
-        let ports: Vec<(u16, u16)> = (0..options.members)
-            .map(|_| (free_port(), free_port()))
+        let ports: Vec<(u16, u16, u16)> = (0..options.members)
+            .map(|_| (free_port(), free_port(), free_port()))
             .collect();
         let initial_cluster = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, peer))| format!("{}=http://127.0.0.1:{peer}", member_name(i)))
+            .map(|(i, (_, peer, _))| format!("{}=http://127.0.0.1:{peer}", member_name(i)))
             .collect::<Vec<_>>()
             .join(",");
         let token = format!("distlock-testkit-{}-{}", std::process::id(), ports[0].0);
         let members = ports
             .iter()
             .enumerate()
-            .map(|(i, &(client, peer))| {
+            .map(|(i, &(client, peer, metrics))| {
                 let cluster = ClusterSpec {
                     binary: &binary,
                     initial_cluster: &initial_cluster,
                     token: &token,
+                    auth_token_ttl: options.auth_token_ttl,
+                    tls: options.tls.as_ref(),
                 };
-                EtcdMember::new(i, client, peer, &cluster)
+                EtcdMember::new(i, (client, peer, metrics), &cluster)
             })
             .collect::<Result<Vec<_>, _>>()?;
         for member in &members {
             member.process.spawn()?;
         }
         try_join_all(members.iter().map(EtcdMember::wait_ready)).await?;
-        Ok(Self { members })
+        if let Some(auth) = &options.auth {
+            let etcdctl = Etcdctl::new(
+                None,
+                members[0].client_url(),
+                options.tls.as_ref().map(|t| t.ca.clone()),
+            )?;
+            let auth = auth.clone();
+            tokio::task::spawn_blocking(move || etcdctl.enable_auth(&auth))
+                .await
+                .map_err(|e| LaunchError::Io {
+                    what: "etcdctl (auth setup)".to_owned(),
+                    source: std::io::Error::other(e.to_string()),
+                })??;
+        }
+        Ok(Self {
+            members,
+            root_password: options.auth.map(|a| a.root_password),
+        })
+    }
+
+    /// The root user's password, when the cluster was started with auth.
+    pub fn root_password(&self) -> Option<&str> {
+        self.root_password.as_deref()
     }
 
     /// All members, in start order.
@@ -151,6 +229,8 @@ struct ClusterSpec<'a> {
     binary: &'a Path,
     initial_cluster: &'a str,
     token: &'a str,
+    auth_token_ttl: Option<Duration>,
+    tls: Option<&'a EtcdTls>,
 }
 
 /// One etcd member process.
@@ -159,6 +239,9 @@ pub struct EtcdMember {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// Plain-HTTP port for `/health` and `/metrics`.
+    metrics_port: u16,
+    tls: bool,
     // Declared before `dir`: the process dies before its directory goes.
     process: ChildProcess,
     dir: TempDir,
@@ -167,8 +250,7 @@ pub struct EtcdMember {
 impl EtcdMember {
     fn new(
         index: usize,
-        client_port: u16,
-        peer_port: u16,
+        (client_port, peer_port, metrics_port): (u16, u16, u16),
         cluster: &ClusterSpec<'_>,
     ) -> Result<Self, LaunchError> {
         let name = member_name(index);
@@ -180,9 +262,30 @@ impl EtcdMember {
                 what: label.clone(),
                 source,
             })?;
-        let client_url = format!("http://127.0.0.1:{client_port}");
+        let scheme = if cluster.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let client_url = format!("{scheme}://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let metrics_url = format!("http://127.0.0.1:{metrics_port}");
         let data_dir = dir.path().join("data");
+        let mut extra: Vec<OsString> = vec!["--listen-metrics-urls".into(), metrics_url.into()];
+        if let Some(ttl) = cluster.auth_token_ttl {
+            extra.push(format!("--auth-token-ttl={}", ttl.as_secs().max(1)).into());
+        }
+        if let Some(tls) = cluster.tls {
+            extra.push("--cert-file".into());
+            extra.push(tls.cert.clone().into_os_string());
+            extra.push("--key-file".into());
+            extra.push(tls.key.clone().into_os_string());
+            if let Some(client_ca) = &tls.client_ca {
+                extra.push("--client-cert-auth".into());
+                extra.push("--trusted-ca-file".into());
+                extra.push(client_ca.clone().into_os_string());
+            }
+        }
         let args: Vec<OsString> = [
             "--name",
             &name,
@@ -213,6 +316,7 @@ impl EtcdMember {
         .into_iter()
         .map(OsString::from)
         .chain([data_dir.into_os_string()])
+        .chain(extra)
         .collect();
         let process = ChildProcess::new(
             label,
@@ -225,6 +329,8 @@ impl EtcdMember {
             name,
             client_port,
             peer_port,
+            metrics_port,
+            tls: cluster.tls.is_some(),
             process,
             dir,
         })
@@ -240,14 +346,46 @@ impl EtcdMember {
         format!("127.0.0.1:{}", self.client_port)
     }
 
-    /// The client URL, `http://127.0.0.1:PORT`.
+    /// The client URL, `http://127.0.0.1:PORT` (`https` under TLS).
     pub fn client_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// The peer URL, `http://127.0.0.1:PORT`.
     pub fn peer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
+    /// The plain-HTTP endpoint serving `/health` and `/metrics`,
+    /// `127.0.0.1:PORT` (also under TLS).
+    pub fn metrics_endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.metrics_port)
+    }
+
+    /// The sum of every sample of the Prometheus metric `name` whose labels
+    /// contain each of `labels` (e.g. `grpc_method="Txn"`), from
+    /// `/metrics`.
+    pub async fn metric(&self, name: &str, labels: &[&str]) -> Result<f64, String> {
+        let response = http::request(&self.metrics_endpoint(), "GET", "/metrics", "")
+            .await
+            .map_err(|e| format!("GET /metrics: {e}"))?;
+        let mut sum = 0.0;
+        for line in response.body.lines() {
+            let Some(rest) = line.strip_prefix(name) else {
+                continue;
+            };
+            let Some((labels_part, value)) = rest.rsplit_once(' ') else {
+                continue;
+            };
+            if !(labels_part.is_empty() || labels_part.starts_with('{')) {
+                continue;
+            }
+            if labels.iter().all(|l| labels_part.contains(l)) {
+                sum += value.parse::<f64>().map_err(|e| format!("{line}: {e}"))?;
+            }
+        }
+        Ok(sum)
     }
 
     /// The member's temporary directory (data and log).
@@ -315,7 +453,7 @@ impl EtcdMember {
     }
 
     async fn health(&self) -> Result<(), String> {
-        let endpoint = self.endpoint();
+        let endpoint = format!("127.0.0.1:{}", self.metrics_port);
         match http::request(&endpoint, "GET", "/health", "").await {
             Ok(response)
                 if response.status == 200 && response.body.contains(r#""health":"true""#) =>
@@ -333,6 +471,9 @@ impl EtcdMember {
 
     /// `(member_id, leader)` from the maintenance status JSON gateway.
     async fn status(&self) -> Option<(String, String)> {
+        if self.tls {
+            return None;
+        }
         let response = http::request(&self.endpoint(), "POST", "/v3/maintenance/status", "{}")
             .await
             .ok()?;

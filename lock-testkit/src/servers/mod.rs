@@ -25,8 +25,10 @@
 //! ```
 
 mod binary;
+pub mod certs;
 mod error;
 pub mod etcd;
+mod etcd_auth;
 mod http;
 mod ports;
 mod process;

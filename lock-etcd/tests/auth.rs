@@ -1,0 +1,135 @@
+//! etcd with authentication enabled: a least-privilege user limited to the
+//! key prefix, and auth tokens that expire while the backend is in use.
+
+mod common;
+
+use std::time::Duration;
+
+use lock_core::{ErrorKind, LockBackendExt};
+use lock_etcd::EtcdBackend;
+use lock_testkit::servers::etcd::EtcdUser;
+use lock_testkit::servers::{EtcdCluster, EtcdOptions};
+use tokio::time::timeout;
+
+const USER: &str = "locker";
+const PASSWORD: &str = "locker-secret";
+const SLACK: Duration = Duration::from_secs(3);
+
+/// A one-member etcd with auth on and a user that may touch only
+/// `<test prefix>/`.
+async fn auth_cluster(options: EtcdOptions) -> EtcdCluster {
+    let user = EtcdUser::new(USER, PASSWORD, format!("{}/", common::PREFIX));
+    let options = options.auth("root-secret", vec![user]);
+    match EtcdCluster::start_with(options).await {
+        Ok(cluster) => cluster,
+        Err(e) => panic!("could not start etcd with auth: {e}"),
+    }
+}
+
+async fn locker(cluster: &EtcdCluster) -> EtcdBackend {
+    let config = common::config_for(cluster.endpoints()).with_credentials(USER, PASSWORD);
+    EtcdBackend::connect(config)
+        .await
+        .expect("a user granted the key prefix connects")
+}
+
+#[tokio::test]
+async fn a_user_granted_only_the_key_prefix_connects_and_locks() {
+    let cluster = auth_cluster(EtcdOptions::new(1)).await;
+    let (a, b) = (locker(&cluster).await, locker(&cluster).await);
+
+    let held = a.lock("least/privilege").await.expect("lock");
+    let err = b
+        .try_lock("least/privilege")
+        .await
+        .expect_err("already held");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    // A waiter watches its predecessor: that is inside the prefix too.
+    let waiter = tokio::spawn(async move {
+        b.lock_timeout("least/privilege", Duration::from_secs(5))
+            .await
+    });
+    held.release().await.expect("release");
+    let next = timeout(SLACK, waiter)
+        .await
+        .expect("the waiter is woken")
+        .unwrap()
+        .expect("the waiter acquires");
+    next.release().await.expect("release");
+}
+
+/// Simple-token TTL of the expiry test.
+const TOKEN_TTL: Duration = Duration::from_secs(2);
+/// etcd drops a token unused for its TTL, checking once a second.
+const TOKEN_GONE_AFTER: Duration = Duration::from_millis(3500);
+
+/// Unary Txn requests the member has started so far.
+async fn txns_started(cluster: &EtcdCluster) -> f64 {
+    cluster
+        .member(0)
+        .metric("grpc_server_started_total", &[r#"grpc_method="Txn""#])
+        .await
+        .expect("read etcd metrics")
+}
+
+#[tokio::test]
+async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acquire() {
+    let cluster = auth_cluster(EtcdOptions::new(1).auth_token_ttl(TOKEN_TTL)).await;
+    let (a, b) = (locker(&cluster).await, locker(&cluster).await);
+    let held = a.lock("token/expiry").await.expect("lock");
+    // b waits once, so its shared watch stream carries its first token.
+    let err = b
+        .lock_timeout("token/expiry", Duration::from_millis(300))
+        .await
+        .expect_err("held by a");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+
+    // Leave every token unused until etcd drops it. A client that
+    // authenticated now shows when that has happened.
+    let probe_options = etcd_client::ConnectOptions::new().with_user(USER, PASSWORD);
+    let mut probe = etcd_client::Client::connect(cluster.endpoints(), Some(probe_options))
+        .await
+        .expect("probe client");
+    tokio::time::sleep(TOKEN_GONE_AFTER).await;
+    let expired = probe
+        .get(format!("{}/probe", common::PREFIX), None)
+        .await
+        .expect_err("etcd must have dropped the idle token by now");
+    assert!(
+        expired.to_string().contains("invalid auth token"),
+        "{expired}"
+    );
+
+    // A new acquire after expiry, and a waiter whose watch stream's token is gone.
+    let before = txns_started(&cluster).await;
+    let waiter = tokio::spawn(async move {
+        let guard = b
+            .lock_timeout("token/expiry", Duration::from_secs(10))
+            .await;
+        (b, guard)
+    });
+    // Observe the waiter for a while: it must wait on its watch, not spin.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let during_wait = txns_started(&cluster).await - before;
+    assert!(
+        during_wait < 20.0,
+        "the waiter sent {during_wait} Txns in 1 s: its watch does not work"
+    );
+    // A lock held across the expiry can be released.
+    held.release()
+        .await
+        .expect("a lock held across token expiry releases");
+    let (b, next) = timeout(SLACK, waiter)
+        .await
+        .expect("the waiter is woken by the release")
+        .unwrap();
+    let next = next.expect("the waiter acquires after token expiry");
+    next.release().await.expect("release");
+    drop(b);
+    a.lock("token/fresh")
+        .await
+        .expect("a new acquire after expiry")
+        .release()
+        .await
+        .expect("release");
+}
