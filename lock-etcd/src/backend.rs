@@ -110,7 +110,7 @@ impl EtcdBackend {
         options: &AcquireOptions,
         value: Vec<u8>,
     ) -> Result<LockGuard> {
-        let ttl = options.effective_ttl(self.inner.config.default_ttl)?;
+        let ttl = options.ttl_for(self.inner.config.default_ttl, &Self::caps())?;
         let secs = whole_seconds(ttl);
         let span = tracing::debug_span!("etcd.acquire", backend = "etcd", lock = %name, space = space.noun());
         async {

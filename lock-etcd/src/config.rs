@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{Error, Result, check_ttl};
+use lock_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::millis;
@@ -161,10 +161,10 @@ impl EtcdConfig {
         self
     }
 
-    /// Sets the default lease TTL, rejecting zero.
+    /// Sets the default lease TTL, rejecting one below etcd's minimum of a
+    /// second; etcd leases are whole seconds, so it is rounded up.
     pub fn with_default_ttl(mut self, ttl: Duration) -> Result<Self> {
-        check_ttl(ttl)?;
-        self.default_ttl = ttl;
+        self.default_ttl = lock_core::ttl_for(ttl, &crate::backend::EtcdBackend::caps())?;
         Ok(self)
     }
 
@@ -240,7 +240,7 @@ impl EtcdConfig {
         for endpoint in &self.endpoints {
             crate::url_form::check_endpoint(endpoint)?;
         }
-        check_ttl(self.default_ttl)
+        lock_core::ttl_for(self.default_ttl, &crate::backend::EtcdBackend::caps())
             .map_err(|e| Error::invalid_config(format!("etcd default_ttl: {}", e.message())))?;
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),

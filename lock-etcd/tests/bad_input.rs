@@ -182,16 +182,22 @@ async fn unreadable_tls_files_are_invalid_config_naming_the_file() {
 }
 
 #[tokio::test]
-async fn sub_second_ttls_round_up_to_whole_seconds() {
+async fn ttls_below_a_second_are_refused_and_others_round_up_to_whole_seconds() {
     let cluster = common::start_cluster(1).await;
     let backend = common::backend(&cluster).await;
     let name = LockName::new("ttl/rounding").unwrap();
-    let options = AcquireOptions::new()
+    assert_eq!(backend.capabilities().min_ttl, Duration::from_secs(1));
+    let short = AcquireOptions::new()
         .ttl(Duration::from_millis(300))
         .wait(Wait::No);
-    let guard = backend.acquire(&name, &options).await.expect("lock");
-    assert_eq!(guard.ttl(), Duration::from_secs(1));
-    assert_eq!(backend.capabilities().min_ttl, Duration::from_secs(1));
+    let err = backend.acquire(&name, &short).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(err.message().contains("1s"), "names the minimum: {err}");
+    let odd = AcquireOptions::new()
+        .ttl(Duration::from_millis(1500))
+        .wait(Wait::No);
+    let guard = backend.acquire(&name, &odd).await.expect("lock");
+    assert_eq!(guard.ttl(), Duration::from_secs(2));
     guard.release().await.expect("release");
 }
 
