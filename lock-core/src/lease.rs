@@ -34,6 +34,14 @@ use crate::renewal::{RenewalTask, Validity, spawn_renewal};
 ///
 /// Each method is one owner-checked exchange with the server; retries,
 /// deadlines and the lost signal are lock-core's job.
+///
+/// # Cancel safety
+///
+/// lock-core drops a `renew` future whose validity deadline passes, and a
+/// user may drop a `release` or `proclaim`. Implementations must leave
+/// nothing behind that a later call misreads (a stream one answer behind,
+/// a half-sent request taken for the next one's reply): an outcome that was
+/// cut short is unknown, never assumed.
 #[async_trait]
 pub trait Lease: fmt::Debug + Send + Sync + 'static {
     /// Extends the lease by its TTL from now.

@@ -4,8 +4,16 @@
 //! [`LockName`]s, leases with a TTL, strictly increasing [`FencingToken`]s, a
 //! [`LostSignal`] that fires when a held lock is gone, one [`Error`] type with
 //! a precise [`ErrorKind`], declared [`Capabilities`], and leader election. It
-//! depends on no network client. Backends live in `lock-etcd`, `lock-redis` and
-//! `lock-zk`; [`memory::MemoryBackend`] is a faithful in-process reference.
+//! depends on no network client. Backends live in `lock-etcd`, `lock-redis`,
+//! `lock-zk` and `lock-file`; [`memory::MemoryBackend`] is a faithful
+//! in-process reference.
+//!
+//! It also owns the lease lifecycle that backends share ([`lease`]): a
+//! backend supplies its round trips (renew, release, proclaim) and what it
+//! was granted, and lock-core keeps the validity deadline (on
+//! [`clock::BootClock`], which counts through suspend), renews every TTL/3
+//! (sooner when a grant arrives late in its TTL), fires the lost signal, and
+//! refuses a grant whose lease has already run out.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
