@@ -299,3 +299,50 @@ async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
     held.release().await.expect("release");
     until_children(&admin, dir, 0, SLACK).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_outside_the_bmp_lock_and_stay_distinct() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let (a, b) = (
+        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
+            .await
+            .expect("connect"),
+        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
+            .await
+            .expect("connect"),
+    );
+    // Each of these is a distinct valid name; the last one is what the
+    // first one's escaping would look like if it were written out.
+    let names = ["🔒", "🔒🔒", "🔑", "a🔒b", "%F0%9F%94%92"];
+    let mut guards = Vec::new();
+    for name in names {
+        let guard = a
+            .try_lock(name)
+            .await
+            .unwrap_or_else(|e| panic!("lock {name:?}: {e}"));
+        let err = b
+            .try_lock(name)
+            .await
+            .expect_err("another client is excluded");
+        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{name:?}: {err}");
+        guards.push(guard);
+    }
+    let mut dirs: Vec<&str> = guards
+        .iter()
+        .map(|g| g.key().rsplit_once('/').expect("a node path").0)
+        .collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    assert_eq!(
+        dirs.len(),
+        names.len(),
+        "two names share a directory: {dirs:?}"
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    let again = b.try_lock("🔒").await.expect("free after release");
+    again.release().await.expect("release");
+}
