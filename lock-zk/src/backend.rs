@@ -8,13 +8,14 @@ use async_trait::async_trait;
 use lock_core::renewal::Validity;
 use lock_core::{
     AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, LockBackend, LockGuard,
-    LockName, Result, Wait,
+    LockName, Result,
 };
 use tokio::time::Instant;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
 use crate::config::{Settings, ZkConfig};
+use crate::deadline::Deadline;
 use crate::error_map::Doing;
 use crate::held::ZkHeld;
 use crate::paths::Space;
@@ -150,16 +151,16 @@ impl ZkBackend {
         data: &[u8],
     ) -> Result<LockGuard> {
         let requested = options.effective_ttl(self.session_timeout())?;
-        let started = Instant::now();
+        let deadline = Deadline::new(
+            options.wait,
+            Instant::now(),
+            self.inner.settings.request_timeout,
+        );
         let mut fresh_session_tried = false;
         loop {
-            let session = self.session().await?;
-            let mut options = *options;
-            if let Wait::Timeout(wait) = options.wait {
-                options.wait = Wait::Timeout(wait.saturating_sub(started.elapsed()));
-            }
+            let session = self.session_within(&deadline, name).await?;
             match self
-                .acquire_on(&session, space, name, &options, data, requested)
+                .acquire_on(&session, space, name, &deadline, data, requested)
                 .await
             {
                 Err(e)
@@ -177,12 +178,31 @@ impl ZkBackend {
         }
     }
 
+    /// [`ZkBackend::session`], given up at the acquisition's hard deadline.
+    async fn session_within(&self, deadline: &Deadline, name: &LockName) -> Result<Arc<Session>> {
+        let Some(hard) = deadline.hard() else {
+            return self.session().await;
+        };
+        match tokio::time::timeout_at(hard, self.session()).await {
+            Ok(session) => session,
+            Err(_) => Err(Doing {
+                action: &format!("acquiring {name}"),
+                servers: &self.inner.settings.connect_string,
+            }
+            .fail(
+                ErrorKind::Timeout,
+                "the session ended and no new one opened within the wait plus one request \
+                 timeout; is a ZooKeeper server reachable?",
+            )),
+        }
+    }
+
     async fn acquire_on(
         &self,
         session: &Arc<Session>,
         space: Space,
         name: &LockName,
-        options: &AcquireOptions,
+        deadline: &Deadline,
         data: &[u8],
         requested: Duration,
     ) -> Result<LockGuard> {
@@ -210,7 +230,7 @@ impl ZkBackend {
             space,
             name,
             data,
-            options.wait,
+            deadline,
             &doing,
         )
         .instrument(span.clone())

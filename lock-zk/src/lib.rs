@@ -5,6 +5,7 @@ mod backend;
 mod cleanup;
 mod config;
 mod connect_url;
+mod deadline;
 mod durations;
 mod election;
 mod error_map;

@@ -20,12 +20,14 @@ use uuid::Uuid;
 use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
+use crate::deadline::Deadline;
 use crate::error_map::{Doing, in_doubt};
 use crate::held::watch_own_node;
 use crate::paths::{Layout, Space, guid_marker, node_prefix, queue_order};
 use crate::session::Session;
 
-/// How often an operation is retried after in-doubt failures before giving up.
+/// How often an operation is retried after in-doubt failures before giving
+/// up, when the caller's deadline does not end the retries sooner.
 const ATTEMPTS: usize = 8;
 
 /// Our node once it heads the queue, with the watch on it already armed.
@@ -92,18 +94,18 @@ impl Drop for PendingNode {
     }
 }
 
-/// Joins the queue of `name` and waits, as `wait` allows, until our node is
-/// the lowest. `data` is stored in the node (an election's value).
+/// Joins the queue of `name` and waits, as `deadline` allows, until our
+/// node is the lowest. `data` is stored in the node (an election's value).
+/// Every step ends by the deadline's hard limit.
 pub(crate) async fn join_and_wait(
     session: &Arc<Session>,
     layout: &Layout,
     space: Space,
     name: &LockName,
     data: &[u8],
-    wait: Wait,
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Head> {
-    let deadline = wait.deadline_from(Instant::now());
     let dir = layout.name_dir(space, name);
     let guid = Uuid::new_v4();
     let marker = guid_marker(&guid);
@@ -116,7 +118,8 @@ pub(crate) async fn join_and_wait(
         notifier: None,
         armed: true,
     };
-    let created = create_protected(session, layout, space, &dir, &guid, data, doing).await?;
+    let created =
+        create_protected(session, layout, space, &dir, &guid, data, deadline, doing).await?;
     pending.path = Some(created.path.clone());
     let notifier = LossNotifier::new();
     let ours_gone = notifier.signal();
@@ -147,7 +150,7 @@ pub(crate) async fn join_and_wait(
             (Some(sent), _) => (vec![ours.clone()], sent),
             (None, Some((children, sent))) => (queue_order(children, space), sent),
             (None, None) => {
-                let (children, sent) = list(session, &dir, doing).await?;
+                let (children, sent) = list(session, &dir, deadline, doing).await?;
                 (queue_order(children, space), sent)
             }
         };
@@ -173,13 +176,13 @@ pub(crate) async fn join_and_wait(
                 confirmed_at: sent,
             });
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(gave_up(wait, doing));
+        if deadline.give_up.is_some_and(|d| Instant::now() >= d) {
+            return Err(gave_up(deadline.wait, doing));
         }
         let predecessor = format!("{dir}/{}", queue[position - 1]);
         let watch_sent = Instant::now();
         match session
-            .call(session.client.get_and_watch_data(&predecessor))
+            .call_within(deadline, session.client.get_and_watch_data(&predecessor))
             .await
         {
             Ok((_, _, watcher)) => {
@@ -187,7 +190,7 @@ pub(crate) async fn join_and_wait(
                 let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
                 let event = tokio::select! {
                     event = watcher.changed() => event,
-                    () = sleep_until(deadline.unwrap_or(far)) => return Err(gave_up(wait, doing)),
+                    () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
                     reason = ours_gone.lost() => {
                         pending.disarm();
                         return Err(doing.fail(
@@ -207,7 +210,10 @@ pub(crate) async fn join_and_wait(
             }
             Err(zk::Error::NoNode) => {}
             Err(e) if in_doubt(&e) => {
-                reconnected(session, doing).await?;
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, "watching our predecessor", e));
+                }
+                reconnected(session, deadline, doing).await?;
             }
             Err(e) => return Err(doing.error(e)),
         }
@@ -233,10 +239,30 @@ fn state_error(state: zk::SessionState) -> zk::Error {
     }
 }
 
-/// Waits (at most one request timeout) for the connection to come back.
-async fn reconnected(session: &Session, doing: &Doing<'_>) -> Result<()> {
+/// The error when the caller's deadline ends a step whose outcome is unknown
+/// (`last` is how the step failed): `Timeout` after a request timed out,
+/// `Unavailable` after a connection loss.
+fn out_of_time(doing: &Doing<'_>, what: &str, last: zk::Error) -> Error {
+    let kind = match last {
+        zk::Error::Timeout => ErrorKind::Timeout,
+        _ => ErrorKind::Unavailable,
+    };
+    doing
+        .fail(
+            kind,
+            format!(
+                "{what} was not confirmed within the wait plus one request timeout ({last}); \
+                 any queue node left behind is deleted in the background; retry later"
+            ),
+        )
+        .with_source(last)
+}
+
+/// Waits (at most one request timeout, and never past the caller's
+/// deadline) for the connection to come back.
+async fn reconnected(session: &Session, deadline: &Deadline, doing: &Doing<'_>) -> Result<()> {
     session
-        .wait_connected(Instant::now() + session.timing.request)
+        .wait_connected(deadline.step(session.timing.request))
         .await
         .map_err(|e| doing.error(e))
 }
@@ -251,6 +277,7 @@ struct Created {
 /// Creates our ephemeral-sequential node. After an in-doubt failure it
 /// looks for our GUID before creating again, so a retry never leaves a
 /// second node of ours behind (ZOOKEEPER-1262).
+#[allow(clippy::too_many_arguments)]
 async fn create_protected(
     session: &Arc<Session>,
     layout: &Layout,
@@ -258,6 +285,7 @@ async fn create_protected(
     dir: &str,
     guid: &Uuid,
     data: &[u8],
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Created> {
     let prefix = node_prefix(dir, guid, space);
@@ -267,9 +295,13 @@ async fn create_protected(
         let sent = Instant::now();
         let create = session.client.create(&prefix, data, &options);
         let children = session.client.list_children(dir);
-        match session.call(create).await {
+        match session.call_within(deadline, create).await {
             Ok((stat, sequence)) => {
-                let listing = session.call(children).await.ok().map(|c| (c, sent));
+                let listing = session
+                    .call_within(deadline, children)
+                    .await
+                    .ok()
+                    .map(|c| (c, sent));
                 return Ok(Created {
                     path: format!("{prefix}{sequence}"),
                     czxid: stat.czxid,
@@ -278,13 +310,16 @@ async fn create_protected(
             }
             Err(zk::Error::NoNode) => {
                 drop(children);
-                ensure_dir(session, layout, space, dir, doing).await?;
+                ensure_dir(session, layout, space, dir, deadline, doing).await?;
             }
             Err(e) if in_doubt(&e) => {
                 drop(children);
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, "creating our queue node", e));
+                }
                 tracing::debug!(%prefix, error = %e, "zk create in doubt; looking for our node");
-                reconnected(session, doing).await?;
-                if let Some(found) = find_ours(session, dir, &marker, doing).await? {
+                reconnected(session, deadline, doing).await?;
+                if let Some(found) = find_ours(session, dir, &marker, deadline, doing).await? {
                     return Ok(found);
                 }
             }
@@ -302,14 +337,18 @@ async fn find_ours(
     session: &Session,
     dir: &str,
     marker: &str,
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Option<Created>> {
-    let (children, sent) = list(session, dir, doing).await?;
+    let (children, sent) = list(session, dir, deadline, doing).await?;
     let Some(child) = children.iter().find(|c| c.starts_with(marker)) else {
         return Ok(None);
     };
     let path = format!("{dir}/{child}");
-    match session.call(session.client.check_stat(&path)).await {
+    match session
+        .call_within(deadline, session.client.check_stat(&path))
+        .await
+    {
         Ok(Some(stat)) => {
             tracing::debug!(%path, "zk found our node after an in-doubt create");
             Ok(Some(Created {
@@ -319,19 +358,35 @@ async fn find_ours(
             }))
         }
         Ok(None) => Ok(None),
+        Err(e) if in_doubt(&e) && deadline.is_past() => {
+            Err(out_of_time(doing, "looking for our queue node", e))
+        }
         Err(e) => Err(doing.error(e)),
     }
 }
 
 /// Lists `dir`, retrying through connection losses. A missing directory is
 /// an empty queue.
-async fn list(session: &Session, dir: &str, doing: &Doing<'_>) -> Result<(Vec<String>, Instant)> {
+async fn list(
+    session: &Session,
+    dir: &str,
+    deadline: &Deadline,
+    doing: &Doing<'_>,
+) -> Result<(Vec<String>, Instant)> {
     for _ in 0..ATTEMPTS {
         let sent = Instant::now();
-        match session.call(session.client.list_children(dir)).await {
+        match session
+            .call_within(deadline, session.client.list_children(dir))
+            .await
+        {
             Ok(children) => return Ok((children, sent)),
             Err(zk::Error::NoNode) => return Ok((Vec::new(), sent)),
-            Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+            Err(e) if in_doubt(&e) => {
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, &format!("listing {dir}"), e));
+                }
+                reconnected(session, deadline, doing).await?;
+            }
             Err(e) => return Err(doing.error(e)),
         }
     }
@@ -347,25 +402,35 @@ async fn ensure_dir(
     layout: &Layout,
     space: Space,
     dir: &str,
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<()> {
     let container = zk::CreateMode::Container.with_acls(session.acls());
+    let in_doubt_retry = async |e: zk::Error| {
+        if deadline.is_past() {
+            return Err(out_of_time(doing, &format!("creating {dir}"), e));
+        }
+        reconnected(session, deadline, doing).await
+    };
     for _ in 0..ATTEMPTS {
         match session
-            .call(session.client.create(dir, &[], &container))
+            .call_within(deadline, session.client.create(dir, &[], &container))
             .await
         {
             Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
             Err(zk::Error::NoNode) => {
                 let persistent = zk::CreateMode::Persistent.with_acls(session.acls());
                 let root = layout.space_dir(space);
-                match session.call(session.client.mkdir(&root, &persistent)).await {
+                match session
+                    .call_within(deadline, session.client.mkdir(&root, &persistent))
+                    .await
+                {
                     Ok(()) => {}
-                    Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+                    Err(e) if in_doubt(&e) => in_doubt_retry(e).await?,
                     Err(e) => return Err(doing.error(e)),
                 }
             }
-            Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+            Err(e) if in_doubt(&e) => in_doubt_retry(e).await?,
             Err(e) => return Err(doing.error(e)),
         }
     }

@@ -25,6 +25,7 @@ use zookeeper_client as zk;
 use crate::acl;
 use crate::cleanup::{self, Leftover};
 use crate::config::Settings;
+use crate::deadline::Deadline;
 use crate::error_map::{Doing, in_doubt, session_over};
 use crate::monitor;
 
@@ -214,6 +215,18 @@ impl Session {
         request: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<T, zk::Error> {
         timeout(self.timing.request, request)
+            .await
+            .unwrap_or(Err(zk::Error::Timeout))
+    }
+
+    /// Runs one request of an acquisition: like [`Session::call`], but cut
+    /// short at the acquisition's hard deadline.
+    pub(crate) async fn call_within<T>(
+        &self,
+        deadline: &Deadline,
+        request: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, zk::Error> {
+        timeout_at(deadline.step(self.timing.request), request)
             .await
             .unwrap_or(Err(zk::Error::Timeout))
     }

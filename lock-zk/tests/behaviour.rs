@@ -346,3 +346,77 @@ async fn names_outside_the_bmp_lock_and_stay_distinct() {
     let again = b.try_lock("🔒").await.expect("free after release");
     again.release().await.expect("release");
 }
+
+/// One acquisition through a faulty connection: it must return within its
+/// wait plus one request timeout, with an error that says the outcome was
+/// not learned in time (never `WouldBlock`: nobody saw the lock held).
+async fn bounded_under_fault(
+    addrs: &[String],
+    fault: impl FnOnce(&FaultProxy),
+    wait: Option<Duration>,
+) -> FaultProxy {
+    let request = Duration::from_secs(1);
+    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
+    let backend = ZkBackend::connect(
+        config(
+            &[proxy.addr().to_string()],
+            "/bounded",
+            Duration::from_secs(8),
+        )
+        .with_request_timeout(request),
+    )
+    .await
+    .expect("connect through the proxy");
+    fault(&proxy);
+    let start = Instant::now();
+    let bound = wait.unwrap_or_default() + request;
+    let result = timeout(bound * 20, async {
+        match wait {
+            Some(wait) => backend.lock_timeout("slow", wait).await,
+            None => backend.try_lock("slow").await,
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("hung past {:?}", bound * 20));
+    let elapsed = start.elapsed();
+    let err = result.expect_err("the lock is held and the connection is faulty");
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Unavailable),
+        "{err}"
+    );
+    assert!(err.message().contains("slow"), "{err}");
+    assert!(
+        elapsed <= bound + Duration::from_millis(500),
+        "wait {wait:?}, request timeout {request:?}: returned after {elapsed:?} ({err})"
+    );
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let holder = ZkBackend::connect(config(&addrs, "/bounded", SESSION))
+        .await
+        .expect("connect");
+    let held = holder.lock("slow").await.expect("lock");
+    let half = Some(Duration::from_millis(500));
+    let proxies = [
+        bounded_under_fault(&addrs, FaultProxy::blackhole, None).await,
+        bounded_under_fault(&addrs, FaultProxy::blackhole, half).await,
+        // Round trips of 1.4 s: every request times out, yet the client's
+        // connection (2 s silence limit) stays up.
+        bounded_under_fault(&addrs, |p| p.delay(Duration::from_millis(700)), half).await,
+    ];
+    // Whatever the faulty clients left in the queue goes once they reach
+    // the server again (or their sessions expire).
+    for proxy in &proxies {
+        proxy.delay(Duration::ZERO);
+        proxy.restore();
+    }
+    let left = until_children(&admin, "/bounded/locks/slow", 1, Duration::from_secs(10)).await;
+    assert_eq!(format!("/bounded/locks/slow/{}", left[0]), held.key());
+    held.release().await.expect("release");
+}
