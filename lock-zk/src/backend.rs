@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
-use crate::config::{Settings, ZkConfig};
+use crate::config::{MIN_SESSION_TIMEOUT, Settings, ZkConfig};
 use crate::deadline::Deadline;
 use crate::error_map::Doing;
 use crate::held::ZkHeld;
@@ -54,7 +54,10 @@ impl ZkBackend {
     /// Fails with `InvalidConfig` for a bad config, `Unavailable` when no
     /// server answers within `connect_timeout`, `Unauthorized` when the
     /// credentials do not allow creating and deleting nodes under the lock
-    /// root, and `InvalidConfig` when the root cannot be created there.
+    /// root, and `InvalidConfig` when the root cannot be created there or
+    /// when the server does not grant the configured session timeout (the
+    /// TTL of every lock) because it is outside the server's
+    /// `minSessionTimeout..maxSessionTimeout`; the message names both values.
     ///
     /// # Cancel safety
     ///
@@ -133,12 +136,15 @@ impl ZkBackend {
         Ok(fresh)
     }
 
+    /// The TTL is the session timeout: at least [`MIN_SESSION_TIMEOUT`], in
+    /// whole milliseconds, and granted exactly as requested or `connect`
+    /// fails (see [`Session::open`]).
     pub(crate) fn caps(&self) -> Capabilities {
         Capabilities::new("zk", FencingStrength::Strong)
             .with_fifo(true)
             .with_election(true)
             .with_per_lock_lease(false)
-            .with_ttl_limits(self.session_timeout(), Duration::from_millis(1))
+            .with_ttl_limits(MIN_SESSION_TIMEOUT, Duration::from_millis(1))
     }
 
     /// Joins the queue of `name` in `space` and builds the guard once our

@@ -18,7 +18,7 @@ mod root;
 mod session;
 
 pub use backend::ZkBackend;
-pub use config::{DEFAULT_PORT, ZkConfig};
+pub use config::{DEFAULT_PORT, MIN_SESSION_TIMEOUT, ZkConfig};
 pub use connect_url::SCHEME;
 pub use guarded_write::{GuardedWrite, WriteOutcome};
 /// The `zookeeper-client` crate this backend is built on, for

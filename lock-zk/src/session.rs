@@ -124,7 +124,10 @@ impl Drop for Session {
 }
 
 impl Session {
-    /// Connects, authenticates and starts the monitor, within the connect timeout.
+    /// Connects, authenticates and starts the monitor, within the connect
+    /// timeout. Fails with `InvalidConfig` if the server grants another
+    /// session timeout than the one configured (it clamps the request into
+    /// its `minSessionTimeout..maxSessionTimeout`).
     pub(crate) async fn open(settings: Arc<Settings>) -> Result<Arc<Session>> {
         let doing = Doing {
             action: "connecting",
@@ -171,18 +174,15 @@ impl Session {
             Ok(Err(e)) => return Err(doing.error(e)),
             Ok(Ok(client)) => client,
         };
-        let timing = Timing::new(
-            client.session_timeout(),
-            connection_timeout,
-            settings.request_timeout,
-        );
-        if timing.session != settings.session_timeout {
-            tracing::info!(
-                requested = ?settings.session_timeout,
-                negotiated = ?timing.session,
-                "zk server adjusted the session timeout"
-            );
+        let negotiated = client.session_timeout();
+        if negotiated != settings.session_timeout {
+            // Dropping the client closes the session.
+            return Err(doing.fail(
+                ErrorKind::InvalidConfig,
+                outside_range(settings.session_timeout, negotiated),
+            ));
         }
+        let timing = Timing::new(negotiated, connection_timeout, settings.request_timeout);
         tracing::debug!(session = %client.session_id(), servers = %settings.connect_string, "zk session open");
         let states = client.state_watcher();
         let session = Arc::new(Session {
@@ -370,6 +370,22 @@ impl Session {
             }
         }
     }
+}
+
+/// Why a session timeout the server changed is refused: every lock's TTL
+/// would silently differ from the one configured.
+fn outside_range(requested: Duration, negotiated: Duration) -> String {
+    let (bound, knob, advice) = if negotiated > requested {
+        ("minimum", "minSessionTimeout", "at least")
+    } else {
+        ("maximum", "maxSessionTimeout", "at most")
+    };
+    format!(
+        "the server granted a session timeout of {negotiated:?} instead of the requested \
+         {requested:?} (the TTL of every lock): {negotiated:?} is its {bound} ({knob}; \
+         ZooKeeper allows minSessionTimeout..maxSessionTimeout, by default 2 to 20 times its \
+         tickTime); set the TTL to {advice} {negotiated:?}, or change {knob} on the servers"
+    )
 }
 
 /// See [`Session::wait_connected`].

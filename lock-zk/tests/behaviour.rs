@@ -6,8 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt, LostReason};
+use lock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason};
 use lock_testkit::proxy::FaultProxy;
+use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
@@ -419,4 +420,41 @@ async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
     let left = until_children(&admin, "/bounded/locks/slow", 1, Duration::from_secs(10)).await;
     assert_eq!(format!("/bounded/locks/slow/{}", left[0]), held.key());
     held.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_timeout_outside_the_servers_range_fails_connect() {
+    support::init_tracing();
+    let server = ZkEnsemble::start_with(
+        ZkOptions::new(1).session_timeouts(Duration::from_millis(400), Duration::from_secs(3)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"));
+    let addrs = server.addrs();
+    for (requested, granted) in [
+        (Duration::from_millis(300), "400ms"),
+        (Duration::from_secs(4), "3s"),
+    ] {
+        let err = connect_fails(
+            config(&addrs, "/range", requested),
+            ErrorKind::InvalidConfig,
+        )
+        .await;
+        let message = err.message();
+        assert!(
+            message.contains(&format!("{requested:?}")) && message.contains(granted),
+            "names the requested {requested:?} and the server's {granted}: {err}"
+        );
+        assert!(message.contains(&addrs[0]), "{err}");
+    }
+    let inside = ZkBackend::connect(config(&addrs, "/range", Duration::from_secs(1)))
+        .await
+        .expect("a session timeout inside the range connects");
+    assert_eq!(inside.session_timeout(), Duration::from_secs(1));
+    let caps = inside.capabilities();
+    assert_eq!(caps.min_ttl, lock_zk::MIN_SESSION_TIMEOUT);
+    assert_eq!(caps.ttl_granularity, Duration::from_millis(1));
+    let guard = inside.try_lock("in-range").await.expect("lock");
+    assert_eq!(guard.ttl(), Duration::from_secs(1));
+    guard.release().await.expect("release");
 }

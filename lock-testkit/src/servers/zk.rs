@@ -6,7 +6,8 @@
 //! it log (at INFO, to the member's log file).
 //!
 //! `tickTime` is 100 ms, so sessions can be as short as 200 ms
-//! (`minSessionTimeout=200`, `maxSessionTimeout=60000`). Followers notice a
+//! (`minSessionTimeout=200`, `maxSessionTimeout=60000`; see
+//! [`ZkOptions::session_timeouts`] for another range). Followers notice a
 //! dead or frozen leader after `syncLimit` ticks (1 s). Transaction logs are
 //! not fsynced (`forceSync=no`): a `SIGKILL` loses nothing, only a machine
 //! crash would.
@@ -62,12 +63,18 @@ log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n
 ";
 
+/// The session timeouts a server grants by default: `minSessionTimeout`
+/// and `maxSessionTimeout` (two and 600 ticks of 100 ms).
+const SESSION_TIMEOUTS: (Duration, Duration) =
+    (Duration::from_millis(200), Duration::from_secs(60));
+
 /// How to launch a [`ZkEnsemble`].
 #[derive(Debug, Clone)]
 pub struct ZkOptions {
     members: usize,
     java: Option<PathBuf>,
     jar_dir: Option<PathBuf>,
+    session_timeouts: (Duration, Duration),
 }
 
 impl ZkOptions {
@@ -79,7 +86,16 @@ impl ZkOptions {
             members,
             java: None,
             jar_dir: None,
+            session_timeouts: SESSION_TIMEOUTS,
         }
+    }
+
+    /// Grants session timeouts only in `min..=max` (`minSessionTimeout`,
+    /// `maxSessionTimeout`; whole milliseconds, `min` at least 200 ms, two
+    /// ticks). The server clamps a requested timeout into this range.
+    pub fn session_timeouts(mut self, min: Duration, max: Duration) -> Self {
+        self.session_timeouts = (min, max);
+        self
     }
 
     /// Runs this `java` binary instead of the one on `PATH`.
@@ -149,7 +165,15 @@ impl ZkEnsemble {
         let members = ports
             .iter()
             .enumerate()
-            .map(|(i, &ports)| ZkMember::new(i + 1, ports, &java, &classpath, &servers))
+            .map(|(i, &ports)| {
+                let config = MemberConfig {
+                    id: i + 1,
+                    ports,
+                    servers: &servers,
+                    session_timeouts: options.session_timeouts,
+                };
+                ZkMember::new(&config, &java, &classpath)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for member in &members {
             member.process.spawn()?;
@@ -200,6 +224,15 @@ impl ZkEnsemble {
     }
 }
 
+/// What one member's `zoo.cfg` says.
+struct MemberConfig<'a> {
+    id: usize,
+    ports: MemberPorts,
+    /// The `server.N=` lines; empty for a standalone server.
+    servers: &'a str,
+    session_timeouts: (Duration, Duration),
+}
+
 #[derive(Debug, Clone, Copy)]
 struct MemberPorts {
     client: u16,
@@ -218,13 +251,10 @@ pub struct ZkMember {
 }
 
 impl ZkMember {
-    fn new(
-        id: usize,
-        ports: MemberPorts,
-        java: &Path,
-        classpath: &str,
-        servers: &str,
-    ) -> Result<Self, LaunchError> {
+    fn new(member: &MemberConfig<'_>, java: &Path, classpath: &str) -> Result<Self, LaunchError> {
+        let MemberConfig {
+            id, ports, servers, ..
+        } = *member;
         let label = format!("ZooKeeper server {id} (127.0.0.1:{})", ports.client);
         let io_error = |source| LaunchError::Io {
             what: label.clone(),
@@ -240,7 +270,7 @@ impl ZkMember {
             fs::write(data_dir.join("myid"), format!("{id}\n")).map_err(io_error)?;
         }
         let config = dir.path().join("zoo.cfg");
-        fs::write(&config, zoo_cfg(&data_dir, ports.client, servers)).map_err(io_error)?;
+        fs::write(&config, zoo_cfg(&data_dir, member)).map_err(io_error)?;
         let log4j = dir.path().join("log4j.properties");
         fs::write(&log4j, LOG4J_PROPERTIES).map_err(io_error)?;
 
@@ -367,14 +397,18 @@ fn parse_mode(srvr: &str) -> Option<&str> {
         .map(str::trim)
 }
 
-fn zoo_cfg(data_dir: &Path, client_port: u16, servers: &str) -> String {
+fn zoo_cfg(data_dir: &Path, member: &MemberConfig<'_>) -> String {
+    let (min_session, max_session) = member.session_timeouts;
+    let (min_session, max_session) = (min_session.as_millis(), max_session.as_millis());
+    let client_port = member.ports.client;
+    let servers = member.servers;
     format!(
         "\
 tickTime=100
 initLimit=50
 syncLimit=10
-minSessionTimeout=200
-maxSessionTimeout=60000
+minSessionTimeout={min_session}
+maxSessionTimeout={max_session}
 dataDir={}
 clientPort={client_port}
 clientPortAddress=127.0.0.1
