@@ -29,19 +29,34 @@ pub(crate) enum Leftover {
     },
 }
 
+/// How a removal ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The node is gone (deleted now, found gone, or never created).
+    Deleted,
+    /// The session ended; the server deletes its ephemeral nodes.
+    SessionEnded,
+    /// The server refused the delete for good (for example `NoAuth`).
+    Failed(zk::Error),
+}
+
 /// Deletes `leftover`, retrying through connection losses.
-pub(crate) async fn remove(client: zk::Client, request: Duration, mut leftover: Leftover) {
+pub(crate) async fn remove(
+    client: zk::Client,
+    request: Duration,
+    mut leftover: Leftover,
+) -> Outcome {
     loop {
         match wait_connected(&client, Instant::now() + Duration::from_secs(3600)).await {
             Ok(()) => {}
-            Err(e) if session_over(&e) => return,
+            Err(e) if session_over(&e) => return Outcome::SessionEnded,
             Err(_) => continue,
         }
         let outcome = match &leftover {
             Leftover::Node(path) => match timeout(request, client.delete(path, None)).await {
                 Ok(Ok(()) | Err(zk::Error::NoNode)) => {
                     tracing::debug!(%path, "zk leftover node deleted");
-                    return;
+                    return Outcome::Deleted;
                 }
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err(zk::Error::Timeout),
@@ -53,9 +68,9 @@ pub(crate) async fn remove(client: zk::Client, request: Duration, mut leftover: 
                         .find(|c| c.starts_with(marker.as_str()))
                     {
                         Some(child) => Ok(Leftover::Node(format!("{dir}/{child}"))),
-                        None => return,
+                        None => return Outcome::Deleted,
                     },
-                    Ok(Err(zk::Error::NoNode)) => return,
+                    Ok(Err(zk::Error::NoNode)) => return Outcome::Deleted,
                     Ok(Err(e)) => Err(e),
                     Err(_) => Err(zk::Error::Timeout),
                 }
@@ -63,11 +78,11 @@ pub(crate) async fn remove(client: zk::Client, request: Duration, mut leftover: 
         };
         match outcome {
             Ok(next) => leftover = next,
-            Err(e) if session_over(&e) => return,
+            Err(e) if session_over(&e) => return Outcome::SessionEnded,
             Err(e) if in_doubt(&e) => tokio::time::sleep(Duration::from_millis(20)).await,
             Err(e) => {
                 tracing::warn!(?leftover, error = %e, "zk could not delete a leftover node");
-                return;
+                return Outcome::Failed(e);
             }
         }
     }

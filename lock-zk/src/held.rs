@@ -12,7 +12,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::cleanup::Leftover;
 use crate::error_map::{Doing, in_doubt, session_over};
 use crate::paths::Space;
 use crate::session::Session;
@@ -107,8 +106,9 @@ impl ZkHeld {
 
     /// Records that the node is gone and why.
     fn lost(&self, reason: LostReason) {
-        self.session.forget(self.hold);
-        self.notifier.fire(reason);
+        if self.session.lose(self.hold) {
+            self.notifier.fire(reason);
+        }
     }
 }
 
@@ -142,11 +142,15 @@ impl HeldLock for ZkHeld {
         }
     }
 
+    /// Deletes our node. The lost signal fires once the outcome is known:
+    /// `Released` after the delete succeeded, `Deleted` if the node was
+    /// already gone, and, if the reply was lost, only once the retried
+    /// delete succeeds in the background.
     async fn release(mut self: Box<Self>) -> Result<()> {
         let action = self.action("releasing");
-        // Detached, not aborted: firing `Released` below stops it if its
-        // watch is not armed yet, and an armed watch ends on our delete's
-        // notification (dropping it would cost a RemoveWatches request).
+        // Detached, not aborted: an armed watch ends on our delete's
+        // notification (dropping it would cost a RemoveWatches request),
+        // and while the hold is marked releasing it reports nothing.
         drop(self.watcher.take());
         if self.signal.is_lost() {
             return Err(self.gone(&action));
@@ -154,21 +158,31 @@ impl HeldLock for ZkHeld {
         let Some(path) = self.session.take_for_release(self.hold) else {
             return Err(self.gone(&action));
         };
-        // Fired first so that our own delete is never reported as a loss.
-        self.notifier.fire(LostReason::Released);
         let doing = self.doing(&action);
-        match self.session.call(self.session.client.delete(&path, None)).await {
+        let finish = |reason| self.session.finish_release(self.hold, reason);
+        match self
+            .session
+            .call(self.session.client.delete(&path, None))
+            .await
+        {
             Ok(()) => {
+                finish(LostReason::Released);
                 tracing::debug!(lock = %self.name, token = self.token, "zk lock released");
                 Ok(())
             }
-            Err(zk::Error::NoNode) => Err(doing.fail(
-                ErrorKind::NotHeld,
-                format!("node {path} was already gone (deleted behind our back, or the session expired); nothing was deleted"),
-            )),
-            Err(e) if session_over(&e) => Err(doing.error(e)),
+            Err(zk::Error::NoNode) => {
+                finish(LostReason::Deleted);
+                Err(doing.fail(
+                    ErrorKind::NotHeld,
+                    format!("node {path} was already gone (deleted behind our back, or the session expired); nothing was deleted"),
+                ))
+            }
+            Err(e) if session_over(&e) => {
+                finish(LostReason::Expired);
+                Err(doing.error(e))
+            }
             Err(e) if in_doubt(&e) => {
-                self.session.remove_now(Leftover::Node(path.clone()));
+                self.session.release_in_background(self.hold, path.clone());
                 Err(doing
                     .fail(
                         ErrorKind::Unavailable,
@@ -179,7 +193,12 @@ impl HeldLock for ZkHeld {
                     )
                     .with_source(e))
             }
-            Err(e) => Err(doing.error(e)),
+            Err(e) => {
+                finish(LostReason::RenewalFailed(format!(
+                    "the release's delete failed: {e}"
+                )));
+                Err(doing.error(e))
+            }
         }
     }
 
@@ -250,8 +269,10 @@ pub(crate) async fn watch_own_node(
         _ = ended.lost() => return,
     }
     let lost = |reason: LostReason| {
-        if let (Some(id), Some(session)) = (hold.get(), session.upgrade()) {
-            session.forget(*id);
+        if let (Some(id), Some(session)) = (hold.get(), session.upgrade())
+            && !session.lose(*id)
+        {
+            return;
         }
         notifier.fire(reason);
     };

@@ -6,8 +6,9 @@
 //! an uncontended acquisition costs one round trip. A waiter sets one
 //! `getData` watch on its predecessor and, when it fires, lists the children
 //! again, except when the predecessor was the head: then its deletion makes
-//! us the head at once. A release wakes exactly one waiter, and a hand-over
-//! costs no round trip beyond the release itself.
+//! us the head once an `exists` confirms that our own node is still there.
+//! A release wakes exactly one waiter, and a hand-over costs one round trip
+//! beyond the release itself.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -143,13 +144,31 @@ pub(crate) async fn join_and_wait(
     let mut listing = created.listing;
     // Set when the predecessor we watch headed the queue: its deletion then
     // makes us the head, with no need to list the children again (nodes
-    // created later all sort after ours).
-    let mut next_in_line: Option<Instant> = None;
+    // created later all sort after ours), once we know our own node is
+    // still there: it may have been deleted just before the predecessor.
+    let mut next_in_line = false;
     loop {
-        let (queue, sent) = match (next_in_line.take(), listing.take()) {
-            (Some(sent), _) => (vec![ours.clone()], sent),
-            (None, Some((children, sent))) => (queue_order(children, space), sent),
-            (None, None) => {
+        let (queue, sent) = match (std::mem::take(&mut next_in_line), listing.take()) {
+            (true, _) => {
+                let sent = Instant::now();
+                match session
+                    .call_within(deadline, session.client.check_stat(&created.path))
+                    .await
+                {
+                    Ok(Some(_)) => (vec![ours.clone()], sent),
+                    Ok(None) => (Vec::new(), sent),
+                    Err(e) if in_doubt(&e) => {
+                        if deadline.is_past() {
+                            return Err(out_of_time(doing, "confirming our queue node", e));
+                        }
+                        reconnected(session, deadline, doing).await?;
+                        continue;
+                    }
+                    Err(e) => return Err(doing.error(e)),
+                }
+            }
+            (false, Some((children, sent))) => (queue_order(children, space), sent),
+            (false, None) => {
                 let (children, sent) = list(session, &dir, deadline, doing).await?;
                 (queue_order(children, space), sent)
             }
@@ -180,7 +199,6 @@ pub(crate) async fn join_and_wait(
             return Err(gave_up(deadline.wait, doing));
         }
         let predecessor = format!("{dir}/{}", queue[position - 1]);
-        let watch_sent = Instant::now();
         match session
             .call_within(deadline, session.client.get_and_watch_data(&predecessor))
             .await
@@ -204,7 +222,7 @@ pub(crate) async fn join_and_wait(
                         pending.disarm();
                         return Err(doing.error(state_error(event.session_state)));
                     }
-                    zk::EventType::NodeDeleted if position == 1 => next_in_line = Some(watch_sent),
+                    zk::EventType::NodeDeleted if position == 1 => next_in_line = true,
                     _ => {}
                 }
             }

@@ -91,6 +91,9 @@ struct Hold {
     path: String,
     notifier: LossNotifier,
     validity: Validity,
+    /// A release has sent (or is about to send) the delete: the node's
+    /// deletion is its outcome to report, not a loss.
+    releasing: bool,
 }
 
 /// A live ZooKeeper session and the locks held on it.
@@ -258,27 +261,87 @@ impl Session {
                 path,
                 notifier,
                 validity,
+                releasing: false,
             },
         );
         id
     }
 
-    /// Removes a hold whose node is known to be gone (or handed to cleanup).
+    /// Removes a hold that is no longer ours to track (abandoned, or its
+    /// guard is gone). A hold being released stays until the release
+    /// reports its outcome.
     pub(crate) fn forget(&self, id: u64) {
-        self.lock_holds().remove(&id);
+        let mut holds = self.lock_holds();
+        if holds.get(&id).is_some_and(|hold| !hold.releasing) {
+            holds.remove(&id);
+        }
     }
 
-    /// Takes a hold out to release it. `None` if it was already given up.
-    /// A hold whose validity ran out is given up here (lost signal fired,
+    /// Records that a hold's node went away, unless a release is under way
+    /// (its delete is what removed the node, and the release reports the
+    /// outcome). Returns whether the caller should fire the lost signal.
+    pub(crate) fn lose(&self, id: u64) -> bool {
+        let mut holds = self.lock_holds();
+        match holds.get(&id) {
+            Some(hold) if hold.releasing => false,
+            Some(_) => {
+                holds.remove(&id);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// Starts releasing a hold: returns its path, and the hold stays
+    /// registered (and watched over by the monitor) until
+    /// [`Session::finish_release`]. `None` if it was already given up. A
+    /// hold whose validity ran out is given up here (lost signal fired,
     /// node handed to cleanup) and `None` is returned.
     pub(crate) fn take_for_release(self: &Arc<Self>, id: u64) -> Option<String> {
-        let hold = self.lock_holds().remove(&id)?;
+        let mut holds = self.lock_holds();
+        let hold = holds.get_mut(&id)?;
         if hold.validity.is_valid() {
-            return Some(hold.path);
+            hold.releasing = true;
+            return Some(hold.path.clone());
         }
+        let hold = holds.remove(&id)?;
+        drop(holds);
         hold.notifier.fire(LostReason::Disconnected);
         self.remove_now(Leftover::Node(hold.path));
         None
+    }
+
+    /// Ends a release with its outcome: the hold goes, and the lost signal
+    /// fires with `reason` (unless something else ended the hold first).
+    pub(crate) fn finish_release(&self, id: u64, reason: LostReason) {
+        let hold = self.lock_holds().remove(&id);
+        if let Some(hold) = hold {
+            hold.notifier.fire(reason);
+        }
+    }
+
+    /// Finishes an unconfirmed release in the background: the delete is
+    /// retried when the connection returns, and `Released` fires once the
+    /// node is gone (`Expired` fires instead if the session ends first).
+    /// Holds the session weakly: a dropped backend's session goes, and its
+    /// node with it.
+    pub(crate) fn release_in_background(self: &Arc<Self>, id: u64, path: String) {
+        let (client, request) = (self.client.clone(), self.timing.request);
+        let session = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let outcome = cleanup::remove(client, request, Leftover::Node(path)).await;
+            let Some(session) = session.upgrade() else {
+                return;
+            };
+            let reason = match outcome {
+                cleanup::Outcome::Deleted => LostReason::Released,
+                cleanup::Outcome::SessionEnded => LostReason::Expired,
+                cleanup::Outcome::Failed(why) => {
+                    LostReason::RenewalFailed(format!("the release's delete failed: {why}"))
+                }
+            };
+            session.finish_release(id, reason);
+        });
     }
 
     /// Whether a hold is still registered and within its validity.
@@ -361,12 +424,16 @@ impl Session {
                         Ok(Err(e)) if !in_doubt(&e) => {
                             tracing::warn!(%path, error = %e, "zk could not delete a leftover node");
                         }
-                        _ => cleanup::remove(client, request, Leftover::Node(path)).await,
+                        _ => {
+                            cleanup::remove(client, request, Leftover::Node(path)).await;
+                        }
                     }
                 });
             }
             guid @ Leftover::Guid { .. } => {
-                runtime.spawn(cleanup::remove(client, request, guid));
+                runtime.spawn(async move {
+                    cleanup::remove(client, request, guid).await;
+                });
             }
         }
     }

@@ -458,3 +458,146 @@ async fn session_timeout_outside_the_servers_range_fails_connect() {
     assert_eq!(guard.ttl(), Duration::from_secs(1));
     guard.release().await.expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let backend = ZkBackend::connect(config(&addrs, "/deleted", SESSION))
+        .await
+        .expect("connect");
+    for _ in 0..5 {
+        // Deleted before the own-node watch is armed: only the release's
+        // delete can learn it.
+        let guard = backend.try_lock("gone").await.expect("lock");
+        let signal = guard.lost_signal();
+        admin
+            .delete(guard.key(), None)
+            .await
+            .expect("delete the holder's node from outside");
+        let err = guard
+            .release()
+            .await
+            .expect_err("the node was already gone");
+        assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+        assert_eq!(
+            signal.reason(),
+            Some(LostReason::Deleted),
+            "the lost signal hides that the lock was taken away"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
+    let backend = ZkBackend::connect(
+        config(
+            &[proxy.addr().to_string()],
+            "/unconfirmed",
+            Duration::from_secs(4),
+        )
+        .with_request_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .expect("connect through the proxy");
+    let guard = backend.lock("slow-release").await.expect("lock");
+    let key = guard.key().to_owned();
+    let signal = guard.lost_signal();
+    proxy.blackhole();
+    let err = guard
+        .release()
+        .await
+        .expect_err("the delete is not confirmed");
+    assert!(
+        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
+        "{err}"
+    );
+    assert_eq!(
+        signal.reason(),
+        None,
+        "released locally while the node may still exist"
+    );
+    proxy.restore();
+    timeout(SLACK * 2, signal.lost())
+        .await
+        .expect("the delete is confirmed once the connection returns");
+    assert_eq!(signal.reason(), Some(LostReason::Released));
+    assert!(
+        admin.check_stat(&key).await.expect("stat").is_none(),
+        "Released fired while {key} still exists"
+    );
+}
+
+/// The server's `zk_watch_count` from `mntr`.
+async fn watch_count(addr: &str) -> usize {
+    let mntr = lock_testkit::servers::zk::four_letter_word(addr, "mntr")
+        .await
+        .expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_watch_count"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("mntr shows zk_watch_count")
+}
+
+async fn until_watches(addr: &str, n: usize) {
+    let deadline = Instant::now() + SLACK;
+    while watch_count(addr).await < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} watches on {addr}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_over_from_the_head_confirms_our_node_still_exists() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let (a, b) = (
+        ZkBackend::connect(config(&addrs, "/handover", SESSION))
+            .await
+            .expect("connect"),
+        ZkBackend::connect(config(&addrs, "/handover", SESSION))
+            .await
+            .expect("connect"),
+    );
+    let held = a.lock("next").await.expect("lock");
+    until_watches(&addrs[0], 1).await; // the holder's own-node watch
+    let waiting = tokio::spawn(async move { b.lock("next").await });
+    let dir = "/handover/locks/next";
+    let children = until_children(&admin, dir, 2, SLACK).await;
+    until_watches(&addrs[0], 2).await; // the waiter's watch on the head
+    let ours = children
+        .iter()
+        .map(|c| format!("{dir}/{c}"))
+        .find(|path| path != held.key())
+        .expect("the waiter's node");
+    // Both go in one transaction, the head first: the waiter learns that
+    // its predecessor is gone before it learns about its own node.
+    let mut multi = admin.new_multi_writer();
+    multi.add_delete(held.key(), None).unwrap();
+    multi.add_delete(&ours, None).unwrap();
+    multi.commit().await.expect("delete both nodes");
+    let result = timeout(SLACK, waiting)
+        .await
+        .expect("the waiter returns")
+        .expect("task");
+    match result {
+        Ok(guard) => panic!(
+            "acquired {} although that node is gone (is_held {})",
+            guard.key(),
+            guard.is_held()
+        ),
+        Err(err) => assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}"),
+    }
+}
