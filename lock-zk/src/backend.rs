@@ -262,6 +262,7 @@ impl ZkBackend {
             signal: notifier.signal(),
             notifier: notifier.clone(),
             watcher: Some(watcher),
+            duplicates: head.duplicates,
         };
         Ok(LockGuard::new(
             name.clone(),

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::cleanup::Leftover;
 use crate::error_map::{Doing, in_doubt, session_over};
 use crate::paths::Space;
 use crate::session::Session;
@@ -28,6 +29,9 @@ pub(crate) struct ZkHeld {
     pub(crate) signal: LostSignal,
     /// The task watching our node; taken (detached) on release.
     pub(crate) watcher: Option<JoinHandle<()>>,
+    /// Other nodes of this acquisition that may exist (a `create` was in
+    /// doubt), deleted after the release.
+    pub(crate) duplicates: Option<Leftover>,
 }
 
 impl fmt::Debug for ZkHeld {
@@ -158,13 +162,18 @@ impl HeldLock for ZkHeld {
         let Some(path) = self.session.take_for_release(self.hold) else {
             return Err(self.gone(&action));
         };
+        let duplicates = self.duplicates.take();
         let doing = self.doing(&action);
         let finish = |reason| self.session.finish_release(self.hold, reason);
-        match self
+        let deleted = self
             .session
             .call(self.session.client.delete(&path, None))
-            .await
-        {
+            .await;
+        if let Some(duplicates) = duplicates {
+            // Only now: the lookup by GUID would find our own node too.
+            self.session.remove_now(duplicates);
+        }
+        match deleted {
             Ok(()) => {
                 finish(LostReason::Released);
                 tracing::debug!(lock = %self.name, token = self.token, "zk lock released");

@@ -47,6 +47,9 @@ pub(crate) struct Head {
     /// When the request that showed us first was sent: the server heard from
     /// our session after this instant.
     pub(crate) confirmed_at: Instant,
+    /// Set when a `create` was in doubt: a late second node of ours may
+    /// still appear, and is looked for and deleted after the release.
+    pub(crate) duplicates: Option<Leftover>,
 }
 
 /// A queue node that must be deleted unless the acquisition succeeds.
@@ -63,17 +66,23 @@ struct PendingNode {
     watcher: Option<JoinHandle<()>>,
     /// Ends the watcher before it arms its watch.
     notifier: Option<LossNotifier>,
+    /// A `create` was in doubt: more nodes of ours may exist.
+    doubtful: bool,
     armed: bool,
 }
 
 impl PendingNode {
+    fn by_guid(&self) -> Leftover {
+        Leftover::Guid {
+            dir: self.dir.clone(),
+            marker: self.marker.clone(),
+        }
+    }
+
     fn leftover(&self) -> Leftover {
         match &self.path {
             Some(path) => Leftover::Node(path.clone()),
-            None => Leftover::Guid {
-                dir: self.dir.clone(),
-                marker: self.marker.clone(),
-            },
+            None => self.by_guid(),
         }
     }
 
@@ -91,6 +100,9 @@ impl Drop for PendingNode {
                 notifier.fire(LostReason::Released);
             }
             self.session.remove_now(self.leftover());
+            if self.doubtful && self.path.is_some() {
+                self.session.remove_now(self.by_guid());
+            }
         }
     }
 }
@@ -117,11 +129,13 @@ pub(crate) async fn join_and_wait(
         path: None,
         watcher: None,
         notifier: None,
+        doubtful: false,
         armed: true,
     };
     let created =
         create_protected(session, layout, space, &dir, &guid, data, deadline, doing).await?;
     pending.path = Some(created.path.clone());
+    pending.doubtful = created.doubtful;
     let notifier = LossNotifier::new();
     let ours_gone = notifier.signal();
     pending.notifier = Some(notifier.clone());
@@ -167,9 +181,13 @@ pub(crate) async fn join_and_wait(
                     Err(e) => return Err(doing.error(e)),
                 }
             }
-            (false, Some((children, sent))) => (queue_order(children, space), sent),
+            (false, Some((children, sent))) => {
+                let children = drop_duplicates(session, &dir, children, &marker, &ours);
+                (queue_order(children, space), sent)
+            }
             (false, None) => {
                 let (children, sent) = list(session, &dir, deadline, doing).await?;
+                let children = drop_duplicates(session, &dir, children, &marker, &ours);
                 (queue_order(children, space), sent)
             }
         };
@@ -193,6 +211,7 @@ pub(crate) async fn join_and_wait(
                 path: created.path,
                 czxid: created.czxid,
                 confirmed_at: sent,
+                duplicates: created.doubtful.then(|| pending.by_guid()),
             });
         }
         if deadline.give_up.is_some_and(|d| Instant::now() >= d) {
@@ -236,6 +255,28 @@ pub(crate) async fn join_and_wait(
             Err(e) => return Err(doing.error(e)),
         }
     }
+}
+
+/// Deletes every other node carrying our GUID (a retried `create` whose
+/// first attempt did commit, unseen by the lookup) and leaves it out of the
+/// listing: a node of ours ahead of us would otherwise block the name for as
+/// long as the session lives. The deletes are sent before any later request.
+fn drop_duplicates(
+    session: &Session,
+    dir: &str,
+    mut children: Vec<String>,
+    marker: &str,
+    ours: &str,
+) -> Vec<String> {
+    children.retain(|child| {
+        let duplicate = child.starts_with(marker) && child != ours;
+        if duplicate {
+            tracing::warn!(%dir, %child, "zk deleting a second queue node of ours");
+            session.remove_now(Leftover::Node(format!("{dir}/{child}")));
+        }
+        !duplicate
+    });
+    children
 }
 
 fn gave_up(wait: Wait, doing: &Doing<'_>) -> Error {
@@ -290,6 +331,8 @@ struct Created {
     path: String,
     czxid: i64,
     listing: Option<(Vec<String>, Instant)>,
+    /// Some `create` attempt was in doubt.
+    doubtful: bool,
 }
 
 /// Creates our ephemeral-sequential node. After an in-doubt failure it
@@ -309,6 +352,7 @@ async fn create_protected(
     let prefix = node_prefix(dir, guid, space);
     let marker = guid_marker(guid);
     let options = zk::CreateMode::EphemeralSequential.with_acls(session.acls());
+    let mut doubtful = false;
     for _ in 0..ATTEMPTS {
         let sent = Instant::now();
         let create = session.client.create(&prefix, data, &options);
@@ -324,6 +368,7 @@ async fn create_protected(
                     path: format!("{prefix}{sequence}"),
                     czxid: stat.czxid,
                     listing,
+                    doubtful,
                 });
             }
             Err(zk::Error::NoNode) => {
@@ -332,12 +377,15 @@ async fn create_protected(
             }
             Err(e) if in_doubt(&e) => {
                 drop(children);
+                doubtful = true;
                 if deadline.is_past() {
                     return Err(out_of_time(doing, "creating our queue node", e));
                 }
                 tracing::debug!(%prefix, error = %e, "zk create in doubt; looking for our node");
                 reconnected(session, deadline, doing).await?;
-                if let Some(found) = find_ours(session, dir, &marker, deadline, doing).await? {
+                if let Some(found) =
+                    find_ours(session, dir, space, &marker, deadline, doing).await?
+                {
                     return Ok(found);
                 }
             }
@@ -351,15 +399,29 @@ async fn create_protected(
 }
 
 /// Our node, if a `create` whose reply was lost did create it.
+///
+/// The server we are connected to now may not have applied that `create`
+/// yet (after a connection loss the client often moves to another member),
+/// so the directory is `sync`ed first: the listing then reflects at least
+/// everything the leader had committed when the sync reached it. If there
+/// are several nodes of ours, the lowest is kept and the others are deleted
+/// on the next listing.
 async fn find_ours(
     session: &Session,
     dir: &str,
+    space: Space,
     marker: &str,
     deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Option<Created>> {
+    sync(session, dir, deadline, doing).await?;
     let (children, sent) = list(session, dir, deadline, doing).await?;
-    let Some(child) = children.iter().find(|c| c.starts_with(marker)) else {
+    let ours = children
+        .iter()
+        .filter(|c| c.starts_with(marker))
+        .cloned()
+        .collect();
+    let Some(child) = queue_order(ours, space).into_iter().next() else {
         return Ok(None);
     };
     let path = format!("{dir}/{child}");
@@ -373,6 +435,7 @@ async fn find_ours(
                 path,
                 czxid: stat.czxid,
                 listing: Some((children, sent)),
+                doubtful: true,
             }))
         }
         Ok(None) => Ok(None),
@@ -381,6 +444,30 @@ async fn find_ours(
         }
         Err(e) => Err(doing.error(e)),
     }
+}
+
+/// Brings the server we are connected to up to date with the leader for
+/// `dir`, retrying through connection losses.
+async fn sync(session: &Session, dir: &str, deadline: &Deadline, doing: &Doing<'_>) -> Result<()> {
+    for _ in 0..ATTEMPTS {
+        match session
+            .call_within(deadline, session.client.sync(dir))
+            .await
+        {
+            Ok(()) | Err(zk::Error::NoNode) => return Ok(()),
+            Err(e) if in_doubt(&e) => {
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, &format!("syncing {dir}"), e));
+                }
+                reconnected(session, deadline, doing).await?;
+            }
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+    Err(doing.fail(
+        ErrorKind::Unavailable,
+        format!("could not sync {dir} after {ATTEMPTS} attempts"),
+    ))
 }
 
 /// Lists `dir`, retrying through connection losses. A missing directory is

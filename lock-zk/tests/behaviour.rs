@@ -601,3 +601,69 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
         Err(err) => assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let connect = async || {
+        ZkBackend::connect(config(&addrs, "/duplicate", SESSION))
+            .await
+            .expect("connect")
+    };
+    let (a, b, c) = (connect().await, connect().await, connect().await);
+    let dir = "/duplicate/locks/twice";
+    // Sequence 0 is used up, so a node named with it sorts first.
+    a.try_lock("twice")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+    let first = a.lock("twice").await.expect("lock");
+    let second = tokio::spawn(async move { b.lock("twice").await });
+    until_children(&admin, dir, 2, SLACK).await;
+    let third = tokio::spawn(async move { c.lock_timeout("twice", SESSION * 2).await });
+    let children = until_children(&admin, dir, 3, SLACK).await;
+    let last = paths_in_queue_order(children).pop().expect("three nodes");
+    // What a retried protected create can leave when the first create's
+    // reply was lost and the lookup missed it: a second node with the
+    // waiter's GUID, ahead of the waiter's own.
+    let guid_marker = &last[..last.find("-lock-").expect("a contender node") + 1];
+    let duplicate = format!("{dir}/{guid_marker}lock-0000000000");
+    admin
+        .create(
+            &duplicate,
+            &[],
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .expect("create the duplicate");
+    first.release().await.expect("release");
+    let second = timeout(SLACK, second)
+        .await
+        .expect("the second client gets the lock")
+        .expect("task")
+        .expect("lock");
+    second.release().await.expect("release");
+    let guard = timeout(SESSION * 2 + SLACK, third)
+        .await
+        .expect("the waiter returns")
+        .expect("task")
+        .expect("the waiter gets the lock instead of waiting for its own duplicate");
+    assert_eq!(guard.key(), format!("{dir}/{last}"));
+    assert!(
+        admin.check_stat(&duplicate).await.expect("stat").is_none(),
+        "the duplicate is deleted"
+    );
+    guard.release().await.expect("release");
+    until_children(&admin, dir, 0, SLACK).await;
+}
+
+/// Contender node names sorted by their sequence suffix.
+fn paths_in_queue_order(mut children: Vec<String>) -> Vec<String> {
+    children.sort_by_key(|c| c.rsplit('-').next().unwrap_or_default().to_owned());
+    children
+}
