@@ -8,12 +8,13 @@ use async_trait::async_trait;
 use lock_core::renewal::Validity;
 use lock_core::{
     AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, LockBackend, LockGuard,
-    LockName, Result,
+    LockName, LostReason, Result,
 };
 use tokio::time::Instant;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
+use crate::cleanup::Leftover;
 use crate::config::{MIN_SESSION_TIMEOUT, Settings, ZkConfig};
 use crate::deadline::Deadline;
 use crate::error_map::Doing;
@@ -243,9 +244,24 @@ impl ZkBackend {
         .await?;
         span.record("token", head.czxid);
         span.in_scope(|| tracing::debug!(path = %head.path, "zk lock acquired"));
-        let validity = Validity::starting(head.confirmed_at, session.timing.trusted_for());
-        if let Some(evidence) = session.evidence() {
-            validity.renewed(evidence, session.timing.trusted_for());
+        // Vouched for by the leader's evidence only: the create's answer came
+        // from our server, which may have lost the leader since.
+        let validity = Validity::starting(session.evidence(), session.timing.trusted_for());
+        if !validity.is_valid() {
+            head.notifier.fire(LostReason::Released);
+            session.remove_now(Leftover::Node(head.path.clone()));
+            if let Some(duplicates) = head.duplicates {
+                session.remove_now(duplicates);
+            }
+            return Err(doing.fail(
+                ErrorKind::Unavailable,
+                format!(
+                    "our node {} heads the queue, but the leader has not confirmed the session \
+                     recently (is our server cut off from the ensemble?); the node is deleted; \
+                     retry",
+                    head.path
+                ),
+            ));
         }
         let hold = session.register(head.path.clone(), head.notifier.clone(), validity.clone());
         let _ = head.hold.set(hold);

@@ -85,8 +85,9 @@ impl ZkHeld {
             Some(LostReason::Disconnected) => doing.fail(
                 ErrorKind::LeaseLost,
                 format!(
-                    "the connection was quiet past the safe window, so the lock was given up; \
-                     node {} is deleted when the connection returns",
+                    "the leader did not confirm our session within the safe window (the \
+                     connection is quiet, or our server lost the leader), so the lock was given \
+                     up; node {} is deleted when the connection returns",
                     self.path
                 ),
             ),
@@ -95,7 +96,8 @@ impl ZkHeld {
             }
             None => doing.fail(
                 ErrorKind::LeaseLost,
-                "the session may have expired (the connection is quiet past the safe window)",
+                "the session may have expired (the leader did not confirm it within the safe \
+                 window)",
             ),
         }
     }
@@ -118,21 +120,18 @@ impl ZkHeld {
 
 #[async_trait]
 impl HeldLock for ZkHeld {
-    /// Checks that our node still exists. The session's heartbeats are what
-    /// keep it; there is no per-lock lease to extend.
+    /// Checks that our node still exists. The session is what keeps it, and
+    /// only the session's syncs extend the validity (an answer from our
+    /// server says nothing about the leader); there is no per-lock lease.
     async fn renew(&self) -> Result<()> {
         let action = self.action("renewing");
         self.ensure_trusted(&action)?;
-        let sent = Instant::now();
         match self
             .session
             .call(self.session.client.check_stat(&self.path))
             .await
         {
-            Ok(Some(_)) => {
-                self.session.heard_at(self.hold, sent);
-                Ok(())
-            }
+            Ok(Some(_)) => Ok(()),
             Ok(None) => {
                 self.lost(LostReason::Deleted);
                 Err(self.gone(&action))
@@ -229,16 +228,12 @@ impl HeldLock for ZkHeld {
         }
         let action = self.action("proclaiming on");
         self.ensure_trusted(&action)?;
-        let sent = Instant::now();
         match self
             .session
             .call(self.session.client.set_data(&self.path, value, None))
             .await
         {
-            Ok(_) => {
-                self.session.heard_at(self.hold, sent);
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(zk::Error::NoNode) => {
                 self.lost(LostReason::Deleted);
                 Err(self.gone(&action))

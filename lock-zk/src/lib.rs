@@ -16,6 +16,7 @@ mod paths;
 mod queue;
 mod root;
 mod session;
+mod vouch;
 
 pub use backend::ZkBackend;
 pub use config::{DEFAULT_PORT, MIN_SESSION_TIMEOUT, ZkConfig};

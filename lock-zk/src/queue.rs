@@ -44,9 +44,6 @@ pub(crate) struct Head {
     pub(crate) path: String,
     /// The node's creation zxid: the fencing token.
     pub(crate) czxid: i64,
-    /// When the request that showed us first was sent: the server heard from
-    /// our session after this instant.
-    pub(crate) confirmed_at: Instant,
     /// Set when a `create` was in doubt: a late second node of ours may
     /// still appear, and is looked for and deleted after the release.
     pub(crate) duplicates: Option<Leftover>,
@@ -162,7 +159,7 @@ pub(crate) async fn join_and_wait(
     // still there: it may have been deleted just before the predecessor.
     let mut next_in_line = false;
     loop {
-        let (queue, sent) = match (std::mem::take(&mut next_in_line), listing.take()) {
+        let (queue, _sent) = match (std::mem::take(&mut next_in_line), listing.take()) {
             (true, _) => {
                 let sent = Instant::now();
                 match session
@@ -210,7 +207,6 @@ pub(crate) async fn join_and_wait(
                 hold,
                 path: created.path,
                 czxid: created.czxid,
-                confirmed_at: sent,
                 duplicates: created.doubtful.then(|| pending.by_guid()),
             });
         }

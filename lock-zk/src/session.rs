@@ -1,14 +1,16 @@
 //! One ZooKeeper session per backend: the client, its timing, the locks it
 //! holds, and when it must stop trusting them.
 //!
-//! A lock's lease is the session. While the client reports a live
-//! connection, the server has heard from us within the last
-//! [`Timing::quiet_allowance`], so the session cannot expire before
-//! `now - quiet_allowance + session_timeout`: the monitor pushes every held
-//! lock's [`Validity`] towards that point (minus a safety margin of a third of
-//! the session timeout) on each tick. When the connection goes quiet the
-//! pushes stop, the validity runs out well before the server could possibly
-//! expire the session, and the monitor fires the lost signal.
+//! A lock's lease is the session, and only the leader expires sessions. The
+//! session syncs periodically (see [`crate::vouch`]); each answered sync
+//! moves forward the instant after which the leader is known to have seen
+//! the session active, so the session cannot expire before that instant plus
+//! the session timeout. The monitor pushes every held lock's [`Validity`]
+//! towards that point (minus a safety margin of a third of the session
+//! timeout) on each tick. When syncs stop being answered (the connection is
+//! quiet, or our server lost the leader) the pushes stop, the validity runs
+//! out before the leader could expire the session, and the monitor fires the
+//! lost signal. A live connection alone vouches for nothing.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,6 +30,7 @@ use crate::config::Settings;
 use crate::deadline::Deadline;
 use crate::error_map::{Doing, in_doubt, session_over};
 use crate::monitor;
+use crate::vouch::{self, Evidence};
 
 /// Timeouts derived from the negotiated session timeout, mirroring what
 /// `zookeeper-client` does internally.
@@ -37,9 +40,6 @@ pub(crate) struct Timing {
     pub(crate) session: Duration,
     /// The client's tick: an eighth of the connection timeout.
     pub(crate) tick: Duration,
-    /// How long the client tolerates silence before it reports
-    /// `Disconnected`: `8 * tick`, a quarter of the session timeout.
-    connection: Duration,
     /// How long one request may take.
     pub(crate) request: Duration,
 }
@@ -58,7 +58,6 @@ impl Timing {
         Timing {
             session,
             tick,
-            connection: tick * 8,
             request,
         }
     }
@@ -69,19 +68,13 @@ impl Timing {
         (self.session / 10).min(Duration::from_millis(100))
     }
 
-    /// How long after the server last heard from us we keep trusting a lock:
-    /// two thirds of the session timeout. The last third is the safety margin
-    /// for round trips, scheduling delays and clock drift: we stop trusting
-    /// well before the server could expire the session.
+    /// How long after the leader last saw our session we keep trusting a
+    /// lock: two thirds of the session timeout. The last third is the safety
+    /// margin for the leader's tick rounding, scheduling delays and clock
+    /// drift: we stop trusting well before the leader could expire the
+    /// session.
     pub(crate) fn trusted_for(&self) -> Duration {
         self.session * 2 / 3
-    }
-
-    /// While the client says "connected", the server heard from us at most
-    /// this long ago: the client's silence limit, one tick for the client to
-    /// notice, and one tick of allowance for the round trip and scheduling.
-    pub(crate) fn quiet_allowance(&self) -> Duration {
-        self.connection + self.tick * 2
     }
 }
 
@@ -103,7 +96,10 @@ pub(crate) struct Session {
     pub(crate) timing: Timing,
     holds: Mutex<HashMap<u64, Hold>>,
     next_hold: AtomicU64,
-    monitor: Mutex<Option<JoinHandle<()>>>,
+    /// What the answered syncs prove.
+    evidence: Mutex<Evidence>,
+    /// The monitor and the sync loop.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl fmt::Debug for Session {
@@ -120,8 +116,9 @@ impl fmt::Debug for Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some(monitor) = self.monitor.get_mut().ok().and_then(Option::take) {
-            monitor.abort();
+        let tasks = self.tasks.get_mut().unwrap_or_else(|p| p.into_inner());
+        for task in tasks.drain(..) {
+            task.abort();
         }
     }
 }
@@ -140,6 +137,7 @@ impl Session {
         // a quiet connection is noticed sooner, which leaves a wider window
         // in which a held lock is vouched for (see `Timing`).
         let connection_timeout = settings.session_timeout / 4;
+        let connecting = Instant::now();
         let mut connector = zk::Client::connector()
             .with_session_timeout(settings.session_timeout)
             .with_connection_timeout(connection_timeout)
@@ -194,10 +192,17 @@ impl Session {
             timing,
             holds: Mutex::new(HashMap::new()),
             next_hold: AtomicU64::new(1),
-            monitor: Mutex::new(None),
+            evidence: Mutex::new(Evidence::new(connecting)),
+            tasks: Mutex::new(Vec::new()),
         });
-        let handle = monitor::spawn(Arc::downgrade(&session), states, timing.tick);
-        *session.monitor.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        let tasks = vec![
+            monitor::spawn(Arc::downgrade(&session), states, timing.tick),
+            vouch::spawn(
+                Arc::downgrade(&session),
+                session.settings.layout.root().to_owned(),
+            ),
+        ];
+        *session.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
         Ok(session)
     }
 
@@ -244,12 +249,21 @@ impl Session {
         self.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The earliest instant the server may have last heard from us, if the
-    /// client reports a live connection now.
-    pub(crate) fn evidence(&self) -> Option<Instant> {
-        (self.client.state() == zk::SessionState::SyncConnected)
-            .then(|| Instant::now().checked_sub(self.timing.quiet_allowance()))
-            .flatten()
+    /// The leader has seen this session active after this instant, so it
+    /// cannot expire it before this instant plus the session timeout.
+    pub(crate) fn evidence(&self) -> Instant {
+        self.evidence
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .seen()
+    }
+
+    /// Records an answered sync (see [`crate::vouch`]).
+    pub(crate) fn synced(&self, sent: Instant, answered: Instant) {
+        self.evidence
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .synced(sent, answered, vouch::report_delay(self.timing.session));
     }
 
     /// Records a held lock so the monitor can vouch for it or give it up.
@@ -351,16 +365,9 @@ impl Session {
             .is_some_and(|hold| hold.validity.is_valid())
     }
 
-    /// Extends a hold's validity from a request sent at `sent` that the
-    /// server answered.
-    pub(crate) fn heard_at(&self, id: u64, sent: Instant) {
-        if let Some(hold) = self.lock_holds().get(&id) {
-            hold.validity.renewed(sent, self.timing.trusted_for());
-        }
-    }
-
     /// One monitor tick: give up holds whose validity ran out, vouch for the
-    /// rest if connected, and end everything if the session is over.
+    /// rest from the latest evidence, and end everything if the session is
+    /// over.
     /// Returns whether the monitor should keep running.
     pub(crate) fn check_holds(self: &Arc<Self>) -> bool {
         let state = self.client.state();
@@ -386,16 +393,14 @@ impl Session {
                 tracing::warn!(
                     path = %hold.path,
                     session = %self.client.session_id(),
-                    "zk connection quiet past the safe window; lock no longer trusted"
+                    "zk leader not confirmed within the safe window; lock no longer trusted"
                 );
                 hold.notifier.fire(LostReason::Disconnected);
                 self.remove_now(Leftover::Node(hold.path));
             }
         }
-        if let Some(evidence) = evidence {
-            for hold in holds.values() {
-                hold.validity.renewed(evidence, self.timing.trusted_for());
-            }
+        for hold in holds.values() {
+            hold.validity.renewed(evidence, self.timing.trusted_for());
         }
         true
     }
