@@ -210,14 +210,17 @@ impl HeldLock for ZkHeld {
         }
     }
 
-    /// Forgets the lock without deleting its node: it stays taken until the
-    /// session ends (the backend and all its guards are dropped, or the
-    /// session expires).
+    /// Forgets the lock as if its holder had crashed: the node stays for
+    /// one session timeout (what a crashed holder's session would take to
+    /// expire), then it is deleted even though the shared session lives on.
+    /// Also what a guard dropped outside any runtime does; no runtime is
+    /// needed on the calling thread.
     fn abandon(mut self: Box<Self>) {
         if let Some(watcher) = self.watcher.take() {
             watcher.abort();
         }
         self.session.forget(self.hold);
+        self.session.remove_later(self.path.clone());
     }
 
     async fn proclaim(&self, value: &[u8]) -> Result<()> {

@@ -100,6 +100,9 @@ pub(crate) struct Session {
     evidence: Mutex<Evidence>,
     /// The monitor and the sync loop.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The runtime the session was opened on: deletes sent from a
+    /// destructor are followed up there, whatever thread drops what.
+    runtime: tokio::runtime::Handle,
 }
 
 impl fmt::Debug for Session {
@@ -194,6 +197,7 @@ impl Session {
             next_hold: AtomicU64::new(1),
             evidence: Mutex::new(Evidence::new(connecting)),
             tasks: Mutex::new(Vec::new()),
+            runtime: tokio::runtime::Handle::current(),
         });
         let tasks = vec![
             monitor::spawn(Arc::downgrade(&session), states, timing.tick),
@@ -342,7 +346,7 @@ impl Session {
     pub(crate) fn release_in_background(self: &Arc<Self>, id: u64, path: String) {
         let (client, request) = (self.client.clone(), self.timing.request);
         let session = Arc::downgrade(self);
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             let outcome = cleanup::remove(client, request, Leftover::Node(path)).await;
             let Some(session) = session.upgrade() else {
                 return;
@@ -405,17 +409,27 @@ impl Session {
         true
     }
 
+    /// Deletes an abandoned lock's node one session timeout from now, when
+    /// the server would have expired the session of a holder that crashed.
+    /// Nothing is done if the session is gone by then (its nodes went with
+    /// it).
+    pub(crate) fn remove_later(self: &Arc<Self>, path: String) {
+        let session = Arc::downgrade(self);
+        let delay = self.timing.session;
+        self.runtime.spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(session) = session.upgrade() {
+                session.remove_now(Leftover::Node(path));
+            }
+        });
+    }
+
     /// Deletes a leftover node: the delete is sent now (so it precedes any
     /// later request of this session), and retried in the background until
-    /// it succeeds or the session ends.
+    /// it succeeds or the session ends. Needs no runtime on the calling
+    /// thread: the follow-up runs on the session's runtime.
     pub(crate) fn remove_now(&self, leftover: Leftover) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(
-                ?leftover,
-                "no runtime to delete a zk node; it goes with the session"
-            );
-            return;
-        };
+        let runtime = &self.runtime;
         tracing::debug!(?leftover, "zk deleting a node we no longer need");
         let client = self.client.clone();
         let request = self.timing.request;

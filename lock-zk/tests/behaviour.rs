@@ -667,3 +667,61 @@ fn paths_in_queue_order(mut children: Vec<String>) -> Vec<String> {
     children.sort_by_key(|c| c.rsplit('-').next().unwrap_or_default().to_owned());
     children
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let connect = async || {
+        ZkBackend::connect(config(&addrs, "/abandon", SESSION))
+            .await
+            .expect("connect")
+    };
+    let (holder, other) = (connect().await, connect().await);
+    // Freed as if its holder had crashed: after about one session timeout.
+    let bound = SESSION + SLACK;
+    holder.try_lock("abandoned").await.expect("lock").abandon();
+    other
+        .lock_timeout("abandoned", bound)
+        .await
+        .expect("an abandoned lock is freed while its backend lives")
+        .release()
+        .await
+        .expect("release");
+    // A guard dropped on a thread without a runtime.
+    let guard = holder.try_lock("dropped").await.expect("lock");
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    other
+        .lock_timeout("dropped", bound)
+        .await
+        .expect("a guard dropped without a runtime is freed")
+        .release()
+        .await
+        .expect("release");
+    // An acquisition dropped, while queued, on a thread without a runtime.
+    let held = other.lock("queued").await.expect("lock");
+    let mut acquiring = Box::pin({
+        let holder = holder.clone();
+        async move { holder.lock("queued").await }
+    });
+    let dir = "/abandon/locks/queued";
+    let deadline = Instant::now() + SLACK;
+    while admin.list_children(dir).await.unwrap_or_default().len() < 2 {
+        assert!(futures::poll!(&mut acquiring).is_pending());
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::thread::spawn(move || drop(acquiring)).join().unwrap();
+    held.release().await.expect("release");
+    until_children(&admin, dir, 0, bound).await;
+    let third = connect().await;
+    third
+        .try_lock("queued")
+        .await
+        .expect("nothing is left in the queue")
+        .release()
+        .await
+        .expect("release");
+}
