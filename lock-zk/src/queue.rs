@@ -159,15 +159,14 @@ pub(crate) async fn join_and_wait(
     // still there: it may have been deleted just before the predecessor.
     let mut next_in_line = false;
     loop {
-        let (queue, _sent) = match (std::mem::take(&mut next_in_line), listing.take()) {
+        let queue = match (std::mem::take(&mut next_in_line), listing.take()) {
             (true, _) => {
-                let sent = Instant::now();
                 match session
                     .call_within(deadline, session.client.check_stat(&created.path))
                     .await
                 {
-                    Ok(Some(_)) => (vec![ours.clone()], sent),
-                    Ok(None) => (Vec::new(), sent),
+                    Ok(Some(_)) => vec![ours.clone()],
+                    Ok(None) => Vec::new(),
                     Err(e) if in_doubt(&e) => {
                         if deadline.is_past() {
                             return Err(out_of_time(doing, "confirming our queue node", e));
@@ -178,14 +177,14 @@ pub(crate) async fn join_and_wait(
                     Err(e) => return Err(doing.error(e)),
                 }
             }
-            (false, Some((children, sent))) => {
+            (false, Some(children)) => {
                 let children = drop_duplicates(session, &dir, children, &marker, &ours);
-                (queue_order(children, space), sent)
+                queue_order(children, space)
             }
             (false, None) => {
-                let (children, sent) = list(session, &dir, deadline, doing).await?;
+                let children = list(session, &dir, deadline, doing).await?;
                 let children = drop_duplicates(session, &dir, children, &marker, &ours);
-                (queue_order(children, space), sent)
+                queue_order(children, space)
             }
         };
         let Some(position) = queue.iter().position(|child| *child == ours) else {
@@ -326,7 +325,7 @@ async fn reconnected(session: &Session, deadline: &Deadline, doing: &Doing<'_>) 
 struct Created {
     path: String,
     czxid: i64,
-    listing: Option<(Vec<String>, Instant)>,
+    listing: Option<Vec<String>>,
     /// Some `create` attempt was in doubt.
     doubtful: bool,
 }
@@ -350,16 +349,11 @@ async fn create_protected(
     let options = zk::CreateMode::EphemeralSequential.with_acls(session.acls());
     let mut doubtful = false;
     for _ in 0..ATTEMPTS {
-        let sent = Instant::now();
         let create = session.client.create(&prefix, data, &options);
         let children = session.client.list_children(dir);
         match session.call_within(deadline, create).await {
             Ok((stat, sequence)) => {
-                let listing = session
-                    .call_within(deadline, children)
-                    .await
-                    .ok()
-                    .map(|c| (c, sent));
+                let listing = session.call_within(deadline, children).await.ok();
                 return Ok(Created {
                     path: format!("{prefix}{sequence}"),
                     czxid: stat.czxid,
@@ -411,7 +405,7 @@ async fn find_ours(
     doing: &Doing<'_>,
 ) -> Result<Option<Created>> {
     sync(session, dir, deadline, doing).await?;
-    let (children, sent) = list(session, dir, deadline, doing).await?;
+    let children = list(session, dir, deadline, doing).await?;
     let ours = children
         .iter()
         .filter(|c| c.starts_with(marker))
@@ -430,7 +424,7 @@ async fn find_ours(
             Ok(Some(Created {
                 path,
                 czxid: stat.czxid,
-                listing: Some((children, sent)),
+                listing: Some(children),
                 doubtful: true,
             }))
         }
@@ -473,15 +467,14 @@ async fn list(
     dir: &str,
     deadline: &Deadline,
     doing: &Doing<'_>,
-) -> Result<(Vec<String>, Instant)> {
+) -> Result<Vec<String>> {
     for _ in 0..ATTEMPTS {
-        let sent = Instant::now();
         match session
             .call_within(deadline, session.client.list_children(dir))
             .await
         {
-            Ok(children) => return Ok((children, sent)),
-            Err(zk::Error::NoNode) => return Ok((Vec::new(), sent)),
+            Ok(children) => return Ok(children),
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
             Err(e) if in_doubt(&e) => {
                 if deadline.is_past() {
                     return Err(out_of_time(doing, &format!("listing {dir}"), e));
