@@ -137,8 +137,8 @@ impl Session {
             servers: &settings.connect_string,
         };
         // A quarter of the session timeout (the client's default is 2/5):
-        // a quiet connection is noticed sooner, which leaves a wider window
-        // in which a held lock is vouched for (see `Timing`).
+        // a quiet connection is noticed, and another server tried, sooner,
+        // so the syncs that vouch for held locks resume sooner.
         let connection_timeout = settings.session_timeout / 4;
         let connecting = Instant::now();
         let mut connector = zk::Client::connector()
