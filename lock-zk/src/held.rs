@@ -164,10 +164,16 @@ impl HeldLock for ZkHeld {
         let duplicates = self.duplicates.take();
         let doing = self.doing(&action);
         let finish = |reason| self.session.finish_release(self.hold, reason);
+        let mut interrupted = Interrupted {
+            session: &self.session,
+            hold: self.hold,
+            path: Some(path.clone()),
+        };
         let deleted = self
             .session
             .call(self.session.client.delete(&path, None))
             .await;
+        interrupted.path = None;
         if let Some(duplicates) = duplicates {
             // Only now: the lookup by GUID would find our own node too.
             self.session.remove_now(duplicates);
@@ -247,6 +253,24 @@ impl HeldLock for ZkHeld {
                 }
                 Err(self.doing(&action).error(e))
             }
+        }
+    }
+}
+
+/// A release whose future may be dropped while its delete is in flight
+/// (release is not cancel safe): the release is then finished in the
+/// background, so the hold is not left marked "releasing" for good.
+struct Interrupted<'a> {
+    session: &'a Arc<Session>,
+    hold: u64,
+    /// The node; `None` once the delete's outcome is in.
+    path: Option<String>,
+}
+
+impl Drop for Interrupted<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            self.session.release_in_background(self.hold, path);
         }
     }
 }

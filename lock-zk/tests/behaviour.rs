@@ -725,3 +725,29 @@ async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives(
         .await
         .expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_release_still_reports_its_outcome() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let client = support::proxied(&addrs[0], "/cancel-release", Duration::from_secs(4)).await;
+    let guard = client.backend.lock("cut-short").await.expect("lock");
+    let key = guard.key().to_owned();
+    let signal = guard.lost_signal();
+    client.proxy.delay(Duration::from_millis(100));
+    // The delete is sent; its reply is still in the proxy when the release
+    // is dropped.
+    timeout(Duration::from_millis(20), guard.release())
+        .await
+        .expect_err("the release is cut short");
+    timeout(SLACK * 2, signal.lost())
+        .await
+        .expect("the lost signal fires once the delete is confirmed");
+    assert_eq!(signal.reason(), Some(LostReason::Released));
+    assert!(
+        admin.check_stat(&key).await.expect("stat").is_none(),
+        "Released fired while {key} still exists"
+    );
+}
