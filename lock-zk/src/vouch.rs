@@ -30,7 +30,8 @@ use crate::error_map::session_over;
 use crate::session::Session;
 
 /// How often the session syncs: a sixteenth of the session timeout. The
-/// evidence is then never older than about 5/16 of it plus a round trip.
+/// evidence is then never older than 3/8 of it (the report delay and two
+/// periods) plus four round trips.
 pub(crate) fn period(session: Duration) -> Duration {
     (session / 16).max(Duration::from_millis(1))
 }
