@@ -165,7 +165,7 @@ impl ZkBackend {
         );
         let mut fresh_session_tried = false;
         loop {
-            let session = self.session_within(&deadline, name).await?;
+            let session = self.session_within(&deadline, &action(space, name)).await?;
             match self
                 .acquire_on(&session, space, name, &deadline, data, requested)
                 .await
@@ -186,14 +186,14 @@ impl ZkBackend {
     }
 
     /// [`ZkBackend::session`], given up at the acquisition's hard deadline.
-    async fn session_within(&self, deadline: &Deadline, name: &LockName) -> Result<Arc<Session>> {
+    async fn session_within(&self, deadline: &Deadline, action: &str) -> Result<Arc<Session>> {
         let Some(hard) = deadline.hard() else {
             return self.session().await;
         };
         match tokio::time::timeout_at(hard, self.session()).await {
             Ok(session) => session,
             Err(_) => Err(Doing {
-                action: &format!("acquiring {name}"),
+                action,
                 servers: &self.inner.settings.connect_string,
             }
             .fail(
@@ -222,10 +222,7 @@ impl ZkBackend {
                 "zk locks live as long as the session; the TTL is the session timeout"
             );
         }
-        let action = match space {
-            Space::Lock => format!("acquiring lock {name}"),
-            Space::Election => format!("campaigning in election {name}"),
-        };
+        let action = action(space, name);
         let doing = Doing {
             action: &action,
             servers: &session.settings.connect_string,
@@ -289,6 +286,14 @@ impl ZkBackend {
             Box::new(held),
         )
         .with_validity(validity))
+    }
+}
+
+/// What an acquisition is doing, for messages.
+fn action(space: Space, name: &LockName) -> String {
+    match space {
+        Space::Lock => format!("acquiring lock {name}"),
+        Space::Election => format!("campaigning in election {name}"),
     }
 }
 
