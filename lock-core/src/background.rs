@@ -43,12 +43,22 @@ where
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return false;
     };
+    spawn_on(&runtime, work);
+    true
+}
+
+/// Runs `work` on `runtime`, counted until it finishes: for a backend that
+/// keeps a handle on the runtime its connections live on, so that clean-up
+/// can start from any thread.
+pub fn spawn_on<F>(runtime: &tokio::runtime::Handle, work: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
     let counted = Counted::new();
     runtime.spawn(async move {
         let _counted = counted;
         work.await;
     });
-    true
 }
 
 /// How many pieces of background work are still running, in this process.

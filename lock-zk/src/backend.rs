@@ -8,13 +8,15 @@ use async_trait::async_trait;
 use lock_core::renewal::Validity;
 use lock_core::{
     AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, LockBackend, LockGuard,
-    LockName, Result, Wait,
+    LockName, LostReason, Result,
 };
 use tokio::time::Instant;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
-use crate::config::{Settings, ZkConfig};
+use crate::cleanup::Leftover;
+use crate::config::{MIN_SESSION_TIMEOUT, Settings, ZkConfig};
+use crate::deadline::Deadline;
 use crate::error_map::Doing;
 use crate::held::ZkHeld;
 use crate::paths::Space;
@@ -53,7 +55,10 @@ impl ZkBackend {
     /// Fails with `InvalidConfig` for a bad config, `Unavailable` when no
     /// server answers within `connect_timeout`, `Unauthorized` when the
     /// credentials do not allow creating and deleting nodes under the lock
-    /// root, and `InvalidConfig` when the root cannot be created there.
+    /// root, and `InvalidConfig` when the root cannot be created there or
+    /// when the server does not grant the configured session timeout (the
+    /// TTL of every lock) because it is outside the server's
+    /// `minSessionTimeout..maxSessionTimeout`; the message names both values.
     ///
     /// # Cancel safety
     ///
@@ -132,12 +137,15 @@ impl ZkBackend {
         Ok(fresh)
     }
 
+    /// The TTL is the session timeout: at least [`MIN_SESSION_TIMEOUT`], in
+    /// whole milliseconds, and granted exactly as requested or `connect`
+    /// fails (see [`Session::open`]).
     pub(crate) fn caps(&self) -> Capabilities {
         Capabilities::new("zk", FencingStrength::Strong)
             .with_fifo(true)
             .with_election(true)
             .with_per_lock_lease(false)
-            .with_ttl_limits(self.session_timeout(), Duration::from_millis(1))
+            .with_ttl_limits(MIN_SESSION_TIMEOUT, Duration::from_millis(1))
     }
 
     /// Joins the queue of `name` in `space` and builds the guard once our
@@ -150,16 +158,16 @@ impl ZkBackend {
         data: &[u8],
     ) -> Result<LockGuard> {
         let requested = options.effective_ttl(self.session_timeout())?;
-        let started = Instant::now();
+        let deadline = Deadline::new(
+            options.wait,
+            Instant::now(),
+            self.inner.settings.request_timeout,
+        );
         let mut fresh_session_tried = false;
         loop {
-            let session = self.session().await?;
-            let mut options = *options;
-            if let Wait::Timeout(wait) = options.wait {
-                options.wait = Wait::Timeout(wait.saturating_sub(started.elapsed()));
-            }
+            let session = self.session_within(&deadline, &action(space, name)).await?;
             match self
-                .acquire_on(&session, space, name, &options, data, requested)
+                .acquire_on(&session, space, name, &deadline, data, requested)
                 .await
             {
                 Err(e)
@@ -177,12 +185,31 @@ impl ZkBackend {
         }
     }
 
+    /// [`ZkBackend::session`], given up at the acquisition's hard deadline.
+    async fn session_within(&self, deadline: &Deadline, action: &str) -> Result<Arc<Session>> {
+        let Some(hard) = deadline.hard() else {
+            return self.session().await;
+        };
+        match tokio::time::timeout_at(hard, self.session()).await {
+            Ok(session) => session,
+            Err(_) => Err(Doing {
+                action,
+                servers: &self.inner.settings.connect_string,
+            }
+            .fail(
+                ErrorKind::Timeout,
+                "the session ended and no new one opened within the wait plus one request \
+                 timeout; is a ZooKeeper server reachable?",
+            )),
+        }
+    }
+
     async fn acquire_on(
         &self,
         session: &Arc<Session>,
         space: Space,
         name: &LockName,
-        options: &AcquireOptions,
+        deadline: &Deadline,
         data: &[u8],
         requested: Duration,
     ) -> Result<LockGuard> {
@@ -195,10 +222,7 @@ impl ZkBackend {
                 "zk locks live as long as the session; the TTL is the session timeout"
             );
         }
-        let action = match space {
-            Space::Lock => format!("acquiring lock {name}"),
-            Space::Election => format!("campaigning in election {name}"),
-        };
+        let action = action(space, name);
         let doing = Doing {
             action: &action,
             servers: &session.settings.connect_string,
@@ -210,16 +234,31 @@ impl ZkBackend {
             space,
             name,
             data,
-            options.wait,
+            deadline,
             &doing,
         )
         .instrument(span.clone())
         .await?;
         span.record("token", head.czxid);
         span.in_scope(|| tracing::debug!(path = %head.path, "zk lock acquired"));
-        let validity = Validity::starting(head.confirmed_at, session.timing.trusted_for());
-        if let Some(evidence) = session.evidence() {
-            validity.renewed(evidence, session.timing.trusted_for());
+        // Vouched for by the leader's evidence only: the create's answer came
+        // from our server, which may have lost the leader since.
+        let validity = Validity::starting(session.evidence(), session.timing.trusted_for());
+        if !validity.is_valid() {
+            head.notifier.fire(LostReason::Released);
+            session.remove_now(Leftover::Node(head.path.clone()));
+            if let Some(duplicates) = head.duplicates {
+                session.remove_now(duplicates);
+            }
+            return Err(doing.fail(
+                ErrorKind::Unavailable,
+                format!(
+                    "our node {} heads the queue, but the leader has not confirmed the session \
+                     recently (is our server cut off from the ensemble?); the node is deleted; \
+                     retry",
+                    head.path
+                ),
+            ));
         }
         let hold = session.register(head.path.clone(), head.notifier.clone(), validity.clone());
         let _ = head.hold.set(hold);
@@ -236,6 +275,7 @@ impl ZkBackend {
             signal: notifier.signal(),
             notifier: notifier.clone(),
             watcher: Some(watcher),
+            duplicates: head.duplicates,
         };
         Ok(LockGuard::new(
             name.clone(),
@@ -246,6 +286,14 @@ impl ZkBackend {
             Box::new(held),
         )
         .with_validity(validity))
+    }
+}
+
+/// What an acquisition is doing, for messages.
+fn action(space: Space, name: &LockName) -> String {
+    match space {
+        Space::Lock => format!("acquiring lock {name}"),
+        Space::Election => format!("campaigning in election {name}"),
     }
 }
 

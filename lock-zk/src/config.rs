@@ -12,6 +12,12 @@ use crate::paths::Layout;
 /// The port used when a server address has none.
 pub const DEFAULT_PORT: u16 = 2181;
 
+/// The shortest session timeout (hence lock TTL) accepted. Below it the
+/// window in which a held lock is vouched for (about a third of the session
+/// timeout, minus the drift allowance) would be a few milliseconds: shorter
+/// than a round trip on a loaded machine.
+pub const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// How to reach ZooKeeper and where to keep the locks.
 ///
 /// Build it with [`ZkConfig::from_url`] (`zk://h1:2181,h2:2181/chroot/locks`),
@@ -161,6 +167,16 @@ impl ZkConfig {
             self.session_timeout
         };
         lock_core::check_ttl(session_timeout)?;
+        // ZooKeeper counts session timeouts in whole milliseconds.
+        let session_timeout = Duration::from_millis(
+            u64::try_from(session_timeout.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+        );
+        if session_timeout < MIN_SESSION_TIMEOUT {
+            return Err(Error::invalid_config(format!(
+                "zk session timeout (the TTL of every lock) {session_timeout:?} is below the \
+                 minimum of {MIN_SESSION_TIMEOUT:?}; choose a longer TTL"
+            )));
+        }
         if session_timeout > Duration::from_millis(i32::MAX as u64) {
             return Err(Error::invalid_config(format!(
                 "zk session timeout {session_timeout:?} is too long"
@@ -320,6 +336,16 @@ mod tests {
         assert_eq!(
             zero.settings().unwrap_err().kind(),
             ErrorKind::InvalidConfig
+        );
+        let short = ZkConfig::default().with_session_timeout(Duration::from_millis(99));
+        let err = short.settings().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("100ms"), "names the minimum: {err}");
+        let fraction = ZkConfig::default().with_session_timeout(Duration::from_micros(1_500_200));
+        assert_eq!(
+            fraction.settings().unwrap().session_timeout,
+            Duration::from_millis(1501),
+            "rounded up to whole milliseconds"
         );
     }
 

@@ -80,9 +80,13 @@ fn classify(e: &zk::Error) -> (ErrorKind, &'static str) {
             ErrorKind::Unauthorized,
             "permission denied; check the username and password, and the ACLs of the lock root",
         ),
-        Z::InvalidAcl | Z::NoChildrenForEphemerals | Z::BadArguments(_) => (
+        Z::InvalidAcl | Z::NoChildrenForEphemerals => (
             ErrorKind::InvalidConfig,
             "the lock root cannot hold lock nodes; choose another path",
+        ),
+        Z::BadArguments(_) => (
+            ErrorKind::InvalidConfig,
+            "the server refused the request's path or ACL; check the lock root and the name",
         ),
         Z::Throttled => (
             ErrorKind::Unavailable,

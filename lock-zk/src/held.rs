@@ -29,6 +29,9 @@ pub(crate) struct ZkHeld {
     pub(crate) signal: LostSignal,
     /// The task watching our node; taken (detached) on release.
     pub(crate) watcher: Option<JoinHandle<()>>,
+    /// Other nodes of this acquisition that may exist (a `create` was in
+    /// doubt), deleted after the release.
+    pub(crate) duplicates: Option<Leftover>,
 }
 
 impl fmt::Debug for ZkHeld {
@@ -82,8 +85,9 @@ impl ZkHeld {
             Some(LostReason::Disconnected) => doing.fail(
                 ErrorKind::LeaseLost,
                 format!(
-                    "the connection was quiet past the safe window, so the lock was given up; \
-                     node {} is deleted when the connection returns",
+                    "the leader did not confirm our session within the safe window (the \
+                     connection is quiet, or our server lost the leader), so the lock was given \
+                     up; node {} is deleted when the connection returns",
                     self.path
                 ),
             ),
@@ -92,7 +96,8 @@ impl ZkHeld {
             }
             None => doing.fail(
                 ErrorKind::LeaseLost,
-                "the session may have expired (the connection is quiet past the safe window)",
+                "the session may have expired (the leader did not confirm it within the safe \
+                 window)",
             ),
         }
     }
@@ -107,28 +112,26 @@ impl ZkHeld {
 
     /// Records that the node is gone and why.
     fn lost(&self, reason: LostReason) {
-        self.session.forget(self.hold);
-        self.notifier.fire(reason);
+        if self.session.lose(self.hold) {
+            self.notifier.fire(reason);
+        }
     }
 }
 
 #[async_trait]
 impl HeldLock for ZkHeld {
-    /// Checks that our node still exists. The session's heartbeats are what
-    /// keep it; there is no per-lock lease to extend.
+    /// Checks that our node still exists. The session is what keeps it, and
+    /// only the session's syncs extend the validity (an answer from our
+    /// server says nothing about the leader); there is no per-lock lease.
     async fn renew(&self) -> Result<()> {
         let action = self.action("renewing");
         self.ensure_trusted(&action)?;
-        let sent = Instant::now();
         match self
             .session
             .call(self.session.client.check_stat(&self.path))
             .await
         {
-            Ok(Some(_)) => {
-                self.session.heard_at(self.hold, sent);
-                Ok(())
-            }
+            Ok(Some(_)) => Ok(()),
             Ok(None) => {
                 self.lost(LostReason::Deleted);
                 Err(self.gone(&action))
@@ -142,11 +145,15 @@ impl HeldLock for ZkHeld {
         }
     }
 
+    /// Deletes our node. The lost signal fires once the outcome is known:
+    /// `Released` after the delete succeeded, `Deleted` if the node was
+    /// already gone, and, if the reply was lost, only once the retried
+    /// delete succeeds in the background.
     async fn release(mut self: Box<Self>) -> Result<()> {
         let action = self.action("releasing");
-        // Detached, not aborted: firing `Released` below stops it if its
-        // watch is not armed yet, and an armed watch ends on our delete's
-        // notification (dropping it would cost a RemoveWatches request).
+        // Detached, not aborted: an armed watch ends on our delete's
+        // notification (dropping it would cost a RemoveWatches request),
+        // and while the hold is marked releasing it reports nothing.
         drop(self.watcher.take());
         if self.signal.is_lost() {
             return Err(self.gone(&action));
@@ -154,21 +161,42 @@ impl HeldLock for ZkHeld {
         let Some(path) = self.session.take_for_release(self.hold) else {
             return Err(self.gone(&action));
         };
-        // Fired first so that our own delete is never reported as a loss.
-        self.notifier.fire(LostReason::Released);
+        let duplicates = self.duplicates.take();
         let doing = self.doing(&action);
-        match self.session.call(self.session.client.delete(&path, None)).await {
+        let finish = |reason| self.session.finish_release(self.hold, reason);
+        let mut interrupted = Interrupted {
+            session: &self.session,
+            hold: self.hold,
+            path: Some(path.clone()),
+        };
+        let deleted = self
+            .session
+            .call(self.session.client.delete(&path, None))
+            .await;
+        interrupted.path = None;
+        if let Some(duplicates) = duplicates {
+            // Only now: the lookup by GUID would find our own node too.
+            self.session.remove_now(duplicates);
+        }
+        match deleted {
             Ok(()) => {
+                finish(LostReason::Released);
                 tracing::debug!(lock = %self.name, token = self.token, "zk lock released");
                 Ok(())
             }
-            Err(zk::Error::NoNode) => Err(doing.fail(
-                ErrorKind::NotHeld,
-                format!("node {path} was already gone (deleted behind our back, or the session expired); nothing was deleted"),
-            )),
-            Err(e) if session_over(&e) => Err(doing.error(e)),
+            Err(zk::Error::NoNode) => {
+                finish(LostReason::Deleted);
+                Err(doing.fail(
+                    ErrorKind::NotHeld,
+                    format!("node {path} was already gone (deleted behind our back, or the session expired); nothing was deleted"),
+                ))
+            }
+            Err(e) if session_over(&e) => {
+                finish(LostReason::Expired);
+                Err(doing.error(e))
+            }
             Err(e) if in_doubt(&e) => {
-                self.session.remove_now(Leftover::Node(path.clone()));
+                self.session.release_in_background(self.hold, path.clone());
                 Err(doing
                     .fail(
                         ErrorKind::Unavailable,
@@ -179,18 +207,36 @@ impl HeldLock for ZkHeld {
                     )
                     .with_source(e))
             }
-            Err(e) => Err(doing.error(e)),
+            Err(e) => {
+                finish(LostReason::RenewalFailed(format!(
+                    "the release's delete failed: {e}"
+                )));
+                Err(doing.error(e))
+            }
         }
     }
 
-    /// Forgets the lock without deleting its node: it stays taken until the
-    /// session ends (the backend and all its guards are dropped, or the
-    /// session expires).
+    /// A guard dropped where no runtime runs: the delete is sent at once on
+    /// the session's runtime, as a release in the background would be.
+    fn release_blocking(mut self: Box<Self>) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+        if let Some(path) = self.session.take_for_release(self.hold) {
+            self.session.release_in_background(self.hold, path);
+        }
+    }
+
+    /// Forgets the lock as if its holder had crashed: the node stays for
+    /// one session timeout (what a crashed holder's session would take to
+    /// expire), then it is deleted even though the shared session lives on.
+    /// No runtime is needed on the calling thread.
     fn abandon(mut self: Box<Self>) {
         if let Some(watcher) = self.watcher.take() {
             watcher.abort();
         }
         self.session.forget(self.hold);
+        self.session.remove_later(self.path.clone());
     }
 
     async fn proclaim(&self, value: &[u8]) -> Result<()> {
@@ -201,16 +247,12 @@ impl HeldLock for ZkHeld {
         }
         let action = self.action("proclaiming on");
         self.ensure_trusted(&action)?;
-        let sent = Instant::now();
         match self
             .session
             .call(self.session.client.set_data(&self.path, value, None))
             .await
         {
-            Ok(_) => {
-                self.session.heard_at(self.hold, sent);
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(zk::Error::NoNode) => {
                 self.lost(LostReason::Deleted);
                 Err(self.gone(&action))
@@ -221,6 +263,24 @@ impl HeldLock for ZkHeld {
                 }
                 Err(self.doing(&action).error(e))
             }
+        }
+    }
+}
+
+/// A release whose future may be dropped while its delete is in flight
+/// (release is not cancel safe): the release is then finished in the
+/// background, so the hold is not left marked "releasing" for good.
+struct Interrupted<'a> {
+    session: &'a Arc<Session>,
+    hold: u64,
+    /// The node; `None` once the delete's outcome is in.
+    path: Option<String>,
+}
+
+impl Drop for Interrupted<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            self.session.release_in_background(self.hold, path);
         }
     }
 }
@@ -250,8 +310,10 @@ pub(crate) async fn watch_own_node(
         _ = ended.lost() => return,
     }
     let lost = |reason: LostReason| {
-        if let (Some(id), Some(session)) = (hold.get(), session.upgrade()) {
-            session.forget(*id);
+        if let (Some(id), Some(session)) = (hold.get(), session.upgrade())
+            && !session.lose(*id)
+        {
+            return;
         }
         notifier.fire(reason);
     };

@@ -5,6 +5,7 @@ mod backend;
 mod cleanup;
 mod config;
 mod connect_url;
+mod deadline;
 mod durations;
 mod election;
 mod error_map;
@@ -15,9 +16,10 @@ mod paths;
 mod queue;
 mod root;
 mod session;
+mod vouch;
 
 pub use backend::ZkBackend;
-pub use config::{DEFAULT_PORT, ZkConfig};
+pub use config::{DEFAULT_PORT, MIN_SESSION_TIMEOUT, ZkConfig};
 pub use connect_url::SCHEME;
 pub use guarded_write::{GuardedWrite, WriteOutcome};
 /// The `zookeeper-client` crate this backend is built on, for

@@ -91,11 +91,11 @@ impl Layout {
 }
 
 /// Characters ZooKeeper rejects in a path (besides `/`): controls, the
-/// private-use area and U+FFF0..U+FFFF.
+/// private-use area, U+FFF0..U+FFFF, and everything outside the Basic
+/// Multilingual Plane (emoji, for example): the server checks paths as Java
+/// UTF-16 strings and refuses every surrogate.
 fn is_forbidden_char(c: char) -> bool {
-    c.is_control()
-        || ('\u{e000}'..='\u{f8ff}').contains(&c)
-        || ('\u{fff0}'..='\u{ffff}').contains(&c)
+    c.is_control() || ('\u{e000}'..='\u{f8ff}').contains(&c) || c >= '\u{fff0}'
 }
 
 /// Maps a lock name to one path component: `/`, `%` and characters ZooKeeper
@@ -163,6 +163,10 @@ mod tests {
         assert_eq!(escape_name("ünï 名前"), "ünï 名前");
         assert_eq!(escape_name("\u{e000}"), "%EE%80%80");
         assert_ne!(escape_name("a/b"), escape_name("a%2Fb"));
+        assert_eq!(escape_name("a🔒"), "a%F0%9F%94%92");
+        assert_eq!(escape_name("\u{10ffff}"), "%F4%8F%BF%BF");
+        assert_ne!(escape_name("🔒"), escape_name("%F0%9F%94%92"));
+        assert!(!escape_name("🔒🔑").chars().any(is_forbidden_char));
     }
 
     #[test]
@@ -176,7 +180,7 @@ mod tests {
             "/chroot/locks/elections/a%2Fb"
         );
         assert_eq!(Layout::new("/").unwrap().space_dir(Space::Lock), "/locks");
-        for bad in ["relative", "/a//b", "/a/../b", "/a/./b", "/a\u{1}"] {
+        for bad in ["relative", "/a//b", "/a/../b", "/a/./b", "/a\u{1}", "/🔒"] {
             let err = Layout::new(bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
         }

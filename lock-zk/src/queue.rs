@@ -6,8 +6,9 @@
 //! an uncontended acquisition costs one round trip. A waiter sets one
 //! `getData` watch on its predecessor and, when it fires, lists the children
 //! again, except when the predecessor was the head: then its deletion makes
-//! us the head at once. A release wakes exactly one waiter, and a hand-over
-//! costs no round trip beyond the release itself.
+//! us the head once an `exists` confirms that our own node is still there.
+//! A release wakes exactly one waiter, and a hand-over costs one round trip
+//! beyond the release itself.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -20,12 +21,14 @@ use uuid::Uuid;
 use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
+use crate::deadline::Deadline;
 use crate::error_map::{Doing, in_doubt};
 use crate::held::watch_own_node;
 use crate::paths::{Layout, Space, guid_marker, node_prefix, queue_order};
 use crate::session::Session;
 
-/// How often an operation is retried after in-doubt failures before giving up.
+/// How often an operation is retried after in-doubt failures before giving
+/// up, when the caller's deadline does not end the retries sooner.
 const ATTEMPTS: usize = 8;
 
 /// Our node once it heads the queue, with the watch on it already armed.
@@ -41,9 +44,9 @@ pub(crate) struct Head {
     pub(crate) path: String,
     /// The node's creation zxid: the fencing token.
     pub(crate) czxid: i64,
-    /// When the request that showed us first was sent: the server heard from
-    /// our session after this instant.
-    pub(crate) confirmed_at: Instant,
+    /// Set when a `create` was in doubt: a late second node of ours may
+    /// still appear, and is looked for and deleted after the release.
+    pub(crate) duplicates: Option<Leftover>,
 }
 
 /// A queue node that must be deleted unless the acquisition succeeds.
@@ -60,17 +63,23 @@ struct PendingNode {
     watcher: Option<JoinHandle<()>>,
     /// Ends the watcher before it arms its watch.
     notifier: Option<LossNotifier>,
+    /// A `create` was in doubt: more nodes of ours may exist.
+    doubtful: bool,
     armed: bool,
 }
 
 impl PendingNode {
+    fn by_guid(&self) -> Leftover {
+        Leftover::Guid {
+            dir: self.dir.clone(),
+            marker: self.marker.clone(),
+        }
+    }
+
     fn leftover(&self) -> Leftover {
         match &self.path {
             Some(path) => Leftover::Node(path.clone()),
-            None => Leftover::Guid {
-                dir: self.dir.clone(),
-                marker: self.marker.clone(),
-            },
+            None => self.by_guid(),
         }
     }
 
@@ -88,22 +97,25 @@ impl Drop for PendingNode {
                 notifier.fire(LostReason::Released);
             }
             self.session.remove_now(self.leftover());
+            if self.doubtful && self.path.is_some() {
+                self.session.remove_now(self.by_guid());
+            }
         }
     }
 }
 
-/// Joins the queue of `name` and waits, as `wait` allows, until our node is
-/// the lowest. `data` is stored in the node (an election's value).
+/// Joins the queue of `name` and waits, as `deadline` allows, until our
+/// node is the lowest. `data` is stored in the node (an election's value).
+/// Every step ends by the deadline's hard limit.
 pub(crate) async fn join_and_wait(
     session: &Arc<Session>,
     layout: &Layout,
     space: Space,
     name: &LockName,
     data: &[u8],
-    wait: Wait,
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Head> {
-    let deadline = wait.deadline_from(Instant::now());
     let dir = layout.name_dir(space, name);
     let guid = Uuid::new_v4();
     let marker = guid_marker(&guid);
@@ -114,10 +126,13 @@ pub(crate) async fn join_and_wait(
         path: None,
         watcher: None,
         notifier: None,
+        doubtful: false,
         armed: true,
     };
-    let created = create_protected(session, layout, space, &dir, &guid, data, doing).await?;
+    let created =
+        create_protected(session, layout, space, &dir, &guid, data, deadline, doing).await?;
     pending.path = Some(created.path.clone());
+    pending.doubtful = created.doubtful;
     let notifier = LossNotifier::new();
     let ours_gone = notifier.signal();
     pending.notifier = Some(notifier.clone());
@@ -140,15 +155,36 @@ pub(crate) async fn join_and_wait(
     let mut listing = created.listing;
     // Set when the predecessor we watch headed the queue: its deletion then
     // makes us the head, with no need to list the children again (nodes
-    // created later all sort after ours).
-    let mut next_in_line: Option<Instant> = None;
+    // created later all sort after ours), once we know our own node is
+    // still there: it may have been deleted just before the predecessor.
+    let mut next_in_line = false;
     loop {
-        let (queue, sent) = match (next_in_line.take(), listing.take()) {
-            (Some(sent), _) => (vec![ours.clone()], sent),
-            (None, Some((children, sent))) => (queue_order(children, space), sent),
-            (None, None) => {
-                let (children, sent) = list(session, &dir, doing).await?;
-                (queue_order(children, space), sent)
+        let queue = match (std::mem::take(&mut next_in_line), listing.take()) {
+            (true, _) => {
+                match session
+                    .call_within(deadline, session.client.check_stat(&created.path))
+                    .await
+                {
+                    Ok(Some(_)) => vec![ours.clone()],
+                    Ok(None) => Vec::new(),
+                    Err(e) if in_doubt(&e) => {
+                        if deadline.is_past() {
+                            return Err(out_of_time(doing, "confirming our queue node", e));
+                        }
+                        reconnected(session, deadline, doing).await?;
+                        continue;
+                    }
+                    Err(e) => return Err(doing.error(e)),
+                }
+            }
+            (false, Some(children)) => {
+                let children = drop_duplicates(session, &dir, children, &marker, &ours);
+                queue_order(children, space)
+            }
+            (false, None) => {
+                let children = list(session, &dir, deadline, doing).await?;
+                let children = drop_duplicates(session, &dir, children, &marker, &ours);
+                queue_order(children, space)
             }
         };
         let Some(position) = queue.iter().position(|child| *child == ours) else {
@@ -170,16 +206,15 @@ pub(crate) async fn join_and_wait(
                 hold,
                 path: created.path,
                 czxid: created.czxid,
-                confirmed_at: sent,
+                duplicates: created.doubtful.then(|| pending.by_guid()),
             });
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(gave_up(wait, doing));
+        if deadline.give_up.is_some_and(|d| Instant::now() >= d) {
+            return Err(gave_up(deadline.wait, doing));
         }
         let predecessor = format!("{dir}/{}", queue[position - 1]);
-        let watch_sent = Instant::now();
         match session
-            .call(session.client.get_and_watch_data(&predecessor))
+            .call_within(deadline, session.client.get_and_watch_data(&predecessor))
             .await
         {
             Ok((_, _, watcher)) => {
@@ -187,7 +222,7 @@ pub(crate) async fn join_and_wait(
                 let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
                 let event = tokio::select! {
                     event = watcher.changed() => event,
-                    () = sleep_until(deadline.unwrap_or(far)) => return Err(gave_up(wait, doing)),
+                    () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
                     reason = ours_gone.lost() => {
                         pending.disarm();
                         return Err(doing.fail(
@@ -201,17 +236,42 @@ pub(crate) async fn join_and_wait(
                         pending.disarm();
                         return Err(doing.error(state_error(event.session_state)));
                     }
-                    zk::EventType::NodeDeleted if position == 1 => next_in_line = Some(watch_sent),
+                    zk::EventType::NodeDeleted if position == 1 => next_in_line = true,
                     _ => {}
                 }
             }
             Err(zk::Error::NoNode) => {}
             Err(e) if in_doubt(&e) => {
-                reconnected(session, doing).await?;
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, "watching our predecessor", e));
+                }
+                reconnected(session, deadline, doing).await?;
             }
             Err(e) => return Err(doing.error(e)),
         }
     }
+}
+
+/// Deletes every other node carrying our GUID (a retried `create` whose
+/// first attempt did commit, unseen by the lookup) and leaves it out of the
+/// listing: a node of ours ahead of us would otherwise block the name for as
+/// long as the session lives. The deletes are sent before any later request.
+fn drop_duplicates(
+    session: &Session,
+    dir: &str,
+    mut children: Vec<String>,
+    marker: &str,
+    ours: &str,
+) -> Vec<String> {
+    children.retain(|child| {
+        let duplicate = child.starts_with(marker) && child != ours;
+        if duplicate {
+            tracing::warn!(%dir, %child, "zk deleting a second queue node of ours");
+            session.remove_now(Leftover::Node(format!("{dir}/{child}")));
+        }
+        !duplicate
+    });
+    children
 }
 
 fn gave_up(wait: Wait, doing: &Doing<'_>) -> Error {
@@ -233,10 +293,30 @@ fn state_error(state: zk::SessionState) -> zk::Error {
     }
 }
 
-/// Waits (at most one request timeout) for the connection to come back.
-async fn reconnected(session: &Session, doing: &Doing<'_>) -> Result<()> {
+/// The error when the caller's deadline ends a step whose outcome is unknown
+/// (`last` is how the step failed): `Timeout` after a request timed out,
+/// `Unavailable` after a connection loss.
+fn out_of_time(doing: &Doing<'_>, what: &str, last: zk::Error) -> Error {
+    let kind = match last {
+        zk::Error::Timeout => ErrorKind::Timeout,
+        _ => ErrorKind::Unavailable,
+    };
+    doing
+        .fail(
+            kind,
+            format!(
+                "{what} was not confirmed within the wait plus one request timeout ({last}); \
+                 any queue node left behind is deleted in the background; retry later"
+            ),
+        )
+        .with_source(last)
+}
+
+/// Waits (at most one request timeout, and never past the caller's
+/// deadline) for the connection to come back.
+async fn reconnected(session: &Session, deadline: &Deadline, doing: &Doing<'_>) -> Result<()> {
     session
-        .wait_connected(Instant::now() + session.timing.request)
+        .wait_connected(deadline.step(session.timing.request))
         .await
         .map_err(|e| doing.error(e))
 }
@@ -245,12 +325,15 @@ async fn reconnected(session: &Session, doing: &Doing<'_>) -> Result<()> {
 struct Created {
     path: String,
     czxid: i64,
-    listing: Option<(Vec<String>, Instant)>,
+    listing: Option<Vec<String>>,
+    /// Some `create` attempt was in doubt.
+    doubtful: bool,
 }
 
 /// Creates our ephemeral-sequential node. After an in-doubt failure it
 /// looks for our GUID before creating again, so a retry never leaves a
 /// second node of ours behind (ZOOKEEPER-1262).
+#[allow(clippy::too_many_arguments)]
 async fn create_protected(
     session: &Arc<Session>,
     layout: &Layout,
@@ -258,33 +341,41 @@ async fn create_protected(
     dir: &str,
     guid: &Uuid,
     data: &[u8],
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Created> {
     let prefix = node_prefix(dir, guid, space);
     let marker = guid_marker(guid);
     let options = zk::CreateMode::EphemeralSequential.with_acls(session.acls());
+    let mut doubtful = false;
     for _ in 0..ATTEMPTS {
-        let sent = Instant::now();
         let create = session.client.create(&prefix, data, &options);
         let children = session.client.list_children(dir);
-        match session.call(create).await {
+        match session.call_within(deadline, create).await {
             Ok((stat, sequence)) => {
-                let listing = session.call(children).await.ok().map(|c| (c, sent));
+                let listing = session.call_within(deadline, children).await.ok();
                 return Ok(Created {
                     path: format!("{prefix}{sequence}"),
                     czxid: stat.czxid,
                     listing,
+                    doubtful,
                 });
             }
             Err(zk::Error::NoNode) => {
                 drop(children);
-                ensure_dir(session, layout, space, dir, doing).await?;
+                ensure_dir(session, layout, space, dir, deadline, doing).await?;
             }
             Err(e) if in_doubt(&e) => {
                 drop(children);
+                doubtful = true;
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, "creating our queue node", e));
+                }
                 tracing::debug!(%prefix, error = %e, "zk create in doubt; looking for our node");
-                reconnected(session, doing).await?;
-                if let Some(found) = find_ours(session, dir, &marker, doing).await? {
+                reconnected(session, deadline, doing).await?;
+                if let Some(found) =
+                    find_ours(session, dir, space, &marker, deadline, doing).await?
+                {
                     return Ok(found);
                 }
             }
@@ -298,40 +389,98 @@ async fn create_protected(
 }
 
 /// Our node, if a `create` whose reply was lost did create it.
+///
+/// The server we are connected to now may not have applied that `create`
+/// yet (after a connection loss the client often moves to another member),
+/// so the directory is `sync`ed first: the listing then reflects at least
+/// everything the leader had committed when the sync reached it. If there
+/// are several nodes of ours, the lowest is kept and the others are deleted
+/// on the next listing.
 async fn find_ours(
     session: &Session,
     dir: &str,
+    space: Space,
     marker: &str,
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Option<Created>> {
-    let (children, sent) = list(session, dir, doing).await?;
-    let Some(child) = children.iter().find(|c| c.starts_with(marker)) else {
+    sync(session, dir, deadline, doing).await?;
+    let children = list(session, dir, deadline, doing).await?;
+    let ours = children
+        .iter()
+        .filter(|c| c.starts_with(marker))
+        .cloned()
+        .collect();
+    let Some(child) = queue_order(ours, space).into_iter().next() else {
         return Ok(None);
     };
     let path = format!("{dir}/{child}");
-    match session.call(session.client.check_stat(&path)).await {
+    match session
+        .call_within(deadline, session.client.check_stat(&path))
+        .await
+    {
         Ok(Some(stat)) => {
             tracing::debug!(%path, "zk found our node after an in-doubt create");
             Ok(Some(Created {
                 path,
                 czxid: stat.czxid,
-                listing: Some((children, sent)),
+                listing: Some(children),
+                doubtful: true,
             }))
         }
         Ok(None) => Ok(None),
+        Err(e) if in_doubt(&e) && deadline.is_past() => {
+            Err(out_of_time(doing, "looking for our queue node", e))
+        }
         Err(e) => Err(doing.error(e)),
     }
 }
 
+/// Brings the server we are connected to up to date with the leader for
+/// `dir`, retrying through connection losses.
+async fn sync(session: &Session, dir: &str, deadline: &Deadline, doing: &Doing<'_>) -> Result<()> {
+    for _ in 0..ATTEMPTS {
+        match session
+            .call_within(deadline, session.client.sync(dir))
+            .await
+        {
+            Ok(()) | Err(zk::Error::NoNode) => return Ok(()),
+            Err(e) if in_doubt(&e) => {
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, &format!("syncing {dir}"), e));
+                }
+                reconnected(session, deadline, doing).await?;
+            }
+            Err(e) => return Err(doing.error(e)),
+        }
+    }
+    Err(doing.fail(
+        ErrorKind::Unavailable,
+        format!("could not sync {dir} after {ATTEMPTS} attempts"),
+    ))
+}
+
 /// Lists `dir`, retrying through connection losses. A missing directory is
 /// an empty queue.
-async fn list(session: &Session, dir: &str, doing: &Doing<'_>) -> Result<(Vec<String>, Instant)> {
+async fn list(
+    session: &Session,
+    dir: &str,
+    deadline: &Deadline,
+    doing: &Doing<'_>,
+) -> Result<Vec<String>> {
     for _ in 0..ATTEMPTS {
-        let sent = Instant::now();
-        match session.call(session.client.list_children(dir)).await {
-            Ok(children) => return Ok((children, sent)),
-            Err(zk::Error::NoNode) => return Ok((Vec::new(), sent)),
-            Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+        match session
+            .call_within(deadline, session.client.list_children(dir))
+            .await
+        {
+            Ok(children) => return Ok(children),
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) if in_doubt(&e) => {
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, &format!("listing {dir}"), e));
+                }
+                reconnected(session, deadline, doing).await?;
+            }
             Err(e) => return Err(doing.error(e)),
         }
     }
@@ -347,25 +496,35 @@ async fn ensure_dir(
     layout: &Layout,
     space: Space,
     dir: &str,
+    deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<()> {
     let container = zk::CreateMode::Container.with_acls(session.acls());
+    let in_doubt_retry = async |e: zk::Error| {
+        if deadline.is_past() {
+            return Err(out_of_time(doing, &format!("creating {dir}"), e));
+        }
+        reconnected(session, deadline, doing).await
+    };
     for _ in 0..ATTEMPTS {
         match session
-            .call(session.client.create(dir, &[], &container))
+            .call_within(deadline, session.client.create(dir, &[], &container))
             .await
         {
             Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
             Err(zk::Error::NoNode) => {
                 let persistent = zk::CreateMode::Persistent.with_acls(session.acls());
                 let root = layout.space_dir(space);
-                match session.call(session.client.mkdir(&root, &persistent)).await {
+                match session
+                    .call_within(deadline, session.client.mkdir(&root, &persistent))
+                    .await
+                {
                     Ok(()) => {}
-                    Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+                    Err(e) if in_doubt(&e) => in_doubt_retry(e).await?,
                     Err(e) => return Err(doing.error(e)),
                 }
             }
-            Err(e) if in_doubt(&e) => reconnected(session, doing).await?,
+            Err(e) if in_doubt(&e) => in_doubt_retry(e).await?,
             Err(e) => return Err(doing.error(e)),
         }
     }

@@ -1,14 +1,16 @@
 //! One ZooKeeper session per backend: the client, its timing, the locks it
 //! holds, and when it must stop trusting them.
 //!
-//! A lock's lease is the session. While the client reports a live
-//! connection, the server has heard from us within the last
-//! [`Timing::quiet_allowance`], so the session cannot expire before
-//! `now - quiet_allowance + session_timeout`: the monitor pushes every held
-//! lock's [`Validity`] towards that point (minus a safety margin of a third of
-//! the session timeout) on each tick. When the connection goes quiet the
-//! pushes stop, the validity runs out well before the server could possibly
-//! expire the session, and the monitor fires the lost signal.
+//! A lock's lease is the session, and only the leader expires sessions. The
+//! session syncs periodically (see [`crate::vouch`]); each answered sync
+//! moves forward the instant after which the leader is known to have seen
+//! the session active, so the session cannot expire before that instant plus
+//! the session timeout. The monitor pushes every held lock's [`Validity`]
+//! towards that point (minus a safety margin of a third of the session
+//! timeout) on each tick. When syncs stop being answered (the connection is
+//! quiet, or our server lost the leader) the pushes stop, the validity runs
+//! out before the leader could expire the session, and the monitor fires the
+//! lost signal. A live connection alone vouches for nothing.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,8 +27,10 @@ use zookeeper_client as zk;
 use crate::acl;
 use crate::cleanup::{self, Leftover};
 use crate::config::Settings;
+use crate::deadline::Deadline;
 use crate::error_map::{Doing, in_doubt, session_over};
 use crate::monitor;
+use crate::vouch::{self, Evidence};
 
 /// Timeouts derived from the negotiated session timeout, mirroring what
 /// `zookeeper-client` does internally.
@@ -36,9 +40,6 @@ pub(crate) struct Timing {
     pub(crate) session: Duration,
     /// The client's tick: an eighth of the connection timeout.
     pub(crate) tick: Duration,
-    /// How long the client tolerates silence before it reports
-    /// `Disconnected`: `8 * tick`, a quarter of the session timeout.
-    connection: Duration,
     /// How long one request may take.
     pub(crate) request: Duration,
 }
@@ -57,7 +58,6 @@ impl Timing {
         Timing {
             session,
             tick,
-            connection: tick * 8,
             request,
         }
     }
@@ -68,19 +68,13 @@ impl Timing {
         (self.session / 10).min(Duration::from_millis(100))
     }
 
-    /// How long after the server last heard from us we keep trusting a lock:
-    /// two thirds of the session timeout. The last third is the safety margin
-    /// for round trips, scheduling delays and clock drift: we stop trusting
-    /// well before the server could expire the session.
+    /// How long after the leader last saw our session we keep trusting a
+    /// lock: two thirds of the session timeout. The last third is the safety
+    /// margin for the leader's tick rounding, scheduling delays and clock
+    /// drift: we stop trusting well before the leader could expire the
+    /// session.
     pub(crate) fn trusted_for(&self) -> Duration {
         self.session * 2 / 3
-    }
-
-    /// While the client says "connected", the server heard from us at most
-    /// this long ago: the client's silence limit, one tick for the client to
-    /// notice, and one tick of allowance for the round trip and scheduling.
-    pub(crate) fn quiet_allowance(&self) -> Duration {
-        self.connection + self.tick * 2
     }
 }
 
@@ -90,6 +84,9 @@ struct Hold {
     path: String,
     notifier: LossNotifier,
     validity: Validity,
+    /// A release has sent (or is about to send) the delete: the node's
+    /// deletion is its outcome to report, not a loss.
+    releasing: bool,
 }
 
 /// A live ZooKeeper session and the locks held on it.
@@ -99,7 +96,13 @@ pub(crate) struct Session {
     pub(crate) timing: Timing,
     holds: Mutex<HashMap<u64, Hold>>,
     next_hold: AtomicU64,
-    monitor: Mutex<Option<JoinHandle<()>>>,
+    /// What the answered syncs prove.
+    evidence: Mutex<Evidence>,
+    /// The monitor and the sync loop.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The runtime the session was opened on: deletes sent from a
+    /// destructor are followed up there, whatever thread drops what.
+    runtime: tokio::runtime::Handle,
 }
 
 impl fmt::Debug for Session {
@@ -116,23 +119,28 @@ impl fmt::Debug for Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some(monitor) = self.monitor.get_mut().ok().and_then(Option::take) {
-            monitor.abort();
+        let tasks = self.tasks.get_mut().unwrap_or_else(|p| p.into_inner());
+        for task in tasks.drain(..) {
+            task.abort();
         }
     }
 }
 
 impl Session {
-    /// Connects, authenticates and starts the monitor, within the connect timeout.
+    /// Connects, authenticates and starts the monitor, within the connect
+    /// timeout. Fails with `InvalidConfig` if the server grants another
+    /// session timeout than the one configured (it clamps the request into
+    /// its `minSessionTimeout..maxSessionTimeout`).
     pub(crate) async fn open(settings: Arc<Settings>) -> Result<Arc<Session>> {
         let doing = Doing {
             action: "connecting",
             servers: &settings.connect_string,
         };
         // A quarter of the session timeout (the client's default is 2/5):
-        // a quiet connection is noticed sooner, which leaves a wider window
-        // in which a held lock is vouched for (see `Timing`).
+        // a quiet connection is noticed, and another server tried, sooner,
+        // so the syncs that vouch for held locks resume sooner.
         let connection_timeout = settings.session_timeout / 4;
+        let connecting = Instant::now();
         let mut connector = zk::Client::connector()
             .with_session_timeout(settings.session_timeout)
             .with_connection_timeout(connection_timeout)
@@ -170,18 +178,15 @@ impl Session {
             Ok(Err(e)) => return Err(doing.error(e)),
             Ok(Ok(client)) => client,
         };
-        let timing = Timing::new(
-            client.session_timeout(),
-            connection_timeout,
-            settings.request_timeout,
-        );
-        if timing.session != settings.session_timeout {
-            tracing::info!(
-                requested = ?settings.session_timeout,
-                negotiated = ?timing.session,
-                "zk server adjusted the session timeout"
-            );
+        let negotiated = client.session_timeout();
+        if negotiated != settings.session_timeout {
+            // Dropping the client closes the session.
+            return Err(doing.fail(
+                ErrorKind::InvalidConfig,
+                outside_range(settings.session_timeout, negotiated),
+            ));
         }
+        let timing = Timing::new(negotiated, connection_timeout, settings.request_timeout);
         tracing::debug!(session = %client.session_id(), servers = %settings.connect_string, "zk session open");
         let states = client.state_watcher();
         let session = Arc::new(Session {
@@ -190,10 +195,18 @@ impl Session {
             timing,
             holds: Mutex::new(HashMap::new()),
             next_hold: AtomicU64::new(1),
-            monitor: Mutex::new(None),
+            evidence: Mutex::new(Evidence::new(connecting)),
+            tasks: Mutex::new(Vec::new()),
+            runtime: tokio::runtime::Handle::current(),
         });
-        let handle = monitor::spawn(Arc::downgrade(&session), states, timing.tick);
-        *session.monitor.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        let tasks = vec![
+            monitor::spawn(Arc::downgrade(&session), states, timing.tick),
+            vouch::spawn(
+                Arc::downgrade(&session),
+                session.settings.layout.root().to_owned(),
+            ),
+        ];
+        *session.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
         Ok(session)
     }
 
@@ -218,6 +231,18 @@ impl Session {
             .unwrap_or(Err(zk::Error::Timeout))
     }
 
+    /// Runs one request of an acquisition: like [`Session::call`], but cut
+    /// short at the acquisition's hard deadline.
+    pub(crate) async fn call_within<T>(
+        &self,
+        deadline: &Deadline,
+        request: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, zk::Error> {
+        timeout_at(deadline.step(self.timing.request), request)
+            .await
+            .unwrap_or(Err(zk::Error::Timeout))
+    }
+
     /// Waits until the session is connected again, or fails with the
     /// session's terminal error, or with `ConnectionLoss` at `until`.
     pub(crate) async fn wait_connected(&self, until: Instant) -> Result<(), zk::Error> {
@@ -228,12 +253,21 @@ impl Session {
         self.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The earliest instant the server may have last heard from us, if the
-    /// client reports a live connection now.
-    pub(crate) fn evidence(&self) -> Option<Instant> {
-        (self.client.state() == zk::SessionState::SyncConnected)
-            .then(|| Instant::now().checked_sub(self.timing.quiet_allowance()))
-            .flatten()
+    /// The leader has seen this session active after this instant, so it
+    /// cannot expire it before this instant plus the session timeout.
+    pub(crate) fn evidence(&self) -> Instant {
+        self.evidence
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .seen()
+    }
+
+    /// Records an answered sync (see [`crate::vouch`]).
+    pub(crate) fn synced(&self, sent: Instant, answered: Instant) {
+        self.evidence
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .synced(sent, answered, vouch::report_delay(self.timing.session));
     }
 
     /// Records a held lock so the monitor can vouch for it or give it up.
@@ -245,27 +279,87 @@ impl Session {
                 path,
                 notifier,
                 validity,
+                releasing: false,
             },
         );
         id
     }
 
-    /// Removes a hold whose node is known to be gone (or handed to cleanup).
+    /// Removes a hold that is no longer ours to track (abandoned, or its
+    /// guard is gone). A hold being released stays until the release
+    /// reports its outcome.
     pub(crate) fn forget(&self, id: u64) {
-        self.lock_holds().remove(&id);
+        let mut holds = self.lock_holds();
+        if holds.get(&id).is_some_and(|hold| !hold.releasing) {
+            holds.remove(&id);
+        }
     }
 
-    /// Takes a hold out to release it. `None` if it was already given up.
-    /// A hold whose validity ran out is given up here (lost signal fired,
+    /// Records that a hold's node went away, unless a release is under way
+    /// (its delete is what removed the node, and the release reports the
+    /// outcome). Returns whether the caller should fire the lost signal.
+    pub(crate) fn lose(&self, id: u64) -> bool {
+        let mut holds = self.lock_holds();
+        match holds.get(&id) {
+            Some(hold) if hold.releasing => false,
+            Some(_) => {
+                holds.remove(&id);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// Starts releasing a hold: returns its path, and the hold stays
+    /// registered (and watched over by the monitor) until
+    /// [`Session::finish_release`]. `None` if it was already given up. A
+    /// hold whose validity ran out is given up here (lost signal fired,
     /// node handed to cleanup) and `None` is returned.
     pub(crate) fn take_for_release(self: &Arc<Self>, id: u64) -> Option<String> {
-        let hold = self.lock_holds().remove(&id)?;
+        let mut holds = self.lock_holds();
+        let hold = holds.get_mut(&id)?;
         if hold.validity.is_valid() {
-            return Some(hold.path);
+            hold.releasing = true;
+            return Some(hold.path.clone());
         }
+        let hold = holds.remove(&id)?;
+        drop(holds);
         hold.notifier.fire(LostReason::Disconnected);
         self.remove_now(Leftover::Node(hold.path));
         None
+    }
+
+    /// Ends a release with its outcome: the hold goes, and the lost signal
+    /// fires with `reason` (unless something else ended the hold first).
+    pub(crate) fn finish_release(&self, id: u64, reason: LostReason) {
+        let hold = self.lock_holds().remove(&id);
+        if let Some(hold) = hold {
+            hold.notifier.fire(reason);
+        }
+    }
+
+    /// Finishes an unconfirmed release in the background: the delete is
+    /// retried when the connection returns, and `Released` fires once the
+    /// node is gone (`Expired` fires instead if the session ends first).
+    /// Holds the session weakly: a dropped backend's session goes, and its
+    /// node with it.
+    pub(crate) fn release_in_background(self: &Arc<Self>, id: u64, path: String) {
+        let (client, request) = (self.client.clone(), self.timing.request);
+        let session = Arc::downgrade(self);
+        lock_core::background::spawn_on(&self.runtime, async move {
+            let outcome = cleanup::remove(client, request, Leftover::Node(path)).await;
+            let Some(session) = session.upgrade() else {
+                return;
+            };
+            let reason = match outcome {
+                cleanup::Outcome::Deleted => LostReason::Released,
+                cleanup::Outcome::SessionEnded => LostReason::Expired,
+                cleanup::Outcome::Failed(why) => {
+                    LostReason::RenewalFailed(format!("the release's delete failed: {why}"))
+                }
+            };
+            session.finish_release(id, reason);
+        });
     }
 
     /// Whether a hold is still registered and within its validity.
@@ -275,16 +369,9 @@ impl Session {
             .is_some_and(|hold| hold.validity.is_valid())
     }
 
-    /// Extends a hold's validity from a request sent at `sent` that the
-    /// server answered.
-    pub(crate) fn heard_at(&self, id: u64, sent: Instant) {
-        if let Some(hold) = self.lock_holds().get(&id) {
-            hold.validity.renewed(sent, self.timing.trusted_for());
-        }
-    }
-
     /// One monitor tick: give up holds whose validity ran out, vouch for the
-    /// rest if connected, and end everything if the session is over.
+    /// rest from the latest evidence, and end everything if the session is
+    /// over.
     /// Returns whether the monitor should keep running.
     pub(crate) fn check_holds(self: &Arc<Self>) -> bool {
         let state = self.client.state();
@@ -310,53 +397,81 @@ impl Session {
                 tracing::warn!(
                     path = %hold.path,
                     session = %self.client.session_id(),
-                    "zk connection quiet past the safe window; lock no longer trusted"
+                    "zk leader not confirmed within the safe window; lock no longer trusted"
                 );
                 hold.notifier.fire(LostReason::Disconnected);
                 self.remove_now(Leftover::Node(hold.path));
             }
         }
-        if let Some(evidence) = evidence {
-            for hold in holds.values() {
-                hold.validity.renewed(evidence, self.timing.trusted_for());
-            }
+        for hold in holds.values() {
+            hold.validity.renewed(evidence, self.timing.trusted_for());
         }
         true
     }
 
+    /// Deletes an abandoned lock's node one session timeout from now, when
+    /// the server would have expired the session of a holder that crashed.
+    /// Nothing is done if the session is gone by then (its nodes went with
+    /// it).
+    pub(crate) fn remove_later(self: &Arc<Self>, path: String) {
+        let session = Arc::downgrade(self);
+        let delay = self.timing.session;
+        self.runtime.spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(session) = session.upgrade() {
+                session.remove_now(Leftover::Node(path));
+            }
+        });
+    }
+
     /// Deletes a leftover node: the delete is sent now (so it precedes any
     /// later request of this session), and retried in the background until
-    /// it succeeds or the session ends.
+    /// it succeeds or the session ends. Needs no runtime on the calling
+    /// thread: the follow-up runs on the session's runtime.
     pub(crate) fn remove_now(&self, leftover: Leftover) {
-        if tokio::runtime::Handle::try_current().is_err() {
-            tracing::debug!(
-                ?leftover,
-                "no runtime to delete a zk node; it goes with the session"
-            );
-            return;
-        }
+        let runtime = &self.runtime;
         tracing::debug!(?leftover, "zk deleting a node we no longer need");
         let client = self.client.clone();
         let request = self.timing.request;
         match leftover {
             Leftover::Node(path) => {
                 let delete = client.delete(&path, None);
-                lock_core::background::spawn(async move {
+                lock_core::background::spawn_on(runtime, async move {
                     match timeout(request, delete).await {
                         Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
                         Ok(Err(e)) if session_over(&e) => {}
                         Ok(Err(e)) if !in_doubt(&e) => {
                             tracing::warn!(%path, error = %e, "zk could not delete a leftover node");
                         }
-                        _ => cleanup::remove(client, request, Leftover::Node(path)).await,
+                        _ => {
+                            cleanup::remove(client, request, Leftover::Node(path)).await;
+                        }
                     }
                 });
             }
             guid @ Leftover::Guid { .. } => {
-                lock_core::background::spawn(cleanup::remove(client, request, guid));
+                lock_core::background::spawn_on(runtime, async move {
+                    cleanup::remove(client, request, guid).await;
+                });
             }
         }
     }
+}
+
+/// Why a session timeout the server changed is refused: every lock's TTL
+/// would silently differ from the one configured.
+fn outside_range(requested: Duration, negotiated: Duration) -> String {
+    let (bound, knob, advice) = if negotiated > requested {
+        ("minimum", "minSessionTimeout", "at least")
+    } else {
+        ("maximum", "maxSessionTimeout", "at most")
+    };
+    format!(
+        "the server granted a session timeout of {negotiated:?} instead of the requested \
+         {requested:?} (the TTL of every lock): {negotiated:?} is its {bound} ({knob}; \
+         ZooKeeper allows minSessionTimeout..maxSessionTimeout, by default 2 to 20 times its \
+         tickTime); set the TTL to {advice} {negotiated:?}, or change {knob} on the servers"
+    )
 }
 
 /// See [`Session::wait_connected`].

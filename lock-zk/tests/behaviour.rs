@@ -6,8 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt, LostReason};
+use lock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason};
 use lock_testkit::proxy::FaultProxy;
+use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
@@ -298,4 +299,459 @@ async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
     until_children(&admin, dir, 1, SLACK * 2).await;
     held.release().await.expect("release");
     until_children(&admin, dir, 0, SLACK).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_outside_the_bmp_lock_and_stay_distinct() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let (a, b) = (
+        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
+            .await
+            .expect("connect"),
+        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
+            .await
+            .expect("connect"),
+    );
+    // Each of these is a distinct valid name; the last one is what the
+    // first one's escaping would look like if it were written out.
+    let names = ["🔒", "🔒🔒", "🔑", "a🔒b", "%F0%9F%94%92"];
+    let mut guards = Vec::new();
+    for name in names {
+        let guard = a
+            .try_lock(name)
+            .await
+            .unwrap_or_else(|e| panic!("lock {name:?}: {e}"));
+        let err = b
+            .try_lock(name)
+            .await
+            .expect_err("another client is excluded");
+        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{name:?}: {err}");
+        guards.push(guard);
+    }
+    let mut dirs: Vec<&str> = guards
+        .iter()
+        .map(|g| g.key().rsplit_once('/').expect("a node path").0)
+        .collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    assert_eq!(
+        dirs.len(),
+        names.len(),
+        "two names share a directory: {dirs:?}"
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    let again = b.try_lock("🔒").await.expect("free after release");
+    again.release().await.expect("release");
+}
+
+/// One acquisition through a faulty connection: it must return within its
+/// wait plus one request timeout, with an error that says the outcome was
+/// not learned in time (never `WouldBlock`: nobody saw the lock held).
+async fn bounded_under_fault(
+    addrs: &[String],
+    fault: impl FnOnce(&FaultProxy),
+    wait: Option<Duration>,
+) -> FaultProxy {
+    let request = Duration::from_secs(1);
+    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
+    let backend = ZkBackend::connect(
+        config(
+            &[proxy.addr().to_string()],
+            "/bounded",
+            Duration::from_secs(8),
+        )
+        .with_request_timeout(request),
+    )
+    .await
+    .expect("connect through the proxy");
+    fault(&proxy);
+    let start = Instant::now();
+    let bound = wait.unwrap_or_default() + request;
+    let result = timeout(bound * 20, async {
+        match wait {
+            Some(wait) => backend.lock_timeout("slow", wait).await,
+            None => backend.try_lock("slow").await,
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("hung past {:?}", bound * 20));
+    let elapsed = start.elapsed();
+    let err = result.expect_err("the lock is held and the connection is faulty");
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Unavailable),
+        "{err}"
+    );
+    assert!(err.message().contains("slow"), "{err}");
+    assert!(
+        elapsed <= bound + Duration::from_millis(500),
+        "wait {wait:?}, request timeout {request:?}: returned after {elapsed:?} ({err})"
+    );
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let holder = ZkBackend::connect(config(&addrs, "/bounded", SESSION))
+        .await
+        .expect("connect");
+    let held = holder.lock("slow").await.expect("lock");
+    let half = Some(Duration::from_millis(500));
+    let proxies = [
+        bounded_under_fault(&addrs, FaultProxy::blackhole, None).await,
+        bounded_under_fault(&addrs, FaultProxy::blackhole, half).await,
+        // Round trips of 1.4 s: every request times out, yet the client's
+        // connection (2 s silence limit) stays up.
+        bounded_under_fault(&addrs, |p| p.delay(Duration::from_millis(700)), half).await,
+    ];
+    // Whatever the faulty clients left in the queue goes once they reach
+    // the server again (or their sessions expire).
+    for proxy in &proxies {
+        proxy.delay(Duration::ZERO);
+        proxy.restore();
+    }
+    let left = until_children(&admin, "/bounded/locks/slow", 1, Duration::from_secs(10)).await;
+    assert_eq!(format!("/bounded/locks/slow/{}", left[0]), held.key());
+    held.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_timeout_outside_the_servers_range_fails_connect() {
+    support::init_tracing();
+    let server = ZkEnsemble::start_with(
+        ZkOptions::new(1).session_timeouts(Duration::from_millis(1500), Duration::from_secs(3)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"));
+    let addrs = server.addrs();
+    for (requested, granted) in [
+        (Duration::from_secs(1), "1.5s"),
+        (Duration::from_secs(4), "3s"),
+    ] {
+        let err = connect_fails(
+            config(&addrs, "/range", requested),
+            ErrorKind::InvalidConfig,
+        )
+        .await;
+        let message = err.message();
+        assert!(
+            message.contains(&format!("{requested:?}")) && message.contains(granted),
+            "names the requested {requested:?} and the server's {granted}: {err}"
+        );
+        assert!(message.contains(&addrs[0]), "{err}");
+    }
+    let inside = ZkBackend::connect(config(&addrs, "/range", Duration::from_secs(2)))
+        .await
+        .expect("a session timeout inside the range connects");
+    assert_eq!(inside.session_timeout(), Duration::from_secs(2));
+    let caps = inside.capabilities();
+    assert_eq!(caps.min_ttl, lock_zk::MIN_SESSION_TIMEOUT);
+    assert_eq!(caps.ttl_granularity, Duration::from_millis(1));
+    let guard = inside.try_lock("in-range").await.expect("lock");
+    assert_eq!(guard.ttl(), Duration::from_secs(2));
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let backend = ZkBackend::connect(config(&addrs, "/deleted", SESSION))
+        .await
+        .expect("connect");
+    for _ in 0..5 {
+        // Deleted before the own-node watch is armed: only the release's
+        // delete can learn it.
+        let guard = backend.try_lock("gone").await.expect("lock");
+        let signal = guard.lost_signal();
+        admin
+            .delete(guard.key(), None)
+            .await
+            .expect("delete the holder's node from outside");
+        let err = guard
+            .release()
+            .await
+            .expect_err("the node was already gone");
+        assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+        assert_eq!(
+            signal.reason(),
+            Some(LostReason::Deleted),
+            "the lost signal hides that the lock was taken away"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
+    let backend = ZkBackend::connect(
+        config(
+            &[proxy.addr().to_string()],
+            "/unconfirmed",
+            Duration::from_secs(4),
+        )
+        .with_request_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .expect("connect through the proxy");
+    let guard = backend.lock("slow-release").await.expect("lock");
+    let key = guard.key().to_owned();
+    let signal = guard.lost_signal();
+    proxy.blackhole();
+    let err = guard
+        .release()
+        .await
+        .expect_err("the delete is not confirmed");
+    assert!(
+        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
+        "{err}"
+    );
+    assert_eq!(
+        signal.reason(),
+        None,
+        "released locally while the node may still exist"
+    );
+    proxy.restore();
+    timeout(SLACK * 2, signal.lost())
+        .await
+        .expect("the delete is confirmed once the connection returns");
+    assert_eq!(signal.reason(), Some(LostReason::Released));
+    assert!(
+        admin.check_stat(&key).await.expect("stat").is_none(),
+        "Released fired while {key} still exists"
+    );
+}
+
+/// The server's `zk_watch_count` from `mntr`.
+async fn watch_count(addr: &str) -> usize {
+    let mntr = lock_testkit::servers::zk::four_letter_word(addr, "mntr")
+        .await
+        .expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_watch_count"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("mntr shows zk_watch_count")
+}
+
+async fn until_watches(addr: &str, n: usize) {
+    let deadline = Instant::now() + SLACK;
+    while watch_count(addr).await < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} watches on {addr}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_over_from_the_head_confirms_our_node_still_exists() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let (a, b) = (
+        ZkBackend::connect(config(&addrs, "/handover", SESSION))
+            .await
+            .expect("connect"),
+        ZkBackend::connect(config(&addrs, "/handover", SESSION))
+            .await
+            .expect("connect"),
+    );
+    let held = a.lock("next").await.expect("lock");
+    until_watches(&addrs[0], 1).await; // the holder's own-node watch
+    let waiting = tokio::spawn(async move { b.lock("next").await });
+    let dir = "/handover/locks/next";
+    let children = until_children(&admin, dir, 2, SLACK).await;
+    until_watches(&addrs[0], 2).await; // the waiter's watch on the head
+    let ours = children
+        .iter()
+        .map(|c| format!("{dir}/{c}"))
+        .find(|path| path != held.key())
+        .expect("the waiter's node");
+    // Both go in one transaction, the head first: the waiter learns that
+    // its predecessor is gone before it learns about its own node.
+    let mut multi = admin.new_multi_writer();
+    multi.add_delete(held.key(), None).unwrap();
+    multi.add_delete(&ours, None).unwrap();
+    multi.commit().await.expect("delete both nodes");
+    let result = timeout(SLACK, waiting)
+        .await
+        .expect("the waiter returns")
+        .expect("task");
+    match result {
+        Ok(guard) => panic!(
+            "acquired {} although that node is gone (is_held {})",
+            guard.key(),
+            guard.is_held()
+        ),
+        Err(err) => assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let connect = async || {
+        ZkBackend::connect(config(&addrs, "/duplicate", SESSION))
+            .await
+            .expect("connect")
+    };
+    let (a, b, c) = (connect().await, connect().await, connect().await);
+    let dir = "/duplicate/locks/twice";
+    // Sequence 0 is used up, so a node named with it sorts first.
+    a.try_lock("twice")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+    let first = a.lock("twice").await.expect("lock");
+    let second = tokio::spawn(async move { b.lock("twice").await });
+    until_children(&admin, dir, 2, SLACK).await;
+    let third = tokio::spawn(async move { c.lock_timeout("twice", SESSION * 2).await });
+    let children = until_children(&admin, dir, 3, SLACK).await;
+    let last = paths_in_queue_order(children).pop().expect("three nodes");
+    // What a retried protected create can leave when the first create's
+    // reply was lost and the lookup missed it: a second node with the
+    // waiter's GUID, ahead of the waiter's own.
+    let guid_marker = &last[..last.find("-lock-").expect("a contender node") + 1];
+    let duplicate = format!("{dir}/{guid_marker}lock-0000000000");
+    admin
+        .create(
+            &duplicate,
+            &[],
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .expect("create the duplicate");
+    first.release().await.expect("release");
+    let second = timeout(SLACK, second)
+        .await
+        .expect("the second client gets the lock")
+        .expect("task")
+        .expect("lock");
+    second.release().await.expect("release");
+    let guard = timeout(SESSION * 2 + SLACK, third)
+        .await
+        .expect("the waiter returns")
+        .expect("task")
+        .expect("the waiter gets the lock instead of waiting for its own duplicate");
+    assert_eq!(guard.key(), format!("{dir}/{last}"));
+    // Its delete was sent before the waiter went on; another session may
+    // read before it is applied.
+    let deadline = Instant::now() + SLACK;
+    while admin.check_stat(&duplicate).await.expect("stat").is_some() {
+        assert!(Instant::now() < deadline, "the duplicate is never deleted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    guard.release().await.expect("release");
+    until_children(&admin, dir, 0, SLACK).await;
+}
+
+/// Contender node names sorted by their sequence suffix.
+fn paths_in_queue_order(mut children: Vec<String>) -> Vec<String> {
+    children.sort_by_key(|c| c.rsplit('-').next().unwrap_or_default().to_owned());
+    children
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let connect = async || {
+        ZkBackend::connect(config(&addrs, "/abandon", SESSION))
+            .await
+            .expect("connect")
+    };
+    let (holder, other) = (connect().await, connect().await);
+    // Freed as if its holder had crashed: after about one session timeout.
+    let bound = SESSION + SLACK;
+    holder.try_lock("abandoned").await.expect("lock").abandon();
+    other
+        .lock_timeout("abandoned", bound)
+        .await
+        .expect("an abandoned lock is freed while its backend lives")
+        .release()
+        .await
+        .expect("release");
+    // A guard dropped on a thread without a runtime: released at once, on
+    // the session's runtime, well before a session timeout.
+    let guard = holder.try_lock("dropped").await.expect("lock");
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    other
+        .lock_timeout("dropped", SESSION / 2)
+        .await
+        .expect("a guard dropped without a runtime is released at once")
+        .release()
+        .await
+        .expect("release");
+    // An acquisition dropped, while queued, on a thread without a runtime.
+    let held = other.lock("queued").await.expect("lock");
+    let mut acquiring = Box::pin({
+        let holder = holder.clone();
+        async move { holder.lock("queued").await }
+    });
+    let dir = "/abandon/locks/queued";
+    let deadline = Instant::now() + SLACK;
+    while admin.list_children(dir).await.unwrap_or_default().len() < 2 {
+        assert!(futures::poll!(&mut acquiring).is_pending());
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::thread::spawn(move || drop(acquiring)).join().unwrap();
+    held.release().await.expect("release");
+    until_children(&admin, dir, 0, bound).await;
+    let third = connect().await;
+    third
+        .try_lock("queued")
+        .await
+        .expect("nothing is left in the queue")
+        .release()
+        .await
+        .expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_release_still_reports_its_outcome() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let client = support::proxied(&addrs[0], "/cancel-release", Duration::from_secs(4)).await;
+    let guard = client.backend.lock("cut-short").await.expect("lock");
+    let key = guard.key().to_owned();
+    let signal = guard.lost_signal();
+    client.proxy.delay(Duration::from_millis(100));
+    // The delete is sent; its reply is still in the proxy when the release
+    // is dropped.
+    timeout(Duration::from_millis(20), guard.release())
+        .await
+        .expect_err("the release is cut short");
+    timeout(SLACK * 2, signal.lost())
+        .await
+        .expect("the lost signal fires once the delete is confirmed");
+    assert_eq!(signal.reason(), Some(LostReason::Released));
+    assert!(
+        admin.check_stat(&key).await.expect("stat").is_none(),
+        "Released fired while {key} still exists"
+    );
 }

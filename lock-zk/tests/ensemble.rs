@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use lock_core::{LockBackendExt, LostReason};
+use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use lock_zk::ZkBackend;
 use tokio::sync::Mutex;
@@ -229,4 +230,65 @@ async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
         .release()
         .await
         .expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires() {
+    support::init_tracing();
+    let _one = ONE_ENSEMBLE.lock().await;
+    // The follower notices the lost leader only after 3 s, longer than the
+    // session timeout: until then it answers its clients' pings.
+    let ensemble = ZkEnsemble::start_with(ZkOptions::new(3).sync_limit(30).isolatable())
+        .await
+        .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"));
+    let addrs = ensemble.addrs();
+    let leader = ensemble
+        .leader_index()
+        .await
+        .expect("the ensemble has a leader");
+    let follower = (leader + 1) % addrs.len();
+    let majority: Vec<String> = (0..addrs.len())
+        .filter(|i| *i != follower)
+        .map(|i| addrs[i].clone())
+        .collect();
+    let session = Duration::from_secs(2);
+    let a = ZkBackend::connect(config(&addrs[follower..=follower], "/isolated", session))
+        .await
+        .expect("connect to the follower");
+    let b = ZkBackend::connect(config(&majority, "/isolated", session))
+        .await
+        .expect("connect to the majority");
+    let held = Arc::new(a.lock("split").await.expect("lock"));
+    let waiter = tokio::spawn({
+        let held = held.clone();
+        async move {
+            let guard = b.lock("split").await;
+            (
+                held.is_held(),
+                held.lost_signal().reason(),
+                Instant::now(),
+                guard,
+            )
+        }
+    });
+    let cut_at = Instant::now();
+    ensemble.isolate(follower);
+    let (a_held, a_reason, acquired_at, next) =
+        timeout(session * 3 + Duration::from_secs(5), waiter)
+            .await
+            .expect("the majority side acquires once the session expires")
+            .expect("waiter task");
+    let next = next.expect("lock");
+    eprintln!(
+        "isolated follower: taken over after {:?}, old holder held {a_held}, lost {a_reason:?}",
+        acquired_at - cut_at
+    );
+    assert!(
+        !a_held,
+        "the client on the cut-off follower still held the lock when the majority side got it"
+    );
+    assert!(a_reason.is_some(), "its lost signal had not fired");
+    assert!(next.token() > held.token());
+    ensemble.rejoin(follower);
+    next.release().await.expect("release");
 }

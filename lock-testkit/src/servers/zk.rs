@@ -6,10 +6,14 @@
 //! it log (at INFO, to the member's log file).
 //!
 //! `tickTime` is 100 ms, so sessions can be as short as 200 ms
-//! (`minSessionTimeout=200`, `maxSessionTimeout=60000`). Followers notice a
-//! dead or frozen leader after `syncLimit` ticks (1 s). Transaction logs are
-//! not fsynced (`forceSync=no`): a `SIGKILL` loses nothing, only a machine
-//! crash would.
+//! (`minSessionTimeout=200`, `maxSessionTimeout=60000`; see
+//! [`ZkOptions::session_timeouts`] for another range). Followers notice a
+//! dead or frozen leader after `syncLimit` ticks (1 s; see
+//! [`ZkOptions::sync_limit`]). Transaction logs are not fsynced
+//! (`forceSync=no`): a `SIGKILL` loses nothing, only a machine crash would.
+//! With [`ZkOptions::isolatable`] every link between two servers runs
+//! through a [`FaultProxy`], so that one server can be cut off from the
+//! others while its clients still reach it.
 
 use std::ffi::OsString;
 use std::fs;
@@ -27,6 +31,7 @@ use super::binary::Requirement;
 use super::ports::free_port;
 use super::process::ChildProcess;
 use super::readiness::wait_ready;
+use crate::proxy::FaultProxy;
 
 /// How long every member of an ensemble may take to serve.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,12 +67,20 @@ log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n
 ";
 
+/// The session timeouts a server grants by default: `minSessionTimeout`
+/// and `maxSessionTimeout` (two and 600 ticks of 100 ms).
+const SESSION_TIMEOUTS: (Duration, Duration) =
+    (Duration::from_millis(200), Duration::from_secs(60));
+
 /// How to launch a [`ZkEnsemble`].
 #[derive(Debug, Clone)]
 pub struct ZkOptions {
     members: usize,
     java: Option<PathBuf>,
     jar_dir: Option<PathBuf>,
+    session_timeouts: (Duration, Duration),
+    sync_limit: u32,
+    isolatable: bool,
 }
 
 impl ZkOptions {
@@ -79,7 +92,35 @@ impl ZkOptions {
             members,
             java: None,
             jar_dir: None,
+            session_timeouts: SESSION_TIMEOUTS,
+            sync_limit: 10,
+            isolatable: false,
         }
+    }
+
+    /// How many ticks of 100 ms a follower may go without hearing from the
+    /// leader (and the leader from a follower) before giving up on it
+    /// (`syncLimit`, default 10). While a follower cut off from the leader
+    /// has not given up, it keeps serving its clients.
+    pub fn sync_limit(mut self, ticks: u32) -> Self {
+        self.sync_limit = ticks;
+        self
+    }
+
+    /// Routes every quorum and election link between two servers through a
+    /// fault proxy of its own, for [`ZkEnsemble::isolate`]. Client
+    /// connections are not affected.
+    pub fn isolatable(mut self) -> Self {
+        self.isolatable = true;
+        self
+    }
+
+    /// Grants session timeouts only in `min..=max` (`minSessionTimeout`,
+    /// `maxSessionTimeout`; whole milliseconds, `min` at least 200 ms, two
+    /// ticks). The server clamps a requested timeout into this range.
+    pub fn session_timeouts(mut self, min: Duration, max: Duration) -> Self {
+        self.session_timeouts = (min, max);
+        self
     }
 
     /// Runs this `java` binary instead of the one on `PATH`.
@@ -101,6 +142,18 @@ impl ZkOptions {
 #[derive(Debug)]
 pub struct ZkEnsemble {
     members: Vec<ZkMember>,
+    /// The proxied links between servers (empty unless isolatable).
+    links: Vec<PeerLink>,
+}
+
+/// The quorum and election ports of server `to` as server `from` reaches
+/// them.
+#[derive(Debug)]
+struct PeerLink {
+    from: usize,
+    to: usize,
+    peer: FaultProxy,
+    election: FaultProxy,
 }
 
 impl ZkEnsemble {
@@ -137,25 +190,66 @@ impl ZkEnsemble {
                 election: free_port(),
             })
             .collect();
-        let servers = if ports.len() > 1 {
-            ports
-                .iter()
-                .enumerate()
-                .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}\n", i + 1, p.peer, p.election))
-                .collect()
+        let links = if options.isolatable && ports.len() > 1 {
+            peer_links(&ports).await?
         } else {
-            String::new()
+            Vec::new()
         };
         let members = ports
             .iter()
             .enumerate()
-            .map(|(i, &ports)| ZkMember::new(i + 1, ports, &java, &classpath, &servers))
+            .map(|(i, &own)| {
+                let servers = server_lines(i, &ports, &links);
+                let config = MemberConfig {
+                    id: i + 1,
+                    ports: own,
+                    servers: &servers,
+                    session_timeouts: options.session_timeouts,
+                    sync_limit: options.sync_limit,
+                };
+                ZkMember::new(&config, &java, &classpath)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for member in &members {
             member.process.spawn()?;
         }
         try_join_all(members.iter().map(ZkMember::wait_ready)).await?;
-        Ok(Self { members })
+        Ok(Self { members, links })
+    }
+
+    /// Cuts server `index` off from every other server, as a network
+    /// partition would: its quorum and election links stop carrying bytes
+    /// (they are blackholed, not reset, so nobody notices before the
+    /// `syncLimit`), while its clients still reach it.
+    ///
+    /// # Panics
+    /// If the ensemble was not started [`isolatable`](ZkOptions::isolatable).
+    pub fn isolate(&self, index: usize) {
+        for link in self.links_of(index) {
+            link.peer.blackhole();
+            link.election.blackhole();
+        }
+    }
+
+    /// Ends [`ZkEnsemble::isolate`]: server `index` reaches the others again.
+    ///
+    /// # Panics
+    /// If the ensemble was not started [`isolatable`](ZkOptions::isolatable).
+    pub fn rejoin(&self, index: usize) {
+        for link in self.links_of(index) {
+            link.peer.restore();
+            link.election.restore();
+        }
+    }
+
+    fn links_of(&self, index: usize) -> impl Iterator<Item = &PeerLink> {
+        assert!(
+            !self.links.is_empty(),
+            "start the ensemble with ZkOptions::isolatable() to isolate a server"
+        );
+        self.links
+            .iter()
+            .filter(move |link| link.from == index || link.to == index)
     }
 
     /// All servers, in start order.
@@ -200,6 +294,61 @@ impl ZkEnsemble {
     }
 }
 
+/// A proxy for every server's quorum and election port, per server that
+/// connects to it.
+async fn peer_links(ports: &[MemberPorts]) -> Result<Vec<PeerLink>, LaunchError> {
+    let proxy = async |port: u16| {
+        FaultProxy::start(([127, 0, 0, 1], port).into())
+            .await
+            .map_err(|source| LaunchError::Io {
+                what: format!("a fault proxy for ZooKeeper peer port {port}"),
+                source,
+            })
+    };
+    let mut links = Vec::new();
+    for from in 0..ports.len() {
+        for (to, target) in ports.iter().enumerate().filter(|(to, _)| *to != from) {
+            links.push(PeerLink {
+                from,
+                to,
+                peer: proxy(target.peer).await?,
+                election: proxy(target.election).await?,
+            });
+        }
+    }
+    Ok(links)
+}
+
+/// The `server.N=` lines of server `index`: its own ports as they are, the
+/// others' through its proxies (if any). Empty for a standalone server.
+fn server_lines(index: usize, ports: &[MemberPorts], links: &[PeerLink]) -> String {
+    if ports.len() < 2 {
+        return String::new();
+    }
+    ports
+        .iter()
+        .enumerate()
+        .map(|(to, own)| {
+            let link = links.iter().find(|l| l.from == index && l.to == to);
+            let (peer, election) = match link {
+                Some(link) => (link.peer.addr().port(), link.election.addr().port()),
+                None => (own.peer, own.election),
+            };
+            format!("server.{}=127.0.0.1:{peer}:{election}\n", to + 1)
+        })
+        .collect()
+}
+
+/// What one member's `zoo.cfg` says.
+struct MemberConfig<'a> {
+    id: usize,
+    ports: MemberPorts,
+    /// The `server.N=` lines; empty for a standalone server.
+    servers: &'a str,
+    session_timeouts: (Duration, Duration),
+    sync_limit: u32,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct MemberPorts {
     client: u16,
@@ -218,13 +367,10 @@ pub struct ZkMember {
 }
 
 impl ZkMember {
-    fn new(
-        id: usize,
-        ports: MemberPorts,
-        java: &Path,
-        classpath: &str,
-        servers: &str,
-    ) -> Result<Self, LaunchError> {
+    fn new(member: &MemberConfig<'_>, java: &Path, classpath: &str) -> Result<Self, LaunchError> {
+        let MemberConfig {
+            id, ports, servers, ..
+        } = *member;
         let label = format!("ZooKeeper server {id} (127.0.0.1:{})", ports.client);
         let io_error = |source| LaunchError::Io {
             what: label.clone(),
@@ -240,7 +386,7 @@ impl ZkMember {
             fs::write(data_dir.join("myid"), format!("{id}\n")).map_err(io_error)?;
         }
         let config = dir.path().join("zoo.cfg");
-        fs::write(&config, zoo_cfg(&data_dir, ports.client, servers)).map_err(io_error)?;
+        fs::write(&config, zoo_cfg(&data_dir, member)).map_err(io_error)?;
         let log4j = dir.path().join("log4j.properties");
         fs::write(&log4j, LOG4J_PROPERTIES).map_err(io_error)?;
 
@@ -367,14 +513,19 @@ fn parse_mode(srvr: &str) -> Option<&str> {
         .map(str::trim)
 }
 
-fn zoo_cfg(data_dir: &Path, client_port: u16, servers: &str) -> String {
+fn zoo_cfg(data_dir: &Path, member: &MemberConfig<'_>) -> String {
+    let (min_session, max_session) = member.session_timeouts;
+    let (min_session, max_session) = (min_session.as_millis(), max_session.as_millis());
+    let client_port = member.ports.client;
+    let servers = member.servers;
+    let sync_limit = member.sync_limit;
     format!(
         "\
 tickTime=100
 initLimit=50
-syncLimit=10
-minSessionTimeout=200
-maxSessionTimeout=60000
+syncLimit={sync_limit}
+minSessionTimeout={min_session}
+maxSessionTimeout={max_session}
 dataDir={}
 clientPort={client_port}
 clientPortAddress=127.0.0.1

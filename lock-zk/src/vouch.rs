@@ -1,0 +1,144 @@
+//! Evidence that the ZooKeeper leader, not just the server we talk to, still
+//! keeps our session alive: periodic `sync` round trips.
+//!
+//! Only the leader expires sessions. A follower cut off from the leader
+//! keeps answering our pings and reads until its own link times out
+//! (`syncLimit × tickTime`, possibly longer than the session timeout) while
+//! the leader expires our session and lets the next holder in, so a live
+//! connection proves nothing. A `sync` is answered only after the follower
+//! heard back from the leader, so its answer proves that the follower's
+//! link to the leader was up after the `sync` was sent.
+//!
+//! Followers pass our activity on to the leader in their answers to the
+//! leader's pings, sent every `tickTime / 2`. That is at most a quarter of
+//! the session timeout (ZooKeeper grants at least `2 × tickTime`), so the
+//! answer to a `sync` sent at `s` proves that everything our server heard
+//! from us a quarter of the session timeout before `s` reached the leader.
+//! A `sync` answered by then, and sent at `e`, reached our server after
+//! `e`: the leader has seen our session active after `e`, and cannot expire
+//! it before `e` plus the session timeout. That `e` is the evidence.
+
+use std::collections::VecDeque;
+use std::sync::Weak;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout};
+use zookeeper_client as zk;
+
+use crate::error_map::session_over;
+use crate::session::Session;
+
+/// How often the session syncs: a sixteenth of the session timeout. The
+/// evidence is then never older than 3/8 of it (the report delay and two
+/// periods) plus four round trips.
+pub(crate) fn period(session: Duration) -> Duration {
+    (session / 16).max(Duration::from_millis(1))
+}
+
+/// How long a follower may take to pass our activity on to the leader: a
+/// quarter of the session timeout (half a `tickTime` at most).
+pub(crate) fn report_delay(session: Duration) -> Duration {
+    session / 4
+}
+
+/// The leader-ordered round trips of one session, and what they prove.
+#[derive(Debug)]
+pub(crate) struct Evidence {
+    /// Answered syncs, `(sent, answered)`, oldest first, not yet usable.
+    answered: VecDeque<(Instant, Instant)>,
+    /// The leader has seen our session active after this instant.
+    seen: Instant,
+}
+
+impl Evidence {
+    /// Evidence for a session whose creation was requested at `connecting`:
+    /// the leader created it after that, with a full session timeout ahead.
+    pub(crate) fn new(connecting: Instant) -> Self {
+        Evidence {
+            answered: VecDeque::new(),
+            seen: connecting,
+        }
+    }
+
+    /// The leader has seen our session active after this instant.
+    pub(crate) fn seen(&self) -> Instant {
+        self.seen
+    }
+
+    /// Records a sync sent at `sent` and answered at `answered`; returns the
+    /// evidence it leads to.
+    pub(crate) fn synced(&mut self, sent: Instant, answered: Instant, delay: Duration) -> Instant {
+        if let Some(cutoff) = sent.checked_sub(delay) {
+            while let Some(&(earlier_sent, earlier_answered)) = self.answered.front() {
+                if earlier_answered > cutoff {
+                    break;
+                }
+                self.seen = self.seen.max(earlier_sent);
+                self.answered.pop_front();
+            }
+        }
+        self.answered.push_back((sent, answered));
+        self.seen
+    }
+}
+
+/// Starts the sync loop of a session. It holds the session weakly, and the
+/// client only while a sync is in flight.
+pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let Some(strong) = session.upgrade() else {
+                return;
+            };
+            let (client, timing) = (strong.client.clone(), strong.timing);
+            drop(strong);
+            tokio::time::sleep(period(timing.session)).await;
+            let sent = Instant::now();
+            let result = timeout(timing.request, client.sync(&path)).await;
+            let answered = Instant::now();
+            drop(client);
+            match result {
+                Ok(Ok(()) | Err(zk::Error::NoNode)) => {
+                    let Some(strong) = session.upgrade() else {
+                        return;
+                    };
+                    strong.synced(sent, answered);
+                }
+                Ok(Err(e)) if session_over(&e) => return,
+                Ok(Err(e)) => tracing::debug!(error = %e, "zk sync failed; no new evidence"),
+                Err(_) => tracing::debug!("zk sync unanswered; no new evidence"),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sync_vouches_for_what_was_sent_a_report_delay_before_it() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        let mut evidence = Evidence::new(start);
+        let delay = ms(250);
+        // Answered syncs every 100 ms, each answered after 10 ms.
+        for k in 1..=3u64 {
+            let sent = start + ms(100 * k);
+            assert_eq!(evidence.synced(sent, sent + ms(10), delay), start);
+        }
+        // The sync sent at 400 ms proves what the one sent at 100 ms (and
+        // answered at 110 ms, before 400 - 250 ms) carried.
+        let sent = start + ms(400);
+        assert_eq!(evidence.synced(sent, sent + ms(10), delay), start + ms(100));
+        let sent = start + ms(700);
+        assert_eq!(
+            evidence.synced(sent, sent + ms(10), delay),
+            start + ms(400),
+            "the latest usable sync wins"
+        );
+        // No answered sync: no new evidence, however long we wait.
+        assert_eq!(evidence.seen(), start + ms(400));
+    }
+}
