@@ -359,16 +359,22 @@ impl Entry {
             DeletionWatch::open(&self.inner.hub, &self.inner.rpc, op, pred, None).await?;
         let created_at = Instant::now();
         let created_rev = watch.created_rev();
-        if created_rev > seen_at && !self.exists(pred, pred_rev, created_rev).await? {
-            return Ok(Woken::Recheck);
+        // A deletion seen by a read counts as a deletion at the read's
+        // revision: the re-read of the queue that follows must not go back
+        // to an older revision, or a lagging member would show the
+        // predecessor again.
+        if created_rev > seen_at
+            && let Some(gone) = self.gone_at(pred, pred_rev, created_rev).await?
+        {
+            return Ok(Woken::Deleted(gone));
         }
         for offset in UNSYNCED_RECHECKS {
             tokio::select! {
                 woken = watch.deleted() => return Ok(woken),
                 () = sleep_until(created_at + offset) => {
-                    if !self.exists(pred, pred_rev, created_rev).await? {
+                    if let Some(gone) = self.gone_at(pred, pred_rev, created_rev).await? {
                         tracing::debug!(predecessor = pred, after = ?offset, "deletion not heard: watch was unsynced");
-                        return Ok(Woken::Recheck);
+                        return Ok(Woken::Deleted(gone));
                     }
                 }
             }
@@ -381,9 +387,9 @@ impl Entry {
             tokio::select! {
                 woken = watch.deleted() => return Ok(woken),
                 () = sleep(every) => {
-                    if !self.exists(pred, pred_rev, created_rev).await? {
+                    if let Some(gone) = self.gone_at(pred, pred_rev, created_rev).await? {
                         tracing::debug!(predecessor = pred, "deletion not heard: the watch is silent");
-                        return Ok(Woken::Recheck);
+                        return Ok(Woken::Deleted(gone));
                     }
                 }
             }
@@ -397,9 +403,10 @@ impl Entry {
         (ttl / 3).max(Duration::from_millis(100))
     }
 
-    /// Whether `key` with `create_rev` exists at a revision ≥ `min_rev`
+    /// The revision at which `key` with `create_rev` was seen gone, or
+    /// `None` if it still exists, read at a revision ≥ `min_rev`
     /// (member-local read first, linearizable if that member lags).
-    async fn exists(&self, key: &str, create_rev: i64, min_rev: i64) -> Result<bool> {
+    async fn gone_at(&self, key: &str, create_rev: i64, min_rev: i64) -> Result<Option<i64>> {
         let op = format!("check the predecessor of {}", self.what);
         let read = |options: GetOptions| {
             self.inner
@@ -413,10 +420,11 @@ impl Entry {
         if resp.header().map_or(0, |h| h.revision()) < min_rev {
             resp = read(GetOptions::new()).await?;
         }
-        Ok(resp
+        let exists = resp
             .kvs()
             .first()
-            .is_some_and(|kv| kv.create_revision() == create_rev))
+            .is_some_and(|kv| kv.create_revision() == create_rev);
+        Ok((!exists).then(|| resp.header().map_or(min_rev, |h| h.revision())))
     }
 
     /// Confirms our key still exists and finds our predecessor, reading at a
