@@ -18,6 +18,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 use crate::clock::ttl_ms;
 use crate::config::FileConfig;
 use crate::errors::{dir_error, io_error};
+use crate::flock::{Bound, CancelOnDrop};
 use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
 use crate::store::{self, Attempt};
@@ -27,6 +28,9 @@ use crate::wakeups;
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 /// Longest poll interval: bounds a cross-process hand-off.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
+/// How long past its own bound a file operation may take to report that it
+/// gave up, before the caller stops waiting for the report.
+const REPORT_GRACE: Duration = Duration::from_millis(100);
 
 /// Locks shared by every process that uses the same directory on this machine.
 ///
@@ -106,7 +110,9 @@ impl FileBackend {
             let path = paths.record.clone();
             let p = paths.clone();
             let ended = self
-                .blocking("expire", name, &path, move || store::expire(&p, fsync))
+                .blocking("expire", name, &path, move |bound| {
+                    store::expire(&p, fsync, bound)
+                })
                 .await?;
             if ended {
                 wakeups::notify(&paths.record);
@@ -128,16 +134,21 @@ impl FileBackend {
             .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
     }
 
-    /// Runs a blocking file operation off the runtime, bounded by the request timeout.
+    /// Runs a blocking file operation off the runtime, bounded by the
+    /// request timeout. `f` waits for the `flock` only within the bound it
+    /// is given, and stops waiting if this future is dropped.
     pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         op: &str,
         name: &LockName,
         path: &Path,
-        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+        f: impl FnOnce(&Bound) -> std::io::Result<T> + Send + 'static,
     ) -> Result<T> {
         let limit = self.config.request_timeout;
-        match timeout(limit, tokio::task::spawn_blocking(f)).await {
+        let bound = Bound::within(limit);
+        let _cancel = bound.cancel_on_drop();
+        let task = tokio::task::spawn_blocking(move || f(&bound));
+        match timeout(limit + REPORT_GRACE, task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(io_error(e, op, name, path)),
             Ok(Err(join)) => Err(Error::backend(format!(
@@ -170,8 +181,19 @@ impl FileBackend {
             let mut notified = pin!(wake.notified());
             notified.as_mut().enable();
             let sent = Instant::now();
-            let mut pending = PendingAttempt::start(self, &paths, &holder, ttl, value.clone());
-            match pending.outcome(self, name).await? {
+            // Wait for the OS lock no longer than the caller waits for the
+            // lock (but long enough for a normal transaction to finish);
+            // `try_lock` gets the request timeout.
+            let request = self.config.request_timeout;
+            let limit = match (options.wait, deadline) {
+                (Wait::No, _) | (_, None) => request,
+                (_, Some(d)) => d
+                    .saturating_duration_since(sent)
+                    .clamp(MAX_BACKOFF, request),
+            };
+            let mut pending =
+                PendingAttempt::start(self, &paths, &holder, ttl, value.clone(), limit);
+            match pending.outcome(name).await? {
                 Attempt::Granted { token } => {
                     if space == Space::Election {
                         wakeups::notify(&paths.record);
@@ -262,6 +284,9 @@ impl LockBackend for FileBackend {
 /// taken (cancellation or timeout), a granted lock is released in the background.
 struct PendingAttempt {
     handle: Option<JoinHandle<std::io::Result<Attempt>>>,
+    limit: Duration,
+    request_timeout: Duration,
+    cancel: Option<CancelOnDrop>,
     paths: LockPaths,
     holder: String,
     fsync: bool,
@@ -274,25 +299,31 @@ impl PendingAttempt {
         holder: &str,
         ttl: Duration,
         value: Option<Vec<u8>>,
+        limit: Duration,
     ) -> Self {
         let fsync = backend.config.fsync;
+        let bound = Bound::within(limit);
+        let cancel = bound.cancel_on_drop();
         let handle = tokio::task::spawn_blocking({
             let (paths, holder) = (paths.clone(), holder.to_owned());
-            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), value, fsync)
+            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), value, fsync, &bound)
         });
         PendingAttempt {
             handle: Some(handle),
+            limit,
+            request_timeout: backend.config.request_timeout,
+            cancel: Some(cancel),
             paths: paths.clone(),
             holder: holder.to_owned(),
             fsync,
         }
     }
 
-    async fn outcome(&mut self, backend: &FileBackend, name: &LockName) -> Result<Attempt> {
-        let limit = backend.config.request_timeout;
+    async fn outcome(&mut self, name: &LockName) -> Result<Attempt> {
+        let limit = self.limit;
         let path: PathBuf = self.paths.record.clone();
         let handle = self.handle.as_mut().expect("outcome is taken once");
-        let joined = timeout(limit, handle).await.map_err(|_| {
+        let joined = timeout(limit + REPORT_GRACE, handle).await.map_err(|_| {
             Error::timeout(format!(
                 "file backend: acquiring lock {name} at {} took longer than {limit:?}; \
                  is the filesystem hung?",
@@ -312,15 +343,21 @@ impl PendingAttempt {
 
 impl Drop for PendingAttempt {
     fn drop(&mut self) {
+        // Stop the attempt's wait for the OS lock; if it already took the
+        // lock, release it.
+        drop(self.cancel.take());
         let Some(handle) = self.handle.take() else {
             return;
         };
         let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
+        let limit = self.request_timeout;
         lock_core::background::spawn(async move {
             if let Ok(Ok(Attempt::Granted { token })) = handle.await {
                 let p = paths.clone();
+                let bound = Bound::within(limit);
                 let released =
-                    tokio::task::spawn_blocking(move || store::release(&p, &holder, fsync)).await;
+                    tokio::task::spawn_blocking(move || store::release(&p, &holder, fsync, &bound))
+                        .await;
                 tracing::debug!(
                     backend = "file",
                     token,

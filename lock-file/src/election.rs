@@ -25,7 +25,7 @@ impl FileBackend {
     async fn read_leader(&self, name: &LockName, paths: &LockPaths) -> Result<Option<LeaderInfo>> {
         let p = paths.clone();
         let record = self
-            .blocking("read the leader of", name, &paths.record, move || {
+            .blocking("read the leader of", name, &paths.record, move |_| {
                 store::read(&p)
             })
             .await?;

@@ -5,6 +5,7 @@ mod clock;
 mod config;
 mod election;
 mod errors;
+mod flock;
 mod held;
 mod paths;
 mod record;

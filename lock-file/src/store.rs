@@ -4,12 +4,14 @@
 //! exclusive `flock` on it, read the record, decide, replace the record if
 //! it changed, unlock. The `flock` is held only for that, never while a lock
 //! is held, so a holder that dies leaves no OS lock behind: only a record
-//! whose lease deadline runs out.
+//! whose lease deadline runs out. The `flock` is waited for only within the
+//! caller's [`Bound`], and a poll of a lock that is held takes no `flock`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
 
 use crate::clock::now_ms;
+use crate::flock::{self, Bound};
 use crate::paths::LockPaths;
 use crate::record::{self, Record};
 
@@ -64,10 +66,11 @@ fn open_lock_file(paths: &LockPaths) -> io::Result<File> {
 fn transact<T>(
     paths: &LockPaths,
     fsync: bool,
+    bound: &Bound,
     decide: impl FnOnce(&mut Record, u64) -> (T, bool),
 ) -> io::Result<T> {
     let file = open_lock_file(paths)?;
-    file.lock()?;
+    flock::lock(&file, &paths.lock, bound)?;
     let mut record = record::read(paths)?;
     let (out, changed) = decide(&mut record, now_ms());
     if changed {
@@ -77,18 +80,31 @@ fn transact<T>(
     Ok(out)
 }
 
+fn held(record: &Record, now: u64) -> Option<Attempt> {
+    record.live_holder(now).map(|_| Attempt::Held {
+        remaining_ms: record.deadline_ms.saturating_sub(now).max(1),
+    })
+}
+
 /// Takes the lock for `holder` if it is free or its lease ran out.
+///
+/// A lock that is held is seen from a plain read (records are replaced
+/// atomically), so a waiter's poll takes no `flock`: a waiter stopped
+/// mid-poll blocks no one.
 pub(crate) fn try_acquire(
     paths: &LockPaths,
     holder: &str,
     ttl_ms: u64,
     value: Option<Vec<u8>>,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Attempt> {
-    transact(paths, fsync, |record, now| {
-        if record.live_holder(now).is_some() {
-            let remaining_ms = record.deadline_ms.saturating_sub(now).max(1);
-            return (Attempt::Held { remaining_ms }, false);
+    if let Some(held) = held(&record::read(paths)?, now_ms()) {
+        return Ok(held);
+    }
+    transact(paths, fsync, bound, |record, now| {
+        if let Some(held) = held(record, now) {
+            return (held, false);
         }
         let token = record.token + 1;
         *record = Record {
@@ -108,8 +124,9 @@ pub(crate) fn renew(
     holder: &str,
     ttl_ms: u64,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
             record.deadline_ms = now.saturating_add(ttl_ms);
             (Ok(()), true)
@@ -124,8 +141,9 @@ pub(crate) fn release(
     paths: &LockPaths,
     holder: &str,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
             record.holder = None;
             record.deadline_ms = 0;
@@ -143,8 +161,9 @@ pub(crate) fn proclaim(
     holder: &str,
     value: Vec<u8>,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
             record.value = Some(value);
             (Ok(()), true)
@@ -156,11 +175,11 @@ pub(crate) fn proclaim(
 
 /// Ends whatever lease holds the lock now, as if its TTL had run out.
 /// Returns whether there was a running lease.
-pub(crate) fn expire(paths: &LockPaths, fsync: bool) -> io::Result<bool> {
+pub(crate) fn expire(paths: &LockPaths, fsync: bool, bound: &Bound) -> io::Result<bool> {
     if !paths.lock.exists() {
         return Ok(false);
     }
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.live_holder(now).is_some() {
             record.deadline_ms = 0;
             (true, true)
@@ -181,6 +200,10 @@ mod tests {
     use crate::paths::Space;
     use lock_core::LockName;
 
+    fn b() -> Bound {
+        Bound::within(std::time::Duration::from_secs(5))
+    }
+
     fn paths(dir: &tempfile::TempDir) -> LockPaths {
         LockPaths::new(dir.path(), Space::Lock, &LockName::new("a/b").unwrap())
     }
@@ -190,25 +213,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
         assert_eq!(
-            try_acquire(&p, "x", 60_000, None, false).unwrap(),
+            try_acquire(&p, "x", 60_000, None, false, &b()).unwrap(),
             Attempt::Granted { token: 1 }
         );
         assert!(matches!(
-            try_acquire(&p, "y", 60_000, None, false).unwrap(),
+            try_acquire(&p, "y", 60_000, None, false, &b()).unwrap(),
             Attempt::Held { .. }
         ));
-        assert_eq!(release(&p, "x", false).unwrap(), Ok(()));
+        assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
         assert_eq!(
-            try_acquire(&p, "y", 60_000, None, false).unwrap(),
+            try_acquire(&p, "y", 60_000, None, false, &b()).unwrap(),
             Attempt::Granted { token: 2 }
         );
-        assert!(expire(&p, false).unwrap());
-        assert_eq!(renew(&p, "y", 60_000, false).unwrap(), Err(Gone::Expired));
+        assert!(expire(&p, false, &b()).unwrap());
         assert_eq!(
-            try_acquire(&p, "z", 60_000, None, false).unwrap(),
+            renew(&p, "y", 60_000, false, &b()).unwrap(),
+            Err(Gone::Expired)
+        );
+        assert_eq!(
+            try_acquire(&p, "z", 60_000, None, false, &b()).unwrap(),
             Attempt::Granted { token: 3 }
         );
-        assert_eq!(release(&p, "y", false).unwrap(), Err(Gone::TakenOver));
+        assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::TakenOver));
         assert_eq!(read(&p).unwrap().holder.as_deref(), Some("z"));
     }
 
@@ -216,9 +242,9 @@ mod tests {
     fn corrupt_record_is_an_error_not_a_reset() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
-        try_acquire(&p, "x", 60_000, None, false).unwrap();
+        try_acquire(&p, "x", 60_000, None, false, &b()).unwrap();
         fs::write(&p.record, b"{not json").unwrap();
-        let err = try_acquire(&p, "y", 60_000, None, false).unwrap_err();
+        let err = try_acquire(&p, "y", 60_000, None, false, &b()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_file::{FileBackend, FileConfig};
 
@@ -81,4 +83,191 @@ async fn cancelled_attempts_never_leave_the_lock_taken() {
         .expect("a cancelled attempt left the lock taken")
         .expect("lock");
     guard.release().await.unwrap();
+}
+
+/// Helper processes: this test binary run again with [`HELPER_ENV`] set to
+/// a task, so a test can put another OS process on the same lock files.
+mod helper {
+    use std::path::Path;
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+    use tokio::process::{Child, ChildStdout, Command};
+
+    pub(crate) const HELPER_ENV: &str = "LOCK_FILE_TEST_HELPER";
+
+    /// A running helper process; killed when dropped.
+    pub(crate) struct Helper {
+        child: Child,
+        lines: Lines<BufReader<ChildStdout>>,
+    }
+
+    impl Helper {
+        /// Starts `task` (`"flock <path>"`, ...) in a new process.
+        pub(crate) fn start(task: &str) -> Helper {
+            let exe = std::env::current_exe().expect("path of this test binary");
+            let mut child = Command::new(exe)
+                .args([
+                    "--exact",
+                    "helper_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(HELPER_ENV, task)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start a helper process (this test binary)");
+            let stdout = child.stdout.take().expect("piped stdout");
+            Helper {
+                child,
+                lines: BufReader::new(stdout).lines(),
+            }
+        }
+
+        /// Starts a helper that holds the OS lock on `path` until stopped.
+        pub(crate) async fn flock(path: &Path) -> Helper {
+            let mut helper = Helper::start(&format!("flock {}", path.display()));
+            helper.expect_line("held", Duration::from_secs(10)).await;
+            helper
+        }
+
+        /// Waits for the helper to print `line` (other output is skipped).
+        pub(crate) async fn expect_line(&mut self, line: &str, within: Duration) {
+            let found = tokio::time::timeout(within, async {
+                while let Some(got) = self.lines.next_line().await.expect("helper stdout") {
+                    if got.trim() == line {
+                        return true;
+                    }
+                }
+                false
+            })
+            .await;
+            assert_eq!(found, Ok(true), "helper never printed {line:?}");
+        }
+
+        /// Kills the helper and waits until it is gone.
+        pub(crate) async fn stop(mut self) {
+            self.child.kill().await.expect("kill the helper");
+        }
+    }
+
+    /// What a helper process does, by task.
+    pub(crate) fn run(task: &str) {
+        let (verb, arg) = task.split_once(' ').unwrap_or((task, ""));
+        match verb {
+            "flock" => {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(arg)
+                    .expect("open the lock file");
+                file.lock().expect("flock");
+                // libtest has already printed "test helper_process ... " on this line.
+                println!("\nheld");
+                // Hold the OS lock until killed (or stdin closes).
+                let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
+            }
+            other => panic!("unknown helper task {other:?}"),
+        }
+    }
+}
+
+/// Not a test of its own: the body of the helper processes the tests below
+/// start. Without [`helper::HELPER_ENV`] it does nothing.
+#[test]
+fn helper_process() {
+    if let Ok(task) = std::env::var(helper::HELPER_ENV) {
+        helper::run(&task);
+    }
+}
+
+fn quick_config(dir: &std::path::Path, ttl: Duration, request: Duration) -> FileConfig {
+    FileConfig::new(dir)
+        .with_default_ttl(ttl)
+        .expect("non-zero TTL")
+        .with_request_timeout(request)
+}
+
+/// A process stopped (or hung) while it holds the OS lock of a record, as a
+/// process stopped inside a transaction would: every operation on that lock
+/// gives up within its own bound with an error that says why, no attempt
+/// stays stuck in the OS lock, and everything recovers once it is gone.
+#[test]
+fn a_process_stuck_inside_a_transaction_delays_no_one_past_their_bounds() {
+    // One blocking thread: an attempt left stuck in `flock` would starve
+    // every later file operation of this process.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        const TTL: Duration = Duration::from_millis(300);
+        const REQUEST: Duration = Duration::from_millis(800);
+        const SLACK: Duration = Duration::from_millis(200);
+        let dir = tempfile::tempdir().unwrap();
+        let config = quick_config(dir.path(), TTL, REQUEST);
+        let a = FileBackend::connect(config.clone()).await.unwrap();
+        let b = FileBackend::connect(config).await.unwrap();
+        let holder = a.lock("stuck").await.unwrap();
+        let helper = helper::Helper::flock(&dir.path().join("locks/stuck.lock")).await;
+        let stuck_since = Instant::now();
+
+        // The holder cannot renew, and learns it lost the lock within its TTL.
+        tokio::time::timeout(TTL + SLACK, holder.lost())
+            .await
+            .expect("the holder never learned that it cannot renew");
+        assert!(!holder.is_held());
+
+        // A waiter gives up at its own deadline, saying why.
+        let t = Instant::now();
+        let err = b
+            .lock_timeout("stuck", Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_millis(200) + SLACK,
+            "a 200 ms wait took {:?}: {err}",
+            t.elapsed()
+        );
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(err.to_string().contains("another process"), "{err}");
+
+        // try_lock gives up within the request timeout, naming the file.
+        let t = Instant::now();
+        let err = b.try_lock("stuck").await.unwrap_err();
+        assert!(
+            t.elapsed() < REQUEST + SLACK,
+            "try_lock took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(err.to_string().contains("stuck.lock"), "{err}");
+
+        // A cancelled attempt leaves no thread behind in the OS lock: the only
+        // blocking thread is free at once for another lock.
+        let _ = tokio::time::timeout(Duration::from_millis(50), b.lock("stuck")).await;
+        let other = tokio::time::timeout(Duration::from_millis(300), b.lock("other"))
+            .await
+            .expect("a file operation on another lock was stuck behind the OS lock")
+            .unwrap();
+        other.release().await.unwrap();
+
+        // Hold the OS lock for at least 3×TTL in all, then let it go.
+        tokio::time::sleep_until(stuck_since + 3 * TTL).await;
+        helper.stop().await;
+        let next = tokio::time::timeout(Duration::from_secs(2), b.lock("stuck"))
+            .await
+            .expect("the lock did not recover after the stuck process left")
+            .unwrap();
+        assert!(next.token() > holder.token());
+        next.release().await.unwrap();
+        let _ = holder.release().await;
+    });
 }
