@@ -10,7 +10,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 
-use crate::clock::now_ms;
+use crate::clock::{self, Now};
 use crate::flock::{self, Bound};
 use crate::paths::LockPaths;
 use crate::record::{self, Record};
@@ -67,12 +67,12 @@ fn transact<T>(
     paths: &LockPaths,
     fsync: bool,
     bound: &Bound,
-    decide: impl FnOnce(&mut Record, u64) -> (T, bool),
+    decide: impl FnOnce(&mut Record, &Now) -> (T, bool),
 ) -> io::Result<T> {
     let file = open_lock_file(paths)?;
     flock::lock(&file, &paths.lock, bound)?;
     let mut record = record::read(paths)?;
-    let (out, changed) = decide(&mut record, now_ms());
+    let (out, changed) = decide(&mut record, &clock::now());
     if changed {
         record::write(paths, &record, fsync)?;
     }
@@ -80,9 +80,9 @@ fn transact<T>(
     Ok(out)
 }
 
-fn held(record: &Record, now: u64) -> Option<Attempt> {
+fn held(record: &Record, now: &Now) -> Option<Attempt> {
     record.live_holder(now).map(|_| Attempt::Held {
-        remaining_ms: record.deadline_ms.saturating_sub(now).max(1),
+        remaining_ms: record.remaining_ms(now).max(1),
     })
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn try_acquire(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Attempt> {
-    if let Some(held) = held(&record::read(paths)?, now_ms()) {
+    if let Some(held) = held(&record::read(paths)?, &clock::now()) {
         return Ok(held);
     }
     transact(paths, fsync, bound, |record, now| {
@@ -109,10 +109,11 @@ pub(crate) fn try_acquire(
         let token = record.token + 1;
         *record = Record {
             holder: Some(holder.to_owned()),
-            deadline_ms: now.saturating_add(ttl_ms),
             token,
             value,
+            ..Record::default()
         };
+        record.set_deadline(now, ttl_ms);
         (Attempt::Granted { token }, true)
     })
 }
@@ -128,7 +129,7 @@ pub(crate) fn renew(
 ) -> io::Result<Result<(), Gone>> {
     transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
-            record.deadline_ms = now.saturating_add(ttl_ms);
+            record.set_deadline(now, ttl_ms);
             (Ok(()), true)
         } else {
             (Err(gone(record, holder)), false)
@@ -146,7 +147,7 @@ pub(crate) fn release(
     transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
             record.holder = None;
-            record.deadline_ms = 0;
+            record.end_lease();
             record.value = None;
             (Ok(()), true)
         } else {
@@ -181,7 +182,7 @@ pub(crate) fn expire(paths: &LockPaths, fsync: bool, bound: &Bound) -> io::Resul
     }
     transact(paths, fsync, bound, |record, now| {
         if record.live_holder(now).is_some() {
-            record.deadline_ms = 0;
+            record.end_lease();
             (true, true)
         } else {
             (false, false)

@@ -271,3 +271,39 @@ fn a_process_stuck_inside_a_transaction_delays_no_one_past_their_bounds() {
         let _ = holder.release().await;
     });
 }
+
+/// The wall clock stepped back a day after the last renewal, so the deadline
+/// on disk now lies a day ahead: the lock still frees within its TTL.
+#[tokio::test]
+async fn a_wall_clock_step_backward_does_not_lengthen_a_lease() {
+    const TTL: Duration = Duration::from_millis(300);
+    const SLACK: Duration = Duration::from_millis(300);
+    let dir = tempfile::tempdir().unwrap();
+    let config = quick_config(dir.path(), TTL, Duration::from_secs(2));
+    let a = FileBackend::connect(config.clone()).await.unwrap();
+    let b = FileBackend::connect(config).await.unwrap();
+    let guard = a.lock("stepped").await.unwrap();
+    let token = guard.token();
+    // Stop renewing, as a holder that crashed right after a renewal.
+    let last_renewal = Instant::now();
+    guard.abandon();
+    {
+        let os_lock = std::fs::File::open(dir.path().join("locks/stepped.lock")).unwrap();
+        os_lock.lock().unwrap();
+        let path = dir.path().join("locks/stepped.rec");
+        let mut record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let deadline = record["deadline_ms"]
+            .as_u64()
+            .expect("a wall-clock deadline");
+        record["deadline_ms"] = (deadline + 86_400_000).into();
+        std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    }
+    let next = tokio::time::timeout(TTL + SLACK, b.lock("stepped"))
+        .await
+        .expect("the lease outlived its TTL by the clock step")
+        .unwrap();
+    assert!(last_renewal.elapsed() <= TTL + SLACK);
+    assert!(next.token() > token);
+    next.release().await.unwrap();
+}
