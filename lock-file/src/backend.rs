@@ -15,6 +15,7 @@ use lock_core::{
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
+use crate::case::{self, Case};
 use crate::clock::ttl_ms;
 use crate::config::FileConfig;
 use crate::errors::{dir_error, io_error};
@@ -39,30 +40,40 @@ const REPORT_GRACE: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone)]
 pub struct FileBackend {
     config: Arc<FileConfig>,
+    /// Whether the directory folds case, found at connect.
+    case: Case,
 }
 
 impl FileBackend {
-    /// Checks `config` and creates its directory.
+    /// Checks `config`, creates its directory, and finds out whether the
+    /// filesystem there folds case (then upper-case letters of lock names
+    /// are escaped in file names, so `Job` and `job` stay separate locks).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: at worst the directory was created.
     pub async fn connect(config: FileConfig) -> Result<Self> {
         config.validate()?;
-        let backend = FileBackend {
-            config: Arc::new(config),
-        };
-        let dir = backend.config.dir.clone();
+        let dir = config.dir.clone();
         let create = tokio::task::spawn_blocking({
             let dir = dir.clone();
             move || {
-                std::fs::create_dir_all(dir.join("locks"))?;
-                std::fs::create_dir_all(dir.join("elections"))
+                let mut folds = false;
+                for space in [Space::Lock, Space::Election] {
+                    let space_dir = dir.join(space.dir());
+                    std::fs::create_dir_all(&space_dir)?;
+                    folds |= case::probe(&space_dir)? == Case::Insensitive;
+                }
+                Ok::<_, std::io::Error>(if folds {
+                    Case::Insensitive
+                } else {
+                    Case::Sensitive
+                })
             }
         });
-        let limit = backend.config.request_timeout;
-        match timeout(limit, create).await {
-            Ok(Ok(Ok(()))) => {}
+        let limit = config.request_timeout;
+        let case = match timeout(limit, create).await {
+            Ok(Ok(Ok(case))) => case,
             Ok(Ok(Err(e))) => return Err(dir_error(e, &dir)),
             Ok(Err(join)) => {
                 return Err(Error::backend(format!(
@@ -76,9 +87,20 @@ impl FileBackend {
                     dir.display()
                 )));
             }
+        };
+        if case == Case::Insensitive {
+            tracing::info!(
+                backend = "file",
+                dir = %dir.display(),
+                "the lock directory folds case; upper-case letters in lock names are escaped \
+                 in file names"
+            );
         }
         tracing::debug!(backend = "file", dir = %dir.display(), "file backend ready");
-        Ok(backend)
+        Ok(FileBackend {
+            config: Arc::new(config),
+            case,
+        })
     }
 
     /// The configuration in force.
@@ -123,7 +145,7 @@ impl FileBackend {
     }
 
     pub(crate) fn paths(&self, space: Space, name: &LockName) -> LockPaths {
-        LockPaths::new(&self.config.dir, space, name)
+        LockPaths::new(&self.config.dir, space, name, self.case)
     }
 
     pub(crate) fn caps() -> Capabilities {

@@ -1,6 +1,7 @@
 #![doc = include_str!("../docs.md")]
 
 mod backend;
+mod case;
 mod clock;
 mod config;
 mod election;

@@ -8,6 +8,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -80,22 +81,37 @@ impl Record {
     }
 }
 
-/// Reads the record; a missing file is a fresh record. A record that does
-/// not parse is an error, never silently reset: that would restart the
-/// fencing counter.
+/// Reads the record; a missing file is a fresh record, whose fencing
+/// counter continues from the name's legacy record if there is one. A
+/// record that does not parse is an error, never silently reset: that would
+/// restart the fencing counter.
 pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
-    match fs::read(&paths.record) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+    if let Some(record) = read_file(&paths.record)? {
+        return Ok(record);
+    }
+    let token = match &paths.legacy_record {
+        Some(legacy) => read_file(legacy)?.map_or(0, |r| r.token),
+        None => 0,
+    };
+    Ok(Record {
+        token,
+        ..Record::default()
+    })
+}
+
+fn read_file(path: &Path) -> io::Result<Option<Record>> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
                     "lock record {} is corrupt ({e}); deleting it frees the lock but restarts \
                      its fencing tokens",
-                    paths.record.display()
+                    path.display()
                 ),
             )
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Record::default()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -198,6 +198,7 @@ pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::Case;
     use crate::paths::Space;
     use lock_core::LockName;
 
@@ -206,7 +207,35 @@ mod tests {
     }
 
     fn paths(dir: &tempfile::TempDir) -> LockPaths {
-        LockPaths::new(dir.path(), Space::Lock, &LockName::new("a/b").unwrap())
+        LockPaths::new(
+            dir.path(),
+            Space::Lock,
+            &LockName::new("a/b").unwrap(),
+            Case::Sensitive,
+        )
+    }
+
+    #[test]
+    fn escaping_upper_case_keeps_the_fencing_counter_going() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = LockName::new("Job").unwrap();
+        let before = LockPaths::new(dir.path(), Space::Lock, &name, Case::Sensitive);
+        let mut last = 0;
+        for holder in ["x", "y"] {
+            let Attempt::Granted { token } =
+                try_acquire(&before, holder, 60_000, None, false, &b()).unwrap()
+            else {
+                panic!("free lock not granted");
+            };
+            release(&before, holder, false, &b()).unwrap().unwrap();
+            last = token;
+        }
+        let after = LockPaths::new(dir.path(), Space::Lock, &name, Case::Insensitive);
+        assert_ne!(after.record, before.record);
+        assert_eq!(
+            try_acquire(&after, "z", 60_000, None, false, &b()).unwrap(),
+            Attempt::Granted { token: last + 1 }
+        );
     }
 
     #[test]

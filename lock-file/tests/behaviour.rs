@@ -307,3 +307,18 @@ async fn a_wall_clock_step_backward_does_not_lengthen_a_lease() {
     assert!(next.token() > token);
     next.release().await.unwrap();
 }
+
+/// Names that differ only in case are separate locks.
+#[tokio::test]
+async fn names_differing_only_in_case_are_independent_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (backend(dir.path()).await, backend(dir.path()).await);
+    let upper = a.try_lock("Job").await.unwrap();
+    let lower = b
+        .try_lock("job")
+        .await
+        .expect("job must not be blocked by Job");
+    assert!(upper.is_held() && lower.is_held());
+    upper.release().await.unwrap();
+    lower.release().await.unwrap();
+}
