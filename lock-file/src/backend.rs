@@ -22,6 +22,7 @@ use crate::errors::{dir_error, io_error};
 use crate::flock::{Bound, CancelOnDrop};
 use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
+use crate::queue::ENTRY_RENEW;
 use crate::store::{self, Attempt};
 use crate::wakeups;
 
@@ -29,6 +30,9 @@ use crate::wakeups;
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 /// Longest poll interval: bounds a cross-process hand-off.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
+/// Longest poll interval of the waiter whose turn is next: the hand-off to
+/// it from another process takes no longer. Its polls are plain reads.
+const NEXT_MAX_BACKOFF: Duration = Duration::from_millis(2);
 /// How long past its own bound a file operation may take to report that it
 /// gave up, before the caller stops waiting for the report.
 const REPORT_GRACE: Duration = Duration::from_millis(100);
@@ -166,7 +170,19 @@ impl FileBackend {
         path: &Path,
         f: impl FnOnce(&Bound) -> std::io::Result<T> + Send + 'static,
     ) -> Result<T> {
-        let limit = self.config.request_timeout;
+        self.blocking_within(self.config.request_timeout, op, name, path, f)
+            .await
+    }
+
+    /// As [`FileBackend::blocking`], bounded by `limit`.
+    async fn blocking_within<T: Send + 'static>(
+        &self,
+        limit: Duration,
+        op: &str,
+        name: &LockName,
+        path: &Path,
+        f: impl FnOnce(&Bound) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T> {
         let bound = Bound::within(limit);
         let _cancel = bound.cancel_on_drop();
         let task = tokio::task::spawn_blocking(move || f(&bound));
@@ -195,6 +211,33 @@ impl FileBackend {
         let ttl = options.effective_ttl(self.config.default_ttl)?;
         let paths = self.paths(space, name);
         let holder = uuid::Uuid::new_v4().simple().to_string();
+        let mut place = Place::new(self, &paths, &holder);
+        let acquired = self
+            .poll_until_granted(
+                space, name, options, value, &paths, &holder, ttl, &mut place,
+            )
+            .await;
+        match &acquired {
+            Ok(_) => place.granted(),
+            Err(_) => place.leave(self, name).await,
+        }
+        acquired
+    }
+
+    /// Attempts to take the lock until granted, keeping `place` in the
+    /// waiters' queue while it waits.
+    #[allow(clippy::too_many_arguments)]
+    async fn poll_until_granted(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<Vec<u8>>,
+        paths: &LockPaths,
+        holder: &str,
+        ttl: Duration,
+        place: &mut Place,
+    ) -> Result<LockGuard> {
         let start = Instant::now();
         let deadline = options.wait.deadline_from(start);
         let wake = wakeups::subscribe(&paths.record);
@@ -213,41 +256,54 @@ impl FileBackend {
                     .saturating_duration_since(sent)
                     .clamp(MAX_BACKOFF, request),
             };
-            let mut pending =
-                PendingAttempt::start(self, &paths, &holder, ttl, value.clone(), limit);
-            match pending.outcome(name).await? {
+            let mut pending = PendingAttempt::start(self, paths, holder, ttl, value.clone(), limit);
+            let (remaining, max_backoff) = match pending.outcome(name).await? {
                 Attempt::Granted { token } => {
                     if space == Space::Election {
                         wakeups::notify(&paths.record);
                     }
+                    let (paths, holder) = (paths.clone(), holder.to_owned());
                     return self.guard(space, name, paths, holder, token, ttl, sent);
                 }
-                Attempt::Held { remaining_ms } => {
-                    let now = Instant::now();
-                    if options.wait == Wait::No {
-                        return Err(Error::would_block(format!(
-                            "lock {name} is held by another holder (file backend, {}); its lease \
-                             runs for up to {remaining_ms} ms more unless renewed",
-                            self.config.dir.display()
-                        )));
-                    }
-                    if deadline.is_some_and(|d| now >= d) {
-                        return Err(Error::timeout(format!(
-                            "lock {name} still held by another holder after waiting {:?} \
-                             (file backend, {})",
-                            now - start,
-                            self.config.dir.display()
-                        )));
-                    }
-                    let mut wake_at = now + backoff.min(Duration::from_millis(remaining_ms));
-                    if let Some(d) = deadline {
-                        wake_at = wake_at.min(d);
-                    }
-                    tokio::select! {
-                        _ = notified => backoff = MIN_BACKOFF,
-                        _ = sleep_until(wake_at) => backoff = (backoff * 2).min(MAX_BACKOFF),
-                    }
-                }
+                Attempt::Held { remaining_ms, next } => (
+                    Some(remaining_ms),
+                    if next { NEXT_MAX_BACKOFF } else { MAX_BACKOFF },
+                ),
+                Attempt::Queued => (None, MAX_BACKOFF),
+            };
+            let now = Instant::now();
+            let dir = self.config.dir.display();
+            if options.wait == Wait::No {
+                return Err(Error::would_block(match remaining {
+                    Some(ms) => format!(
+                        "lock {name} is held by another holder (file backend, {dir}); its lease \
+                         runs for up to {ms} ms more unless renewed"
+                    ),
+                    None => format!(
+                        "lock {name} is free but it is the turn of a waiter that came first \
+                         (file backend, {dir}); wait for it instead of trying once"
+                    ),
+                }));
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::timeout(format!(
+                    "lock {name} still held by another holder (or promised to an earlier \
+                     waiter) after waiting {:?} (file backend, {dir})",
+                    now - start
+                )));
+            }
+            if place.is_due() {
+                place.keep(self, name, limit).await?;
+            }
+            backoff = backoff.min(max_backoff);
+            let mut wake_at =
+                now + backoff.min(Duration::from_millis(remaining.unwrap_or(u64::MAX)));
+            if let Some(d) = deadline {
+                wake_at = wake_at.min(d);
+            }
+            tokio::select! {
+                _ = notified => backoff = MIN_BACKOFF,
+                _ = sleep_until(wake_at) => backoff = (backoff * 2).min(max_backoff),
             }
         }
     }
@@ -299,6 +355,88 @@ impl LockBackend for FileBackend {
     /// backstop if the process exits first).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.acquire_in(Space::Lock, name, options, None).await
+    }
+}
+
+/// A waiter's place in the lock's queue ([`crate::queue`]). Taken at its
+/// first wait and renewed while it waits; a waiter that gives up leaves the
+/// queue, and one dropped while waiting leaves it in the background.
+struct Place {
+    paths: LockPaths,
+    holder: String,
+    request_timeout: Duration,
+    /// When the place was last taken or renewed; `None` while it has none.
+    renewed: Option<Instant>,
+}
+
+impl Place {
+    fn new(backend: &FileBackend, paths: &LockPaths, holder: &str) -> Self {
+        Place {
+            paths: paths.clone(),
+            holder: holder.to_owned(),
+            request_timeout: backend.config.request_timeout,
+            renewed: None,
+        }
+    }
+
+    fn is_due(&self) -> bool {
+        self.renewed.is_none_or(|at| at.elapsed() >= ENTRY_RENEW)
+    }
+
+    /// Takes or renews the place, waiting for the OS lock up to `limit`.
+    async fn keep(
+        &mut self,
+        backend: &FileBackend,
+        name: &LockName,
+        limit: Duration,
+    ) -> Result<()> {
+        let (paths, holder) = (self.paths.clone(), self.holder.clone());
+        let at = Instant::now();
+        backend
+            .blocking_within(limit, "queue for", name, &self.paths.queue, move |bound| {
+                store::enroll(&paths, &holder, bound)
+            })
+            .await?;
+        self.renewed = Some(at);
+        Ok(())
+    }
+
+    /// The lock was granted, which took us out of the queue.
+    fn granted(&mut self) {
+        self.renewed = None;
+    }
+
+    /// Gives up the place now (best effort: it lapses anyway).
+    async fn leave(&mut self, backend: &FileBackend, name: &LockName) {
+        if self.renewed.take().is_none() {
+            return;
+        }
+        let (paths, holder) = (self.paths.clone(), self.holder.clone());
+        let left = backend
+            .blocking(
+                "leave the queue of",
+                name,
+                &self.paths.queue,
+                move |bound| store::leave(&paths, &holder, bound),
+            )
+            .await;
+        if let Err(e) = left {
+            tracing::debug!(backend = "file", lock = %name, error = %e, "could not leave the queue");
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if self.renewed.take().is_none() {
+            return;
+        }
+        let (paths, holder) = (self.paths.clone(), self.holder.clone());
+        let bound = Bound::within(self.request_timeout);
+        lock_core::background::spawn(async move {
+            let _ =
+                tokio::task::spawn_blocking(move || store::leave(&paths, &holder, &bound)).await;
+        });
     }
 }
 

@@ -9,6 +9,7 @@ mod errors;
 mod flock;
 mod held;
 mod paths;
+mod queue;
 mod record;
 mod store;
 mod wakeups;

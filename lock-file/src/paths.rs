@@ -48,6 +48,10 @@ pub(crate) struct LockPaths {
     pub(crate) record: PathBuf,
     /// Scratch file for the atomic replace; only written under the `flock`.
     pub(crate) tmp: PathBuf,
+    /// The waiters' queue, replaced like the record but never `fsync`ed.
+    pub(crate) queue: PathBuf,
+    /// Scratch file for replacing the queue.
+    pub(crate) queue_tmp: PathBuf,
     /// On a filesystem that folds case, where the record of a name with
     /// upper-case letters was kept before they were escaped: its fencing
     /// counter is where this name's counter continues from.
@@ -56,16 +60,11 @@ pub(crate) struct LockPaths {
 
 impl LockPaths {
     pub(crate) fn new(root: &Path, space: Space, name: &LockName, case: Case) -> Self {
-        let (lock, record, tmp) = files(root, space, &escape(name.as_str(), case));
-        let legacy_record = (case == Case::Insensitive)
-            .then(|| files(root, space, &escape(name.as_str(), Case::Sensitive)).1)
-            .filter(|legacy| *legacy != record);
-        LockPaths {
-            lock,
-            record,
-            tmp,
-            legacy_record,
-        }
+        let mut paths = files(root, space, &escape(name.as_str(), case));
+        paths.legacy_record = (case == Case::Insensitive)
+            .then(|| files(root, space, &escape(name.as_str(), Case::Sensitive)).record)
+            .filter(|legacy| *legacy != paths.record);
+        paths
     }
 
     /// The directory holding the files (created on first use).
@@ -74,19 +73,22 @@ impl LockPaths {
     }
 }
 
-/// The lock, record and scratch files of the escaped name `escaped`.
-fn files(root: &Path, space: Space, escaped: &str) -> (PathBuf, PathBuf, PathBuf) {
+/// The files of the escaped name `escaped`.
+fn files(root: &Path, space: Space, escaped: &str) -> LockPaths {
     let mut dir = root.join(space.dir());
     let segments = split(escaped);
     let (last, parents) = segments.split_last().expect("a name is never empty");
     for parent in parents {
         dir.push(parent);
     }
-    (
-        dir.join(format!("{last}.lock")),
-        dir.join(format!("{last}.rec")),
-        dir.join(format!("{last}.rec.tmp")),
-    )
+    LockPaths {
+        lock: dir.join(format!("{last}.lock")),
+        record: dir.join(format!("{last}.rec")),
+        tmp: dir.join(format!("{last}.rec.tmp")),
+        queue: dir.join(format!("{last}.queue")),
+        queue_tmp: dir.join(format!("{last}.queue.tmp")),
+        legacy_record: None,
+    }
 }
 
 fn escape(name: &str, case: Case) -> String {

@@ -41,16 +41,32 @@ pub(crate) struct BootDeadline {
     pub(crate) deadline_ms: u64,
 }
 
+/// How long from `now` until a deadline kept on both clocks (0 once it
+/// passed): on the boot clock if it was written in this boot, else on the
+/// wall clock.
+pub(crate) fn remaining_ms(wall_ms: u64, boot: Option<&BootDeadline>, now: &Now) -> u64 {
+    match (boot, &now.boot) {
+        (Some(deadline), Some(boot)) if deadline.id == boot.id => {
+            deadline.deadline_ms.saturating_sub(boot.ms)
+        }
+        _ => wall_ms.saturating_sub(now.wall_ms),
+    }
+}
+
+/// The deadline `ms` after `now`, on both clocks.
+pub(crate) fn deadline_after(now: &Now, ms: u64) -> (u64, Option<BootDeadline>) {
+    let boot = now.boot.map(|boot| BootDeadline {
+        id: boot.id.to_owned(),
+        deadline_ms: boot.ms.saturating_add(ms),
+    });
+    (now.wall_ms.saturating_add(ms), boot)
+}
+
 impl Record {
     /// How long the lease runs from `now` (0 once it ended), on the boot
     /// clock when the record was written in this boot, else on the wall clock.
     pub(crate) fn remaining_ms(&self, now: &Now) -> u64 {
-        match (&self.boot, &now.boot) {
-            (Some(deadline), Some(boot)) if deadline.id == boot.id => {
-                deadline.deadline_ms.saturating_sub(boot.ms)
-            }
-            _ => self.deadline_ms.saturating_sub(now.wall_ms),
-        }
+        remaining_ms(self.deadline_ms, self.boot.as_ref(), now)
     }
 
     /// The holder id if its lease is still running at `now`.
@@ -67,11 +83,7 @@ impl Record {
 
     /// Sets the lease to end `ttl_ms` after `now`, on both clocks.
     pub(crate) fn set_deadline(&mut self, now: &Now, ttl_ms: u64) {
-        self.deadline_ms = now.wall_ms.saturating_add(ttl_ms);
-        self.boot = now.boot.map(|boot| BootDeadline {
-            id: boot.id.to_owned(),
-            deadline_ms: boot.ms.saturating_add(ttl_ms),
-        });
+        (self.deadline_ms, self.boot) = deadline_after(now, ttl_ms);
     }
 
     /// Ends the lease now, on both clocks.

@@ -13,6 +13,7 @@ use std::io;
 use crate::clock::{self, Now};
 use crate::flock::{self, Bound};
 use crate::paths::LockPaths;
+use crate::queue::Queue;
 use crate::record::{self, Record};
 
 /// What an acquisition attempt found.
@@ -20,8 +21,11 @@ use crate::record::{self, Record};
 pub(crate) enum Attempt {
     /// The lock is ours, with this fencing token.
     Granted { token: u64 },
-    /// Someone else's lease runs for this many more milliseconds.
-    Held { remaining_ms: u64 },
+    /// Someone else's lease runs for this many more milliseconds; `next`
+    /// if the caller is first among the waiters (or nobody waits).
+    Held { remaining_ms: u64, next: bool },
+    /// The lock is free, but it is an earlier waiter's turn.
+    Queued,
 }
 
 /// Why an operation on a held lock did nothing.
@@ -69,24 +73,35 @@ fn transact<T>(
     bound: &Bound,
     decide: impl FnOnce(&mut Record, &Now) -> (T, bool),
 ) -> io::Result<T> {
-    let file = open_lock_file(paths)?;
-    flock::lock(&file, &paths.lock, bound)?;
-    let mut record = record::read(paths)?;
-    let (out, changed) = decide(&mut record, &clock::now());
-    if changed {
-        record::write(paths, &record, fsync)?;
-    }
-    drop(file);
-    Ok(out)
-}
-
-fn held(record: &Record, now: &Now) -> Option<Attempt> {
-    record.live_holder(now).map(|_| Attempt::Held {
-        remaining_ms: record.remaining_ms(now).max(1),
+    locked(paths, bound, || {
+        let mut record = record::read(paths)?;
+        let (out, changed) = decide(&mut record, &clock::now());
+        if changed {
+            record::write(paths, &record, fsync)?;
+        }
+        Ok(out)
     })
 }
 
-/// Takes the lock for `holder` if it is free or its lease ran out.
+/// Runs `f` under the lock's `flock`.
+fn locked<T>(paths: &LockPaths, bound: &Bound, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let file = open_lock_file(paths)?;
+    flock::lock(&file, &paths.lock, bound)?;
+    let out = f();
+    drop(file);
+    out
+}
+
+fn held(record: &Record, now: &Now, next: bool) -> Option<Attempt> {
+    record.live_holder(now).map(|_| Attempt::Held {
+        remaining_ms: record.remaining_ms(now).max(1),
+        next,
+    })
+}
+
+/// Takes the lock for `holder` if it is free or its lease ran out, and it
+/// is `holder`'s turn in the waiters' [`Queue`] (nobody waits, or `holder`
+/// is first); a granted waiter leaves the queue.
 ///
 /// A lock that is held is seen from a plain read (records are replaced
 /// atomically), so a waiter's poll takes no `flock`: a waiter stopped
@@ -99,22 +114,62 @@ pub(crate) fn try_acquire(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Attempt> {
-    if let Some(held) = held(&record::read(paths)?, &clock::now()) {
-        return Ok(held);
+    let record = record::read(paths)?;
+    if record.live_holder(&clock::now()).is_some() {
+        let next = Queue::read(paths)?.turn_of(holder);
+        if let Some(held) = held(&record, &clock::now(), next) {
+            return Ok(held);
+        }
     }
-    transact(paths, fsync, bound, |record, now| {
-        if let Some(held) = held(record, now) {
-            return (held, false);
+    locked(paths, bound, || {
+        let mut record = record::read(paths)?;
+        let now = clock::now();
+        let mut queue = Queue::read(paths)?;
+        if let Some(held) = held(&record, &now, queue.turn_of(holder)) {
+            return Ok(held);
+        }
+        let pruned = queue.prune(&now);
+        if !queue.turn_of(holder) {
+            if pruned {
+                queue.write(paths)?;
+            }
+            return Ok(Attempt::Queued);
         }
         let token = record.token + 1;
-        *record = Record {
+        record = Record {
             holder: Some(holder.to_owned()),
             token,
             value,
             ..Record::default()
         };
-        record.set_deadline(now, ttl_ms);
-        (Attempt::Granted { token }, true)
+        record.set_deadline(&now, ttl_ms);
+        record::write(paths, &record, fsync)?;
+        if queue.leave(holder) || pruned {
+            queue.write(paths)?;
+        }
+        Ok(Attempt::Granted { token })
+    })
+}
+
+/// Enrolls `holder` as a waiter on the lock, or renews its place.
+pub(crate) fn enroll(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Result<()> {
+    locked(paths, bound, || {
+        let now = clock::now();
+        let mut queue = Queue::read(paths)?;
+        queue.prune(&now);
+        queue.enroll(holder, &now);
+        queue.write(paths)
+    })
+}
+
+/// Gives up `holder`'s place among the waiters, if it has one.
+pub(crate) fn leave(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Result<()> {
+    locked(paths, bound, || {
+        let mut queue = Queue::read(paths)?;
+        if queue.leave(holder) {
+            queue.write(paths)?;
+        }
+        Ok(())
     })
 }
 

@@ -148,6 +148,31 @@ mod helper {
             assert_eq!(found, Ok(true), "helper never printed {line:?}");
         }
 
+        /// Writes `line` to the helper's stdin.
+        pub(crate) async fn send(&mut self, line: &str) {
+            use tokio::io::AsyncWriteExt as _;
+            let stdin = self.child.stdin.as_mut().expect("piped stdin");
+            stdin
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+            stdin.flush().await.unwrap();
+        }
+
+        /// The rest of the next line the helper prints after `prefix`.
+        pub(crate) async fn line_after(&mut self, prefix: &str, within: Duration) -> String {
+            tokio::time::timeout(within, async {
+                while let Some(got) = self.lines.next_line().await.expect("helper stdout") {
+                    if let Some(rest) = got.trim().strip_prefix(prefix) {
+                        return rest.to_owned();
+                    }
+                }
+                panic!("the helper exited without printing {prefix:?}");
+            })
+            .await
+            .unwrap_or_else(|_| panic!("the helper printed no {prefix:?} within {within:?}"))
+        }
+
         /// Kills the helper and waits until it is gone.
         pub(crate) async fn stop(mut self) {
             self.child.kill().await.expect("kill the helper");
@@ -172,9 +197,65 @@ mod helper {
                 // Hold the OS lock until killed (or stdin closes).
                 let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
             }
+            "contend" => super::contend(arg),
             other => panic!("unknown helper task {other:?}"),
         }
     }
+}
+
+/// Helper task `contend <dir> <tasks> <millis> <hold_us>`: after "go" on
+/// stdin, `tasks` tasks of this process take the lock "fair", hold it for
+/// `hold_us` µs, release it and rest twice as long, in a loop for `millis`
+/// ms; then it prints how often it got the lock.
+fn contend(args: &str) {
+    let mut args = args.split(' ');
+    let mut next = || {
+        args.next()
+            .expect("contend <dir> <tasks> <millis> <hold_us>")
+    };
+    let dir = std::path::PathBuf::from(next());
+    let tasks: usize = next().parse().unwrap();
+    let run_for = Duration::from_millis(next().parse().unwrap());
+    let hold = Duration::from_micros(next().parse().unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config =
+            quick_config(&dir, Duration::from_secs(2), Duration::from_secs(5)).with_fsync(false);
+        let backend = FileBackend::connect(config).await.unwrap();
+        println!("\nready");
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        let end = Instant::now() + run_for;
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let workers: Vec<_> = (0..tasks)
+            .map(|_| {
+                let (backend, count) = (backend.clone(), count.clone());
+                tokio::spawn(async move {
+                    while let Ok(Ok(guard)) =
+                        tokio::time::timeout_at(end, backend.lock("fair")).await
+                    {
+                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        // The work done under the lock.
+                        tokio::time::sleep(hold).await;
+                        guard.release().await.unwrap();
+                        // The work done between acquisitions.
+                        tokio::time::sleep(hold * 2).await;
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.await.unwrap();
+        }
+        println!(
+            "\ncount {}",
+            count.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    });
 }
 
 /// Not a test of its own: the body of the helper processes the tests below
@@ -321,4 +402,50 @@ async fn names_differing_only_in_case_are_independent_locks() {
     assert!(upper.is_held() && lower.is_held());
     upper.release().await.unwrap();
     lower.release().await.unwrap();
+}
+
+/// Waiters in other processes get their turn: one process with three tasks
+/// and one with a single task contend for one lock, each task taking it,
+/// working 1 ms, releasing and resting 2 ms. A release wakes the waiters of
+/// its own process at once; the lone waiter elsewhere must still get about
+/// its share (a quarter of the acquisitions), not a few percent.
+#[tokio::test]
+async fn waiters_in_other_processes_are_not_starved() {
+    const TASKS: [u64; 2] = [3, 1];
+    let dir = tempfile::tempdir().unwrap();
+    let mut helpers: Vec<_> = TASKS
+        .iter()
+        .map(|tasks| {
+            helper::Helper::start(&format!(
+                "contend {} {tasks} 2000 1000",
+                dir.path().display()
+            ))
+        })
+        .collect();
+    for helper in &mut helpers {
+        helper.expect_line("ready", Duration::from_secs(10)).await;
+    }
+    for helper in &mut helpers {
+        helper.send("go").await;
+    }
+    let mut counts = Vec::new();
+    for helper in &mut helpers {
+        let count: u64 = helper
+            .line_after("count ", Duration::from_secs(10))
+            .await
+            .parse()
+            .unwrap();
+        counts.push(count);
+    }
+    let total: u64 = counts.iter().sum();
+    eprintln!("acquisitions per process: {counts:?} for {TASKS:?} tasks");
+    assert!(total >= 50, "too few acquisitions to judge: {counts:?}");
+    // Each process should get at least 40 % of its tasks' share.
+    let all_tasks: u64 = TASKS.iter().sum();
+    for (count, tasks) in counts.iter().zip(TASKS) {
+        assert!(
+            count * all_tasks * 10 >= total * tasks * 4,
+            "a process was starved: acquisitions per process {counts:?} for {TASKS:?} tasks"
+        );
+    }
 }
