@@ -20,14 +20,33 @@ pub(crate) enum Case {
 
 /// Creates a probe file in `dir` and looks it up under a name that differs
 /// only in case. Probe names start with `.`, which no escaped lock name does.
+///
+/// A directory this process may not write to (it can then only read
+/// leaders) is taken as case-sensitive, with a warning: nothing is probed.
 pub(crate) fn probe(dir: &Path) -> io::Result<Case> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let upper = dir.join(format!(".Case-Probe-{id}"));
     let lower = dir.join(format!(".case-probe-{id}"));
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&upper)?;
+    let created = OpenOptions::new().write(true).create_new(true).open(&upper);
+    match created {
+        Ok(_) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            tracing::warn!(
+                backend = "file",
+                dir = %dir.display(),
+                error = %e,
+                "cannot create a file in the lock directory to find out whether it folds case; \
+                 treating it as case-sensitive"
+            );
+            return Ok(Case::Sensitive);
+        }
+        Err(e) => return Err(e),
+    }
     let found = fs::symlink_metadata(&lower);
     let removed = fs::remove_file(&upper);
     let case = match found {
