@@ -1,6 +1,6 @@
 //! [`FileBackend`]: acquiring lock records, waiting by polling, and the guard.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,17 +12,16 @@ use lock_core::{
     AcquireOptions, Capabilities, Error, FencingStrength, LockBackend, LockGuard, LockName, Result,
     Wait,
 };
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
+use crate::attempt::PendingAttempt;
 use crate::case::{self, Case};
-use crate::clock::ttl_ms;
 use crate::config::FileConfig;
 use crate::errors::{dir_error, io_error};
-use crate::flock::{Bound, CancelOnDrop};
+use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
-use crate::queue::ENTRY_RENEW;
+use crate::place::Place;
 use crate::store::{self, Attempt};
 use crate::wakeups;
 
@@ -35,7 +34,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(20);
 const NEXT_MAX_BACKOFF: Duration = Duration::from_millis(2);
 /// How long past its own bound a file operation may take to report that it
 /// gave up, before the caller stops waiting for the report.
-const REPORT_GRACE: Duration = Duration::from_millis(100);
+pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(100);
 
 /// Locks shared by every process that uses the same directory on this machine.
 ///
@@ -175,7 +174,7 @@ impl FileBackend {
     }
 
     /// As [`FileBackend::blocking`], bounded by `limit`.
-    async fn blocking_within<T: Send + 'static>(
+    pub(crate) async fn blocking_within<T: Send + 'static>(
         &self,
         limit: Duration,
         op: &str,
@@ -355,177 +354,5 @@ impl LockBackend for FileBackend {
     /// backstop if the process exits first).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.acquire_in(Space::Lock, name, options, None).await
-    }
-}
-
-/// A waiter's place in the lock's queue ([`crate::queue`]). Taken at its
-/// first wait and renewed while it waits; a waiter that gives up leaves the
-/// queue, and one dropped while waiting leaves it in the background.
-struct Place {
-    paths: LockPaths,
-    holder: String,
-    request_timeout: Duration,
-    /// When the place was last taken or renewed; `None` while it has none.
-    renewed: Option<Instant>,
-}
-
-impl Place {
-    fn new(backend: &FileBackend, paths: &LockPaths, holder: &str) -> Self {
-        Place {
-            paths: paths.clone(),
-            holder: holder.to_owned(),
-            request_timeout: backend.config.request_timeout,
-            renewed: None,
-        }
-    }
-
-    fn is_due(&self) -> bool {
-        self.renewed.is_none_or(|at| at.elapsed() >= ENTRY_RENEW)
-    }
-
-    /// Takes or renews the place, waiting for the OS lock up to `limit`.
-    async fn keep(
-        &mut self,
-        backend: &FileBackend,
-        name: &LockName,
-        limit: Duration,
-    ) -> Result<()> {
-        let (paths, holder) = (self.paths.clone(), self.holder.clone());
-        let at = Instant::now();
-        backend
-            .blocking_within(limit, "queue for", name, &self.paths.queue, move |bound| {
-                store::enroll(&paths, &holder, bound)
-            })
-            .await?;
-        self.renewed = Some(at);
-        Ok(())
-    }
-
-    /// The lock was granted, which took us out of the queue.
-    fn granted(&mut self) {
-        self.renewed = None;
-    }
-
-    /// Gives up the place now (best effort: it lapses anyway).
-    async fn leave(&mut self, backend: &FileBackend, name: &LockName) {
-        if self.renewed.take().is_none() {
-            return;
-        }
-        let (paths, holder) = (self.paths.clone(), self.holder.clone());
-        let left = backend
-            .blocking(
-                "leave the queue of",
-                name,
-                &self.paths.queue,
-                move |bound| store::leave(&paths, &holder, bound),
-            )
-            .await;
-        if let Err(e) = left {
-            tracing::debug!(backend = "file", lock = %name, error = %e, "could not leave the queue");
-        }
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        if self.renewed.take().is_none() {
-            return;
-        }
-        let (paths, holder) = (self.paths.clone(), self.holder.clone());
-        let bound = Bound::within(self.request_timeout);
-        lock_core::background::spawn(async move {
-            let _ =
-                tokio::task::spawn_blocking(move || store::leave(&paths, &holder, &bound)).await;
-        });
-    }
-}
-
-/// One in-flight acquisition attempt. If it is dropped before its outcome was
-/// taken (cancellation or timeout), a granted lock is released in the background.
-struct PendingAttempt {
-    handle: Option<JoinHandle<std::io::Result<Attempt>>>,
-    limit: Duration,
-    request_timeout: Duration,
-    cancel: Option<CancelOnDrop>,
-    paths: LockPaths,
-    holder: String,
-    fsync: bool,
-}
-
-impl PendingAttempt {
-    fn start(
-        backend: &FileBackend,
-        paths: &LockPaths,
-        holder: &str,
-        ttl: Duration,
-        value: Option<Vec<u8>>,
-        limit: Duration,
-    ) -> Self {
-        let fsync = backend.config.fsync;
-        let bound = Bound::within(limit);
-        let cancel = bound.cancel_on_drop();
-        let handle = tokio::task::spawn_blocking({
-            let (paths, holder) = (paths.clone(), holder.to_owned());
-            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), value, fsync, &bound)
-        });
-        PendingAttempt {
-            handle: Some(handle),
-            limit,
-            request_timeout: backend.config.request_timeout,
-            cancel: Some(cancel),
-            paths: paths.clone(),
-            holder: holder.to_owned(),
-            fsync,
-        }
-    }
-
-    async fn outcome(&mut self, name: &LockName) -> Result<Attempt> {
-        let limit = self.limit;
-        let path: PathBuf = self.paths.record.clone();
-        let handle = self.handle.as_mut().expect("outcome is taken once");
-        let joined = timeout(limit + REPORT_GRACE, handle).await.map_err(|_| {
-            Error::timeout(format!(
-                "file backend: acquiring lock {name} at {} took longer than {limit:?}; \
-                 is the filesystem hung?",
-                path.display()
-            ))
-        })?;
-        self.handle = None;
-        match joined {
-            Ok(Ok(attempt)) => Ok(attempt),
-            Ok(Err(e)) => Err(io_error(e, "acquire", name, &path)),
-            Err(join) => Err(Error::backend(format!(
-                "file backend: acquiring lock {name} failed: {join}"
-            ))),
-        }
-    }
-}
-
-impl Drop for PendingAttempt {
-    fn drop(&mut self) {
-        // Stop the attempt's wait for the OS lock; if it already took the
-        // lock, release it.
-        drop(self.cancel.take());
-        let Some(handle) = self.handle.take() else {
-            return;
-        };
-        let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
-        let limit = self.request_timeout;
-        lock_core::background::spawn(async move {
-            if let Ok(Ok(Attempt::Granted { token })) = handle.await {
-                let p = paths.clone();
-                let bound = Bound::within(limit);
-                let released =
-                    tokio::task::spawn_blocking(move || store::release(&p, &holder, fsync, &bound))
-                        .await;
-                tracing::debug!(
-                    backend = "file",
-                    token,
-                    ?released,
-                    "released the lock of a cancelled acquisition"
-                );
-                wakeups::notify(&paths.record);
-            }
-        });
     }
 }

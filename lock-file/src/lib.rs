@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod attempt;
 mod backend;
 mod case;
 mod clock;
@@ -9,6 +10,7 @@ mod errors;
 mod flock;
 mod held;
 mod paths;
+mod place;
 mod queue;
 mod record;
 mod store;
