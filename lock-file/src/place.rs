@@ -11,6 +11,9 @@ use crate::paths::LockPaths;
 use crate::queue::ENTRY_RENEW;
 use crate::store;
 
+/// Longest wait for the OS lock when giving up a place.
+const LEAVE_WAIT: Duration = Duration::from_millis(50);
+
 /// A waiter's place in the lock's queue ([`crate::queue`]). Taken at its
 /// first wait and renewed while it waits; a waiter that gives up leaves the
 /// queue, and one dropped while waiting leaves it in the background.
@@ -59,14 +62,17 @@ impl Place {
         self.renewed = None;
     }
 
-    /// Gives up the place now (best effort: it lapses anyway).
+    /// Gives up the place now, waiting for the OS lock at most
+    /// [`LEAVE_WAIT`] so a waiter that gives up is not held past its wait;
+    /// if that fails the place lapses within [`crate::queue::ENTRY_LEASE`].
     pub(crate) async fn leave(&mut self, backend: &FileBackend, name: &LockName) {
         if self.renewed.take().is_none() {
             return;
         }
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let left = backend
-            .blocking(
+            .blocking_within(
+                LEAVE_WAIT,
                 "leave the queue of",
                 name,
                 &self.paths.queue,

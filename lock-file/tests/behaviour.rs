@@ -357,6 +357,43 @@ fn a_process_stuck_inside_a_transaction_delays_no_one_past_their_bounds() {
     });
 }
 
+/// A waiter already queued behind a holder when a process gets stuck
+/// holding the OS lock still gives up at the end of its own wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_waiter_gives_up_within_its_wait_while_the_os_lock_is_stuck() {
+    const WAIT: Duration = Duration::from_millis(600);
+    const SLACK: Duration = Duration::from_millis(300);
+    let dir = tempfile::tempdir().unwrap();
+    let config = quick_config(dir.path(), Duration::from_secs(2), Duration::from_secs(2));
+    let a = FileBackend::connect(config.clone()).await.unwrap();
+    let b = FileBackend::connect(config).await.unwrap();
+    let holder = a.lock("queued").await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let start = Instant::now();
+        let result = b.lock_timeout("queued", WAIT).await;
+        (result.map(|g| g.token()), start.elapsed())
+    });
+    // Let the waiter take its place in the queue, then get stuck.
+    let queue = dir.path().join("locks/queued.queue");
+    tokio::time::timeout(Duration::from_secs(2), async {
+        while !queue.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the waiter never queued");
+    let helper = helper::Helper::flock(&dir.path().join("locks/queued.lock")).await;
+    let (result, waited) = waiter.await.unwrap();
+    let err = result.expect_err("the lock was held throughout");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(
+        waited < WAIT + SLACK,
+        "a {WAIT:?} wait took {waited:?}: {err}"
+    );
+    helper.stop().await;
+    holder.release().await.unwrap();
+}
+
 /// The wall clock stepped back a day after the last renewal, so the deadline
 /// on disk now lies a day ahead: the lock still frees within its TTL.
 #[tokio::test]
