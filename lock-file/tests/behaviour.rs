@@ -480,7 +480,7 @@ async fn waiters_in_other_processes_are_not_starved() {
     }
     let total: u64 = counts.iter().sum();
     eprintln!("acquisitions per process: {counts:?} for {TASKS:?} tasks");
-    assert!(total >= 50, "too few acquisitions to judge: {counts:?}");
+    assert!(total >= 20, "too few acquisitions to judge: {counts:?}");
     // Each process should get at least 40 % of its tasks' share.
     let all_tasks: u64 = TASKS.iter().sum();
     for (count, tasks) in counts.iter().zip(TASKS) {
