@@ -48,10 +48,8 @@ pub(crate) struct LockPaths {
     pub(crate) record: PathBuf,
     /// Scratch file for the atomic replace; only written under the `flock`.
     pub(crate) tmp: PathBuf,
-    /// The waiters' queue, replaced like the record but never `fsync`ed.
+    /// The waiters' queue, rewritten in place under the `flock`, never `fsync`ed.
     pub(crate) queue: PathBuf,
-    /// Scratch file for replacing the queue.
-    pub(crate) queue_tmp: PathBuf,
     /// On a filesystem that folds case, where the record of a name with
     /// upper-case letters was kept before they were escaped: its fencing
     /// counter is where this name's counter continues from.
@@ -86,7 +84,6 @@ fn files(root: &Path, space: Space, escaped: &str) -> LockPaths {
         record: dir.join(format!("{last}.rec")),
         tmp: dir.join(format!("{last}.rec.tmp")),
         queue: dir.join(format!("{last}.queue")),
-        queue_tmp: dir.join(format!("{last}.queue.tmp")),
         legacy_record: None,
     }
 }

@@ -9,11 +9,13 @@
 //! cancelled without cleaning up, or is stopped drops out after
 //! [`ENTRY_LEASE`], and the next in line moves up.
 //!
-//! The queue is only ever read and replaced under the lock's `flock`, and
-//! replaced atomically but without `fsync`: losing it in an OS crash only
-//! forgets whose turn it was.
+//! The queue is changed only under the lock's `flock`, rewritten in place
+//! and never `fsync`ed: losing it in an OS crash only forgets whose turn it
+//! was. Reads under the `flock` see it whole. A poll reads it without the
+//! `flock` and may catch it half-written; that reads as an empty queue,
+//! which only sends the poll on to a transaction under the `flock`.
 
-use std::fs::{self, File};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::time::Duration;
 
@@ -45,8 +47,9 @@ struct Entry {
 }
 
 impl Queue {
-    /// Reads the queue; a missing or unreadable one is empty (it only orders
-    /// waiters, and every waiter re-enrolls within [`ENTRY_RENEW`]).
+    /// Reads the queue; a missing, half-written or unreadable one is empty
+    /// (it only orders waiters, and every waiter re-enrolls within
+    /// [`ENTRY_RENEW`]).
     pub(crate) fn read(paths: &LockPaths) -> io::Result<Queue> {
         match fs::read(&paths.queue) {
             Ok(bytes) => Ok(serde_json::from_slice(&bytes).unwrap_or_default()),
@@ -55,13 +58,16 @@ impl Queue {
         }
     }
 
-    /// Replaces the queue atomically. Call only under the `flock`.
+    /// Rewrites the queue in place (no new directory entries, so no extra
+    /// journal work for other files' `fsync`s). Call only under the `flock`.
     pub(crate) fn write(&self, paths: &LockPaths) -> io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
-        let mut tmp = File::create(&paths.queue_tmp)?;
-        tmp.write_all(&bytes)?;
-        drop(tmp);
-        fs::rename(&paths.queue_tmp, &paths.queue)
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&paths.queue)?
+            .write_all(&bytes)
     }
 
     /// Drops the entries whose lease ran out; returns whether any was.

@@ -103,9 +103,9 @@ fn held(record: &Record, now: &Now, next: bool) -> Option<Attempt> {
 /// is `holder`'s turn in the waiters' [`Queue`] (nobody waits, or `holder`
 /// is first); a granted waiter leaves the queue.
 ///
-/// A lock that is held is seen from a plain read (records are replaced
-/// atomically), so a waiter's poll takes no `flock`: a waiter stopped
-/// mid-poll blocks no one.
+/// A lock that is held, or free but not `holder`'s turn, is seen from plain
+/// reads (records and queues are replaced atomically), so a waiter's poll
+/// takes no `flock`: a waiter stopped mid-poll blocks no one.
 pub(crate) fn try_acquire(
     paths: &LockPaths,
     holder: &str,
@@ -114,12 +114,17 @@ pub(crate) fn try_acquire(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Attempt> {
+    // Without the `flock`: a held lock, or one that is an earlier waiter's
+    // turn, needs no transaction (and leaves the `flock` to that waiter).
     let record = record::read(paths)?;
-    if record.live_holder(&clock::now()).is_some() {
-        let next = Queue::read(paths)?.turn_of(holder);
-        if let Some(held) = held(&record, &clock::now(), next) {
-            return Ok(held);
-        }
+    let mut queue = Queue::read(paths)?;
+    let now = clock::now();
+    queue.prune(&now);
+    if let Some(held) = held(&record, &now, queue.turn_of(holder)) {
+        return Ok(held);
+    }
+    if !queue.turn_of(holder) {
+        return Ok(Attempt::Queued);
     }
     locked(paths, bound, || {
         let mut record = record::read(paths)?;
