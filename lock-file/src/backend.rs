@@ -1,6 +1,6 @@
 //! [`FileBackend`]: acquiring lock records, waiting by polling, and the guard.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +12,16 @@ use lock_core::{
     AcquireOptions, Capabilities, Error, FencingStrength, LockBackend, LockGuard, LockName, Result,
     Wait,
 };
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
-use crate::clock::ttl_ms;
+use crate::attempt::PendingAttempt;
+use crate::case::{self, Case};
 use crate::config::FileConfig;
 use crate::errors::{dir_error, io_error};
+use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
+use crate::place::Place;
 use crate::store::{self, Attempt};
 use crate::wakeups;
 
@@ -27,6 +29,12 @@ use crate::wakeups;
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 /// Longest poll interval: bounds a cross-process hand-off.
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
+/// Longest poll interval of the waiter whose turn is next: the hand-off to
+/// it from another process takes no longer. Its polls are plain reads.
+const NEXT_MAX_BACKOFF: Duration = Duration::from_millis(2);
+/// How long past its own bound a file operation may take to report that it
+/// gave up, before the caller stops waiting for the report.
+pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(100);
 
 /// Locks shared by every process that uses the same directory on this machine.
 ///
@@ -35,30 +43,40 @@ const MAX_BACKOFF: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone)]
 pub struct FileBackend {
     config: Arc<FileConfig>,
+    /// Whether the directory folds case, found at connect.
+    case: Case,
 }
 
 impl FileBackend {
-    /// Checks `config` and creates its directory.
+    /// Checks `config`, creates its directory, and finds out whether the
+    /// filesystem there folds case (then upper-case letters of lock names
+    /// are escaped in file names, so `Job` and `job` stay separate locks).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: at worst the directory was created.
     pub async fn connect(config: FileConfig) -> Result<Self> {
         config.validate()?;
-        let backend = FileBackend {
-            config: Arc::new(config),
-        };
-        let dir = backend.config.dir.clone();
+        let dir = config.dir.clone();
         let create = tokio::task::spawn_blocking({
             let dir = dir.clone();
             move || {
-                std::fs::create_dir_all(dir.join("locks"))?;
-                std::fs::create_dir_all(dir.join("elections"))
+                let mut folds = false;
+                for space in [Space::Lock, Space::Election] {
+                    let space_dir = dir.join(space.dir());
+                    std::fs::create_dir_all(&space_dir)?;
+                    folds |= case::probe(&space_dir)? == Case::Insensitive;
+                }
+                Ok::<_, std::io::Error>(if folds {
+                    Case::Insensitive
+                } else {
+                    Case::Sensitive
+                })
             }
         });
-        let limit = backend.config.request_timeout;
-        match timeout(limit, create).await {
-            Ok(Ok(Ok(()))) => {}
+        let limit = config.request_timeout;
+        let case = match timeout(limit, create).await {
+            Ok(Ok(Ok(case))) => case,
             Ok(Ok(Err(e))) => return Err(dir_error(e, &dir)),
             Ok(Err(join)) => {
                 return Err(Error::backend(format!(
@@ -72,9 +90,20 @@ impl FileBackend {
                     dir.display()
                 )));
             }
+        };
+        if case == Case::Insensitive {
+            tracing::info!(
+                backend = "file",
+                dir = %dir.display(),
+                "the lock directory folds case; upper-case letters in lock names are escaped \
+                 in file names"
+            );
         }
         tracing::debug!(backend = "file", dir = %dir.display(), "file backend ready");
-        Ok(backend)
+        Ok(FileBackend {
+            config: Arc::new(config),
+            case,
+        })
     }
 
     /// The configuration in force.
@@ -106,7 +135,9 @@ impl FileBackend {
             let path = paths.record.clone();
             let p = paths.clone();
             let ended = self
-                .blocking("expire", name, &path, move || store::expire(&p, fsync))
+                .blocking("expire", name, &path, move |bound| {
+                    store::expire(&p, fsync, bound)
+                })
                 .await?;
             if ended {
                 wakeups::notify(&paths.record);
@@ -117,7 +148,7 @@ impl FileBackend {
     }
 
     pub(crate) fn paths(&self, space: Space, name: &LockName) -> LockPaths {
-        LockPaths::new(&self.config.dir, space, name)
+        LockPaths::new(&self.config.dir, space, name, self.case)
     }
 
     pub(crate) fn caps() -> Capabilities {
@@ -128,16 +159,33 @@ impl FileBackend {
             .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
     }
 
-    /// Runs a blocking file operation off the runtime, bounded by the request timeout.
+    /// Runs a blocking file operation off the runtime, bounded by the
+    /// request timeout. `f` waits for the `flock` only within the bound it
+    /// is given, and stops waiting if this future is dropped.
     pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         op: &str,
         name: &LockName,
         path: &Path,
-        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+        f: impl FnOnce(&Bound) -> std::io::Result<T> + Send + 'static,
     ) -> Result<T> {
-        let limit = self.config.request_timeout;
-        match timeout(limit, tokio::task::spawn_blocking(f)).await {
+        self.blocking_within(self.config.request_timeout, op, name, path, f)
+            .await
+    }
+
+    /// As [`FileBackend::blocking`], bounded by `limit`.
+    pub(crate) async fn blocking_within<T: Send + 'static>(
+        &self,
+        limit: Duration,
+        op: &str,
+        name: &LockName,
+        path: &Path,
+        f: impl FnOnce(&Bound) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let bound = Bound::within(limit);
+        let _cancel = bound.cancel_on_drop();
+        let task = tokio::task::spawn_blocking(move || f(&bound));
+        match timeout(limit + REPORT_GRACE, task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(io_error(e, op, name, path)),
             Ok(Err(join)) => Err(Error::backend(format!(
@@ -162,6 +210,33 @@ impl FileBackend {
         let ttl = options.effective_ttl(self.config.default_ttl)?;
         let paths = self.paths(space, name);
         let holder = uuid::Uuid::new_v4().simple().to_string();
+        let mut place = Place::new(self, &paths, &holder);
+        let acquired = self
+            .poll_until_granted(
+                space, name, options, value, &paths, &holder, ttl, &mut place,
+            )
+            .await;
+        match &acquired {
+            Ok(_) => place.granted(),
+            Err(_) => place.leave(self, name).await,
+        }
+        acquired
+    }
+
+    /// Attempts to take the lock until granted, keeping `place` in the
+    /// waiters' queue while it waits.
+    #[allow(clippy::too_many_arguments)]
+    async fn poll_until_granted(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<Vec<u8>>,
+        paths: &LockPaths,
+        holder: &str,
+        ttl: Duration,
+        place: &mut Place,
+    ) -> Result<LockGuard> {
         let start = Instant::now();
         let deadline = options.wait.deadline_from(start);
         let wake = wakeups::subscribe(&paths.record);
@@ -170,40 +245,64 @@ impl FileBackend {
             let mut notified = pin!(wake.notified());
             notified.as_mut().enable();
             let sent = Instant::now();
-            let mut pending = PendingAttempt::start(self, &paths, &holder, ttl, value.clone());
-            match pending.outcome(self, name).await? {
+            // Wait for the OS lock no longer than the caller waits for the
+            // lock (but long enough for a normal transaction to finish);
+            // `try_lock` gets the request timeout.
+            let request = self.config.request_timeout;
+            let limit = match (options.wait, deadline) {
+                (Wait::No, _) | (_, None) => request,
+                (_, Some(d)) => d
+                    .saturating_duration_since(sent)
+                    .clamp(MAX_BACKOFF, request),
+            };
+            let mut pending = PendingAttempt::start(self, paths, holder, ttl, value.clone(), limit);
+            let (remaining, max_backoff) = match pending.outcome(name).await? {
                 Attempt::Granted { token } => {
                     if space == Space::Election {
                         wakeups::notify(&paths.record);
                     }
+                    let (paths, holder) = (paths.clone(), holder.to_owned());
                     return self.guard(space, name, paths, holder, token, ttl, sent);
                 }
-                Attempt::Held { remaining_ms } => {
-                    let now = Instant::now();
-                    if options.wait == Wait::No {
-                        return Err(Error::would_block(format!(
-                            "lock {name} is held by another holder (file backend, {}); its lease \
-                             runs for up to {remaining_ms} ms more unless renewed",
-                            self.config.dir.display()
-                        )));
-                    }
-                    if deadline.is_some_and(|d| now >= d) {
-                        return Err(Error::timeout(format!(
-                            "lock {name} still held by another holder after waiting {:?} \
-                             (file backend, {})",
-                            now - start,
-                            self.config.dir.display()
-                        )));
-                    }
-                    let mut wake_at = now + backoff.min(Duration::from_millis(remaining_ms));
-                    if let Some(d) = deadline {
-                        wake_at = wake_at.min(d);
-                    }
-                    tokio::select! {
-                        _ = notified => backoff = MIN_BACKOFF,
-                        _ = sleep_until(wake_at) => backoff = (backoff * 2).min(MAX_BACKOFF),
-                    }
-                }
+                Attempt::Held { remaining_ms, next } => (
+                    Some(remaining_ms),
+                    if next { NEXT_MAX_BACKOFF } else { MAX_BACKOFF },
+                ),
+                Attempt::Queued => (None, MAX_BACKOFF),
+            };
+            let now = Instant::now();
+            let dir = self.config.dir.display();
+            if options.wait == Wait::No {
+                return Err(Error::would_block(match remaining {
+                    Some(ms) => format!(
+                        "lock {name} is held by another holder (file backend, {dir}); its lease \
+                         runs for up to {ms} ms more unless renewed"
+                    ),
+                    None => format!(
+                        "lock {name} is free but it is the turn of a waiter that came first \
+                         (file backend, {dir}); wait for it instead of trying once"
+                    ),
+                }));
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::timeout(format!(
+                    "lock {name} still held by another holder (or promised to an earlier \
+                     waiter) after waiting {:?} (file backend, {dir})",
+                    now - start
+                )));
+            }
+            if place.is_due() {
+                place.keep(self, name, limit).await?;
+            }
+            backoff = backoff.min(max_backoff);
+            let mut wake_at =
+                now + backoff.min(Duration::from_millis(remaining.unwrap_or(u64::MAX)));
+            if let Some(d) = deadline {
+                wake_at = wake_at.min(d);
+            }
+            tokio::select! {
+                _ = notified => backoff = MIN_BACKOFF,
+                _ = sleep_until(wake_at) => backoff = (backoff * 2).min(max_backoff),
             }
         }
     }
@@ -255,80 +354,5 @@ impl LockBackend for FileBackend {
     /// backstop if the process exits first).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.acquire_in(Space::Lock, name, options, None).await
-    }
-}
-
-/// One in-flight acquisition attempt. If it is dropped before its outcome was
-/// taken (cancellation or timeout), a granted lock is released in the background.
-struct PendingAttempt {
-    handle: Option<JoinHandle<std::io::Result<Attempt>>>,
-    paths: LockPaths,
-    holder: String,
-    fsync: bool,
-}
-
-impl PendingAttempt {
-    fn start(
-        backend: &FileBackend,
-        paths: &LockPaths,
-        holder: &str,
-        ttl: Duration,
-        value: Option<Vec<u8>>,
-    ) -> Self {
-        let fsync = backend.config.fsync;
-        let handle = tokio::task::spawn_blocking({
-            let (paths, holder) = (paths.clone(), holder.to_owned());
-            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), value, fsync)
-        });
-        PendingAttempt {
-            handle: Some(handle),
-            paths: paths.clone(),
-            holder: holder.to_owned(),
-            fsync,
-        }
-    }
-
-    async fn outcome(&mut self, backend: &FileBackend, name: &LockName) -> Result<Attempt> {
-        let limit = backend.config.request_timeout;
-        let path: PathBuf = self.paths.record.clone();
-        let handle = self.handle.as_mut().expect("outcome is taken once");
-        let joined = timeout(limit, handle).await.map_err(|_| {
-            Error::timeout(format!(
-                "file backend: acquiring lock {name} at {} took longer than {limit:?}; \
-                 is the filesystem hung?",
-                path.display()
-            ))
-        })?;
-        self.handle = None;
-        match joined {
-            Ok(Ok(attempt)) => Ok(attempt),
-            Ok(Err(e)) => Err(io_error(e, "acquire", name, &path)),
-            Err(join) => Err(Error::backend(format!(
-                "file backend: acquiring lock {name} failed: {join}"
-            ))),
-        }
-    }
-}
-
-impl Drop for PendingAttempt {
-    fn drop(&mut self) {
-        let Some(handle) = self.handle.take() else {
-            return;
-        };
-        let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
-        lock_core::background::spawn(async move {
-            if let Ok(Ok(Attempt::Granted { token })) = handle.await {
-                let p = paths.clone();
-                let released =
-                    tokio::task::spawn_blocking(move || store::release(&p, &holder, fsync)).await;
-                tracing::debug!(
-                    backend = "file",
-                    token,
-                    ?released,
-                    "released the lock of a cancelled acquisition"
-                );
-                wakeups::notify(&paths.record);
-            }
-        });
     }
 }

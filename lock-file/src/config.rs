@@ -26,7 +26,8 @@ pub struct FileConfig {
     /// Lease TTL used when acquire options leave it unset.
     #[serde(rename = "default_ttl_ms", with = "millis", default = "default_ttl")]
     pub default_ttl: Duration,
-    /// Bound on each file operation; a hung filesystem gives `Timeout`.
+    /// Bound on each file operation, including its wait for a record's OS
+    /// lock; a hung filesystem, or a process stuck holding that lock, gives `Timeout`.
     #[serde(
         rename = "request_timeout_ms",
         with = "millis",

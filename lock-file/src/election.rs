@@ -13,7 +13,7 @@ use lock_core::{
 use tokio::time::timeout;
 
 use crate::backend::FileBackend;
-use crate::clock::now_ms;
+use crate::clock;
 use crate::paths::{LockPaths, Space};
 use crate::store;
 use crate::wakeups;
@@ -25,12 +25,11 @@ impl FileBackend {
     async fn read_leader(&self, name: &LockName, paths: &LockPaths) -> Result<Option<LeaderInfo>> {
         let p = paths.clone();
         let record = self
-            .blocking("read the leader of", name, &paths.record, move || {
+            .blocking("read the leader of", name, &paths.record, move |_| {
                 store::read(&p)
             })
             .await?;
-        let now = now_ms();
-        Ok(record.live_holder(now).map(|_| LeaderInfo {
+        Ok(record.live_holder(&clock::now()).map(|_| LeaderInfo {
             value: record.value.clone().unwrap_or_default(),
             token: FencingToken(record.token),
             key: format!("{}#{}", paths.record.display(), record.token),

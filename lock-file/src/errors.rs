@@ -19,6 +19,10 @@ pub(crate) fn io_error(e: io::Error, op: &str, name: &LockName, path: &Path) -> 
             .with_source(e);
         }
         io::ErrorKind::InvalidData => format!("file backend: cannot {op} lock {name}: {e}"),
+        io::ErrorKind::TimedOut => {
+            return Error::timeout(format!("file backend: cannot {op} lock {name}: {e}"))
+                .with_source(e);
+        }
         io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::StorageFull => {
             return Error::unavailable(format!(
                 "file backend: cannot {op} lock {name} at {at}: {e}"

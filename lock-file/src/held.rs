@@ -9,6 +9,7 @@ use lock_core::{Error, LockName, Result};
 use crate::backend::FileBackend;
 use crate::clock::ttl_ms;
 use crate::errors::gone_error;
+use crate::flock::Bound;
 use crate::paths::{LockPaths, Space};
 use crate::store;
 use crate::wakeups;
@@ -32,8 +33,8 @@ impl lock_core::lease::Lease for FileLease {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let (ttl, fsync) = (ttl_ms(self.ttl), self.backend.config().fsync);
         self.backend
-            .blocking("renew", &self.name, &self.paths.record, move || {
-                store::renew(&paths, &holder, ttl, fsync)
+            .blocking("renew", &self.name, &self.paths.record, move |bound| {
+                store::renew(&paths, &holder, ttl, fsync, bound)
             })
             .await?
             .map_err(|gone| gone_error(gone, "renew", &self.name, self.token))
@@ -44,8 +45,8 @@ impl lock_core::lease::Lease for FileLease {
         let fsync = self.backend.config().fsync;
         let released = self
             .backend
-            .blocking("release", &self.name, &self.paths.record, move || {
-                store::release(&paths, &holder, fsync)
+            .blocking("release", &self.name, &self.paths.record, move |bound| {
+                store::release(&paths, &holder, fsync, bound)
             })
             .await?;
         match released {
@@ -61,7 +62,13 @@ impl lock_core::lease::Lease for FileLease {
     /// Deletes the record synchronously: a guard dropped with no runtime
     /// still frees the lock at once.
     fn release_blocking(&self) {
-        let released = store::release(&self.paths, &self.holder, self.backend.config().fsync);
+        let bound = Bound::within(self.backend.config().request_timeout);
+        let released = store::release(
+            &self.paths,
+            &self.holder,
+            self.backend.config().fsync,
+            &bound,
+        );
         if released.is_ok_and(|r| r.is_ok()) {
             wakeups::notify(&self.paths.record);
         }
@@ -77,9 +84,12 @@ impl lock_core::lease::Lease for FileLease {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let fsync = self.backend.config().fsync;
         self.backend
-            .blocking("proclaim on", &self.name, &self.paths.record, move || {
-                store::proclaim(&paths, &holder, value, fsync)
-            })
+            .blocking(
+                "proclaim on",
+                &self.name,
+                &self.paths.record,
+                move |bound| store::proclaim(&paths, &holder, value, fsync, bound),
+            )
             .await?
             .map_err(|gone| gone_error(gone, "proclaim on", &self.name, self.token))?;
         wakeups::notify(&self.paths.record);

@@ -1,12 +1,17 @@
 #![doc = include_str!("../docs.md")]
 
+mod attempt;
 mod backend;
+mod case;
 mod clock;
 mod config;
 mod election;
 mod errors;
+mod flock;
 mod held;
 mod paths;
+mod place;
+mod queue;
 mod record;
 mod store;
 mod wakeups;

@@ -5,11 +5,18 @@
 //! `%2F`, `.` is `%2E`, so no name can be `..` or hidden), and the escaped
 //! name is cut into directory levels of at most [`SEGMENT`] bytes so no file
 //! name exceeds the usual 255-byte limit. Distinct names give distinct paths.
+//!
+//! On a filesystem that folds case, upper-case letters are escaped too
+//! (`Job` is `%4Aob`): escapes use upper-case hex digits and every other
+//! letter left is lower-case, so even folded, distinct names stay distinct.
+//! Names without upper-case letters keep the same files either way.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lock_core::LockName;
+
+use crate::case::Case;
 
 /// Longest directory or file stem produced, in bytes (below `NAME_MAX` = 255
 /// with room for the `.lock` / `.rec.tmp` suffixes).
@@ -23,7 +30,7 @@ pub(crate) enum Space {
 }
 
 impl Space {
-    fn dir(self) -> &'static str {
+    pub(crate) fn dir(self) -> &'static str {
         match self {
             Space::Lock => "locks",
             Space::Election => "elections",
@@ -41,22 +48,21 @@ pub(crate) struct LockPaths {
     pub(crate) record: PathBuf,
     /// Scratch file for the atomic replace; only written under the `flock`.
     pub(crate) tmp: PathBuf,
+    /// The waiters' queue, rewritten in place under the `flock`, never `fsync`ed.
+    pub(crate) queue: PathBuf,
+    /// On a filesystem that folds case, where the record of a name with
+    /// upper-case letters was kept before they were escaped: its fencing
+    /// counter is where this name's counter continues from.
+    pub(crate) legacy_record: Option<PathBuf>,
 }
 
 impl LockPaths {
-    pub(crate) fn new(root: &Path, space: Space, name: &LockName) -> Self {
-        let escaped = escape(name.as_str());
-        let mut dir = root.join(space.dir());
-        let segments = split(&escaped);
-        let (last, parents) = segments.split_last().expect("a name is never empty");
-        for parent in parents {
-            dir.push(parent);
-        }
-        LockPaths {
-            lock: dir.join(format!("{last}.lock")),
-            record: dir.join(format!("{last}.rec")),
-            tmp: dir.join(format!("{last}.rec.tmp")),
-        }
+    pub(crate) fn new(root: &Path, space: Space, name: &LockName, case: Case) -> Self {
+        let mut paths = files(root, space, &escape(name.as_str(), case));
+        paths.legacy_record = (case == Case::Insensitive)
+            .then(|| files(root, space, &escape(name.as_str(), Case::Sensitive)).record)
+            .filter(|legacy| *legacy != paths.record);
+        paths
     }
 
     /// The directory holding the files (created on first use).
@@ -65,10 +71,31 @@ impl LockPaths {
     }
 }
 
-fn escape(name: &str) -> String {
+/// The files of the escaped name `escaped`.
+fn files(root: &Path, space: Space, escaped: &str) -> LockPaths {
+    let mut dir = root.join(space.dir());
+    let segments = split(escaped);
+    let (last, parents) = segments.split_last().expect("a name is never empty");
+    for parent in parents {
+        dir.push(parent);
+    }
+    LockPaths {
+        lock: dir.join(format!("{last}.lock")),
+        record: dir.join(format!("{last}.rec")),
+        tmp: dir.join(format!("{last}.rec.tmp")),
+        queue: dir.join(format!("{last}.queue")),
+        legacy_record: None,
+    }
+}
+
+fn escape(name: &str, case: Case) -> String {
     let mut out = String::with_capacity(name.len());
     for byte in name.bytes() {
-        if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' {
+        let kept = match case {
+            Case::Sensitive => byte.is_ascii_alphanumeric(),
+            Case::Insensitive => byte.is_ascii_lowercase() || byte.is_ascii_digit(),
+        };
+        if kept || byte == b'_' || byte == b'-' {
             out.push(char::from(byte));
         } else {
             write!(out, "%{byte:02X}").expect("writing to a String cannot fail");
@@ -104,7 +131,16 @@ mod tests {
     use super::*;
 
     fn paths(name: &str) -> LockPaths {
-        LockPaths::new(Path::new("/r"), Space::Lock, &LockName::new(name).unwrap())
+        paths_on(name, Case::Sensitive)
+    }
+
+    fn paths_on(name: &str, case: Case) -> LockPaths {
+        LockPaths::new(
+            Path::new("/r"),
+            Space::Lock,
+            &LockName::new(name).unwrap(),
+            case,
+        )
     }
 
     #[test]
@@ -139,10 +175,49 @@ mod tests {
     }
 
     #[test]
+    fn distinct_names_never_share_a_file_even_when_case_is_folded() {
+        let names = [
+            "Job", "job", "JOB", "jOb", "a/B", "a/b", "%41", "%61", "A", "a", "\u{C9}", "\u{E9}",
+        ];
+        let long: Vec<String> = ["X", "x"].iter().map(|c| c.repeat(300)).collect();
+        let all: Vec<&str> = names
+            .iter()
+            .copied()
+            .chain(long.iter().map(String::as_str))
+            .collect();
+        let folded = |name: &str| {
+            let p = paths_on(name, Case::Insensitive);
+            p.record.to_string_lossy().to_lowercase()
+        };
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(folded(a), folded(b), "{a:?} and {b:?} share a file");
+            }
+        }
+    }
+
+    #[test]
+    fn folding_case_escapes_only_upper_case_letters_and_remembers_the_old_file() {
+        let p = paths_on("Jobs/nightly-Report", Case::Insensitive);
+        assert_eq!(
+            p.record,
+            Path::new("/r/locks/%4Aobs%2Fnightly-%52eport.rec")
+        );
+        assert_eq!(
+            p.legacy_record.as_deref(),
+            Some(Path::new("/r/locks/Jobs%2Fnightly-Report.rec"))
+        );
+        let lower = paths_on("jobs/nightly", Case::Insensitive);
+        assert_eq!(lower.record, paths("jobs/nightly").record);
+        assert_eq!(lower.legacy_record, None);
+        assert_eq!(paths("Job").legacy_record, None);
+    }
+
+    #[test]
     fn spaces_do_not_share_files() {
         let name = LockName::new("x").unwrap();
-        let lock = LockPaths::new(Path::new("/r"), Space::Lock, &name);
-        let election = LockPaths::new(Path::new("/r"), Space::Election, &name);
+        let lock = LockPaths::new(Path::new("/r"), Space::Lock, &name, Case::Sensitive);
+        let election = LockPaths::new(Path::new("/r"), Space::Election, &name, Case::Sensitive);
         assert_ne!(lock.record, election.record);
     }
 }

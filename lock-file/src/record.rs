@@ -8,9 +8,11 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::Now;
 use crate::paths::LockPaths;
 
 /// One lock's state. An absent file is the default: free, counter at 0.
@@ -18,9 +20,12 @@ use crate::paths::LockPaths;
 pub(crate) struct Record {
     /// The random id of the current (or last) acquisition; `None` when released.
     pub(crate) holder: Option<String>,
-    /// Wall-clock lease deadline in milliseconds since the Unix epoch:
-    /// processes share no monotonic clock.
+    /// Wall-clock lease deadline in milliseconds since the Unix epoch; it
+    /// decides only where `boot` cannot (see [`crate::clock`]).
     pub(crate) deadline_ms: u64,
+    /// The lease deadline on the boot clock of the boot that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) boot: Option<BootDeadline>,
     /// The last fencing token issued for this name.
     pub(crate) token: u64,
     /// The published value when the name is an election.
@@ -28,34 +33,97 @@ pub(crate) struct Record {
     pub(crate) value: Option<Vec<u8>>,
 }
 
-impl Record {
-    /// The holder id if its lease is still running at `now_ms`.
-    pub(crate) fn live_holder(&self, now_ms: u64) -> Option<&str> {
-        self.holder.as_deref().filter(|_| now_ms < self.deadline_ms)
-    }
+/// A lease deadline on `CLOCK_BOOTTIME`, valid only in the boot (and time
+/// namespace) named by `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct BootDeadline {
+    pub(crate) id: String,
+    pub(crate) deadline_ms: u64,
+}
 
-    /// Whether `holder` holds a running lease at `now_ms`.
-    pub(crate) fn is_held_by(&self, holder: &str, now_ms: u64) -> bool {
-        self.live_holder(now_ms) == Some(holder)
+/// How long from `now` until a deadline kept on both clocks (0 once it
+/// passed): on the boot clock if it was written in this boot, else on the
+/// wall clock.
+pub(crate) fn remaining_ms(wall_ms: u64, boot: Option<&BootDeadline>, now: &Now) -> u64 {
+    match (boot, &now.boot) {
+        (Some(deadline), Some(boot)) if deadline.id == boot.id => {
+            deadline.deadline_ms.saturating_sub(boot.ms)
+        }
+        _ => wall_ms.saturating_sub(now.wall_ms),
     }
 }
 
-/// Reads the record; a missing file is a fresh record. A record that does
-/// not parse is an error, never silently reset: that would restart the
-/// fencing counter.
+/// The deadline `ms` after `now`, on both clocks.
+pub(crate) fn deadline_after(now: &Now, ms: u64) -> (u64, Option<BootDeadline>) {
+    let boot = now.boot.map(|boot| BootDeadline {
+        id: boot.id.to_owned(),
+        deadline_ms: boot.ms.saturating_add(ms),
+    });
+    (now.wall_ms.saturating_add(ms), boot)
+}
+
+impl Record {
+    /// How long the lease runs from `now` (0 once it ended), on the boot
+    /// clock when the record was written in this boot, else on the wall clock.
+    pub(crate) fn remaining_ms(&self, now: &Now) -> u64 {
+        remaining_ms(self.deadline_ms, self.boot.as_ref(), now)
+    }
+
+    /// The holder id if its lease is still running at `now`.
+    pub(crate) fn live_holder(&self, now: &Now) -> Option<&str> {
+        self.holder
+            .as_deref()
+            .filter(|_| self.remaining_ms(now) > 0)
+    }
+
+    /// Whether `holder` holds a running lease at `now`.
+    pub(crate) fn is_held_by(&self, holder: &str, now: &Now) -> bool {
+        self.live_holder(now) == Some(holder)
+    }
+
+    /// Sets the lease to end `ttl_ms` after `now`, on both clocks.
+    pub(crate) fn set_deadline(&mut self, now: &Now, ttl_ms: u64) {
+        (self.deadline_ms, self.boot) = deadline_after(now, ttl_ms);
+    }
+
+    /// Ends the lease now, on both clocks.
+    pub(crate) fn end_lease(&mut self) {
+        self.deadline_ms = 0;
+        self.boot = None;
+    }
+}
+
+/// Reads the record; a missing file is a fresh record, whose fencing
+/// counter continues from the name's legacy record if there is one. A
+/// record that does not parse is an error, never silently reset: that would
+/// restart the fencing counter.
 pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
-    match fs::read(&paths.record) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+    if let Some(record) = read_file(&paths.record)? {
+        return Ok(record);
+    }
+    let token = match &paths.legacy_record {
+        Some(legacy) => read_file(legacy)?.map_or(0, |r| r.token),
+        None => 0,
+    };
+    Ok(Record {
+        token,
+        ..Record::default()
+    })
+}
+
+fn read_file(path: &Path) -> io::Result<Option<Record>> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
                     "lock record {} is corrupt ({e}); deleting it frees the lock but restarts \
                      its fencing tokens",
-                    paths.record.display()
+                    path.display()
                 ),
             )
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Record::default()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -79,18 +147,59 @@ pub(crate) fn write(paths: &LockPaths, record: &Record, fsync: bool) -> io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::BootNow;
+
+    fn at(wall_ms: u64, boot: Option<(&'static str, u64)>) -> Now {
+        Now {
+            wall_ms,
+            boot: boot.map(|(id, ms)| BootNow { id, ms }),
+        }
+    }
+
+    fn held_by_a(written: &Now, ttl_ms: u64) -> Record {
+        let mut record = Record {
+            holder: Some("a".into()),
+            token: 7,
+            ..Record::default()
+        };
+        record.set_deadline(written, ttl_ms);
+        record
+    }
 
     #[test]
     fn expired_or_released_records_have_no_live_holder() {
-        let mut record = Record {
-            holder: Some("a".into()),
-            deadline_ms: 100,
-            token: 7,
-            value: None,
-        };
-        assert!(record.is_held_by("a", 99));
-        assert_eq!(record.live_holder(100), None);
+        let mut record = held_by_a(&at(0, None), 100);
+        assert!(record.is_held_by("a", &at(99, None)));
+        assert_eq!(record.live_holder(&at(100, None)), None);
         record.holder = None;
-        assert_eq!(record.live_holder(0), None);
+        assert_eq!(record.live_holder(&at(0, None)), None);
+    }
+
+    #[test]
+    fn in_the_same_boot_wall_clock_steps_move_no_deadline() {
+        let record = held_by_a(&at(100_000_000, Some(("boot", 50))), 100);
+        // The wall clock stepped back a day: still over at boot time 150.
+        assert_eq!(
+            record.live_holder(&at(100_000_000 - 86_400_000, Some(("boot", 150)))),
+            None
+        );
+        // The wall clock stepped forward a day: still running at boot time 149.
+        assert!(record.is_held_by("a", &at(100_000_000 + 86_400_000, Some(("boot", 149)))));
+    }
+
+    #[test]
+    fn another_boot_or_no_boot_clock_falls_back_to_the_wall_clock() {
+        let record = held_by_a(&at(1_000, Some(("boot", 50))), 100);
+        assert!(record.is_held_by("a", &at(1_099, Some(("other boot", 0)))));
+        assert_eq!(
+            record.live_holder(&at(1_100, Some(("other boot", 0)))),
+            None
+        );
+        assert!(record.is_held_by("a", &at(1_099, None)));
+        // A record written by an older version has no boot deadline.
+        let old: Record =
+            serde_json::from_str(r#"{"holder":"a","deadline_ms":1100,"token":3}"#).unwrap();
+        assert!(old.is_held_by("a", &at(1_099, Some(("boot", 0)))));
+        assert_eq!(old.live_holder(&at(1_100, Some(("boot", 0)))), None);
     }
 }

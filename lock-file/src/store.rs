@@ -4,13 +4,16 @@
 //! exclusive `flock` on it, read the record, decide, replace the record if
 //! it changed, unlock. The `flock` is held only for that, never while a lock
 //! is held, so a holder that dies leaves no OS lock behind: only a record
-//! whose lease deadline runs out.
+//! whose lease deadline runs out. The `flock` is waited for only within the
+//! caller's [`Bound`], and a poll of a lock that is held takes no `flock`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
 
-use crate::clock::now_ms;
+use crate::clock::{self, Now};
+use crate::flock::{self, Bound};
 use crate::paths::LockPaths;
+use crate::queue::Queue;
 use crate::record::{self, Record};
 
 /// What an acquisition attempt found.
@@ -18,8 +21,11 @@ use crate::record::{self, Record};
 pub(crate) enum Attempt {
     /// The lock is ours, with this fencing token.
     Granted { token: u64 },
-    /// Someone else's lease runs for this many more milliseconds.
-    Held { remaining_ms: u64 },
+    /// Someone else's lease runs for this many more milliseconds; `next`
+    /// if the caller is first among the waiters (or nobody waits).
+    Held { remaining_ms: u64, next: bool },
+    /// The lock is free, but it is an earlier waiter's turn.
+    Queued,
 }
 
 /// Why an operation on a held lock did nothing.
@@ -64,40 +70,111 @@ fn open_lock_file(paths: &LockPaths) -> io::Result<File> {
 fn transact<T>(
     paths: &LockPaths,
     fsync: bool,
-    decide: impl FnOnce(&mut Record, u64) -> (T, bool),
+    bound: &Bound,
+    decide: impl FnOnce(&mut Record, &Now) -> (T, bool),
 ) -> io::Result<T> {
-    let file = open_lock_file(paths)?;
-    file.lock()?;
-    let mut record = record::read(paths)?;
-    let (out, changed) = decide(&mut record, now_ms());
-    if changed {
-        record::write(paths, &record, fsync)?;
-    }
-    drop(file);
-    Ok(out)
+    locked(paths, bound, || {
+        let mut record = record::read(paths)?;
+        let (out, changed) = decide(&mut record, &clock::now());
+        if changed {
+            record::write(paths, &record, fsync)?;
+        }
+        Ok(out)
+    })
 }
 
-/// Takes the lock for `holder` if it is free or its lease ran out.
+/// Runs `f` under the lock's `flock`.
+fn locked<T>(paths: &LockPaths, bound: &Bound, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let file = open_lock_file(paths)?;
+    flock::lock(&file, &paths.lock, bound)?;
+    let out = f();
+    drop(file);
+    out
+}
+
+fn held(record: &Record, now: &Now, next: bool) -> Option<Attempt> {
+    record.live_holder(now).map(|_| Attempt::Held {
+        remaining_ms: record.remaining_ms(now).max(1),
+        next,
+    })
+}
+
+/// Takes the lock for `holder` if it is free or its lease ran out, and it
+/// is `holder`'s turn in the waiters' [`Queue`] (nobody waits, or `holder`
+/// is first); a granted waiter leaves the queue.
+///
+/// A lock that is held, or free but not `holder`'s turn, is seen from plain
+/// reads (records and queues are replaced atomically), so a waiter's poll
+/// takes no `flock`: a waiter stopped mid-poll blocks no one.
 pub(crate) fn try_acquire(
     paths: &LockPaths,
     holder: &str,
     ttl_ms: u64,
     value: Option<Vec<u8>>,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Attempt> {
-    transact(paths, fsync, |record, now| {
-        if record.live_holder(now).is_some() {
-            let remaining_ms = record.deadline_ms.saturating_sub(now).max(1);
-            return (Attempt::Held { remaining_ms }, false);
+    // Without the `flock`: a held lock, or one that is an earlier waiter's
+    // turn, needs no transaction (and leaves the `flock` to that waiter).
+    let record = record::read(paths)?;
+    let mut queue = Queue::read(paths)?;
+    let now = clock::now();
+    queue.prune(&now);
+    if let Some(held) = held(&record, &now, queue.turn_of(holder)) {
+        return Ok(held);
+    }
+    if !queue.turn_of(holder) {
+        return Ok(Attempt::Queued);
+    }
+    locked(paths, bound, || {
+        let mut record = record::read(paths)?;
+        let now = clock::now();
+        let mut queue = Queue::read(paths)?;
+        if let Some(held) = held(&record, &now, queue.turn_of(holder)) {
+            return Ok(held);
+        }
+        let pruned = queue.prune(&now);
+        if !queue.turn_of(holder) {
+            if pruned {
+                queue.write(paths)?;
+            }
+            return Ok(Attempt::Queued);
         }
         let token = record.token + 1;
-        *record = Record {
+        record = Record {
             holder: Some(holder.to_owned()),
-            deadline_ms: now.saturating_add(ttl_ms),
             token,
             value,
+            ..Record::default()
         };
-        (Attempt::Granted { token }, true)
+        record.set_deadline(&now, ttl_ms);
+        record::write(paths, &record, fsync)?;
+        if queue.leave(holder) || pruned {
+            queue.write(paths)?;
+        }
+        Ok(Attempt::Granted { token })
+    })
+}
+
+/// Enrolls `holder` as a waiter on the lock, or renews its place.
+pub(crate) fn enroll(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Result<()> {
+    locked(paths, bound, || {
+        let now = clock::now();
+        let mut queue = Queue::read(paths)?;
+        queue.prune(&now);
+        queue.enroll(holder, &now);
+        queue.write(paths)
+    })
+}
+
+/// Gives up `holder`'s place among the waiters, if it has one.
+pub(crate) fn leave(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Result<()> {
+    locked(paths, bound, || {
+        let mut queue = Queue::read(paths)?;
+        if queue.leave(holder) {
+            queue.write(paths)?;
+        }
+        Ok(())
     })
 }
 
@@ -108,10 +185,11 @@ pub(crate) fn renew(
     holder: &str,
     ttl_ms: u64,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
-            record.deadline_ms = now.saturating_add(ttl_ms);
+            record.set_deadline(now, ttl_ms);
             (Ok(()), true)
         } else {
             (Err(gone(record, holder)), false)
@@ -124,11 +202,12 @@ pub(crate) fn release(
     paths: &LockPaths,
     holder: &str,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
             record.holder = None;
-            record.deadline_ms = 0;
+            record.end_lease();
             record.value = None;
             (Ok(()), true)
         } else {
@@ -143,8 +222,9 @@ pub(crate) fn proclaim(
     holder: &str,
     value: Vec<u8>,
     fsync: bool,
+    bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.is_held_by(holder, now) {
             record.value = Some(value);
             (Ok(()), true)
@@ -156,13 +236,13 @@ pub(crate) fn proclaim(
 
 /// Ends whatever lease holds the lock now, as if its TTL had run out.
 /// Returns whether there was a running lease.
-pub(crate) fn expire(paths: &LockPaths, fsync: bool) -> io::Result<bool> {
+pub(crate) fn expire(paths: &LockPaths, fsync: bool, bound: &Bound) -> io::Result<bool> {
     if !paths.lock.exists() {
         return Ok(false);
     }
-    transact(paths, fsync, |record, now| {
+    transact(paths, fsync, bound, |record, now| {
         if record.live_holder(now).is_some() {
-            record.deadline_ms = 0;
+            record.end_lease();
             (true, true)
         } else {
             (false, false)
@@ -178,11 +258,44 @@ pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::Case;
     use crate::paths::Space;
     use lock_core::LockName;
 
+    fn b() -> Bound {
+        Bound::within(std::time::Duration::from_secs(5))
+    }
+
     fn paths(dir: &tempfile::TempDir) -> LockPaths {
-        LockPaths::new(dir.path(), Space::Lock, &LockName::new("a/b").unwrap())
+        LockPaths::new(
+            dir.path(),
+            Space::Lock,
+            &LockName::new("a/b").unwrap(),
+            Case::Sensitive,
+        )
+    }
+
+    #[test]
+    fn escaping_upper_case_keeps_the_fencing_counter_going() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = LockName::new("Job").unwrap();
+        let before = LockPaths::new(dir.path(), Space::Lock, &name, Case::Sensitive);
+        let mut last = 0;
+        for holder in ["x", "y"] {
+            let Attempt::Granted { token } =
+                try_acquire(&before, holder, 60_000, None, false, &b()).unwrap()
+            else {
+                panic!("free lock not granted");
+            };
+            release(&before, holder, false, &b()).unwrap().unwrap();
+            last = token;
+        }
+        let after = LockPaths::new(dir.path(), Space::Lock, &name, Case::Insensitive);
+        assert_ne!(after.record, before.record);
+        assert_eq!(
+            try_acquire(&after, "z", 60_000, None, false, &b()).unwrap(),
+            Attempt::Granted { token: last + 1 }
+        );
     }
 
     #[test]
@@ -190,25 +303,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
         assert_eq!(
-            try_acquire(&p, "x", 60_000, None, false).unwrap(),
+            try_acquire(&p, "x", 60_000, None, false, &b()).unwrap(),
             Attempt::Granted { token: 1 }
         );
         assert!(matches!(
-            try_acquire(&p, "y", 60_000, None, false).unwrap(),
+            try_acquire(&p, "y", 60_000, None, false, &b()).unwrap(),
             Attempt::Held { .. }
         ));
-        assert_eq!(release(&p, "x", false).unwrap(), Ok(()));
+        assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
         assert_eq!(
-            try_acquire(&p, "y", 60_000, None, false).unwrap(),
+            try_acquire(&p, "y", 60_000, None, false, &b()).unwrap(),
             Attempt::Granted { token: 2 }
         );
-        assert!(expire(&p, false).unwrap());
-        assert_eq!(renew(&p, "y", 60_000, false).unwrap(), Err(Gone::Expired));
+        assert!(expire(&p, false, &b()).unwrap());
         assert_eq!(
-            try_acquire(&p, "z", 60_000, None, false).unwrap(),
+            renew(&p, "y", 60_000, false, &b()).unwrap(),
+            Err(Gone::Expired)
+        );
+        assert_eq!(
+            try_acquire(&p, "z", 60_000, None, false, &b()).unwrap(),
             Attempt::Granted { token: 3 }
         );
-        assert_eq!(release(&p, "y", false).unwrap(), Err(Gone::TakenOver));
+        assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::TakenOver));
         assert_eq!(read(&p).unwrap().holder.as_deref(), Some("z"));
     }
 
@@ -216,9 +332,9 @@ mod tests {
     fn corrupt_record_is_an_error_not_a_reset() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
-        try_acquire(&p, "x", 60_000, None, false).unwrap();
+        try_acquire(&p, "x", 60_000, None, false, &b()).unwrap();
         fs::write(&p.record, b"{not json").unwrap();
-        let err = try_acquire(&p, "y", 60_000, None, false).unwrap_err();
+        let err = try_acquire(&p, "y", 60_000, None, false, &b()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 }

@@ -1,7 +1,9 @@
 //! Same-process wake-ups: a released lock wakes this process's waiters at once.
 //!
-//! Waiters in other processes poll (1 ms doubling to 20 ms), which is what
-//! bounds a cross-process hand-off. Waiters in the same process, which is the
+//! Waiters in other processes poll (1 ms doubling to 20 ms, 2 ms for the
+//! one whose turn is next), which is what bounds a cross-process hand-off;
+//! the waiters' queue ([`crate::queue`]) keeps this process's waiters from
+//! always winning. Waiters in the same process, which is the
 //! common case for a benchmark or a server with many tasks, are also woken
 //! through a [`Notify`] per record path, so they do not wait for their next poll.
 

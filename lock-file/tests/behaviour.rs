@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_file::{FileBackend, FileConfig};
 
@@ -81,4 +83,410 @@ async fn cancelled_attempts_never_leave_the_lock_taken() {
         .expect("a cancelled attempt left the lock taken")
         .expect("lock");
     guard.release().await.unwrap();
+}
+
+/// Helper processes: this test binary run again with [`HELPER_ENV`] set to
+/// a task, so a test can put another OS process on the same lock files.
+mod helper {
+    use std::path::Path;
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+    use tokio::process::{Child, ChildStdout, Command};
+
+    pub(crate) const HELPER_ENV: &str = "LOCK_FILE_TEST_HELPER";
+
+    /// A running helper process; killed when dropped.
+    pub(crate) struct Helper {
+        child: Child,
+        lines: Lines<BufReader<ChildStdout>>,
+    }
+
+    impl Helper {
+        /// Starts `task` (`"flock <path>"`, ...) in a new process.
+        pub(crate) fn start(task: &str) -> Helper {
+            let exe = std::env::current_exe().expect("path of this test binary");
+            let mut child = Command::new(exe)
+                .args([
+                    "--exact",
+                    "helper_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(HELPER_ENV, task)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start a helper process (this test binary)");
+            let stdout = child.stdout.take().expect("piped stdout");
+            Helper {
+                child,
+                lines: BufReader::new(stdout).lines(),
+            }
+        }
+
+        /// Starts a helper that holds the OS lock on `path` until stopped.
+        pub(crate) async fn flock(path: &Path) -> Helper {
+            let mut helper = Helper::start(&format!("flock {}", path.display()));
+            helper.expect_line("held", Duration::from_secs(10)).await;
+            helper
+        }
+
+        /// Waits for the helper to print `line` (other output is skipped).
+        pub(crate) async fn expect_line(&mut self, line: &str, within: Duration) {
+            let found = tokio::time::timeout(within, async {
+                while let Some(got) = self.lines.next_line().await.expect("helper stdout") {
+                    if got.trim() == line {
+                        return true;
+                    }
+                }
+                false
+            })
+            .await;
+            assert_eq!(found, Ok(true), "helper never printed {line:?}");
+        }
+
+        /// Writes `line` to the helper's stdin.
+        pub(crate) async fn send(&mut self, line: &str) {
+            use tokio::io::AsyncWriteExt as _;
+            let stdin = self.child.stdin.as_mut().expect("piped stdin");
+            stdin
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+            stdin.flush().await.unwrap();
+        }
+
+        /// The rest of the next line the helper prints after `prefix`.
+        pub(crate) async fn line_after(&mut self, prefix: &str, within: Duration) -> String {
+            tokio::time::timeout(within, async {
+                while let Some(got) = self.lines.next_line().await.expect("helper stdout") {
+                    if let Some(rest) = got.trim().strip_prefix(prefix) {
+                        return rest.to_owned();
+                    }
+                }
+                panic!("the helper exited without printing {prefix:?}");
+            })
+            .await
+            .unwrap_or_else(|_| panic!("the helper printed no {prefix:?} within {within:?}"))
+        }
+
+        /// Kills the helper and waits until it is gone.
+        pub(crate) async fn stop(mut self) {
+            self.child.kill().await.expect("kill the helper");
+        }
+    }
+
+    /// What a helper process does, by task.
+    pub(crate) fn run(task: &str) {
+        let (verb, arg) = task.split_once(' ').unwrap_or((task, ""));
+        match verb {
+            "flock" => {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(arg)
+                    .expect("open the lock file");
+                file.lock().expect("flock");
+                // libtest has already printed "test helper_process ... " on this line.
+                println!("\nheld");
+                // Hold the OS lock until killed (or stdin closes).
+                let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
+            }
+            "contend" => super::contend(arg),
+            other => panic!("unknown helper task {other:?}"),
+        }
+    }
+}
+
+/// Helper task `contend <dir> <tasks> <millis> <hold_us>`: after "go" on
+/// stdin, `tasks` tasks of this process take the lock "fair", hold it for
+/// `hold_us` µs, release it and rest twice as long, in a loop for `millis`
+/// ms; then it prints how often it got the lock.
+fn contend(args: &str) {
+    let mut args = args.split(' ');
+    let mut next = || {
+        args.next()
+            .expect("contend <dir> <tasks> <millis> <hold_us>")
+    };
+    let dir = std::path::PathBuf::from(next());
+    let tasks: usize = next().parse().unwrap();
+    let run_for = Duration::from_millis(next().parse().unwrap());
+    let hold = Duration::from_micros(next().parse().unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config =
+            quick_config(&dir, Duration::from_secs(2), Duration::from_secs(5)).with_fsync(false);
+        let backend = FileBackend::connect(config).await.unwrap();
+        println!("\nready");
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        let end = Instant::now() + run_for;
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let workers: Vec<_> = (0..tasks)
+            .map(|_| {
+                let (backend, count) = (backend.clone(), count.clone());
+                tokio::spawn(async move {
+                    while let Ok(Ok(guard)) =
+                        tokio::time::timeout_at(end, backend.lock("fair")).await
+                    {
+                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        // The work done under the lock.
+                        tokio::time::sleep(hold).await;
+                        guard.release().await.unwrap();
+                        // The work done between acquisitions.
+                        tokio::time::sleep(hold * 2).await;
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.await.unwrap();
+        }
+        println!(
+            "\ncount {}",
+            count.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    });
+}
+
+/// Not a test of its own: the body of the helper processes the tests below
+/// start. Without [`helper::HELPER_ENV`] it does nothing.
+#[test]
+fn helper_process() {
+    if let Ok(task) = std::env::var(helper::HELPER_ENV) {
+        helper::run(&task);
+    }
+}
+
+/// Short TTL and request timeout; no `fsync`, so that a busy disk does not
+/// slow the operations these tests time.
+fn quick_config(dir: &std::path::Path, ttl: Duration, request: Duration) -> FileConfig {
+    FileConfig::new(dir)
+        .with_default_ttl(ttl)
+        .expect("non-zero TTL")
+        .with_request_timeout(request)
+        .with_fsync(false)
+}
+
+/// A process stopped (or hung) while it holds the OS lock of a record, as a
+/// process stopped inside a transaction would: every operation on that lock
+/// gives up within its own bound with an error that says why, no attempt
+/// stays stuck in the OS lock, and everything recovers once it is gone.
+#[test]
+fn a_process_stuck_inside_a_transaction_delays_no_one_past_their_bounds() {
+    // One blocking thread: an attempt left stuck in `flock` would starve
+    // every later file operation of this process.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        const TTL: Duration = Duration::from_millis(300);
+        const REQUEST: Duration = Duration::from_millis(800);
+        const SLACK: Duration = Duration::from_millis(300);
+        let dir = tempfile::tempdir().unwrap();
+        let config = quick_config(dir.path(), TTL, REQUEST);
+        let a = FileBackend::connect(config.clone()).await.unwrap();
+        let b = FileBackend::connect(config).await.unwrap();
+        let holder = a.lock("stuck").await.unwrap();
+        let helper = helper::Helper::flock(&dir.path().join("locks/stuck.lock")).await;
+        let stuck_since = Instant::now();
+
+        // The holder cannot renew, and learns it lost the lock within its TTL.
+        tokio::time::timeout(TTL + SLACK, holder.lost())
+            .await
+            .expect("the holder never learned that it cannot renew");
+        assert!(!holder.is_held());
+
+        // A waiter gives up at its own deadline, saying why.
+        let t = Instant::now();
+        let err = b
+            .lock_timeout("stuck", Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_millis(200) + SLACK,
+            "a 200 ms wait took {:?}: {err}",
+            t.elapsed()
+        );
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(err.to_string().contains("another process"), "{err}");
+
+        // try_lock gives up within the request timeout, naming the file.
+        let t = Instant::now();
+        let err = b.try_lock("stuck").await.unwrap_err();
+        assert!(
+            t.elapsed() < REQUEST + SLACK,
+            "try_lock took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(err.to_string().contains("stuck.lock"), "{err}");
+
+        // A cancelled attempt leaves no thread behind in the OS lock: the only
+        // blocking thread is free at once for another lock.
+        let _ = tokio::time::timeout(Duration::from_millis(50), b.lock("stuck")).await;
+        let other = tokio::time::timeout(Duration::from_secs(1), b.lock("other"))
+            .await
+            .expect("a file operation on another lock was stuck behind the OS lock")
+            .unwrap();
+        other.release().await.unwrap();
+
+        // Hold the OS lock for at least 3×TTL in all (here always longer),
+        // then let it go.
+        tokio::time::sleep_until(stuck_since + 3 * TTL).await;
+        helper.stop().await;
+        let next = tokio::time::timeout(Duration::from_secs(2), b.lock("stuck"))
+            .await
+            .expect("the lock did not recover after the stuck process left")
+            .unwrap();
+        assert!(next.token() > holder.token());
+        next.release().await.unwrap();
+        let _ = holder.release().await;
+    });
+}
+
+/// A waiter already queued behind a holder when a process gets stuck
+/// holding the OS lock still gives up at the end of its own wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_waiter_gives_up_within_its_wait_while_the_os_lock_is_stuck() {
+    const WAIT: Duration = Duration::from_millis(600);
+    const SLACK: Duration = Duration::from_millis(300);
+    let dir = tempfile::tempdir().unwrap();
+    let config = quick_config(dir.path(), Duration::from_secs(2), Duration::from_secs(2));
+    let a = FileBackend::connect(config.clone()).await.unwrap();
+    let b = FileBackend::connect(config).await.unwrap();
+    let holder = a.lock("queued").await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let start = Instant::now();
+        let result = b.lock_timeout("queued", WAIT).await;
+        (result.map(|g| g.token()), start.elapsed())
+    });
+    // Let the waiter take its place in the queue, then get stuck.
+    let queue = dir.path().join("locks/queued.queue");
+    tokio::time::timeout(Duration::from_secs(2), async {
+        while !queue.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the waiter never queued");
+    let helper = helper::Helper::flock(&dir.path().join("locks/queued.lock")).await;
+    let (result, waited) = waiter.await.unwrap();
+    let err = result.expect_err("the lock was held throughout");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(
+        waited < WAIT + SLACK,
+        "a {WAIT:?} wait took {waited:?}: {err}"
+    );
+    helper.stop().await;
+    holder.release().await.unwrap();
+}
+
+/// The wall clock stepped back a day after the last renewal, so the deadline
+/// on disk now lies a day ahead: the lock still frees within its TTL.
+#[tokio::test]
+async fn a_wall_clock_step_backward_does_not_lengthen_a_lease() {
+    const TTL: Duration = Duration::from_millis(300);
+    const SLACK: Duration = Duration::from_millis(700);
+    let dir = tempfile::tempdir().unwrap();
+    let config = quick_config(dir.path(), TTL, Duration::from_secs(2));
+    let a = FileBackend::connect(config.clone()).await.unwrap();
+    let b = FileBackend::connect(config).await.unwrap();
+    let guard = a.lock("stepped").await.unwrap();
+    let token = guard.token();
+    // Stop renewing, as a holder that crashed right after a renewal.
+    let last_renewal = Instant::now();
+    guard.abandon();
+    {
+        let os_lock = std::fs::File::open(dir.path().join("locks/stepped.lock")).unwrap();
+        os_lock.lock().unwrap();
+        let path = dir.path().join("locks/stepped.rec");
+        let mut record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let deadline = record["deadline_ms"]
+            .as_u64()
+            .expect("a wall-clock deadline");
+        record["deadline_ms"] = (deadline + 86_400_000).into();
+        std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    }
+    let next = tokio::time::timeout(TTL + SLACK, b.lock("stepped"))
+        .await
+        .expect("the lease outlived its TTL by the clock step")
+        .unwrap();
+    assert!(last_renewal.elapsed() <= TTL + SLACK);
+    assert!(next.token() > token);
+    next.release().await.unwrap();
+}
+
+/// Names that differ only in case are separate locks.
+#[tokio::test]
+async fn names_differing_only_in_case_are_independent_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (backend(dir.path()).await, backend(dir.path()).await);
+    let upper = a.try_lock("Job").await.unwrap();
+    let lower = b
+        .try_lock("job")
+        .await
+        .expect("job must not be blocked by Job");
+    assert!(upper.is_held() && lower.is_held());
+    upper.release().await.unwrap();
+    lower.release().await.unwrap();
+}
+
+/// Waiters in other processes get their turn: one process with three tasks
+/// and one with a single task contend for one lock, each task taking it,
+/// working 1 ms, releasing and resting 2 ms. A release wakes the waiters of
+/// its own process at once; the lone waiter elsewhere must still get about
+/// its share (a quarter of the acquisitions), not a few percent.
+#[tokio::test]
+async fn waiters_in_other_processes_are_not_starved() {
+    const TASKS: [u64; 2] = [3, 1];
+    let dir = tempfile::tempdir().unwrap();
+    let mut helpers: Vec<_> = TASKS
+        .iter()
+        .map(|tasks| {
+            helper::Helper::start(&format!(
+                "contend {} {tasks} 2000 1000",
+                dir.path().display()
+            ))
+        })
+        .collect();
+    for helper in &mut helpers {
+        helper.expect_line("ready", Duration::from_secs(10)).await;
+    }
+    for helper in &mut helpers {
+        helper.send("go").await;
+    }
+    let mut counts = Vec::new();
+    for helper in &mut helpers {
+        let count: u64 = helper
+            .line_after("count ", Duration::from_secs(10))
+            .await
+            .parse()
+            .unwrap();
+        counts.push(count);
+    }
+    let total: u64 = counts.iter().sum();
+    eprintln!("acquisitions per process: {counts:?} for {TASKS:?} tasks");
+    assert!(total >= 20, "too few acquisitions to judge: {counts:?}");
+    // Each process should get at least 40 % of its tasks' share.
+    let all_tasks: u64 = TASKS.iter().sum();
+    for (count, tasks) in counts.iter().zip(TASKS) {
+        assert!(
+            count * all_tasks * 10 >= total * tasks * 4,
+            "a process was starved: acquisitions per process {counts:?} for {TASKS:?} tasks"
+        );
+    }
 }
