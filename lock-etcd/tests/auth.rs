@@ -63,15 +63,6 @@ const TOKEN_TTL: Duration = Duration::from_secs(2);
 /// etcd drops a token unused for its TTL, checking once a second.
 const TOKEN_GONE_AFTER: Duration = Duration::from_millis(3500);
 
-/// Unary Txn requests the member has started so far.
-async fn txns_started(cluster: &EtcdCluster) -> f64 {
-    cluster
-        .member(0)
-        .metric("grpc_server_started_total", &[r#"grpc_method="Txn""#])
-        .await
-        .expect("read etcd metrics")
-}
-
 #[tokio::test]
 async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acquire() {
     let cluster = auth_cluster(EtcdOptions::new(1).auth_token_ttl(TOKEN_TTL)).await;
@@ -101,7 +92,7 @@ async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acq
     );
 
     // A new acquire after expiry, and a waiter whose watch stream's token is gone.
-    let before = txns_started(&cluster).await;
+    let before = common::txns_started(&cluster).await;
     let waiter = tokio::spawn(async move {
         let guard = b
             .lock_timeout("token/expiry", Duration::from_secs(10))
@@ -110,7 +101,7 @@ async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acq
     });
     // Observe the waiter for a while: it must wait on its watch, not spin.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let during_wait = txns_started(&cluster).await - before;
+    let during_wait = common::txns_started(&cluster).await - before;
     assert!(
         during_wait < 20.0,
         "the waiter sent {during_wait} Txns in 1 s: its watch does not work"

@@ -201,15 +201,6 @@ async fn ttls_below_a_second_are_refused_and_others_round_up_to_whole_seconds() 
     guard.release().await.expect("release");
 }
 
-/// Txn requests the member has started, from its metrics.
-async fn txns_started(cluster: &lock_testkit::servers::EtcdCluster) -> f64 {
-    cluster
-        .member(0)
-        .metric("grpc_server_started_total", &[r#"grpc_method="Txn""#])
-        .await
-        .expect("read etcd metrics")
-}
-
 #[tokio::test]
 async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeout() {
     let cluster = common::start_cluster(1).await;
@@ -220,7 +211,7 @@ async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeou
         .expect("connect through the proxy");
     let holder = common::backend(&cluster).await;
     let held = holder.lock("bound/acquire").await.expect("lock");
-    let txns = txns_started(&cluster).await;
+    let txns = common::txns_started(&cluster).await;
 
     // The link is down when the acquire starts and comes back 600 ms later:
     // granting the lease succeeds only then, after several attempts.
@@ -234,7 +225,7 @@ async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeou
     proxy.delay(Duration::from_millis(50));
     proxy.restore();
     timeout(REQUEST_TIMEOUT + SLACK, async {
-        while txns_started(&cluster).await <= txns {
+        while common::txns_started(&cluster).await <= txns {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     })

@@ -37,18 +37,29 @@ async fn until_free(backend: &EtcdBackend, name: &str) -> lock_core::LockGuard {
     .expect("the name must be free within 3×TTL of a late write")
 }
 
-#[tokio::test]
-async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
+/// One etcd member behind two proxies, and a client of both: whatever
+/// the test makes slow goes through `slow`, the retries through `fast`.
+async fn slow_and_fast() -> (
+    lock_testkit::servers::EtcdCluster,
+    FaultProxy,
+    FaultProxy,
+    EtcdBackend,
+) {
     let cluster = common::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let slow = FaultProxy::start(upstream).await.expect("proxy");
     let fast = FaultProxy::start(upstream).await.expect("proxy");
-    // Long enough that keepalives get through the slow proxy too.
     let config = common::config_for(vec![slow.addr().to_string(), fast.addr().to_string()])
         .with_request_timeout(REQUEST_TIMEOUT)
         .with_default_ttl(TTL)
         .unwrap();
     let client = EtcdBackend::connect(config).await.expect("connect");
+    (cluster, slow, fast, client)
+}
+
+#[tokio::test]
+async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
+    let (cluster, slow, _fast, client) = slow_and_fast().await;
     let holder = common::backend(&cluster).await;
     let other = common::backend(&cluster).await;
     let name = "late/try-lock";
@@ -164,15 +175,7 @@ async fn release_never_deletes_a_key_recreated_under_the_same_name() {
 
 #[tokio::test]
 async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_name() {
-    let cluster = common::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let slow = FaultProxy::start(upstream).await.expect("proxy");
-    let fast = FaultProxy::start(upstream).await.expect("proxy");
-    let config = common::config_for(vec![slow.addr().to_string(), fast.addr().to_string()])
-        .with_request_timeout(REQUEST_TIMEOUT)
-        .with_default_ttl(TTL)
-        .unwrap();
-    let client = EtcdBackend::connect(config).await.expect("connect");
+    let (cluster, slow, _fast, client) = slow_and_fast().await;
     let other = common::backend(&cluster).await;
     let mut raw = common::raw_client(&cluster).await;
     let queue = format!("{}/lock/late%2Fretried/", common::PREFIX);

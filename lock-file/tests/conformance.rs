@@ -11,9 +11,10 @@ use lock_file::{FileBackend, FileConfig};
 use lock_testkit::conformance::Target;
 use tempfile::TempDir;
 
-/// Long enough that renewal (every TTL/3, one fsync'd write) keeps up on a
-/// busy two-core machine; short enough to keep the expiry tests quick.
-const TTL: Duration = Duration::from_millis(1000);
+/// Long enough that renewal (every TTL/3, one fsync'd write that may wait
+/// for the record's OS lock behind eight contenders) keeps up on a busy
+/// two-core machine; short enough to keep the expiry tests quick.
+const TTL: Duration = Duration::from_millis(2000);
 
 struct FileTarget {
     dir: TempDir,

@@ -90,3 +90,12 @@ impl Target for EtcdTarget {
         revoke_lease_of(&self.cluster, guard.key()).await;
     }
 }
+
+/// Unary Txn requests member 0 has started so far, from its metrics.
+pub async fn txns_started(cluster: &lock_testkit::servers::EtcdCluster) -> f64 {
+    cluster
+        .member(0)
+        .metric("grpc_server_started_total", &[r#"grpc_method="Txn""#])
+        .await
+        .expect("read etcd metrics")
+}

@@ -34,27 +34,18 @@ pub async fn with_lock_releases_before_returning(target: &dyn Target) {
 /// `wait_for_background`, are both free at once afterwards.
 pub async fn release_completes_before_a_runtime_shuts_down(target: &dyn Target) {
     let (scoped, dropped) = ("conformance/exit-scoped", "conformance/exit-dropped");
-    tokio::task::block_in_place(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime for the exiting program");
-        runtime.block_on(async {
-            let client = target.client().await;
-            client
-                .with_lock(scoped, |_| async {})
-                .await
-                .expect("with_lock");
-            let guard = client.lock(dropped).await.expect("lock");
-            drop(guard);
-            assert!(
-                lock_core::wait_for_background(SLACK).await,
-                "the background release did not finish"
-            );
-        });
-        // As at the end of `main`: the runtime and its tasks are gone.
-        drop(runtime);
+    in_an_exiting_program(async {
+        let client = target.client().await;
+        client
+            .with_lock(scoped, |_| async {})
+            .await
+            .expect("with_lock");
+        let guard = client.lock(dropped).await.expect("lock");
+        drop(guard);
+        assert!(
+            lock_core::wait_for_background(SLACK).await,
+            "the background release did not finish"
+        );
     });
     let next = target.client().await;
     for name in [scoped, dropped] {
@@ -75,27 +66,18 @@ pub async fn cancelled_waiter_in_an_exiting_program_gives_up_its_place(target: &
     let name = "conformance/exit-waiter";
     let holder = target.client().await;
     let held = holder.lock(name).await.expect("lock");
-    tokio::task::block_in_place(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime for the exiting program");
-        runtime.block_on(async {
-            let client = target.client().await;
-            let waited =
-                tokio::time::timeout(std::time::Duration::from_millis(200), client.lock(name))
-                    .await;
-            assert!(
-                waited.is_err(),
-                "the waiter must still be waiting when interrupted"
-            );
-            assert!(
-                lock_core::wait_for_background(SLACK).await,
-                "giving up the queue place did not finish"
-            );
-        });
-        drop(runtime);
+    in_an_exiting_program(async {
+        let client = target.client().await;
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(200), client.lock(name)).await;
+        assert!(
+            waited.is_err(),
+            "the waiter must still be waiting when interrupted"
+        );
+        assert!(
+            lock_core::wait_for_background(SLACK).await,
+            "giving up the queue place did not finish"
+        );
     });
     let next = target.client().await;
     let waiting = tokio::spawn(async move {
@@ -117,4 +99,18 @@ pub async fn cancelled_waiter_in_an_exiting_program_gives_up_its_place(target: &
         target.ttl()
     );
     guard.expect("lock").release().await.expect("release");
+}
+
+/// Runs `program` on a runtime of its own and shuts that runtime down right
+/// after, as the end of `main` does: its unfinished tasks are dropped.
+fn in_an_exiting_program(program: impl std::future::Future<Output = ()>) {
+    tokio::task::block_in_place(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the exiting program");
+        runtime.block_on(program);
+        drop(runtime);
+    });
 }

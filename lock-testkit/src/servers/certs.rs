@@ -3,7 +3,7 @@
 //! certificate signed by it, and an unrelated CA that trusts none of them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use tempfile::TempDir;
 
@@ -138,25 +138,7 @@ impl TestCerts {
 }
 
 fn run(openssl: &Path, dir: &Path, args: &[&str]) -> Result<(), LaunchError> {
-    let what = format!("openssl {}", args.join(" "));
-    let output = Command::new(openssl)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| LaunchError::Io {
-            what: what.clone(),
-            source,
-        })?;
-    if output.status.success() {
-        return Ok(());
-    }
-    Err(LaunchError::Io {
-        what,
-        source: std::io::Error::other(format!(
-            "{}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )),
-    })
+    let mut command = Command::new(openssl);
+    command.args(args).current_dir(dir);
+    super::process::run_tool(command, format!("openssl {}", args.join(" ")))
 }

@@ -3,7 +3,7 @@
 //! `etcdctl` once the cluster is healthy.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::LaunchError;
 use super::binary::Requirement;
@@ -111,27 +111,11 @@ impl Etcdctl {
         command
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.endpoint))
-            .args(args)
-            .stdin(Stdio::null());
+            .args(args);
         if let Some(ca) = &self.ca {
             command.arg(format!("--cacert={}", ca.display()));
         }
         let what = format!("etcdctl {} {} at {}", args[0], args[1], self.endpoint);
-        let output = command.output().map_err(|source| LaunchError::Io {
-            what: what.clone(),
-            source,
-        })?;
-        if output.status.success() {
-            return Ok(());
-        }
-        Err(LaunchError::Io {
-            what,
-            source: std::io::Error::other(format!(
-                "{}: {}{}",
-                output.status,
-                String::from_utf8_lossy(&output.stdout).trim(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )),
-        })
+        super::process::run_tool(command, what)
     }
 }

@@ -239,3 +239,28 @@ fn reap(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Runs a short-lived tool (openssl, etcdctl) to completion. `what` names
+/// it in the error, which carries the tool's own output; keep secrets out
+/// of `what`.
+pub(crate) fn run_tool(mut command: Command, what: String) -> Result<(), LaunchError> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| LaunchError::Io {
+            what: what.clone(),
+            source,
+        })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(LaunchError::Io {
+        what,
+        source: std::io::Error::other(format!(
+            "{}: {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout).trim(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
+    })
+}
