@@ -1,4 +1,5 @@
-//! Leader election on the same revision queue as the lock (seed 003):
+//! Leader election on the same revision queue as the lock, as etcd's own
+//! Election service works:
 //! campaigning is acquiring with a value, the leader is the oldest key,
 //! proclaiming rewrites our key if it is still ours, resigning releases.
 

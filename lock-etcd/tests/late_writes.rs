@@ -37,6 +37,18 @@ async fn until_free(backend: &EtcdBackend, name: &str) -> lock_core::LockGuard {
     .expect("the name must be free within 3×TTL of a late write")
 }
 
+/// Puts a lease in the pool through fast links, so that only the next
+/// acquisition's Txn is slow.
+async fn warm_lease_pool(client: &EtcdBackend) {
+    client
+        .lock("late/warm")
+        .await
+        .expect("warm up")
+        .release()
+        .await
+        .expect("release");
+}
+
 /// One etcd member behind two proxies, and a client of both: whatever
 /// the test makes slow goes through `slow`, the retries through `fast`.
 async fn slow_and_fast() -> (
@@ -72,14 +84,7 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
     let mut orphan = None;
     let mut slow_would_block = false;
     for _ in 0..20 {
-        // Warm the lease pool through fast links, so only the Txn is slow.
-        client
-            .lock("late/warm")
-            .await
-            .expect("warm up")
-            .release()
-            .await
-            .expect("release");
+        warm_lease_pool(&client).await;
         let held = holder.lock(name).await.expect("lock");
         let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
         let mut events = raw
@@ -188,14 +193,7 @@ async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_n
     let (mut late, mut slow_rounds) = (false, 0);
     for round in 0..20 {
         for wait in ["lock", "try_lock"] {
-            // Warm the lease pool through fast links, so only the Txn is slow.
-            client
-                .lock("late/warm")
-                .await
-                .expect("warm up")
-                .release()
-                .await
-                .expect("release");
+            warm_lease_pool(&client).await;
             let mut events = raw
                 .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
                 .await

@@ -1,5 +1,5 @@
-//! Contention benchmark: our Redis lock against the naive loop of the seed
-//! article (`SET NX PX`, sleep 1 ms, retry; owner-checked Lua delete), on one
+//! Contention benchmark: our Redis lock against the naive textbook loop
+//! (`SET NX PX`, sleep 1 ms, retry; owner-checked Lua delete), on one
 //! real Redis, in one run.
 //!
 //! For 1 and 8 clients (each its own connections, as separate processes
@@ -40,7 +40,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 "#;
 
-/// The seed article's lock, with the owner check it lacked: `SET NX PX`
+/// The textbook Redis lock, with an owner check: `SET NX PX`
 /// with a random value, 1 ms sleep between failed tries, Lua
 /// compare-and-delete. Its "token" is a process-wide counter taken after the
 /// SET succeeded, only so the workload's order check has something to check;
