@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use lock_core::{Error, Result};
 
-pub use lock_core::url_parts::format_duration;
+pub use lock_core::raw::format_duration;
 
 /// Parses a humane duration such as `500ms`, `10s`, `2m`, `1h30m`, `1.5s` or `10` (seconds).
 ///
-/// The parser is [`lock_core::url_parts::parse_duration`]; this wrapper
+/// The parser is [`lock_core::raw::parse_duration`]; this wrapper
 /// reports a bad duration as an `InvalidConfig` [`Error`] naming the input.
 ///
 /// ```
@@ -20,7 +20,7 @@ pub use lock_core::url_parts::format_duration;
 /// assert!(distlock::parse_duration("ten seconds").is_err());
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    lock_core::url_parts::parse_duration(text).map_err(Error::invalid_config)
+    lock_core::raw::parse_duration(text).map_err(Error::invalid_config)
 }
 
 /// Serde for `Option<Duration>` as a humane string (or a number of seconds).

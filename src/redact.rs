@@ -9,7 +9,7 @@
 /// assert_eq!(distlock::redact_url("redlock://:pw@a:1,b:2"), "redlock://:***@a:1,b:2");
 /// assert_eq!(distlock::redact_url("etcd://a:2379"), "etcd://a:2379");
 /// ```
-pub use lock_core::url_parts::redact_url;
+pub use lock_core::raw::redact_url;
 
 /// `"***"` if a secret is set, for `Debug` impls.
 pub(crate) fn secret(value: &Option<String>) -> Option<&'static str> {

@@ -99,7 +99,7 @@ impl fmt::Debug for Leadership {
 
 impl Leadership {
     /// Wraps the lock guard of a won campaign. Its handle must implement
-    /// [`HeldLock::proclaim`](crate::HeldLock::proclaim).
+    /// [`HeldLock::proclaim`](crate::raw::HeldLock::proclaim).
     pub fn new(guard: LockGuard, value: Vec<u8>) -> Self {
         Leadership {
             guard,

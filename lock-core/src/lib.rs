@@ -8,10 +8,10 @@
 //! `lock-zk` and `lock-file`; [`memory::MemoryBackend`] is a faithful
 //! in-process reference.
 //!
-//! It also owns the lease lifecycle that backends share ([`lease`]): a
+//! It also owns the lease lifecycle that backends share ([`raw`]): a
 //! backend supplies its round trips (renew, release, proclaim) and what it
 //! was granted, and lock-core keeps the validity deadline (on
-//! [`clock::BootClock`], which counts through suspend), renews every TTL/3
+//! [`raw::BootClock`], which counts through suspend), renews every TTL/3
 //! (sooner when a grant arrives late in its TTL), fires the lost signal, and
 //! refuses a grant whose lease has already run out.
 //!
@@ -29,20 +29,21 @@
 //! ```
 
 mod backend;
-pub mod background;
+mod background;
 mod capabilities;
-pub mod clock;
+mod clock;
 mod election;
 mod error;
 mod fencing;
 mod guard;
-pub mod lease;
+mod lease;
 mod lost;
 pub mod memory;
 mod name;
 mod options;
-pub mod renewal;
-pub mod url_parts;
+pub mod raw;
+mod renewal;
+mod url_parts;
 
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
@@ -50,7 +51,7 @@ pub use capabilities::{Capabilities, FencingStrength};
 pub use election::{DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use fencing::FencingToken;
-pub use guard::{Held, HeldLock, LockGuard};
-pub use lost::{LossNotifier, LostReason, LostSignal};
+pub use guard::{Held, LockGuard};
+pub use lost::{LostReason, LostSignal};
 pub use name::{LockName, MAX_NAME_LEN};
-pub use options::{AcquireOptions, MIN_TTL, Wait, check_ttl, ttl_for};
+pub use options::{AcquireOptions, MIN_TTL, Wait, check_ttl};

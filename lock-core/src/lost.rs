@@ -96,7 +96,8 @@ impl LossNotifier {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use lock_core::{LossNotifier, LostReason};
+/// use lock_core::LostReason;
+/// use lock_core::raw::LossNotifier;
 /// let notifier = LossNotifier::new();
 /// let signal = notifier.signal();
 /// assert!(!signal.is_lost());

@@ -13,8 +13,8 @@ use std::time::Duration;
 /// (it may be a password).
 ///
 /// ```
-/// assert_eq!(lock_core::url_parts::percent_decode("p%40ss").unwrap(), "p@ss");
-/// assert!(lock_core::url_parts::percent_decode("%zz").is_err());
+/// assert_eq!(lock_core::raw::percent_decode("p%40ss").unwrap(), "p@ss");
+/// assert!(lock_core::raw::percent_decode("%zz").is_err());
 /// ```
 pub fn percent_decode(text: &str) -> Result<String, String> {
     let bytes = text.as_bytes();
@@ -45,7 +45,7 @@ pub fn percent_decode(text: &str) -> Result<String, String> {
 /// address without brackets and a port outside 1..=65535.
 ///
 /// ```
-/// use lock_core::url_parts::split_host_port;
+/// use lock_core::raw::split_host_port;
 /// assert_eq!(split_host_port("h:1").unwrap(), ("h", Some(1)));
 /// assert_eq!(split_host_port("[::1]").unwrap(), ("::1", None));
 /// assert!(split_host_port("h:0").is_err());
@@ -113,7 +113,7 @@ pub fn join_host_port(host: &str, port: u16) -> String {
 /// `host:port`, adding `default_port` when none is written.
 ///
 /// ```
-/// use lock_core::url_parts::with_default_port;
+/// use lock_core::raw::with_default_port;
 /// assert_eq!(with_default_port("h", 2181).unwrap(), "h:2181");
 /// assert_eq!(with_default_port("[::1]:7", 2181).unwrap(), "[::1]:7");
 /// ```
@@ -133,7 +133,7 @@ const DURATION_FORMS: &str = "use forms like 500ms, 10s, 2m, 1h30m or 1.5s";
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_core::url_parts::parse_duration;
+/// use lock_core::raw::parse_duration;
 /// assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
 /// assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
 /// assert!(parse_duration("ten seconds").is_err());
@@ -233,7 +233,7 @@ pub fn format_duration(d: Duration) -> String {
 /// between `//` (or the start) and the last `@` before the path is user info.
 ///
 /// ```
-/// use lock_core::url_parts::redact_url;
+/// use lock_core::raw::redact_url;
 /// assert_eq!(redact_url("redis://app:s3cret@h:6379/0"), "redis://app:***@h:6379/0");
 /// assert_eq!(redact_url("zk://h/x?password=pw&a=1"), "zk://h/x?password=***&a=1");
 /// assert_eq!(redact_url("etcd://a:2379"), "etcd://a:2379");

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::clock::{ManualClock, SentAt};
-use lock_core::lease::{Grant, Lease};
+use lock_core::raw::{Grant, Lease};
+use lock_core::raw::{ManualClock, SentAt};
 use lock_core::{Error, ErrorKind, LockGuard, LockName, LostReason, Result};
 
 const TTL: Duration = Duration::from_secs(30);

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
-use lock_core::clock::{SentAt, TokioClock};
 use lock_core::memory::MemoryBackend;
-use lock_core::renewal::{Validity, spawn_renewal};
+use lock_core::raw::LossNotifier;
+use lock_core::raw::{SentAt, TokioClock};
+use lock_core::raw::{Validity, spawn_renewal};
 use lock_core::{
-    AcquireOptions, Error, ErrorKind, LockBackend, LockBackendExt, LockName, LossNotifier,
-    LostReason, Wait,
+    AcquireOptions, Error, ErrorKind, LockBackend, LockBackendExt, LockName, LostReason, Wait,
 };
 use tokio::time::{Instant, advance};
 

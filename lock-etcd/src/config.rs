@@ -164,7 +164,7 @@ impl EtcdConfig {
     /// Sets the default lease TTL, rejecting one below etcd's minimum of a
     /// second; etcd leases are whole seconds, so it is rounded up.
     pub fn with_default_ttl(mut self, ttl: Duration) -> Result<Self> {
-        self.default_ttl = lock_core::ttl_for(ttl, &crate::backend::EtcdBackend::caps())?;
+        self.default_ttl = lock_core::raw::ttl_for(ttl, &crate::backend::EtcdBackend::caps())?;
         Ok(self)
     }
 
@@ -240,7 +240,7 @@ impl EtcdConfig {
         for endpoint in &self.endpoints {
             crate::url_form::check_endpoint(endpoint)?;
         }
-        lock_core::ttl_for(self.default_ttl, &crate::backend::EtcdBackend::caps())
+        lock_core::raw::ttl_for(self.default_ttl, &crate::backend::EtcdBackend::caps())
             .map_err(|e| Error::invalid_config(format!("etcd default_ttl: {}", e.message())))?;
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),

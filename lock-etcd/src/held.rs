@@ -12,10 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
-use lock_core::{
-    Error, FencingToken, HeldLock, LockGuard, LockName, LossNotifier, LostReason, LostSignal,
-    Result,
-};
+use lock_core::raw::{HeldLock, LossNotifier};
+use lock_core::{Error, FencingToken, LockGuard, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::sleep;
 use tracing::Instrument;

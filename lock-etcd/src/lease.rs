@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 use futures::FutureExt;
-use lock_core::renewal::{RenewalTask, Validity, spawn_renewal};
-use lock_core::{Error, LossNotifier, LostSignal, Result};
+use lock_core::raw::LossNotifier;
+use lock_core::raw::{RenewalTask, Validity, spawn_renewal};
+use lock_core::{Error, LostSignal, Result};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout};
 

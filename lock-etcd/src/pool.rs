@@ -97,7 +97,7 @@ impl LeasePool {
             return;
         }
         let rpc = self.rpc.clone();
-        lock_core::background::spawn(async move {
+        lock_core::raw::spawn_background(async move {
             for lease in leases {
                 let id = lease.id();
                 drop(lease);

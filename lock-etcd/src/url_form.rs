@@ -4,7 +4,7 @@
 //! The `url` crate cannot parse a comma-separated host list, so the
 //! authority is split here by hand; the query uses `url`'s form decoder.
 
-use lock_core::url_parts::{
+use lock_core::raw::{
     parse_duration, percent_decode, redact_url, split_host_port, with_default_port,
 };
 use lock_core::{Error, Result};
@@ -108,7 +108,7 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<()> {
     if port.is_none() {
         return Err(Error::invalid_config(format!(
             "etcd endpoint {endpoint:?} has no port; write {}",
-            lock_core::url_parts::join_host_port(host, DEFAULT_PORT)
+            lock_core::raw::join_host_port(host, DEFAULT_PORT)
         )));
     }
     Ok(())

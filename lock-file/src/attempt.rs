@@ -86,7 +86,7 @@ impl Drop for PendingAttempt {
         };
         let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
         let limit = self.request_timeout;
-        lock_core::background::spawn(async move {
+        lock_core::raw::spawn_background(async move {
             if let Ok(Ok(Attempt::Granted { token })) = handle.await {
                 let p = paths.clone();
                 let bound = Bound::within(limit);

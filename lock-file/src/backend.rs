@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::clock::SentAt;
-use lock_core::lease::Grant;
+use lock_core::raw::Grant;
+use lock_core::raw::SentAt;
 use lock_core::{
     AcquireOptions, Capabilities, Error, FencingStrength, LockBackend, LockGuard, LockName, Result,
     Wait,

@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::clock::{BootClock, LeaseClock as _};
+use lock_core::raw::{BootClock, LeaseClock as _};
 
 /// Both clocks, read once per decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

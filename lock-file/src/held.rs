@@ -27,7 +27,7 @@ pub(crate) struct FileLease {
 }
 
 #[async_trait]
-impl lock_core::lease::Lease for FileLease {
+impl lock_core::raw::Lease for FileLease {
     /// Pushes the on-disk deadline to now + TTL, or reports the lease gone.
     async fn renew(&self) -> Result<()> {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());

@@ -92,7 +92,7 @@ impl Drop for Place {
         }
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let bound = Bound::within(self.request_timeout);
-        lock_core::background::spawn(async move {
+        lock_core::raw::spawn_background(async move {
             let _ =
                 tokio::task::spawn_blocking(move || store::leave(&paths, &holder, &bound)).await;
         });

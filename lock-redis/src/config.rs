@@ -266,7 +266,7 @@ impl RedisConfig {
         if parsed.hosts.len() != 1 {
             return Err(Error::invalid_config(format!(
                 "redis URL {} names {} servers; a redis:// URL takes one (use redlock://h1,h2,h3 for a quorum of independent servers)",
-                lock_core::url_parts::redact_url(url),
+                lock_core::raw::redact_url(url),
                 parsed.hosts.len()
             )));
         }

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::clock::SentAt;
-use lock_core::lease::{Grant, Lease};
+use lock_core::raw::SentAt;
+use lock_core::raw::{Grant, Lease};
 use lock_core::{Error, LockGuard, LockName, Result};
 
 use crate::keys::LockKeys;

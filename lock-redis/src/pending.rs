@@ -42,7 +42,7 @@ impl Drop for Pending {
         let Some((servers, keys, owner, waiter)) = self.cleanup.take() else {
             return;
         };
-        lock_core::background::spawn(async move {
+        lock_core::raw::spawn_background(async move {
             if let Err(e) = servers.release(&keys, &owner, &waiter).await {
                 tracing::debug!(key = %keys.owner, error = %e, "clean-up of an abandoned acquisition failed; its queue entry expires after one TTL");
             }

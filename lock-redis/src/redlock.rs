@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::select_all;
-use lock_core::renewal::drift_allowance;
+use lock_core::raw::drift_allowance;
 use lock_core::{Error, ErrorKind, Result, Wait};
 use rand::Rng;
 use tokio::time::{Instant, sleep_until};

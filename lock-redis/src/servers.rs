@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::quorum::{gather, vote_decided};
-use lock_core::renewal::drift_allowance;
+use lock_core::raw::drift_allowance;
 use lock_core::{
     AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };

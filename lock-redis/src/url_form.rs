@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use lock_core::url_parts::{percent_decode, redact_url, split_host_port};
+use lock_core::raw::{percent_decode, redact_url, split_host_port};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ServerAddr};

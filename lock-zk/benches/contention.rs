@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
+use lock_core::raw::{HeldLock, LossNotifier};
 use lock_core::{
-    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken, HeldLock,
-    LockBackend, LockGuard, LockName, LossNotifier, LostReason, Result, Wait,
+    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken,
+    LockBackend, LockGuard, LockName, LostReason, Result, Wait,
 };
 use lock_testkit::servers::ZkEnsemble;
 use lock_testkit::workload::{

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::renewal::Validity;
+use lock_core::raw::Validity;
 use lock_core::{
     AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, LockBackend, LockGuard,
     LockName, LostReason, Result,

@@ -3,7 +3,7 @@
 //! The `url` crate cannot parse a comma-separated host list with ports, so
 //! the authority is split by hand; the query uses its form decoder.
 
-use lock_core::url_parts::{percent_decode, redact_url, with_default_port};
+use lock_core::raw::{percent_decode, redact_url, with_default_port};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ZkConfig};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 
 /// Parses a duration with a unit (`250ms`, `2s`, `1m`, `1h30m`; see
-/// [`lock_core::url_parts::parse_duration`]).
+/// [`lock_core::raw::parse_duration`]).
 ///
 /// Unlike the shared parser, a bare number is refused here: in a config file
 /// a plain number means milliseconds (see [`text`]), so as text it would be
@@ -16,7 +16,7 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
         return Err(format!("{text:?} has no unit; write e.g. 500ms, 2s or 1m"));
     }
-    lock_core::url_parts::parse_duration(text)
+    lock_core::raw::parse_duration(text)
 }
 
 /// Serde support: a duration is a string with a unit or a number of milliseconds.

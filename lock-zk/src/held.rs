@@ -5,9 +5,8 @@ use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
-use lock_core::{
-    Error, ErrorKind, HeldLock, LockName, LossNotifier, LostReason, LostSignal, Result,
-};
+use lock_core::raw::{HeldLock, LossNotifier};
+use lock_core::{Error, ErrorKind, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;

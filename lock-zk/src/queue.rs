@@ -13,7 +13,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use lock_core::{Error, ErrorKind, LockName, LossNotifier, LostReason, Result, Wait};
+use lock_core::raw::LossNotifier;
+use lock_core::{Error, ErrorKind, LockName, LostReason, Result, Wait};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;

@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::renewal::Validity;
-use lock_core::{ErrorKind, LossNotifier, LostReason, Result};
+use lock_core::raw::LossNotifier;
+use lock_core::raw::Validity;
+use lock_core::{ErrorKind, LostReason, Result};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
 use zookeeper_client as zk;
@@ -346,7 +347,7 @@ impl Session {
     pub(crate) fn release_in_background(self: &Arc<Self>, id: u64, path: String) {
         let (client, request) = (self.client.clone(), self.timing.request);
         let session = Arc::downgrade(self);
-        lock_core::background::spawn_on(&self.runtime, async move {
+        lock_core::raw::spawn_background_on(&self.runtime, async move {
             let outcome = cleanup::remove(client, request, Leftover::Node(path)).await;
             let Some(session) = session.upgrade() else {
                 return;
@@ -436,7 +437,7 @@ impl Session {
         match leftover {
             Leftover::Node(path) => {
                 let delete = client.delete(&path, None);
-                lock_core::background::spawn_on(runtime, async move {
+                lock_core::raw::spawn_background_on(runtime, async move {
                     match timeout(request, delete).await {
                         Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
                         Ok(Err(e)) if session_over(&e) => {}
@@ -450,7 +451,7 @@ impl Session {
                 });
             }
             guid @ Leftover::Guid { .. } => {
-                lock_core::background::spawn_on(runtime, async move {
+                lock_core::raw::spawn_background_on(runtime, async move {
                     cleanup::remove(client, request, guid).await;
                 });
             }

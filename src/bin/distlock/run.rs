@@ -177,7 +177,7 @@ impl Ending {
     fn new(guard: &LockGuard, grace: Duration) -> Self {
         let mut ending = Ending {
             grace,
-            drift: lock_core::renewal::drift_allowance(guard.ttl()),
+            drift: lock_core::raw::drift_allowance(guard.ttl()),
             deadline: None,
             terminated: false,
             kill_at: None,

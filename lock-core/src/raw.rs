@@ -1,0 +1,23 @@
+//! What backend authors need, kept apart from what lock users need.
+//!
+//! A backend supplies its round trips as a [`Lease`] and builds its guards
+//! with [`LockGuard::leased`](crate::LockGuard::leased) (or, when its lease
+//! is a session, [`LockGuard::new`](crate::LockGuard::new) with a
+//! [`Validity`] it keeps itself). The rest of this module is the machinery
+//! behind those: the renewal loop, the lease clock, background work that a
+//! program can wait for, the lost-signal sender, and the parsing helpers
+//! every backend's URL form shares.
+
+pub use crate::background::{
+    in_flight, spawn as spawn_background, spawn_on as spawn_background_on,
+};
+pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};
+pub use crate::guard::HeldLock;
+pub use crate::lease::{Grant, Lease};
+pub use crate::lost::LossNotifier;
+pub use crate::options::ttl_for;
+pub use crate::renewal::{RenewFn, RenewalTask, Validity, drift_allowance, spawn_renewal};
+pub use crate::url_parts::{
+    format_duration, join_host_port, parse_duration, percent_decode, redact_url, split_host_port,
+    with_default_port,
+};
