@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::clock::{LeaseClock, SentAt, boot_clock};
+use crate::clock::{LeaseClock, SentAt};
 use crate::error::{ErrorKind, Result};
 use crate::lost::{LossNotifier, LostReason};
 
@@ -61,13 +61,6 @@ impl Validity {
                 lapsed: AtomicBool::new(false),
             }),
         }
-    }
-
-    /// A validity on the boot clock that has already lapsed.
-    pub fn lapsed() -> Self {
-        let validity = Self::from_sent(&SentAt::now_on(boot_clock()), Duration::ZERO);
-        validity.inner.lapsed.store(true, Ordering::SeqCst);
-        validity
     }
 
     /// The clock this validity is measured on.

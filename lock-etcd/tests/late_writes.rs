@@ -49,6 +49,16 @@ async fn warm_lease_pool(client: &EtcdBackend) {
         .expect("release");
 }
 
+/// Watches every key of `queue`, from once the watch is confirmed.
+async fn watch_queue(raw: &mut etcd_client::Client, queue: &str) -> etcd_client::WatchStream {
+    let mut events = raw
+        .watch(queue, Some(WatchOptions::new().with_prefix()))
+        .await
+        .expect("watch the queue");
+    events.message().await.expect("created");
+    events
+}
+
 /// One etcd member behind two proxies, and a client of both: whatever
 /// the test makes slow goes through `slow`, the retries through `fast`.
 async fn slow_and_fast() -> (
@@ -87,11 +97,7 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
         warm_lease_pool(&client).await;
         let held = holder.lock(name).await.expect("lock");
         let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
-        let mut events = raw
-            .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
-            .await
-            .expect("watch the queue");
-        events.message().await.expect("created");
+        let mut events = watch_queue(&mut raw, &queue).await;
         slow.delay(Duration::from_millis(250));
         let sent = Instant::now();
         let result = client.try_lock(name).await;
@@ -194,11 +200,7 @@ async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_n
     for round in 0..20 {
         for wait in ["lock", "try_lock"] {
             warm_lease_pool(&client).await;
-            let mut events = raw
-                .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
-                .await
-                .expect("watch the queue");
-            events.message().await.expect("created");
+            let mut events = watch_queue(&mut raw, &queue).await;
             slow.delay(Duration::from_millis(250));
             let sent = Instant::now();
             let guard = match wait {
