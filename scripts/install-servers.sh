@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the real servers the distlock tests run (etcd, Redis, ZooKeeper)
-# plus protoc, from Debian/Ubuntu packages, if they are missing.
+# Installs the real servers the distlock tests run (etcd, Redis, ZooKeeper),
+# protoc, and the peer clients and tools the interop and filesystem tests
+# use, from Debian/Ubuntu packages, if they are missing.
 #
 # Idempotent: when everything is present it only prints what it checked and
 # exits without touching apt. Uses sudo when not root (and sudo exists).
@@ -13,6 +14,10 @@
 #   google/protobuf/*.proto  libprotobuf-dev (the well-known types protoc
 #                            imports; protobuf-compiler does not ship them)
 #   openssl                  openssl (the Redis TLS test makes its certificates)
+#   javac + Curator jars     default-jdk-headless, libcurator-recipes-java (the
+#                            ZooKeeper interop test compiles a Curator client)
+#   mkfs.vfat + fusefat      dosfstools, fusefat (the file backend's test on a
+#                            case-insensitive filesystem, mounted through FUSE)
 set -euo pipefail
 
 JAR_DIR=/usr/share/java
@@ -40,6 +45,10 @@ need default-jre-headless "java"                     command -v java
 need protobuf-compiler "protoc"                      command -v protoc
 need libprotobuf-dev   "google/protobuf/descriptor.proto" test -f /usr/include/google/protobuf/descriptor.proto
 need openssl           "openssl"                     command -v openssl
+need default-jdk-headless "javac"                    command -v javac
+need libcurator-recipes-java "$JAR_DIR/curator-recipes.jar" test -f "$JAR_DIR/curator-recipes.jar"
+need dosfstools        "mkfs.vfat"                   command -v mkfs.vfat
+need fusefat           "fusefat"                     command -v fusefat
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "all servers present"
@@ -69,10 +78,12 @@ echo "installing: ${packages[*]}"
     apt-get install -y -qq --no-install-recommends "${packages[@]}"
 
 # Verify: fail loudly rather than let the tests fail later.
-for check in etcd etcdctl redis-server redis-cli java protoc openssl; do
+for check in etcd etcdctl redis-server redis-cli java javac protoc openssl mkfs.vfat fusefat; do
     command -v "$check" >/dev/null || { echo "error: $check still missing" >&2; exit 1; }
 done
-test -f "$JAR_DIR/zookeeper.jar" || { echo "error: $JAR_DIR/zookeeper.jar still missing" >&2; exit 1; }
+for jar in zookeeper curator-recipes; do
+    test -f "$JAR_DIR/$jar.jar" || { echo "error: $JAR_DIR/$jar.jar still missing" >&2; exit 1; }
+done
 test -f /usr/include/google/protobuf/descriptor.proto ||
     { echo "error: google/protobuf/descriptor.proto still missing (libprotobuf-dev)" >&2; exit 1; }
 echo "all servers installed"

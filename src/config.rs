@@ -12,7 +12,7 @@ use crate::duration::{parse_duration, serde_opt};
 use crate::redact::{redact_url, secret};
 
 /// Environment variables read by [`Config::from_env`].
-pub const ENV_VARS: [&str; 11] = [
+pub const ENV_VARS: [&str; 12] = [
     "DISTLOCK_URL",
     "DISTLOCK_TTL",
     "DISTLOCK_CONNECT_TIMEOUT",
@@ -20,6 +20,7 @@ pub const ENV_VARS: [&str; 11] = [
     "DISTLOCK_USERNAME",
     "DISTLOCK_PASSWORD",
     "DISTLOCK_PREFIX",
+    "DISTLOCK_LAYOUT",
     "DISTLOCK_TLS_CA",
     "DISTLOCK_TLS_CERT",
     "DISTLOCK_TLS_KEY",
@@ -71,6 +72,12 @@ pub struct Config {
     /// Key prefix (etcd, Redis) or base node (ZooKeeper) for the locks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// Key layout, for sharing locks with other clients of the same server:
+    /// `distlock` (the default), `concurrency` (etcd: the layout of etcd's
+    /// concurrency package and `etcdctl lock`) or `curator` (ZooKeeper:
+    /// Apache Curator's recipes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
     /// `fsync` record writes (file backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fsync: Option<bool>,
@@ -111,6 +118,7 @@ impl fmt::Debug for Config {
             .field("username", &self.username)
             .field("password", &secret(&self.password))
             .field("prefix", &self.prefix)
+            .field("layout", &self.layout)
             .field("fsync", &self.fsync)
             .field("tls", &self.tls)
             .finish()
@@ -184,6 +192,7 @@ impl Config {
             username: get("DISTLOCK_USERNAME"),
             password: get("DISTLOCK_PASSWORD"),
             prefix: get("DISTLOCK_PREFIX"),
+            layout: get("DISTLOCK_LAYOUT"),
             fsync,
             tls: TlsConfig {
                 ca: get("DISTLOCK_TLS_CA").map(PathBuf::from),
@@ -205,6 +214,7 @@ impl Config {
             username: over.username.or(self.username),
             password: over.password.or(self.password),
             prefix: over.prefix.or(self.prefix),
+            layout: over.layout.or(self.layout),
             fsync: over.fsync.or(self.fsync),
             tls: TlsConfig {
                 ca: over.tls.ca.or(self.tls.ca),

@@ -43,6 +43,9 @@ pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
     if config.fsync.is_some() {
         return Err(super::unsupported_setting("etcd", "fsync"));
     }
+    if config.layout.is_some() {
+        return Err(super::unsupported_setting("etcd", "layout"));
+    }
     etcd.validate()?;
     Ok(etcd)
 }

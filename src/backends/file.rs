@@ -19,6 +19,15 @@ pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     if !config.tls.is_empty() {
         return Err(unsupported_setting("file", "TLS"));
     }
+    if config.prefix.is_some() {
+        return Err(unsupported_setting(
+            "file",
+            "prefix (the directory in the URL holds the locks)",
+        ));
+    }
+    if config.layout.is_some() {
+        return Err(unsupported_setting("file", "layout"));
+    }
     if let Some(ttl) = config.ttl {
         file = file.with_default_ttl(ttl)?;
     }

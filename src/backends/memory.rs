@@ -25,6 +25,16 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
     if config.username.is_some() || config.password.is_some() {
         return Err(unsupported_setting("memory", "credentials"));
     }
+    for (set, setting) in [
+        (!config.tls.is_empty(), "TLS"),
+        (config.prefix.is_some(), "prefix"),
+        (config.layout.is_some(), "layout"),
+        (config.fsync.is_some(), "fsync"),
+    ] {
+        if set {
+            return Err(unsupported_setting("memory", setting));
+        }
+    }
     let name = rest.trim_end_matches('/').to_owned();
     let shared = tables()
         .lock()

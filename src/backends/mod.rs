@@ -48,3 +48,60 @@ pub(crate) fn unsupported_setting(backend: &str, setting: &str) -> lock_core::Er
         "the {backend} backend has no {setting} setting; remove it from the config"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use lock_core::ErrorKind;
+
+    use crate::Config;
+
+    /// A setting the backend would ignore is refused, naming the setting.
+    #[tokio::test]
+    async fn settings_a_backend_cannot_honour_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file_url = format!("file://{}", dir.path().display());
+        let cases = [
+            (
+                "memory://",
+                "prefix",
+                Config {
+                    prefix: Some("a".into()),
+                    ..Config::default()
+                },
+            ),
+            (
+                "memory://",
+                "layout",
+                Config {
+                    layout: Some("curator".into()),
+                    ..Config::default()
+                },
+            ),
+            (
+                file_url.as_str(),
+                "prefix",
+                Config {
+                    prefix: Some("a".into()),
+                    ..Config::default()
+                },
+            ),
+            (
+                file_url.as_str(),
+                "layout",
+                Config {
+                    layout: Some("x".into()),
+                    ..Config::default()
+                },
+            ),
+        ];
+        for (url, setting, config) in cases {
+            let config = Config {
+                url: Some(url.to_owned()),
+                ..config
+            };
+            let err = crate::connect_with(&config).await.err().expect("refused");
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{url}: {err}");
+            assert!(err.message().contains(setting), "{url}: {err}");
+        }
+    }
+}

@@ -43,6 +43,9 @@ fn apply(common: &mut CommonConfig, config: &Config) -> Result<()> {
     if config.fsync.is_some() {
         return Err(unsupported_setting("Redis", "fsync"));
     }
+    if config.layout.is_some() {
+        return Err(unsupported_setting("Redis", "layout"));
+    }
     Ok(())
 }
 

@@ -38,6 +38,9 @@ pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     if config.fsync.is_some() {
         return Err(unsupported_setting("ZooKeeper", "fsync"));
     }
+    if config.layout.is_some() {
+        return Err(unsupported_setting("ZooKeeper", "layout"));
+    }
     let backend = ZkBackend::connect(zk).await?;
     Ok((Arc::new(backend.clone()), Some(Arc::new(backend))))
 }
