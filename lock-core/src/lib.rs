@@ -32,6 +32,7 @@ mod backend;
 mod background;
 mod capabilities;
 mod clock;
+mod duration;
 mod election;
 mod error;
 mod fencing;
@@ -43,6 +44,7 @@ mod name;
 mod options;
 pub mod raw;
 mod renewal;
+mod settings;
 mod url_parts;
 
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};

@@ -12,12 +12,13 @@ pub use crate::background::{
     in_flight, spawn as spawn_background, spawn_on as spawn_background_on,
 };
 pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};
+pub use crate::duration::{format_duration, parse_duration, serde_humane};
 pub use crate::guard::HeldLock;
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
 pub use crate::renewal::{RenewFn, RenewalTask, Validity, drift_allowance, spawn_renewal};
+pub use crate::settings::Settings;
 pub use crate::url_parts::{
-    format_duration, join_host_port, parse_duration, percent_decode, redact_url, split_host_port,
-    with_default_port,
+    UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };

@@ -1,11 +1,9 @@
 //! Small parsing helpers shared by the backends' URL and config parsers.
 //!
-//! Plain `std` code: percent-decoding of URL parts, `host[:port]` splitting
-//! (with `[v6]` brackets), humane durations and password redaction. Errors are
+//! Plain `std` code: splitting a URL into its parts, percent-decoding,
+//! `host[:port]` splitting (with `[v6]` brackets) and password redaction. Errors are
 //! `String`s naming what is wrong; callers wrap them into
 //! [`Error::invalid_config`](crate::Error::invalid_config) with their context.
-
-use std::time::Duration;
 
 /// Percent-decodes `%XX` escapes (user names, passwords, paths, option values).
 ///
@@ -122,107 +120,102 @@ pub fn with_default_port(text: &str, default_port: u16) -> Result<String, String
     Ok(join_host_port(host, port.unwrap_or(default_port)))
 }
 
-const DURATION_FORMS: &str = "use forms like 500ms, 10s, 2m, 1h30m or 1.5s";
+/// A backend URL split into its parts:
+/// `scheme://[user[:password]@]host[:port][,host[:port]...][/path][?key=value&...][#fragment]`.
+///
+/// Every backend's URL form is this shape, and several list more than one
+/// host, which general URL libraries refuse; so the split is done once, here.
+/// User name, password and query keys and values are percent-decoded; the
+/// hosts and the path are left as written, for the backend to check.
+///
+/// ```
+/// use lock_core::raw::UrlParts;
+/// let url = UrlParts::parse("zk://app:p%40ss@a:2181,b/jobs?ttl=5s#x").unwrap();
+/// assert_eq!(url.scheme, "zk");
+/// assert_eq!((url.username.as_deref(), url.password.as_deref()), (Some("app"), Some("p@ss")));
+/// assert_eq!(url.hosts, ["a:2181", "b"]);
+/// assert_eq!(url.path, "/jobs");
+/// assert_eq!(url.query, [("ttl".to_owned(), "5s".to_owned())]);
+/// assert_eq!(url.fragment, Some("x"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlParts<'a> {
+    /// The scheme, lower-cased.
+    pub scheme: String,
+    /// The user name, if the URL has user info (possibly empty: `:pw@`).
+    pub username: Option<String>,
+    /// The password, if the user info has a `:`.
+    pub password: Option<String>,
+    /// The comma-separated hosts as written (`host`, `host:port`, `[v6]:port`);
+    /// empty when the authority is (`file:///dir`).
+    pub hosts: Vec<&'a str>,
+    /// Everything from the `/` after the authority up to `?` or `#`, or `""`.
+    pub path: &'a str,
+    /// The `?key=value` options in order; a key without `=` has an empty value.
+    pub query: Vec<(String, String)>,
+    /// The text after the last `#`, if any.
+    pub fragment: Option<&'a str>,
+}
 
-/// Parses a humane duration such as `500ms`, `10s`, `2m`, `1h30m`, `1.5s` or
-/// `10` (a bare number is seconds).
-///
-/// Units: `ns`, `us`/`µs`, `ms`, `s`/`sec`/`secs`, `m`/`min`/`mins`,
-/// `h`/`hr`/`hours`, `d`/`days`. Decimal fractions are exact (no floating
-/// point). The error quotes the input and says what is wrong.
-///
-/// ```
-/// use std::time::Duration;
-/// use lock_core::raw::parse_duration;
-/// assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-/// assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
-/// assert!(parse_duration("ten seconds").is_err());
-/// ```
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = |why: &str| format!("invalid duration {text:?}: {why}; {DURATION_FORMS}");
-    let s = text.trim();
-    if s.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    let is_number = |c: char| c.is_ascii_digit() || c == '.';
-    if s.chars().all(is_number) {
-        return nanos(s, NANOS_PER_SEC)
-            .and_then(to_duration)
-            .map_err(|why| bad(&why));
-    }
-    let mut total: u128 = 0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !is_number(c))
-            .ok_or_else(|| bad("a number needs a unit (ms, s, m, h)"))?;
-        if digits == 0 {
-            return Err(bad("expected a number"));
+impl<'a> UrlParts<'a> {
+    /// Splits `url`. The error names the part that is wrong, never the password.
+    pub fn parse(url: &'a str) -> Result<Self, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| "no scheme (expected scheme://...)".to_owned())?;
+        if scheme.is_empty()
+            || !scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        {
+            return Err(format!("bad scheme {scheme:?}"));
         }
-        let number = &rest[..digits];
-        rest = &rest[digits..];
-        let unit_len = rest.find(is_number).unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1,
-            "us" | "µs" => 1_000,
-            "ms" => 1_000_000,
-            "s" | "sec" | "secs" => NANOS_PER_SEC,
-            "m" | "min" | "mins" => 60 * NANOS_PER_SEC,
-            "h" | "hr" | "hours" => 3_600 * NANOS_PER_SEC,
-            "d" | "days" => 86_400 * NANOS_PER_SEC,
-            other => return Err(bad(&format!("unknown unit {other:?}"))),
+        let (rest, fragment) = match rest.rsplit_once('#') {
+            Some((rest, fragment)) => (rest, Some(fragment)),
+            None => (rest, None),
         };
-        total = total
-            .checked_add(nanos(number, scale).map_err(|why| bad(&why))?)
-            .ok_or_else(|| bad("out of range"))?;
-        rest = &rest[unit_len..];
-    }
-    to_duration(total).map_err(|why| bad(&why))
-}
-
-const NANOS_PER_SEC: u128 = 1_000_000_000;
-
-/// `number` (digits with at most one `.`) times `scale` nanoseconds, exactly
-/// (fractions of a nanosecond are dropped).
-fn nanos(number: &str, scale: u128) -> Result<u128, String> {
-    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-    if (whole.is_empty() && frac.is_empty()) || frac.contains('.') {
-        return Err(format!("bad number {number:?}"));
-    }
-    let whole: u128 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|_| "out of range".to_owned())?
-    };
-    // Digits beyond 18 are far below a nanosecond for every unit.
-    let frac = &frac[..frac.len().min(18)];
-    let frac_nanos = if frac.is_empty() {
-        0
-    } else {
-        let digits: u128 = frac.parse().map_err(|_| format!("bad number {number:?}"))?;
-        digits * scale / 10u128.pow(frac.len() as u32)
-    };
-    whole
-        .checked_mul(scale)
-        .and_then(|n| n.checked_add(frac_nanos))
-        .ok_or_else(|| "out of range".to_owned())
-}
-
-fn to_duration(nanos: u128) -> Result<Duration, String> {
-    let secs = u64::try_from(nanos / NANOS_PER_SEC).map_err(|_| "out of range".to_owned())?;
-    Ok(Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
-}
-
-/// Formats a duration the way [`parse_duration`] reads it back: whole
-/// seconds as `3s`, whole milliseconds as `1500ms`, otherwise microseconds.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if !d.subsec_nanos().is_multiple_of(1_000_000) {
-        format!("{}us", d.as_micros())
-    } else if !ms.is_multiple_of(1000) {
-        format!("{ms}ms")
-    } else {
-        format!("{}s", d.as_secs())
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.find('/').map_or((rest, ""), |at| rest.split_at(at));
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((userinfo, hosts)) => (Some(userinfo), hosts),
+            None => (None, authority),
+        };
+        let (username, password) = match userinfo {
+            None => (None, None),
+            Some(info) => {
+                let (user, password) = match info.split_once(':') {
+                    Some((user, password)) => (user, Some(password)),
+                    None => (info, None),
+                };
+                let user = percent_decode(user).map_err(|why| format!("user name: {why}"))?;
+                let password = password
+                    .map(percent_decode)
+                    .transpose()
+                    .map_err(|why| format!("password: {why}"))?;
+                (Some(user), password)
+            }
+        };
+        let hosts = if hosts.is_empty() {
+            Vec::new()
+        } else {
+            hosts.split(',').collect()
+        };
+        let mut options = Vec::new();
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let key = percent_decode(key).map_err(|why| format!("option name: {why}"))?;
+            let value = percent_decode(value).map_err(|why| format!("option {key}: {why}"))?;
+            options.push((key, value));
+        }
+        Ok(UrlParts {
+            scheme: scheme.to_ascii_lowercase(),
+            username,
+            password,
+            hosts,
+            path,
+            query: options,
+            fragment,
+        })
     }
 }
 
@@ -326,56 +319,38 @@ mod tests {
     }
 
     #[test]
-    fn humane_durations_parse() {
-        for (text, want) in [
-            ("500ms", Duration::from_millis(500)),
-            ("10s", Duration::from_secs(10)),
-            ("2m", Duration::from_secs(120)),
-            ("1h30m", Duration::from_secs(5400)),
-            ("1.5s", Duration::from_millis(1500)),
-            ("0.1s", Duration::from_millis(100)),
-            (".5s", Duration::from_millis(500)),
-            ("0", Duration::ZERO),
-            ("3", Duration::from_secs(3)),
-            ("2.5", Duration::from_millis(2500)),
-            (" 250ms ", Duration::from_millis(250)),
-            ("750us", Duration::from_micros(750)),
-            ("7ns", Duration::from_nanos(7)),
-            ("1d", Duration::from_secs(86_400)),
-        ] {
-            assert_eq!(parse_duration(text).unwrap(), want, "{text}");
-        }
+    fn url_parts_split_every_form() {
+        let url = UrlParts::parse("file:///var/locks?fsync=false").unwrap();
+        assert!(url.hosts.is_empty() && url.username.is_none());
+        assert_eq!((url.path, url.query.len()), ("/var/locks", 1));
+        let url = UrlParts::parse("REDLOCK://:pw@a:1,b:2,[::1]:3").unwrap();
+        assert_eq!(url.scheme, "redlock");
+        assert_eq!(
+            (url.username.as_deref(), url.password.as_deref()),
+            (Some(""), Some("pw"))
+        );
+        assert_eq!(url.hosts, ["a:1", "b:2", "[::1]:3"]);
+        let url = UrlParts::parse("memory://name").unwrap();
+        assert_eq!((url.hosts.as_slice(), url.path), (&["name"][..], ""));
+        let url = UrlParts::parse("etcd://h?flag&ttl=1%30s").unwrap();
+        assert_eq!(
+            url.query,
+            [("flag".into(), "".into()), ("ttl".into(), "10s".into())]
+        );
     }
 
     #[test]
-    fn bad_durations_quote_the_input_and_name_the_problem() {
-        for (text, needle) in [
-            ("", "empty"),
-            ("s", "expected a number"),
-            ("10x", "unknown unit"),
-            ("-1s", "expected a number"),
-            ("1.2.3s", "bad number"),
-            ("ms10", "expected a number"),
-            ("NaN", "expected a number"),
-            ("3 hours", "unknown unit"),
-            ("10s5", "needs a unit"),
-            ("99999999999999999999999d", "out of range"),
+    fn bad_urls_name_the_part_and_hide_the_password() {
+        for (url, needle) in [
+            ("h:2379", "no scheme"),
+            ("://h", "bad scheme"),
+            ("re dis://h", "bad scheme"),
+            ("redis://u:%zz@h", "password"),
+            ("redis://h?ttl=%zz", "option ttl"),
         ] {
-            let err = parse_duration(text).unwrap_err();
-            assert!(err.contains(&format!("{text:?}")), "{text}: {err}");
-            assert!(err.contains(needle), "{text}: {err}");
-        }
-    }
-
-    #[test]
-    fn formatting_round_trips() {
-        for (d, text) in [
-            (Duration::from_millis(1500), "1500ms"),
-            (Duration::from_secs(3), "3s"),
-            (Duration::from_micros(5), "5us"),
-        ] {
-            assert_eq!(format_duration(d), text);
-            assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
+            let err = UrlParts::parse(url).unwrap_err();
+            assert!(err.contains(needle), "{url}: {err}");
+            assert!(!err.contains("%zz"), "{url}: {err}");
         }
     }
 
