@@ -242,6 +242,24 @@ impl Config {
         Ok(())
     }
 
+    /// The settings beyond the URL, in the vocabulary every backend applies
+    /// (each refuses those it has no use for).
+    pub fn settings(&self) -> lock_core::raw::Settings {
+        lock_core::raw::Settings {
+            ttl: self.ttl,
+            connect_timeout: self.connect_timeout,
+            request_timeout: self.request_timeout,
+            username: self.username.clone(),
+            password: self.password.clone(),
+            prefix: self.prefix.clone(),
+            layout: self.layout.clone(),
+            fsync: self.fsync,
+            tls_ca: self.tls.ca.clone(),
+            tls_cert: self.tls.cert.clone(),
+            tls_key: self.tls.key.clone(),
+        }
+    }
+
     /// The URL to connect to: the configured one, else the embedded default
     /// (`file://` in [`lock_file::FileConfig::default_dir`]).
     pub fn effective_url(&self) -> String {

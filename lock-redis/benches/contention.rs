@@ -215,7 +215,7 @@ async fn connect_clients(
     for _ in 0..n {
         match contender {
             Contender::Ours => {
-                let config = RedisConfig::new("127.0.0.1", server.port()).default_ttl(TTL);
+                let config = RedisConfig::new("127.0.0.1", server.port()).with_default_ttl(TTL);
                 clients.push(Arc::new(
                     RedisBackend::connect(config).await.expect("connect"),
                 ));

@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lock_core::raw::{Settings, serde_humane};
 use lock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
@@ -83,11 +84,15 @@ pub struct CommonConfig {
     /// Prefix of every key and channel; must not contain `{` or `}`, which
     /// would break the `{name}` hash tags.
     pub prefix: String,
-    /// Lease TTL used when acquire options leave it unset.
+    /// Lease TTL used when acquire options leave it unset. Serialized as
+    /// `ttl`, like every duration a humane string (`"30s"`).
+    #[serde(rename = "ttl", with = "serde_humane")]
     pub default_ttl: Duration,
     /// Limit on establishing a connection.
+    #[serde(with = "serde_humane")]
     pub connect_timeout: Duration,
     /// Limit on one command round trip.
+    #[serde(with = "serde_humane")]
     pub request_timeout: Duration,
 }
 
@@ -108,9 +113,9 @@ impl Default for CommonConfig {
 
 impl CommonConfig {
     /// Checks every field that can be checked without a network call.
-    pub(crate) fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<()> {
         check_ttl(self.default_ttl)
-            .map_err(|e| Error::invalid_config(format!("redis default_ttl: {}", e.message())))?;
+            .map_err(|e| Error::invalid_config(format!("redis ttl: {}", e.message())))?;
         if self.connect_timeout.is_zero() {
             return Err(Error::invalid_config(
                 "redis connect_timeout must be greater than zero",
@@ -134,6 +139,45 @@ impl CommonConfig {
             )));
         }
         Ok(())
+    }
+
+    /// Applies the [`Settings`] Redis honours over these (`ttl`,
+    /// `connect_timeout`, `request_timeout`, `username`, `password`,
+    /// `prefix`, `tls.ca`), and refuses the others.
+    pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
+        settings.refuse_others(
+            "Redis",
+            &[
+                "ttl",
+                "connect_timeout",
+                "request_timeout",
+                "username",
+                "password",
+                "prefix",
+                "tls.ca",
+            ],
+        )?;
+        let Settings {
+            ttl,
+            connect_timeout,
+            request_timeout,
+            username,
+            password,
+            prefix,
+            tls_ca,
+            ..
+        } = settings.clone();
+        self.default_ttl = ttl.unwrap_or(self.default_ttl);
+        self.connect_timeout = connect_timeout.unwrap_or(self.connect_timeout);
+        self.request_timeout = request_timeout.unwrap_or(self.request_timeout);
+        self.username = username.or(self.username.take());
+        self.password = password.or(self.password.take());
+        self.prefix = prefix.unwrap_or(std::mem::take(&mut self.prefix));
+        if let Some(ca) = tls_ca {
+            self.tls.enabled = true;
+            self.tls.ca_file = Some(ca);
+        }
+        self.validate()
     }
 
     fn apply(&mut self, parsed: ParsedUrl) {
@@ -177,9 +221,10 @@ impl fmt::Debug for CommonConfig {
 /// Configuration of [`RedisBackend`](crate::RedisBackend): one Redis server.
 ///
 /// URL form: `redis://[user][:password@]host[:port][/db][?option=value&...]`,
-/// or `rediss://` for TLS. Options: `prefix`, `default_ttl_ms`,
-/// `connect_timeout_ms`, `request_timeout_ms`, `tls` (`true` is the same as
-/// `rediss://`), `tls_insecure`, `tls_ca_file`.
+/// or `rediss://` for TLS. Options: `ttl`, `connect_timeout`,
+/// `request_timeout` (durations such as `500ms` or `30s`; a bare number is
+/// seconds), `prefix`, `tls` (`true` is the same as `rediss://`),
+/// `tls_insecure`, `tls_ca_file`.
 ///
 /// ```
 /// use lock_redis::RedisConfig;
@@ -210,37 +255,45 @@ impl Default for RedisConfig {
 macro_rules! common_builders {
     () => {
         /// Sets the default lease TTL.
-        pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
             self.common.default_ttl = ttl;
             self
         }
 
         /// Sets the connect timeout.
-        pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
             self.common.connect_timeout = timeout;
             self
         }
 
         /// Sets the per-command timeout.
-        pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
             self.common.request_timeout = timeout;
             self
         }
 
+        /// Applies `settings` over the URL's (see
+        /// [`CommonConfig::apply_settings`]); refuses those Redis has no use for.
+        pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
+            self.common.apply_settings(settings)?;
+            self.validate()?;
+            Ok(self)
+        }
+
         /// Sets the ACL user name.
-        pub fn username(mut self, username: impl Into<String>) -> Self {
+        pub fn with_username(mut self, username: impl Into<String>) -> Self {
             self.common.username = Some(username.into());
             self
         }
 
         /// Sets the password.
-        pub fn password(mut self, password: impl Into<String>) -> Self {
+        pub fn with_password(mut self, password: impl Into<String>) -> Self {
             self.common.password = Some(password.into());
             self
         }
 
         /// Sets the key prefix.
-        pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
             self.common.prefix = prefix.into();
             self
         }
@@ -275,20 +328,25 @@ impl RedisConfig {
             common: CommonConfig::default(),
         };
         config.common.apply(parsed);
-        config.common.validate()?;
+        config.validate()?;
         Ok(config)
+    }
+
+    /// Checks every field that can be checked without a network call.
+    pub fn validate(&self) -> Result<()> {
+        self.common.validate()
     }
 
     common_builders!();
 
     /// Sets the database number.
-    pub fn db(mut self, db: i64) -> Self {
+    pub fn with_db(mut self, db: i64) -> Self {
         self.common.db = db;
         self
     }
 
     /// Sets the TLS settings.
-    pub fn tls(mut self, tls: TlsConfig) -> Self {
+    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.common.tls = tls;
         self
     }
@@ -355,7 +413,8 @@ impl RedlockConfig {
         self.servers.len() / 2 + 1
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks every field that can be checked without a network call.
+    pub fn validate(&self) -> Result<()> {
         if self.servers.is_empty() {
             return Err(Error::invalid_config(
                 "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
@@ -391,7 +450,7 @@ mod tests {
     #[test]
     fn redis_url_with_credentials_db_and_options() {
         let c = RedisConfig::from_url(
-            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&default_ttl_ms=1500&request_timeout_ms=250#insecure",
+            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&ttl=1500ms&request_timeout=0.25#insecure",
         )
         .unwrap();
         assert_eq!(c.server, ServerAddr::new("cache.example", 6390));
@@ -435,8 +494,9 @@ mod tests {
             ("redis://h/abc", "database"),
             ("redis://h/-1", "negative"),
             ("redis://h?colour=blue", "colour"),
-            ("redis://h?default_ttl_ms=0", "TTL"),
-            ("redis://h?default_ttl_ms=soon", "default_ttl_ms"),
+            ("redis://h?ttl=0", "TTL"),
+            ("redis://h?ttl=soon", "option ttl"),
+            ("redis://h?default_ttl_ms=10", "known: ttl,"),
             ("redis://a,b", "redlock"),
             ("redis://h?prefix=a{b", "hash tag"),
             ("redlock://a,a", "twice"),
@@ -478,13 +538,61 @@ mod tests {
     }
 
     #[test]
+    fn settings_override_the_url_and_unknown_ones_are_refused() {
+        let settings = Settings {
+            ttl: Some(Duration::from_secs(7)),
+            prefix: Some("jobs:".into()),
+            tls_ca: Some("/ca.pem".into()),
+            ..Settings::default()
+        };
+        let c = RedisConfig::from_url("redis://h?ttl=3s&prefix=x:")
+            .unwrap()
+            .with_settings(&settings)
+            .unwrap();
+        assert_eq!(c.common.default_ttl, Duration::from_secs(7));
+        assert_eq!(c.common.prefix, "jobs:");
+        assert!(c.common.tls.enabled);
+        for refused in [
+            Settings {
+                fsync: Some(true),
+                ..Settings::default()
+            },
+            Settings {
+                tls_cert: Some("/c.pem".into()),
+                ..Settings::default()
+            },
+            Settings {
+                layout: Some("curator".into()),
+                ..Settings::default()
+            },
+        ] {
+            let err = RedlockConfig::from_url("redlock://a,b,c")
+                .unwrap()
+                .with_settings(&refused)
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        }
+        let zero = Settings {
+            ttl: Some(Duration::ZERO),
+            ..Settings::default()
+        };
+        let err = RedisConfig::default().with_settings(&zero).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    }
+
+    #[test]
     fn configs_round_trip_through_serde() {
         let c = RedisConfig::from_url("redis://u:pw@h:1/2").unwrap();
         let json = serde_json::to_string(&c).unwrap();
         let back: RedisConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, c);
+        assert!(json.contains(r#""ttl":"30s""#), "{json}");
         let partial: RedisConfig =
             serde_json::from_str(r#"{"server":{"host":"x","port":7}}"#).unwrap();
         assert_eq!(partial.common, CommonConfig::default());
+        let humane: RedisConfig =
+            serde_json::from_str(r#"{"ttl":"1500ms","request_timeout":2}"#).unwrap();
+        assert_eq!(humane.common.default_ttl, Duration::from_millis(1500));
+        assert_eq!(humane.common.request_timeout, Duration::from_secs(2));
     }
 }

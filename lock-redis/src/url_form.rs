@@ -1,15 +1,19 @@
 //! The URL forms `redis://`, `rediss://` and `redlock://h1,h2,h3`.
 //!
-//! Parsed by hand because a Redlock URL lists several hosts, which no URL
-//! library accepts. Every error names the part that is wrong and shows the
-//! URL with its password redacted.
+//! The split into parts is lock-core's [`UrlParts`], shared by every
+//! backend; this module checks the parts Redis gives meaning to. Every error
+//! names the part that is wrong and shows the URL with its password redacted.
 
 use std::time::Duration;
 
-use lock_core::raw::{percent_decode, redact_url, split_host_port};
+use lock_core::raw::{UrlParts, parse_duration, redact_url, split_host_port};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ServerAddr};
+
+/// The options a Redis URL understands, for the unknown-option error.
+const OPTIONS: &str =
+    "ttl, connect_timeout, request_timeout, prefix, tls, tls_insecure, tls_ca_file";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,22 +42,17 @@ pub(crate) struct ParsedUrl {
 pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
     let shown = redact_url(url);
     let bad = |what: String| Error::invalid_config(format!("redis URL {shown}: {what}"));
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let parts = UrlParts::parse(url)
+        .map_err(|why| bad(format!("{why}; expected {}://host:port", schemes[0])))?;
+    if !schemes.contains(&parts.scheme.as_str()) {
         return Err(bad(format!(
-            "no scheme; expected {}://host:port",
-            schemes[0]
-        )));
-    };
-    let scheme = scheme.to_ascii_lowercase();
-    if !schemes.contains(&scheme.as_str()) {
-        return Err(bad(format!(
-            "unsupported scheme {scheme:?}; expected one of {}",
+            "unsupported scheme {:?}; expected one of {}",
+            parts.scheme,
             schemes.join(", ")
         )));
     }
     let mut options = Vec::new();
-    let (rest, fragment) = split_last(rest, '#');
-    match fragment {
+    match parts.fragment {
         None | Some("") => {}
         Some("insecure") => options.push(UrlOption::TlsInsecure(true)),
         Some(other) => {
@@ -62,49 +61,30 @@ pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
             )));
         }
     }
-    let (rest, query) = split_first(rest, '?');
-    let (authority, path) = split_first(rest, '/');
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (Some(userinfo), hosts),
-        None => (None, authority),
-    };
-    let (username, password) = match userinfo {
-        None => (None, None),
-        Some(info) => {
-            let (user, pass) = split_first(info, ':');
-            let user = percent_decode(user).map_err(|e| bad(format!("user name: {e}")))?;
-            let pass = pass
-                .map(percent_decode)
-                .transpose()
-                .map_err(|e| bad(format!("password: {e}")))?;
-            ((!user.is_empty()).then_some(user), pass)
-        }
-    };
-    let hosts = hosts
-        .split(',')
+    if parts.hosts.is_empty() {
+        return Err(bad("no host".into()));
+    }
+    let hosts = parts
+        .hosts
+        .iter()
         .map(|h| parse_host(h).map_err(&bad))
         .collect::<Result<Vec<_>>>()?;
-    let db = match path.map(|p| p.trim_matches('/')) {
-        None | Some("") => None,
-        Some(p) => Some(
+    let db = match parts.path.trim_matches('/') {
+        "" => None,
+        p => Some(
             p.parse::<i64>()
                 .map_err(|_| bad(format!("database number {p:?} in the path is not a number")))?,
         ),
     };
-    if let Some(query) = query {
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = split_first(pair, '=');
-            let value =
-                percent_decode(value.unwrap_or("")).map_err(|e| bad(format!("{key}: {e}")))?;
-            options.push(parse_option(key, value).map_err(&bad)?);
-        }
+    for (key, value) in parts.query {
+        options.push(parse_option(&key, value).map_err(&bad)?);
     }
     Ok(ParsedUrl {
         hosts,
-        username,
-        password,
+        username: parts.username.filter(|user| !user.is_empty()),
+        password: parts.password,
         db,
-        tls: scheme == "rediss",
+        tls: parts.scheme == "rediss",
         options,
     })
 }
@@ -115,11 +95,7 @@ fn parse_host(text: &str) -> std::result::Result<ServerAddr, String> {
 }
 
 fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, String> {
-    let millis = |v: &str| {
-        v.parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|_| format!("{key}={v:?} is not a whole number of milliseconds"))
-    };
+    let duration = |v: &str| parse_duration(v).map_err(|why| format!("option {key}: {why}"));
     let flag = |v: &str| match v {
         "" | "true" | "1" | "yes" => Ok(true),
         "false" | "0" | "no" => Ok(false),
@@ -127,36 +103,12 @@ fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, Stri
     };
     Ok(match key {
         "prefix" => UrlOption::Prefix(value),
-        "default_ttl_ms" => {
-            let ttl = millis(&value)?;
-            if ttl.is_zero() {
-                return Err("default_ttl_ms=0: the TTL must be greater than zero".into());
-            }
-            UrlOption::DefaultTtl(ttl)
-        }
-        "connect_timeout_ms" => UrlOption::ConnectTimeout(millis(&value)?),
-        "request_timeout_ms" => UrlOption::RequestTimeout(millis(&value)?),
+        "ttl" => UrlOption::DefaultTtl(duration(&value)?),
+        "connect_timeout" => UrlOption::ConnectTimeout(duration(&value)?),
+        "request_timeout" => UrlOption::RequestTimeout(duration(&value)?),
         "tls" => UrlOption::Tls(flag(&value)?),
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
         "tls_ca_file" => UrlOption::TlsCaFile(value),
-        other => {
-            return Err(format!(
-                "unknown option {other:?}; known: prefix, default_ttl_ms, connect_timeout_ms, request_timeout_ms, tls, tls_insecure, tls_ca_file"
-            ));
-        }
+        other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })
-}
-
-fn split_first(s: &str, c: char) -> (&str, Option<&str>) {
-    match s.split_once(c) {
-        Some((a, b)) => (a, Some(b)),
-        None => (s, None),
-    }
-}
-
-fn split_last(s: &str, c: char) -> (&str, Option<&str>) {
-    match s.rsplit_once(c) {
-        Some((a, b)) => (a, Some(b)),
-        None => (s, None),
-    }
 }

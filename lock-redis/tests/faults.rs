@@ -229,8 +229,8 @@ async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
         .await
         .expect("proxy");
     let config = RedisConfig::new("127.0.0.1", proxy.addr().port())
-        .default_ttl(TTL)
-        .request_timeout(Duration::from_millis(200));
+        .with_default_ttl(TTL)
+        .with_request_timeout(Duration::from_millis(200));
     let cut_off = RedisBackend::connect(config)
         .await
         .expect("connect via proxy");
@@ -278,11 +278,11 @@ async fn wrong_password_is_unauthorized() {
         .await
         .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
     for config in [
-        common::config_for(&server).password("wrong-password"),
+        common::config_for(&server).with_password("wrong-password"),
         common::config_for(&server),
         common::config_for(&server)
-            .username("nobody")
-            .password("right-password"),
+            .with_username("nobody")
+            .with_password("right-password"),
     ] {
         let err = within(
             Duration::from_secs(5),
@@ -317,7 +317,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
         listener.local_addr().unwrap().port()
     };
     let connect_timeout = Duration::from_millis(700);
-    let refused = RedisConfig::new("127.0.0.1", port).connect_timeout(connect_timeout);
+    let refused = RedisConfig::new("127.0.0.1", port).with_connect_timeout(connect_timeout);
     let err = within(
         Duration::from_secs(3),
         "refused",
@@ -337,7 +337,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
         .unwrap();
     proxy.blackhole();
     let silent =
-        RedisConfig::new("127.0.0.1", proxy.addr().port()).connect_timeout(connect_timeout);
+        RedisConfig::new("127.0.0.1", proxy.addr().port()).with_connect_timeout(connect_timeout);
     let started = Instant::now();
     let err = within(
         Duration::from_secs(3),
@@ -351,7 +351,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     assert!(err.to_string().contains(&proxy.addr().to_string()), "{err}");
 
     let err = RedlockBackend::connect_url(&format!(
-        "redlock://127.0.0.1:{port},127.0.0.1:{},127.0.0.1:1?connect_timeout_ms=700",
+        "redlock://127.0.0.1:{port},127.0.0.1:{},127.0.0.1:1?connect_timeout=700ms",
         server.port()
     ))
     .await
@@ -369,11 +369,11 @@ async fn zero_ttl_is_invalid_config() {
     let zero = AcquireOptions::new().ttl(Duration::ZERO).wait(Wait::No);
     let err = client.acquire(&name, &zero).await.expect_err("zero TTL");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
-    let err = RedisBackend::connect(common::config_for(&server).default_ttl(Duration::ZERO))
+    let err = RedisBackend::connect(common::config_for(&server).with_default_ttl(Duration::ZERO))
         .await
         .expect_err("zero default TTL");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
-    let err = RedisBackend::connect_url(&format!("{}?default_ttl_ms=0", server.url()))
+    let err = RedisBackend::connect_url(&format!("{}?ttl=0", server.url()))
         .await
         .expect_err("zero TTL in the URL");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
@@ -383,7 +383,7 @@ async fn zero_ttl_is_invalid_config() {
 #[tokio::test]
 async fn missing_database_is_invalid_config() {
     let server = common::start_redis().await;
-    let err = RedisBackend::connect(common::config_for(&server).db(4242))
+    let err = RedisBackend::connect(common::config_for(&server).with_db(4242))
         .await
         .expect_err("no such database");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
@@ -420,10 +420,10 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
         .await
         .expect("proxy");
     let mut config = common::redlock_config_for(&servers)
-        .username("x")
-        .password("pw")
-        .default_ttl(Duration::from_secs(3))
-        .request_timeout(Duration::from_millis(400));
+        .with_username("x")
+        .with_password("pw")
+        .with_default_ttl(Duration::from_secs(3))
+        .with_request_timeout(Duration::from_millis(400));
     config.servers[2] = ServerAddr::new("127.0.0.1", proxy.addr().port());
     let client = RedlockBackend::connect(config).await.expect("connect");
     // Round 1: server 0 grants, server 1 is busy, server 2 grants but its
@@ -503,7 +503,8 @@ async fn silent_redlock_member_does_not_delay_waiting_acquires() {
     let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
         .await
         .expect("proxy");
-    let mut config = common::redlock_config_for(&servers).request_timeout(Duration::from_secs(1));
+    let mut config =
+        common::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1));
     config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
     let client = RedlockBackend::connect(config).await.expect("connect");
     proxy.blackhole();
@@ -572,9 +573,9 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
         .expect("ACL SETUSER");
     assert_eq!(created, RespReply::Simple("OK".into()));
     let config = common::config_for(&server)
-        .username("nochannels")
-        .password("secret")
-        .connect_timeout(Duration::from_secs(3));
+        .with_username("nochannels")
+        .with_password("secret")
+        .with_connect_timeout(Duration::from_secs(3));
     let started = Instant::now();
     let err = within(
         Duration::from_secs(5),
@@ -637,8 +638,8 @@ async fn evicting_server_is_refused_at_connect() {
     ])
     .await;
     let managed = common::config_for(&server)
-        .username("noconfig")
-        .password("pw");
+        .with_username("noconfig")
+        .with_password("pw");
     RedisBackend::connect(managed)
         .await
         .expect("CONFIG GET refused: cannot check, connect anyway");

@@ -25,9 +25,9 @@ async fn redis_behind_proxy() -> (RedisServers, Vec<FaultProxy>, RedisBackend) {
         .unwrap();
     let proxy = FaultProxy::start(upstream).await.expect("start proxy");
     let config = RedisConfig::new("127.0.0.1", proxy.addr().port())
-        .default_ttl(TTL)
-        .connect_timeout(Duration::from_secs(3))
-        .request_timeout(Duration::from_secs(3));
+        .with_default_ttl(TTL)
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_request_timeout(Duration::from_secs(3));
     let client = RedisBackend::connect(config).await.expect("connect");
     (servers, vec![proxy], client)
 }
@@ -46,9 +46,9 @@ async fn redlock_behind_proxies() -> (RedisServers, Vec<FaultProxy>, RedlockBack
             .iter()
             .map(|p| ServerAddr::new("127.0.0.1", p.addr().port())),
     )
-    .default_ttl(TTL)
-    .connect_timeout(Duration::from_secs(3))
-    .request_timeout(Duration::from_secs(3));
+    .with_default_ttl(TTL)
+    .with_connect_timeout(Duration::from_secs(3))
+    .with_request_timeout(Duration::from_secs(3));
     let client = RedlockBackend::connect(config).await.expect("connect");
     (servers, proxies, client)
 }

@@ -17,7 +17,7 @@ const NAME: &str = "queue/test";
 
 /// A client with a long TTL, so no timer-driven refresh muddles the counts.
 async fn patient_client(server: &RedisServer) -> RedisBackend {
-    RedisBackend::connect(common::config_for(server).default_ttl(Duration::from_secs(30)))
+    RedisBackend::connect(common::config_for(server).with_default_ttl(Duration::from_secs(30)))
         .await
         .expect("connect")
 }
@@ -313,7 +313,7 @@ async fn frozen_waiter_never_takes_a_stale_hand_over() {
     const FREEZE: Duration = Duration::from_secs(1);
     let ttl = Duration::from_millis(300);
     let server = common::start_redis().await;
-    let config = common::config_for(&server).default_ttl(ttl);
+    let config = common::config_for(&server).with_default_ttl(ttl);
     let holder = RedisBackend::connect(config.clone())
         .await
         .expect("connect");

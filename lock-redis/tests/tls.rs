@@ -161,7 +161,7 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     let server = start_tls_redis().await;
     let ca = server._dir.path().join("ca.crt");
     let url = format!(
-        "rediss://localhost:{}?tls_ca_file={}&connect_timeout_ms=3000",
+        "rediss://localhost:{}?tls_ca_file={}&connect_timeout=3s",
         server.port,
         ca.display()
     );
@@ -172,7 +172,7 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     assert_eq!(err.kind(), ErrorKind::WouldBlock);
     guard.release().await.expect("release over TLS");
 
-    let untrusted = format!("rediss://localhost:{}?connect_timeout_ms=2000", server.port);
+    let untrusted = format!("rediss://localhost:{}?connect_timeout=2s", server.port);
     let err = within(
         Duration::from_secs(5),
         "untrusted certificate",
@@ -194,7 +194,7 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
         .await
         .expect("release");
 
-    let plain = format!("redis://localhost:{}?connect_timeout_ms=1000", server.port);
+    let plain = format!("redis://localhost:{}?connect_timeout=1s", server.port);
     let err = RedisBackend::connect_url(&plain)
         .await
         .expect_err("plain text to a TLS port");

@@ -99,7 +99,7 @@ mod tests {
                 url: Some(url.to_owned()),
                 ..config
             };
-            let err = crate::connect_with(&config).await.err().expect("refused");
+            let err = crate::connect_with(&config).await.expect_err("refused");
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{url}: {err}");
             assert!(err.message().contains(setting), "{url}: {err}");
         }

@@ -29,9 +29,9 @@ pub async fn start_redises(n: usize) -> RedisServers {
 /// The config of a test client of `server`.
 pub fn config_for(server: &RedisServer) -> RedisConfig {
     RedisConfig::new("127.0.0.1", server.port())
-        .default_ttl(TTL)
-        .connect_timeout(Duration::from_secs(3))
-        .request_timeout(Duration::from_secs(1))
+        .with_default_ttl(TTL)
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_request_timeout(Duration::from_secs(1))
 }
 
 /// A new, independent client of `server`.
@@ -49,9 +49,9 @@ pub fn redlock_config_for(servers: &RedisServers) -> RedlockConfig {
             .iter()
             .map(|s| ServerAddr::new("127.0.0.1", s.port())),
     )
-    .default_ttl(TTL)
-    .connect_timeout(Duration::from_secs(3))
-    .request_timeout(Duration::from_millis(500))
+    .with_default_ttl(TTL)
+    .with_connect_timeout(Duration::from_secs(3))
+    .with_request_timeout(Duration::from_millis(500))
 }
 
 /// A new, independent Redlock client of `servers`.
