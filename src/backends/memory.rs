@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use lock_core::memory::MemoryBackend;
 use lock_core::{Error, Result};
 
-use super::{Services, unsupported_setting};
+use super::Services;
 use crate::config::Config;
 
 fn tables() -> &'static Mutex<HashMap<String, MemoryBackend>> {
@@ -22,19 +22,7 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
             "memory URL {url:?} takes no options or credentials; use memory:// or memory://NAME"
         )));
     }
-    if config.username.is_some() || config.password.is_some() {
-        return Err(unsupported_setting("memory", "credentials"));
-    }
-    for (set, setting) in [
-        (!config.tls.is_empty(), "TLS"),
-        (config.prefix.is_some(), "prefix"),
-        (config.layout.is_some(), "layout"),
-        (config.fsync.is_some(), "fsync"),
-    ] {
-        if set {
-            return Err(unsupported_setting("memory", setting));
-        }
-    }
+    config.settings().refuse_others("memory", &["ttl"])?;
     let name = rest.trim_end_matches('/').to_owned();
     let shared = tables()
         .lock()
