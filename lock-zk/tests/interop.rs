@@ -259,4 +259,11 @@ async fn bad_layouts_and_paths_are_refused_before_any_io() {
     let mut children = admin.list_children("/").await.unwrap();
     children.sort();
     assert_eq!(children, ["zookeeper"]);
+
+    // A good path's missing parents are created, as Curator's
+    // creatingParentContainersIfNeeded does (as containers, which ZooKeeper
+    // does not tell clients apart from persistent nodes).
+    let guard = distlock.try_lock("/fresh/locks/x").await.expect("lock");
+    assert_curator_node(guard.key(), "/fresh/locks/x", "lock-");
+    guard.release().await.expect("release");
 }
