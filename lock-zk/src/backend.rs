@@ -158,6 +158,7 @@ impl ZkBackend {
         data: &[u8],
     ) -> Result<LockGuard> {
         let requested = options.effective_ttl(self.session_timeout())?;
+        let dir = self.inner.settings.layout.name_dir(space, name)?;
         let deadline = Deadline::new(
             options.wait,
             Instant::now(),
@@ -167,7 +168,7 @@ impl ZkBackend {
         loop {
             let session = self.session_within(&deadline, &action(space, name)).await?;
             match self
-                .acquire_on(&session, space, name, &deadline, data, requested)
+                .acquire_on(&session, space, name, &dir, &deadline, data, requested)
                 .await
             {
                 Err(e)
@@ -204,11 +205,13 @@ impl ZkBackend {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn acquire_on(
         &self,
         session: &Arc<Session>,
         space: Space,
         name: &LockName,
+        dir: &str,
         deadline: &Deadline,
         data: &[u8],
         requested: Duration,
@@ -232,7 +235,7 @@ impl ZkBackend {
             &session,
             &session.settings.layout,
             space,
-            name,
+            dir,
             data,
             deadline,
             &doing,

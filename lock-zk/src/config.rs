@@ -7,10 +7,13 @@ use lock_core::{Error, Result};
 use serde::Deserialize;
 
 use crate::durations;
-use crate::paths::Layout;
+use crate::paths::{Layout, NodeLayout};
 
 /// The port used when a server address has none.
 pub const DEFAULT_PORT: u16 = 2181;
+
+/// The lock root when none is configured.
+pub(crate) const DEFAULT_PREFIX: &str = "/distlock";
 
 /// The shortest session timeout (hence lock TTL) accepted. Below it the
 /// window in which a held lock is vouched for (about a third of the session
@@ -34,8 +37,13 @@ pub struct ZkConfig {
     /// Servers as `host:port` (IPv6 as `[addr]:port`).
     pub servers: Vec<String>,
     /// The lock root: an absolute path under which `locks/` and `elections/`
-    /// are created (the URL's path). Default `/distlock`.
+    /// are created (the URL's path). Default `/distlock`. It does not apply
+    /// with [`NodeLayout::Curator`], which refuses any other value but `/`.
     pub prefix: String,
+    /// Where lock and election nodes go (the URL's `layout` option):
+    /// distlock's own tree (the default), or the paths of Apache Curator's
+    /// recipes, to share locks with Curator clients.
+    pub layout: NodeLayout,
     /// The lease TTL, i.e. the session timeout when `session_timeout` is zero.
     #[serde(with = "durations::text")]
     pub default_ttl: Duration,
@@ -62,7 +70,8 @@ impl Default for ZkConfig {
     fn default() -> Self {
         ZkConfig {
             servers: vec![format!("127.0.0.1:{DEFAULT_PORT}")],
-            prefix: "/distlock".to_owned(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            layout: NodeLayout::Distlock,
             default_ttl: Duration::from_secs(10),
             session_timeout: Duration::ZERO,
             connect_timeout: Duration::from_secs(5),
@@ -78,6 +87,7 @@ impl fmt::Debug for ZkConfig {
         f.debug_struct("ZkConfig")
             .field("servers", &self.servers)
             .field("prefix", &self.prefix)
+            .field("layout", &self.layout)
             .field("default_ttl", &self.default_ttl)
             .field("session_timeout", &self.session_timeout)
             .field("connect_timeout", &self.connect_timeout)
@@ -100,6 +110,13 @@ impl ZkConfig {
     /// Sets the lock root path.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the node layout; [`NodeLayout::Curator`] shares locks and
+    /// elections with Apache Curator clients.
+    pub fn with_layout(mut self, layout: NodeLayout) -> Self {
+        self.layout = layout;
         self
     }
 
@@ -139,7 +156,8 @@ impl ZkConfig {
     ///
     /// Options: `session_timeout`, `ttl` (alias `default_ttl`; both set the
     /// session timeout), `connect_timeout`, `request_timeout` (durations such
-    /// as `500ms` or `2s`), `username`, `password`. A malformed URL gives
+    /// as `500ms` or `2s`), `username`, `password`, `layout` (`distlock` or
+    /// `curator`; see [`NodeLayout`]). A malformed URL gives
     /// `InvalidConfig` naming what is wrong.
     pub fn from_url(url: &str) -> Result<Self> {
         crate::connect_url::parse(url)
@@ -153,7 +171,7 @@ impl ZkConfig {
         for server in &self.servers {
             check_server(server)?;
         }
-        let layout = Layout::new(&self.prefix)?;
+        let layout = Layout::new(self.layout, &self.prefix)?;
         let session_timeout = if self.session_timeout.is_zero() {
             self.default_ttl
         } else {
@@ -388,5 +406,13 @@ mod tests {
         assert_eq!(settings.session_timeout, Duration::from_secs(2));
         assert_eq!(settings.request_timeout, Duration::from_millis(750));
         assert_eq!(settings.connect_string, "[::1]:2181");
+        assert_eq!(
+            settings.layout,
+            Layout::new(NodeLayout::Distlock, "/distlock").unwrap()
+        );
+        let curator: ZkConfig = serde_json::from_str(r#"{"layout": "curator"}"#).unwrap();
+        assert_eq!(curator.layout, NodeLayout::Curator);
+        assert_eq!(curator.settings().unwrap().layout, Layout::Curator);
+        assert!(serde_json::from_str::<ZkConfig>(r#"{"layout": "etcd"}"#).is_err());
     }
 }

@@ -63,10 +63,15 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
             "request_timeout" => config.request_timeout = duration()?,
             "username" => config.username = Some(value.into_owned()),
             "password" => config.password = Some(value.into_owned()),
+            "layout" => {
+                config.layout = value
+                    .parse()
+                    .map_err(|e: Error| bad(e.message().to_owned()))?;
+            }
             other => {
                 return Err(bad(format!(
                     "unknown option {other:?}; known: session_timeout, ttl, connect_timeout, \
-                     request_timeout, username, password"
+                     request_timeout, username, password, layout"
                 )));
             }
         }
@@ -82,6 +87,7 @@ mod tests {
     use lock_core::ErrorKind;
 
     use super::*;
+    use crate::NodeLayout;
 
     #[test]
     fn parses_hosts_root_credentials_and_options() {
@@ -99,6 +105,10 @@ mod tests {
         let plain = ZkConfig::from_url("zk://localhost").unwrap();
         assert_eq!(plain.servers, ["localhost:2181"]);
         assert_eq!(plain.prefix, "/distlock");
+        assert_eq!(plain.layout, NodeLayout::Distlock);
+        let curator = ZkConfig::from_url("zk://h:2181?layout=curator").unwrap();
+        assert_eq!(curator.layout, NodeLayout::Curator);
+        assert_eq!(curator.servers, ["h:2181"]);
     }
 
     #[test]
@@ -113,6 +123,11 @@ mod tests {
             ("zk://h1/x?ttl=0s", "greater than zero"),
             ("zk://h1/x?colour=red", "unknown option"),
             ("zk://alice@h1/x", "user:password"),
+            ("zk://h1?layout=concurrency", "known: distlock, curator"),
+            (
+                "zk://h1/app?layout=curator",
+                "does not apply with layout=curator",
+            ),
         ];
         for (url, needle) in cases {
             let err = ZkConfig::from_url(url).unwrap_err();

@@ -48,13 +48,13 @@ impl ElectionBackend for ZkBackend {
     ///
     /// Cancel safe: it only reads.
     async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        let dir = self.settings().layout.name_dir(Space::Election, name)?;
         let session = self.session().await?;
         let action = format!("reading the leader of election {name}");
         let doing = Doing {
             action: &action,
             servers: &self.settings().connect_string,
         };
-        let dir = self.settings().layout.name_dir(Space::Election, name);
         for _ in 0..8 {
             match read_leader(&session, &dir, false).await {
                 Ok(Some(Read::Leader(info, _))) => return Ok(Some(info)),
@@ -83,10 +83,11 @@ impl ElectionBackend for ZkBackend {
     ///
     /// Cancel safe: dropping the future or the stream just stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        let dir = self.settings().layout.name_dir(Space::Election, name)?;
         let session = self.session().await?;
         let observer = Observer {
             session,
-            dir: self.settings().layout.name_dir(Space::Election, name),
+            dir,
             action: format!("observing election {name}"),
             last: None,
             done: false,

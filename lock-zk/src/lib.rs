@@ -22,6 +22,7 @@ pub use backend::ZkBackend;
 pub use config::{DEFAULT_PORT, MIN_SESSION_TIMEOUT, ZkConfig};
 pub use connect_url::SCHEME;
 pub use guarded_write::{GuardedWrite, WriteOutcome};
+pub use paths::NodeLayout;
 /// The `zookeeper-client` crate this backend is built on, for
 /// [`ZkBackend::client`].
 pub use zookeeper_client as zk;

@@ -1,16 +1,81 @@
 //! Where locks live in the ZooKeeper tree, and how contender nodes are named.
 //!
+//! The default layout ([`NodeLayout::Distlock`]) keeps every lock under one root:
+//!
 //! ```text
 //! {root}/locks/{escaped name}/_c_{guid}-lock-{sequence}       one node per contender
 //! {root}/elections/{escaped name}/_c_{guid}-latch-{sequence}  one node per candidate
+//! ```
+//!
+//! The Curator layout ([`NodeLayout::Curator`]) takes the lock name as the
+//! ZooKeeper path that Apache Curator's `InterProcessMutex` or `LeaderLatch`
+//! is given, and puts the same nodes directly in it:
+//!
+//! ```text
+//! {name}/_c_{guid}-lock-{sequence}    an InterProcessMutex contender
+//! {name}/_c_{guid}-latch-{sequence}   a LeaderLatch candidate
 //! ```
 //!
 //! The per-name directory is a container node (the server deletes it once it
 //! is empty). The GUID makes each acquisition's node recognisable after a
 //! connection loss during `create` (Curator's "protected" names).
 
+use std::fmt;
+use std::str::FromStr;
+
 use lock_core::{Error, LockName, Result};
+use serde::Deserialize;
 use uuid::Uuid;
+use zookeeper_client as zk;
+
+/// Where lock and election nodes go: distlock's own tree, or the paths of
+/// Apache Curator's recipes, so that both can share locks and elections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeLayout {
+    /// `{prefix}/locks/{name}` and `{prefix}/elections/{name}`, any lock name.
+    #[default]
+    Distlock,
+    /// The lock name is an absolute ZooKeeper path such as `/app/locks/orders`,
+    /// used as Curator's `InterProcessMutex` and `LeaderLatch` use it. The
+    /// prefix does not apply.
+    Curator,
+}
+
+impl NodeLayout {
+    /// Every layout, by the name the URL and config use.
+    pub const ALL: [NodeLayout; 2] = [NodeLayout::Distlock, NodeLayout::Curator];
+
+    /// The name the URL and config use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeLayout::Distlock => "distlock",
+            NodeLayout::Curator => "curator",
+        }
+    }
+}
+
+impl fmt::Display for NodeLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for NodeLayout {
+    type Err = Error;
+
+    /// `distlock` or `curator`; anything else is `InvalidConfig` listing them.
+    fn from_str(s: &str) -> Result<Self> {
+        NodeLayout::ALL
+            .into_iter()
+            .find(|layout| layout.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid_config(format!(
+                    "unknown ZooKeeper layout {s:?}; known: distlock, curator"
+                ))
+            })
+    }
+}
 
 /// Locks and elections live in separate directories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,58 +101,159 @@ impl Space {
     }
 }
 
-/// The validated lock root (the URL's path) and the paths derived from it.
+/// The validated layout and the paths derived from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Layout {
-    /// Absolute, without a trailing slash; empty for `/`.
-    root: String,
+pub(crate) enum Layout {
+    /// Everything under one lock root: absolute, without a trailing slash;
+    /// empty for `/`.
+    Distlock { root: String },
+    /// Each name is its own absolute path.
+    Curator,
 }
 
 impl Layout {
-    /// Validates `prefix` as an absolute ZooKeeper path.
-    pub(crate) fn new(prefix: &str) -> Result<Self> {
+    /// Validates `prefix` as an absolute ZooKeeper path for the distlock
+    /// layout. With the Curator layout names are whole paths, so a prefix
+    /// other than the default or `/` is refused rather than ignored.
+    pub(crate) fn new(kind: NodeLayout, prefix: &str) -> Result<Self> {
+        match kind {
+            NodeLayout::Distlock => Self::distlock(prefix),
+            NodeLayout::Curator if prefix == crate::config::DEFAULT_PREFIX || prefix == "/" => {
+                Ok(Layout::Curator)
+            }
+            NodeLayout::Curator => Err(Error::invalid_config(format!(
+                "zk lock root {prefix:?} does not apply with layout=curator: each lock name is \
+                 the full ZooKeeper path Curator uses (such as /app/locks/orders); remove the \
+                 URL path or prefix setting"
+            ))),
+        }
+    }
+
+    fn distlock(prefix: &str) -> Result<Self> {
         if !prefix.starts_with('/') {
             return Err(Error::invalid_config(format!(
                 "zk lock root {prefix:?} must be an absolute path such as /distlock"
             )));
         }
         let root = prefix.trim_end_matches('/');
-        for component in root.split('/').skip(1) {
-            let problem = match component {
-                "" => Some("an empty component (//)"),
-                "." | ".." => Some("a . or .. component"),
-                c if c.chars().any(is_forbidden_char) => Some("a character ZooKeeper forbids"),
-                _ => None,
-            };
-            if let Some(problem) = problem {
-                return Err(Error::invalid_config(format!(
-                    "zk lock root {prefix:?} contains {problem}"
-                )));
-            }
+        if let Some(problem) = PathProblem::of(root) {
+            return Err(Error::invalid_config(format!(
+                "zk lock root {prefix:?} contains {}",
+                problem.describe()
+            )));
         }
-        Ok(Layout {
+        Ok(Layout::Distlock {
             root: root.to_owned(),
         })
     }
 
-    /// The root as given (`/` for the tree's root).
+    /// The lock root as given (`/` for the tree's root, and for the Curator
+    /// layout, whose names start there).
     pub(crate) fn root(&self) -> &str {
-        if self.root.is_empty() {
-            "/"
-        } else {
-            &self.root
+        match self {
+            Layout::Distlock { root } if !root.is_empty() => root,
+            _ => "/",
         }
     }
 
-    /// `{root}/locks` or `{root}/elections`.
-    pub(crate) fn space_dir(&self, space: Space) -> String {
-        format!("{}/{}", self.root, space.dir())
+    /// `{root}/locks` or `{root}/elections`, created and checked at connect
+    /// time; none with the Curator layout, where every name has its own path.
+    pub(crate) fn space_dir(&self, space: Space) -> Option<String> {
+        match self {
+            Layout::Distlock { root } => Some(format!("{root}/{}", space.dir())),
+            Layout::Curator => None,
+        }
     }
 
-    /// The directory holding the contenders of one name.
-    pub(crate) fn name_dir(&self, space: Space, name: &LockName) -> String {
-        format!("{}/{}", self.space_dir(space), escape_name(name.as_str()))
+    /// The directory holding the contenders of one name. Fails with
+    /// `InvalidConfig` for a name the layout cannot map (before any I/O).
+    pub(crate) fn name_dir(&self, space: Space, name: &LockName) -> Result<String> {
+        match self {
+            Layout::Distlock { root } => Ok(format!(
+                "{root}/{}/{}",
+                space.dir(),
+                escape_name(name.as_str())
+            )),
+            Layout::Curator => curator_path(name).map(str::to_owned),
+        }
     }
+
+    /// What to create when `dir` cannot be created because its parent is
+    /// missing: the distlock layout's `{root}/locks` (persistent, with its
+    /// ancestors), or, like Curator's `creatingParentContainersIfNeeded`,
+    /// every ancestor of a Curator path as a container. `None` at the top.
+    pub(crate) fn parent_of(&self, space: Space, dir: &str) -> Option<(String, zk::CreateMode)> {
+        match self {
+            Layout::Distlock { .. } => self
+                .space_dir(space)
+                .map(|parent| (parent, zk::CreateMode::Persistent)),
+            Layout::Curator => match dir.rsplit_once('/') {
+                Some((parent, _)) if !parent.is_empty() => {
+                    Some((parent.to_owned(), zk::CreateMode::Container))
+                }
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Something a ZooKeeper path must not contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathProblem {
+    EmptySegment,
+    DotSegment,
+    ForbiddenChar,
+}
+
+impl PathProblem {
+    /// The first problem among the components of an absolute path.
+    fn of(path: &str) -> Option<Self> {
+        path.split('/').skip(1).find_map(|segment| match segment {
+            "" => Some(PathProblem::EmptySegment),
+            "." | ".." => Some(PathProblem::DotSegment),
+            s if s.chars().any(is_forbidden_char) => Some(PathProblem::ForbiddenChar),
+            _ => None,
+        })
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            PathProblem::EmptySegment => "an empty component (//)",
+            PathProblem::DotSegment => "a . or .. component",
+            PathProblem::ForbiddenChar => {
+                "a character ZooKeeper forbids (a control, U+E000..U+F8FF, U+FFF0..U+FFFF, or \
+                 anything outside the Basic Multilingual Plane)"
+            }
+        }
+    }
+}
+
+/// A lock name as a Curator recipe path: an absolute ZooKeeper path that
+/// the server accepts, naming a node that the recipe's nodes go into.
+fn curator_path(name: &LockName) -> Result<&str> {
+    let path = name.as_str();
+    let bad = |rule: &str| {
+        Error::invalid_config(format!("zk lock name {path:?} with layout=curator {rule}"))
+    };
+    if !path.starts_with('/') {
+        return Err(bad(
+            "must be an absolute ZooKeeper path starting with /, such as /app/locks/orders",
+        ));
+    }
+    if path.ends_with('/') {
+        return Err(bad(
+            "must not end with / (the recipe's nodes go inside the named node)",
+        ));
+    }
+    if let Some(problem) = PathProblem::of(path) {
+        return Err(bad(&format!("must not contain {}", problem.describe())));
+    }
+    if path == "/zookeeper" || path.starts_with("/zookeeper/") {
+        return Err(bad(
+            "must not be under /zookeeper, which ZooKeeper reserves",
+        ));
+    }
+    Ok(path)
 }
 
 /// Characters ZooKeeper rejects in a path (besides `/`): controls, the
@@ -171,19 +337,93 @@ mod tests {
 
     #[test]
     fn layout_validates_the_root() {
-        let layout = Layout::new("/chroot/locks/").unwrap();
+        let distlock = |prefix| Layout::new(NodeLayout::Distlock, prefix);
+        let layout = distlock("/chroot/locks/").unwrap();
         assert_eq!(layout.root(), "/chroot/locks");
-        assert_eq!(layout.space_dir(Space::Lock), "/chroot/locks/locks");
+        assert_eq!(
+            layout.space_dir(Space::Lock).unwrap(),
+            "/chroot/locks/locks"
+        );
         let name = LockName::new("a/b").unwrap();
         assert_eq!(
-            layout.name_dir(Space::Election, &name),
+            layout.name_dir(Space::Election, &name).unwrap(),
             "/chroot/locks/elections/a%2Fb"
         );
-        assert_eq!(Layout::new("/").unwrap().space_dir(Space::Lock), "/locks");
+        assert_eq!(
+            distlock("/").unwrap().space_dir(Space::Lock).unwrap(),
+            "/locks"
+        );
         for bad in ["relative", "/a//b", "/a/../b", "/a/./b", "/a\u{1}", "/🔒"] {
-            let err = Layout::new(bad).unwrap_err();
+            let err = distlock(bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn curator_names_are_the_recipe_paths() {
+        let layout = Layout::new(NodeLayout::Curator, "/distlock").unwrap();
+        assert_eq!(Layout::new(NodeLayout::Curator, "/").unwrap(), layout);
+        assert_eq!(layout.root(), "/");
+        assert_eq!(layout.space_dir(Space::Lock), None);
+        for space in [Space::Lock, Space::Election] {
+            let name = LockName::new("/app/locks/orders").unwrap();
+            assert_eq!(layout.name_dir(space, &name).unwrap(), "/app/locks/orders");
+        }
+        assert_eq!(
+            layout.parent_of(Space::Lock, "/app/locks/orders"),
+            Some(("/app/locks".to_owned(), zk::CreateMode::Container))
+        );
+        assert_eq!(layout.parent_of(Space::Lock, "/top"), None);
+        let err = Layout::new(NodeLayout::Curator, "/chroot").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("layout=curator"), "{err}");
+    }
+
+    #[test]
+    fn bad_curator_paths_name_the_rule() {
+        let layout = Layout::Curator;
+        let cases = [
+            ("orders", "must be an absolute ZooKeeper path"),
+            ("/", "must not end with /"),
+            ("/app/", "must not end with /"),
+            ("/app//orders", "empty component"),
+            ("/app/./orders", ". or .. component"),
+            ("/app/..", ". or .. component"),
+            ("/app/\u{e000}", "character ZooKeeper forbids"),
+            ("/app/🔒", "character ZooKeeper forbids"),
+            ("/zookeeper", "reserves"),
+            ("/zookeeper/quota/x", "reserves"),
+        ];
+        for (path, rule) in cases {
+            let name = LockName::new(path).unwrap();
+            let err = layout.name_dir(Space::Lock, &name).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{path:?}");
+            assert!(err.message().contains(rule), "{path:?}: {err}");
+        }
+        for good in ["/a", "/app/locks/x.y", "/zookeeper-not/x", "/ünï 名前"] {
+            let name = LockName::new(good).unwrap();
+            assert_eq!(layout.name_dir(Space::Lock, &name).unwrap(), good);
+        }
+    }
+
+    #[test]
+    fn layout_names_parse_and_unknown_ones_list_the_known() {
+        assert_eq!(
+            "curator".parse::<NodeLayout>().unwrap(),
+            NodeLayout::Curator
+        );
+        assert_eq!(
+            "distlock".parse::<NodeLayout>().unwrap(),
+            NodeLayout::Distlock
+        );
+        assert_eq!(NodeLayout::default(), NodeLayout::Distlock);
+        let err = "concurrency".parse::<NodeLayout>().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(
+            err.message().contains("\"concurrency\"")
+                && err.message().contains("distlock, curator"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use lock_core::raw::LossNotifier;
-use lock_core::{Error, ErrorKind, LockName, LostReason, Result, Wait};
+use lock_core::{Error, ErrorKind, LostReason, Result, Wait};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
@@ -105,19 +105,20 @@ impl Drop for PendingNode {
     }
 }
 
-/// Joins the queue of `name` and waits, as `deadline` allows, until our
-/// node is the lowest. `data` is stored in the node (an election's value).
-/// Every step ends by the deadline's hard limit.
+/// Joins the queue in `dir` (a name's directory, see
+/// [`Layout::name_dir`]) and waits, as `deadline` allows, until our node is
+/// the lowest. `data` is stored in the node (an election's value). Every
+/// step ends by the deadline's hard limit.
 pub(crate) async fn join_and_wait(
     session: &Arc<Session>,
     layout: &Layout,
     space: Space,
-    name: &LockName,
+    dir: &str,
     data: &[u8],
     deadline: &Deadline,
     doing: &Doing<'_>,
 ) -> Result<Head> {
-    let dir = layout.name_dir(space, name);
+    let dir = dir.to_owned();
     let guid = Uuid::new_v4();
     let marker = guid_marker(&guid);
     let mut pending = PendingNode {
@@ -491,7 +492,8 @@ async fn list(
     ))
 }
 
-/// Creates the per-name container node (and the lock root) on demand.
+/// Creates the per-name container node on demand, and what the layout puts
+/// above it (see [`Layout::parent_of`]) when that is missing too.
 async fn ensure_dir(
     session: &Session,
     layout: &Layout,
@@ -513,11 +515,13 @@ async fn ensure_dir(
             .await
         {
             Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
-            Err(zk::Error::NoNode) => {
-                let persistent = zk::CreateMode::Persistent.with_acls(session.acls());
-                let root = layout.space_dir(space);
+            Err(e @ zk::Error::NoNode) => {
+                let Some((parent, mode)) = layout.parent_of(space, dir) else {
+                    return Err(doing.error(e));
+                };
+                let options = mode.with_acls(session.acls());
                 match session
-                    .call_within(deadline, session.client.mkdir(&root, &persistent))
+                    .call_within(deadline, session.client.mkdir(&parent, &options))
                     .await
                 {
                     Ok(()) => {}

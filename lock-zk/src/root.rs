@@ -12,9 +12,19 @@ use crate::session::Session;
 /// Creates `{root}/locks` and `{root}/elections` if missing, then creates and
 /// deletes a probe node under `{root}/locks` to prove we may create and
 /// delete lock nodes there with our identity.
+///
+/// The Curator layout has no root: each name is its own path, created on
+/// first use, so there is nothing to prepare (and no node of ours to leave
+/// in another application's tree).
 pub(crate) async fn prepare(session: &Session) -> Result<()> {
     let settings = &session.settings;
     let layout = &settings.layout;
+    let (Some(lock_dir), Some(elections)) = (
+        layout.space_dir(Space::Lock),
+        layout.space_dir(Space::Election),
+    ) else {
+        return Ok(());
+    };
     let action = format!("preparing lock root {}", layout.root());
     let doing = Doing {
         action: &action,
@@ -31,9 +41,8 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
         )
     };
     let persistent = zk::CreateMode::Persistent.with_acls(session.acls());
-    for space in [Space::Lock, Space::Election] {
-        let dir = layout.space_dir(space);
-        match session.call(session.client.mkdir(&dir, &persistent)).await {
+    for dir in [&lock_dir, &elections] {
+        match session.call(session.client.mkdir(dir, &persistent)).await {
             Ok(()) => {}
             Err(zk::Error::NoAuth) => return Err(denied(&format!("create {dir}"))),
             Err(e @ zk::Error::NoChildrenForEphemerals) => {
@@ -55,11 +64,7 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
             Err(e) => return Err(doing.error(e)),
         }
     }
-    let probe = format!(
-        "{}/%probe-{}",
-        layout.space_dir(Space::Lock),
-        Uuid::new_v4()
-    );
+    let probe = format!("{lock_dir}/%probe-{}", Uuid::new_v4());
     let ephemeral = zk::CreateMode::Ephemeral.with_acls(session.acls());
     match session
         .call(session.client.create(&probe, &[], &ephemeral))
@@ -67,19 +72,13 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
     {
         Ok(_) => {}
         Err(zk::Error::NoAuth) => {
-            return Err(denied(&format!(
-                "create lock nodes under {}",
-                layout.space_dir(Space::Lock)
-            )));
+            return Err(denied(&format!("create lock nodes under {lock_dir}")));
         }
         Err(e) => return Err(doing.error(e)),
     }
     match session.call(session.client.delete(&probe, None)).await {
         Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-        Err(zk::Error::NoAuth) => Err(denied(&format!(
-            "delete lock nodes under {}",
-            layout.space_dir(Space::Lock)
-        ))),
+        Err(zk::Error::NoAuth) => Err(denied(&format!("delete lock nodes under {lock_dir}"))),
         Err(e) => Err(doing.error(e)),
     }
 }

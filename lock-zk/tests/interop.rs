@@ -1,0 +1,269 @@
+//! `layout=curator` against a real Apache Curator client (Curator 5.4 from
+//! Debian's jars, see `curator/CuratorPeer.java`) on a real ZooKeeper:
+//! `InterProcessMutex` and distlock exclude each other both ways, and
+//! `LeaderLatch` and distlock elections agree on the leader.
+
+mod curator;
+mod support;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
+use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
+use tokio::time::{Instant, sleep, timeout};
+
+use curator::CuratorPeer;
+use support::{config, raw_client, start_zk};
+
+const SESSION: Duration = Duration::from_secs(4);
+/// How long any expected event may take.
+const EVENT: Duration = Duration::from_secs(10);
+
+async fn curator_backend(servers: &[String]) -> ZkBackend {
+    let config = config(servers, "/distlock", SESSION).with_layout(NodeLayout::Curator);
+    ZkBackend::connect(config)
+        .await
+        .expect("connect with layout=curator")
+}
+
+/// Asserts that `node` is a protected node of `dir` as Curator names them:
+/// `{dir}/_c_{uuid}-{marker}{10 digits}`.
+fn assert_curator_node(node: &str, dir: &str, marker: &str) {
+    let name = node
+        .strip_prefix(dir)
+        .and_then(|rest| rest.strip_prefix("/_c_"))
+        .unwrap_or_else(|| panic!("{node} is not a protected node in {dir}"));
+    let (uuid, rest) = name.split_at(36);
+    assert!(uuid::Uuid::parse_str(uuid).is_ok(), "{node}: {uuid}");
+    let digits = rest
+        .strip_prefix('-')
+        .and_then(|rest| rest.strip_prefix(marker))
+        .unwrap_or_else(|| panic!("{node} has no -{marker} after the GUID"));
+    assert!(
+        digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit()),
+        "{node}: sequence {digits:?}"
+    );
+}
+
+/// Waits until `dir` has `count` children (a waiter has queued).
+async fn wait_for_children(admin: &zk::Client, dir: &str, count: usize) {
+    let until = Instant::now() + EVENT;
+    loop {
+        let children = admin.list_children(dir).await.unwrap_or_default();
+        if children.len() == count {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{dir} has children {children:?}, expected {count} within {EVENT:?}"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The node's creation zxid: what distlock reports as the token.
+async fn czxid(admin: &zk::Client, path: &str) -> u64 {
+    let (_, stat) = admin.get_data(path).await.expect("read the node");
+    u64::try_from(stat.czxid).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_mutex_and_distlock_exclude_each_other() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let connect = server.connect_string();
+    let (distlock, mut peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+    let path = "/interop/locks/orders";
+
+    // Curator holds: distlock cannot take it, then gets it once released.
+    let answer = peer.ask(&format!("mutex {path} 5000"), EVENT).await;
+    let node = answer
+        .strip_prefix("acquired ")
+        .unwrap_or_else(|| panic!("Curator did not acquire: {answer}"));
+    assert_curator_node(node, path, "lock-");
+    let err = distlock.try_lock(path).await.expect_err("Curator holds it");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    // The default layout at `zk://…/interop` maps `orders` to the same node.
+    let default_layout = ZkBackend::connect(config(&addrs, "/interop", SESSION))
+        .await
+        .expect("connect with the default layout");
+    let err = default_layout
+        .try_lock("orders")
+        .await
+        .expect_err("Curator holds /interop/locks/orders");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    drop(default_layout);
+    let waiter = tokio::spawn({
+        let distlock = distlock.clone();
+        async move { distlock.lock_timeout(path, EVENT).await }
+    });
+    wait_for_children(&admin, path, 2).await;
+    assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
+    let guard = timeout(EVENT, waiter)
+        .await
+        .expect("distlock acquires after Curator's release")
+        .unwrap()
+        .expect("distlock acquires");
+    assert_curator_node(guard.key(), path, "lock-");
+    assert_eq!(guard.token().0, czxid(&admin, guard.key()).await);
+
+    // distlock holds: Curator times out, then gets it once released.
+    assert_eq!(
+        peer.ask(&format!("mutex {path} 300"), Duration::from_millis(300))
+            .await,
+        "timeout"
+    );
+    peer.send(&format!("mutex {path} 10000")).await;
+    wait_for_children(&admin, path, 2).await;
+    guard.release().await.expect("release");
+    let answer = peer.answer(EVENT, "mutex after distlock's release").await;
+    assert!(answer.starts_with("acquired "), "{answer}");
+    assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_latch_and_distlock_agree_on_the_leader() {
+    support::init_tracing();
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let connect = server.connect_string();
+    let (distlock, mut peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+    let path = "/interop/leader";
+    let name = LockName::new(path).unwrap();
+
+    // Curator leads: distlock reports its id.
+    assert_eq!(
+        peer.ask(&format!("latch {path} curator-1"), Duration::ZERO)
+            .await,
+        "started"
+    );
+    assert_eq!(peer.ask("await 5000", EVENT).await, "leader");
+    let leader = distlock
+        .leader(&name)
+        .await
+        .expect("read the leader")
+        .expect("a leader");
+    assert_eq!(leader.value_lossy(), "curator-1");
+    assert_curator_node(&leader.key, path, "latch-");
+    assert_eq!(leader.token.0, czxid(&admin, &leader.key).await);
+    let mut observed = distlock.observe(&name).await.expect("observe");
+    let first = timeout(EVENT, observed.next())
+        .await
+        .expect("the current leader is observed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.value_lossy(), "curator-1");
+
+    // distlock queues behind Curator and leads once Curator's latch closes.
+    let campaign = tokio::spawn({
+        let distlock = distlock.clone();
+        let name = name.clone();
+        async move {
+            let options = AcquireOptions::new().wait(Wait::Timeout(EVENT));
+            distlock
+                .campaign(&name, b"distlock-1".to_vec(), &options)
+                .await
+        }
+    });
+    wait_for_children(&admin, path, 2).await;
+    assert_eq!(peer.ask("has-leadership", Duration::ZERO).await, "leader");
+    assert_eq!(
+        peer.ask(&format!("leader {path}"), Duration::ZERO).await,
+        "leader-id curator-1"
+    );
+    assert_eq!(peer.ask("unlatch", Duration::ZERO).await, "closed");
+    let leadership = timeout(EVENT, campaign)
+        .await
+        .expect("distlock leads after the latch closed")
+        .unwrap()
+        .expect("distlock leads");
+    assert_curator_node(leadership.key(), path, "latch-");
+    let next = timeout(EVENT, observed.next())
+        .await
+        .expect("the new leader is observed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.value_lossy(), "distlock-1");
+
+    // distlock leads: Curator reports distlock's value, and a new latch
+    // does not lead until distlock resigns.
+    assert_eq!(
+        peer.ask(&format!("leader {path}"), Duration::ZERO).await,
+        "leader-id distlock-1"
+    );
+    assert_eq!(
+        peer.ask(&format!("latch {path} curator-2"), Duration::ZERO)
+            .await,
+        "started"
+    );
+    assert_eq!(
+        peer.ask("await 300", Duration::from_millis(300)).await,
+        "not-leader"
+    );
+    wait_for_children(&admin, path, 2).await;
+    assert_eq!(
+        peer.ask("has-leadership", Duration::ZERO).await,
+        "not-leader"
+    );
+    leadership.resign().await.expect("resign");
+    assert_eq!(peer.ask("await 5000", EVENT).await, "leader");
+    assert_eq!(
+        peer.ask(&format!("leader {path}"), Duration::ZERO).await,
+        "leader-id curator-2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_layouts_and_paths_are_refused_before_any_io() {
+    support::init_tracing();
+    // Nothing listens on port 1: these fail while parsing.
+    let err = ZkConfig::from_url("zk://127.0.0.1:1?layout=concurrency").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(
+        err.message().contains("\"concurrency\"") && err.message().contains("distlock, curator"),
+        "{err}"
+    );
+    let err = ZkConfig::from_url("zk://127.0.0.1:1/app?layout=curator").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(err.message().contains("layout=curator"), "{err}");
+    let parsed = ZkConfig::from_url("zk://127.0.0.1:2181?layout=curator").unwrap();
+    assert_eq!(parsed.layout, NodeLayout::Curator);
+
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    let distlock = curator_backend(&addrs).await;
+    let cases = [
+        ("orders", "must be an absolute ZooKeeper path"),
+        ("/app/locks/", "must not end with /"),
+        ("/app//orders", "empty component"),
+        ("/app/../orders", ". or .. component"),
+        ("/app/\u{f000}", "character ZooKeeper forbids"),
+        ("/zookeeper/x", "reserves"),
+    ];
+    for (path, rule) in cases {
+        let name = LockName::new(path).unwrap();
+        let err = distlock.try_lock(path).await.expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{path:?}: {err}");
+        assert!(err.message().contains(rule), "{path:?}: {err}");
+        let err = distlock.leader(&name).await.expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{path:?}: {err}");
+        let err = distlock.observe(&name).await.err().expect("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{path:?}: {err}");
+    }
+    // Nothing was created: neither the names' nodes nor a lock root.
+    let mut children = admin.list_children("/").await.unwrap();
+    children.sort();
+    assert_eq!(children, ["zookeeper"]);
+
+    // A good path's missing parents are created, as Curator's
+    // creatingParentContainersIfNeeded does (as containers, which ZooKeeper
+    // does not tell clients apart from persistent nodes).
+    let guard = distlock.try_lock("/fresh/locks/x").await.expect("lock");
+    assert_curator_node(guard.key(), "/fresh/locks/x", "lock-");
+    guard.release().await.expect("release");
+}
