@@ -15,7 +15,7 @@ use tracing::Instrument;
 use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
-use crate::config::{MIN_SESSION_TIMEOUT, Settings, ZkConfig};
+use crate::config::{MIN_SESSION_TIMEOUT, Resolved, ZkConfig};
 use crate::deadline::Deadline;
 use crate::error_map::Doing;
 use crate::held::ZkHeld;
@@ -35,7 +35,7 @@ pub struct ZkBackend {
 
 struct Inner {
     config: ZkConfig,
-    settings: Arc<Settings>,
+    settings: Arc<Resolved>,
     current: Mutex<Arc<Session>>,
     reopening: tokio::sync::Mutex<()>,
 }
@@ -65,7 +65,7 @@ impl ZkBackend {
     /// Cancel safe: a cancelled connect closes its session (if one was
     /// opened), and the nodes it created for the root are plain directories.
     pub async fn connect(config: ZkConfig) -> Result<Self> {
-        let settings = Arc::new(config.settings()?);
+        let settings = Arc::new(config.resolve()?);
         let session = Session::open(settings.clone()).await?;
         root::prepare(&session).await?;
         Ok(ZkBackend {
@@ -108,7 +108,7 @@ impl ZkBackend {
             .clone()
     }
 
-    pub(crate) fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Resolved {
         &self.inner.settings
     }
 

@@ -1,12 +1,12 @@
-//! `ZkConfig`: what to connect to and how, checked into [`Settings`] before any I/O.
+//! `ZkConfig`: what to connect to and how, checked into [`Resolved`] before any I/O.
 
 use std::fmt;
 use std::time::Duration;
 
+use lock_core::raw::{Settings, serde_humane};
 use lock_core::{Error, Result};
 use serde::Deserialize;
 
-use crate::durations;
 use crate::paths::{Layout, NodeLayout};
 
 /// The port used when a server address has none.
@@ -25,7 +25,7 @@ pub const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(100);
 ///
 /// Build it with [`ZkConfig::from_url`] (`zk://h1:2181,h2:2181/chroot/locks`),
 /// with the `with_*` methods, or deserialize it (durations are written
-/// `"500ms"`, `"2s"`, or as a number of milliseconds).
+/// `"500ms"` or `"2s"`; a bare number is seconds).
 ///
 /// ZooKeeper leases are sessions: the session timeout is the TTL of every
 /// lock this client holds. `session_timeout` sets it; when it is left at zero,
@@ -44,19 +44,20 @@ pub struct ZkConfig {
     /// distlock's own tree (the default), or the paths of Apache Curator's
     /// recipes, to share locks with Curator clients.
     pub layout: NodeLayout,
-    /// The lease TTL, i.e. the session timeout when `session_timeout` is zero.
-    #[serde(with = "durations::text")]
+    /// The lease TTL, i.e. the session timeout when `session_timeout` is
+    /// zero. Serialized as `ttl`, as in every distlock config.
+    #[serde(rename = "ttl", with = "serde_humane")]
     pub default_ttl: Duration,
     /// The requested session timeout; zero means "use `default_ttl`". The
     /// server clamps it to its `minSessionTimeout..maxSessionTimeout`.
-    #[serde(with = "durations::text")]
+    #[serde(with = "serde_humane")]
     pub session_timeout: Duration,
     /// How long [`ZkBackend::connect`](crate::ZkBackend::connect) may take to
     /// establish the session.
-    #[serde(with = "durations::text")]
+    #[serde(with = "serde_humane")]
     pub connect_timeout: Duration,
     /// How long any single request may take before it counts as failed.
-    #[serde(with = "durations::text")]
+    #[serde(with = "serde_humane")]
     pub request_timeout: Duration,
     /// Digest-auth user (`addauth digest user:password`). Lock nodes are then
     /// created with an ACL that gives this identity all rights and everyone
@@ -154,17 +155,64 @@ impl ZkConfig {
 
     /// Parses `zk://[user:password@]host[:port][,host[:port]...][/lock/root][?options]`.
     ///
-    /// Options: `session_timeout`, `ttl` (alias `default_ttl`; both set the
-    /// session timeout), `connect_timeout`, `request_timeout` (durations such
-    /// as `500ms` or `2s`), `username`, `password`, `layout` (`distlock` or
+    /// Options: `ttl` (alias `session_timeout`; both set the session
+    /// timeout), `connect_timeout`, `request_timeout` (durations such as
+    /// `500ms` or `2s`; a bare number is seconds), `username`, `password`, `layout` (`distlock` or
     /// `curator`; see [`NodeLayout`]). A malformed URL gives
     /// `InvalidConfig` naming what is wrong.
     pub fn from_url(url: &str) -> Result<Self> {
         crate::connect_url::parse(url)
     }
 
+    /// Checks every field that can be checked without a connection.
+    pub fn validate(&self) -> Result<()> {
+        self.resolve().map(|_| ())
+    }
+
+    /// Applies the [`Settings`] ZooKeeper honours over these (`ttl`, which is
+    /// the session timeout, `connect_timeout`, `request_timeout`,
+    /// `username`, `password`, `prefix`, `layout`), and refuses the others.
+    pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
+        settings.refuse_others(
+            "ZooKeeper",
+            &[
+                "ttl",
+                "connect_timeout",
+                "request_timeout",
+                "username",
+                "password",
+                "prefix",
+                "layout",
+            ],
+        )?;
+        if let Some(ttl) = settings.ttl {
+            lock_core::check_ttl(ttl)?;
+            self = self.with_session_timeout(ttl);
+        }
+        if let Some(timeout) = settings.connect_timeout {
+            self.connect_timeout = timeout;
+        }
+        if let Some(timeout) = settings.request_timeout {
+            self.request_timeout = timeout;
+        }
+        if let Some(username) = &settings.username {
+            self.username = Some(username.clone());
+        }
+        if let Some(password) = &settings.password {
+            self.password = Some(password.clone());
+        }
+        if let Some(prefix) = &settings.prefix {
+            self.prefix = prefix.clone();
+        }
+        if let Some(layout) = &settings.layout {
+            self.layout = layout.parse()?;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
     /// Checks every field and derives what a connection needs.
-    pub(crate) fn settings(&self) -> Result<Settings> {
+    pub(crate) fn resolve(&self) -> Result<Resolved> {
         if self.servers.is_empty() {
             return Err(Error::invalid_config("zk config lists no servers"));
         }
@@ -234,7 +282,7 @@ impl ZkConfig {
                 ));
             }
         };
-        Ok(Settings {
+        Ok(Resolved {
             connect_string: self.servers.join(","),
             layout,
             session_timeout,
@@ -287,7 +335,7 @@ impl fmt::Debug for Credentials {
 
 /// A checked config.
 #[derive(Debug, Clone)]
-pub(crate) struct Settings {
+pub(crate) struct Resolved {
     pub(crate) connect_string: String,
     pub(crate) layout: Layout,
     pub(crate) session_timeout: Duration,
@@ -296,7 +344,7 @@ pub(crate) struct Settings {
     pub(crate) credentials: Option<Credentials>,
 }
 
-impl Settings {
+impl Resolved {
     /// Who we are, for messages.
     pub(crate) fn identity(&self) -> String {
         match &self.credentials {
@@ -320,7 +368,7 @@ mod tests {
             text.contains("alice") && text.contains("redacted"),
             "{text}"
         );
-        let settings = config.settings().unwrap();
+        let settings = config.resolve().unwrap();
         assert!(!format!("{settings:?}").contains("s3cret"));
     }
 
@@ -328,7 +376,7 @@ mod tests {
     fn session_timeout_wins_over_default_ttl() {
         let config = ZkConfig::default().with_session_timeout(Duration::from_secs(2));
         assert_eq!(
-            config.settings().unwrap().session_timeout,
+            config.resolve().unwrap().session_timeout,
             Duration::from_secs(2)
         );
         let both = ZkConfig {
@@ -336,7 +384,7 @@ mod tests {
             ..ZkConfig::default()
         };
         assert_eq!(
-            both.settings().unwrap().session_timeout,
+            both.resolve().unwrap().session_timeout,
             Duration::from_secs(3)
         );
         let ttl_only = ZkConfig {
@@ -344,24 +392,21 @@ mod tests {
             ..ZkConfig::default()
         };
         assert_eq!(
-            ttl_only.settings().unwrap().session_timeout,
+            ttl_only.resolve().unwrap().session_timeout,
             Duration::from_secs(4)
         );
         let zero = ZkConfig {
             default_ttl: Duration::ZERO,
             ..ZkConfig::default()
         };
-        assert_eq!(
-            zero.settings().unwrap_err().kind(),
-            ErrorKind::InvalidConfig
-        );
+        assert_eq!(zero.resolve().unwrap_err().kind(), ErrorKind::InvalidConfig);
         let short = ZkConfig::default().with_session_timeout(Duration::from_millis(99));
-        let err = short.settings().unwrap_err();
+        let err = short.resolve().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
         assert!(err.message().contains("100ms"), "names the minimum: {err}");
         let fraction = ZkConfig::default().with_session_timeout(Duration::from_micros(1_500_200));
         assert_eq!(
-            fraction.settings().unwrap().session_timeout,
+            fraction.resolve().unwrap().session_timeout,
             Duration::from_millis(1501),
             "rounded up to whole milliseconds"
         );
@@ -380,7 +425,7 @@ mod tests {
             ),
         ];
         for (config, needle) in cases {
-            let err = config.settings().unwrap_err();
+            let err = config.resolve().unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig);
             assert!(err.message().contains(needle), "{needle}: {err}");
         }
@@ -389,7 +434,7 @@ mod tests {
             ..ZkConfig::default()
         };
         assert!(
-            half.settings()
+            half.resolve()
                 .unwrap_err()
                 .message()
                 .contains("without a password")
@@ -399,12 +444,13 @@ mod tests {
     #[test]
     fn deserializes_from_json_with_text_durations() {
         let config: ZkConfig = serde_json::from_str(
-            r#"{"servers": ["[::1]:2181"], "session_timeout": "2s", "request_timeout": 750}"#,
+            r#"{"servers": ["[::1]:2181"], "session_timeout": "2s", "request_timeout": "750ms", "connect_timeout": 3}"#,
         )
         .unwrap();
-        let settings = config.settings().unwrap();
+        let settings = config.resolve().unwrap();
         assert_eq!(settings.session_timeout, Duration::from_secs(2));
         assert_eq!(settings.request_timeout, Duration::from_millis(750));
+        assert_eq!(settings.connect_timeout, Duration::from_secs(3));
         assert_eq!(settings.connect_string, "[::1]:2181");
         assert_eq!(
             settings.layout,
@@ -412,7 +458,7 @@ mod tests {
         );
         let curator: ZkConfig = serde_json::from_str(r#"{"layout": "curator"}"#).unwrap();
         assert_eq!(curator.layout, NodeLayout::Curator);
-        assert_eq!(curator.settings().unwrap().layout, Layout::Curator);
+        assert_eq!(curator.resolve().unwrap().layout, Layout::Curator);
         assert!(serde_json::from_str::<ZkConfig>(r#"{"layout": "etcd"}"#).is_err());
     }
 }

@@ -1,68 +1,66 @@
 //! Parsing `zk://` URLs into a [`ZkConfig`].
 //!
-//! The `url` crate cannot parse a comma-separated host list with ports, so
-//! the authority is split by hand; the query uses its form decoder.
+//! The split into parts is lock-core's [`UrlParts`], shared by every
+//! backend; this module gives the parts their ZooKeeper meaning.
 
-use lock_core::raw::{percent_decode, redact_url, with_default_port};
+use lock_core::raw::{UrlParts, parse_duration, percent_decode, redact_url, with_default_port};
 use lock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ZkConfig};
-use crate::durations;
 
 /// The URL scheme this backend answers to.
 pub const SCHEME: &str = "zk";
 
+const FORM: &str = "zk://[user:password@]host:port[,host:port...][/lock/root][?options]";
+
 pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
     let bad = |why: String| Error::invalid_config(format!("zk URL {}: {why}", redact_url(url)));
-    let rest = url
-        .strip_prefix("zk://")
-        .ok_or_else(|| bad("expected zk://host:port[,host:port...]/lock/root".to_owned()))?;
-    let (rest, query) = match rest.split_once('?') {
-        Some((rest, query)) => (rest, Some(query)),
-        None => (rest, None),
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
-    };
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (Some(userinfo), hosts),
-        None => (None, authority),
-    };
+    let parts = UrlParts::parse(url).map_err(|why| bad(format!("{why}; expected {FORM}")))?;
+    if parts.scheme != SCHEME {
+        return Err(bad(format!(
+            "scheme {:?} is not zk://; expected {FORM}",
+            parts.scheme
+        )));
+    }
+    if parts.fragment.is_some() {
+        return Err(bad("a zk URL takes no #fragment".to_owned()));
+    }
     let mut config = ZkConfig {
         servers: Vec::new(),
         ..ZkConfig::default()
     };
-    if let Some(userinfo) = userinfo {
-        let (user, password) = userinfo
-            .split_once(':')
-            .ok_or_else(|| bad("credentials must be written user:password@".to_owned()))?;
-        config.username = Some(percent_decode(user).map_err(|e| bad(format!("user name: {e}")))?);
-        config.password =
-            Some(percent_decode(password).map_err(|e| bad(format!("password: {e}")))?);
+    match (parts.username, parts.password) {
+        (None, _) => {}
+        (Some(_), None) => {
+            return Err(bad("credentials must be written user:password@".to_owned()));
+        }
+        (Some(user), Some(password)) => {
+            config.username = Some(user);
+            config.password = Some(password);
+        }
     }
-    if hosts.is_empty() {
+    if parts.hosts.is_empty() {
         return Err(bad("names no server".to_owned()));
     }
-    for host in hosts.split(',') {
+    for host in parts.hosts {
         config
             .servers
             .push(with_default_port(host, DEFAULT_PORT).map_err(&bad)?);
     }
-    if !path.is_empty() {
-        config.prefix = percent_decode(path).map_err(|e| bad(format!("path: {e}")))?;
+    if !parts.path.is_empty() {
+        config.prefix = percent_decode(parts.path).map_err(|e| bad(format!("path: {e}")))?;
     }
-    for (key, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        let duration = || durations::parse(&value).map_err(|e| bad(format!("{key}: {e}")));
-        match key.as_ref() {
-            "session_timeout" | "ttl" | "default_ttl" => {
+    for (key, value) in parts.query {
+        let duration = || parse_duration(&value).map_err(|e| bad(format!("option {key}: {e}")));
+        match key.as_str() {
+            "ttl" | "session_timeout" => {
                 let timeout = duration()?;
                 config = config.with_session_timeout(timeout);
             }
             "connect_timeout" => config.connect_timeout = duration()?,
             "request_timeout" => config.request_timeout = duration()?,
-            "username" => config.username = Some(value.into_owned()),
-            "password" => config.password = Some(value.into_owned()),
+            "username" => config.username = Some(value),
+            "password" => config.password = Some(value),
             "layout" => {
                 config.layout = value
                     .parse()
@@ -70,13 +68,13 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
             }
             other => {
                 return Err(bad(format!(
-                    "unknown option {other:?}; known: session_timeout, ttl, connect_timeout, \
+                    "unknown option {other:?}; known: ttl, session_timeout, connect_timeout, \
                      request_timeout, username, password, layout"
                 )));
             }
         }
     }
-    config.settings()?;
+    config.validate()?;
     Ok(config)
 }
 
@@ -119,7 +117,7 @@ mod tests {
             ("zk://h1:notaport/x", "port"),
             ("zk://h1,,h2/x", "empty host"),
             ("zk://h1/a//b", "empty component"),
-            ("zk://h1/x?session_timeout=2", "no unit"),
+            ("zk://h1/x?session_timeout=soon", "option session_timeout"),
             ("zk://h1/x?ttl=0s", "greater than zero"),
             ("zk://h1/x?colour=red", "unknown option"),
             ("zk://alice@h1/x", "user:password"),

@@ -6,7 +6,6 @@ mod cleanup;
 mod config;
 mod connect_url;
 mod deadline;
-mod durations;
 mod election;
 mod error_map;
 mod guarded_write;

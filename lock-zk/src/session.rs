@@ -27,7 +27,7 @@ use zookeeper_client as zk;
 
 use crate::acl;
 use crate::cleanup::{self, Leftover};
-use crate::config::Settings;
+use crate::config::Resolved;
 use crate::deadline::Deadline;
 use crate::error_map::{Doing, in_doubt, session_over};
 use crate::monitor;
@@ -93,7 +93,7 @@ struct Hold {
 /// A live ZooKeeper session and the locks held on it.
 pub(crate) struct Session {
     pub(crate) client: zk::Client,
-    pub(crate) settings: Arc<Settings>,
+    pub(crate) settings: Arc<Resolved>,
     pub(crate) timing: Timing,
     holds: Mutex<HashMap<u64, Hold>>,
     next_hold: AtomicU64,
@@ -132,7 +132,7 @@ impl Session {
     /// timeout. Fails with `InvalidConfig` if the server grants another
     /// session timeout than the one configured (it clamps the request into
     /// its `minSessionTimeout..maxSessionTimeout`).
-    pub(crate) async fn open(settings: Arc<Settings>) -> Result<Arc<Session>> {
+    pub(crate) async fn open(settings: Arc<Resolved>) -> Result<Arc<Session>> {
         let doing = Doing {
             action: "connecting",
             servers: &settings.connect_string,
