@@ -464,7 +464,80 @@ async fn run_without_a_url_uses_lock_files_in_the_state_directory() {
     let key = String::from_utf8_lossy(&output.stdout);
     let dir = home.path().join(".local/state/distlock/locks");
     assert!(key.starts_with(&dir.display().to_string()), "{key}");
-    assert!(dir.join("locks/jobs%2Fdefault.rec").exists());
+    assert!(dir.join("jobs%2Fdefault.rec").exists(), "{key}");
+    assert!(
+        !dir.join("locks").exists(),
+        "the directory name is doubled: {key}"
+    );
+}
+
+#[tokio::test]
+async fn xdg_state_home_holds_the_lock_files_without_a_doubled_directory() {
+    let state = tempfile::tempdir().unwrap();
+    let output = output_within(
+        BOUND,
+        distlock(None)
+            .env("XDG_STATE_HOME", state.path())
+            .args(["run", "jobs/xdg", "--", "true"]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = state.path().join("distlock/locks");
+    assert!(dir.join("jobs%2Fxdg.rec").exists());
+    assert!(!dir.join("locks").exists());
+}
+
+/// Lock files left by an older distlock in `distlock/locks/locks/` keep
+/// being used: their fencing counters must not start over.
+#[tokio::test]
+async fn an_existing_default_directory_keeps_its_fencing_counters() {
+    let home = tempfile::tempdir().unwrap();
+    let older_root = home.path().join(".local/state/distlock/locks");
+    let token_of = |output: std::process::Output| -> u64 {
+        assert!(output.status.success(), "{}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let show = ["run", "jobs/kept", "--", "sh", "-c", "echo $DISTLOCK_TOKEN"];
+    // As the older default did: the records under the root's `locks/`.
+    let older_url = format!("file://{}", older_root.display());
+    let mut first = 0;
+    for _ in 0..3 {
+        first = token_of(output_within(BOUND, distlock(Some(&older_url)).args(show)).await);
+    }
+    assert!(older_root.join("locks/jobs%2Fkept.rec").exists());
+    let mut cmd = distlock(None);
+    cmd.env("HOME", home.path())
+        .env_remove("XDG_STATE_HOME")
+        .args(show);
+    let next = token_of(output_within(BOUND, &mut cmd).await);
+    assert!(next > first, "the token went back from {first} to {next}");
+}
+
+#[tokio::test]
+async fn an_explicit_directory_is_used_as_given() {
+    let fixture = file_fixture();
+    let dir = fixture.url.strip_prefix("file://").unwrap().to_owned();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args([
+            "run",
+            "jobs/given",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_KEY",
+        ]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        std::path::Path::new(&dir)
+            .join("locks/jobs%2Fgiven.rec")
+            .exists()
+    );
 }
 
 #[tokio::test]
