@@ -62,6 +62,50 @@ async fn grace_over_half_the_ttl_is_a_usage_error() {
     assert!(stderr(&output).contains("--grace"), "{}", stderr(&output));
 }
 
+/// `--ttl` states each compiled-in backend's default, as the backend crates
+/// define it.
+#[tokio::test]
+async fn ttl_help_states_each_backends_default() {
+    use distlock::format_duration;
+    let mut expected = vec![format!(
+        "file {}",
+        format_duration(distlock::file::DEFAULT_TTL)
+    )];
+    #[cfg(feature = "etcd")]
+    expected.push(format!(
+        "etcd/etcds {}",
+        format_duration(distlock::etcd::DEFAULT_TTL)
+    ));
+    #[cfg(feature = "redis")]
+    expected.push(format!(
+        "redis/rediss/redlock {}",
+        format_duration(distlock::redis::DEFAULT_TTL)
+    ));
+    #[cfg(feature = "zk")]
+    expected.push(format!(
+        "zk {}",
+        format_duration(distlock::zk::ZkConfig::default().default_ttl)
+    ));
+    let memory = format!("memory {}", format_duration(distlock::memory::DEFAULT_TTL));
+    for command in ["run", "elect", "bench"] {
+        let output = output_within(BOUND, distlock(None).args([command, "--help"])).await;
+        assert!(output.status.success());
+        let help = String::from_utf8_lossy(&output.stdout);
+        // Only bench takes memory://.
+        assert_eq!(
+            help.contains(&memory),
+            command == "bench",
+            "{command}:\n{help}"
+        );
+        for default in &expected {
+            assert!(
+                help.contains(default.as_str()),
+                "{command} --help lacks {default:?}:\n{help}"
+            );
+        }
+    }
+}
+
 /// Nanoseconds since the epoch, as `date +%s%N` wrote them into `path`.
 fn stamp(path: &Path) -> u128 {
     let text =
