@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
+use common::{distlock, file_fixture, output_within, stderr};
 
 const BOUND: Duration = Duration::from_secs(30);
 const USAGE: i32 = 64;
@@ -67,6 +66,7 @@ async fn grace_over_half_the_ttl_is_a_usage_error() {
 #[tokio::test]
 async fn ttl_help_states_each_backends_default() {
     use distlock::format_duration;
+    #[allow(unused_mut)] // Only network backends add to it.
     let mut expected = vec![format!(
         "file {}",
         format_duration(distlock::file::DEFAULT_TTL)
@@ -107,7 +107,8 @@ async fn ttl_help_states_each_backends_default() {
 }
 
 /// Nanoseconds since the epoch, as `date +%s%N` wrote them into `path`.
-fn stamp(path: &Path) -> u128 {
+#[cfg(feature = "redis")]
+fn stamp(path: &std::path::Path) -> u128 {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{} missing: {e}", path.display()));
     text.trim()
@@ -118,6 +119,7 @@ fn stamp(path: &Path) -> u128 {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
+    use common::wait_for_file;
     use lock_testkit::proxy::FaultProxy;
     use lock_testkit::servers::RedisServer;
 
