@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
+use common::{distlock, file_fixture, output_within, stderr};
 
 const BOUND: Duration = Duration::from_secs(30);
 const USAGE: i32 = 64;
@@ -62,8 +61,54 @@ async fn grace_over_half_the_ttl_is_a_usage_error() {
     assert!(stderr(&output).contains("--grace"), "{}", stderr(&output));
 }
 
+/// `--ttl` states each compiled-in backend's default, as the backend crates
+/// define it.
+#[tokio::test]
+async fn ttl_help_states_each_backends_default() {
+    use distlock::format_duration;
+    #[allow(unused_mut)] // Only network backends add to it.
+    let mut expected = vec![format!(
+        "file {}",
+        format_duration(distlock::file::DEFAULT_TTL)
+    )];
+    #[cfg(feature = "etcd")]
+    expected.push(format!(
+        "etcd/etcds {}",
+        format_duration(distlock::etcd::DEFAULT_TTL)
+    ));
+    #[cfg(feature = "redis")]
+    expected.push(format!(
+        "redis/rediss/redlock {}",
+        format_duration(distlock::redis::DEFAULT_TTL)
+    ));
+    #[cfg(feature = "zk")]
+    expected.push(format!(
+        "zk {}",
+        format_duration(distlock::zk::ZkConfig::default().default_ttl)
+    ));
+    let memory = format!("memory {}", format_duration(distlock::memory::DEFAULT_TTL));
+    for command in ["run", "elect", "bench"] {
+        let output = output_within(BOUND, distlock(None).args([command, "--help"])).await;
+        assert!(output.status.success());
+        let help = String::from_utf8_lossy(&output.stdout);
+        // Only bench takes memory://.
+        assert_eq!(
+            help.contains(&memory),
+            command == "bench",
+            "{command}:\n{help}"
+        );
+        for default in &expected {
+            assert!(
+                help.contains(default.as_str()),
+                "{command} --help lacks {default:?}:\n{help}"
+            );
+        }
+    }
+}
+
 /// Nanoseconds since the epoch, as `date +%s%N` wrote them into `path`.
-fn stamp(path: &Path) -> u128 {
+#[cfg(feature = "redis")]
+fn stamp(path: &std::path::Path) -> u128 {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{} missing: {e}", path.display()));
     text.trim()
@@ -74,6 +119,7 @@ fn stamp(path: &Path) -> u128 {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
+    use common::wait_for_file;
     use lock_testkit::proxy::FaultProxy;
     use lock_testkit::servers::RedisServer;
 

@@ -271,7 +271,7 @@ async fn bad_input_gives_one_line_and_the_usage_code_without_connecting() {
         ),
         (
             vec!["--url", &fixture.url, "run", "a", "true"],
-            "unexpected argument",
+            "distlock run a -- true",
         ),
         (
             vec!["--url", "file://relative", "run", "a", "--", "true"],
@@ -464,7 +464,80 @@ async fn run_without_a_url_uses_lock_files_in_the_state_directory() {
     let key = String::from_utf8_lossy(&output.stdout);
     let dir = home.path().join(".local/state/distlock/locks");
     assert!(key.starts_with(&dir.display().to_string()), "{key}");
-    assert!(dir.join("locks/jobs%2Fdefault.rec").exists());
+    assert!(dir.join("jobs%2Fdefault.rec").exists(), "{key}");
+    assert!(
+        !dir.join("locks").exists(),
+        "the directory name is doubled: {key}"
+    );
+}
+
+#[tokio::test]
+async fn xdg_state_home_holds_the_lock_files_without_a_doubled_directory() {
+    let state = tempfile::tempdir().unwrap();
+    let output = output_within(
+        BOUND,
+        distlock(None)
+            .env("XDG_STATE_HOME", state.path())
+            .args(["run", "jobs/xdg", "--", "true"]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = state.path().join("distlock/locks");
+    assert!(dir.join("jobs%2Fxdg.rec").exists());
+    assert!(!dir.join("locks").exists());
+}
+
+/// Lock files left by an older distlock in `distlock/locks/locks/` keep
+/// being used: their fencing counters must not start over.
+#[tokio::test]
+async fn an_existing_default_directory_keeps_its_fencing_counters() {
+    let home = tempfile::tempdir().unwrap();
+    let older_root = home.path().join(".local/state/distlock/locks");
+    let token_of = |output: std::process::Output| -> u64 {
+        assert!(output.status.success(), "{}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let show = ["run", "jobs/kept", "--", "sh", "-c", "echo $DISTLOCK_TOKEN"];
+    // As the older default did: the records under the root's `locks/`.
+    let older_url = format!("file://{}", older_root.display());
+    let mut first = 0;
+    for _ in 0..3 {
+        first = token_of(output_within(BOUND, distlock(Some(&older_url)).args(show)).await);
+    }
+    assert!(older_root.join("locks/jobs%2Fkept.rec").exists());
+    let mut cmd = distlock(None);
+    cmd.env("HOME", home.path())
+        .env_remove("XDG_STATE_HOME")
+        .args(show);
+    let next = token_of(output_within(BOUND, &mut cmd).await);
+    assert!(next > first, "the token went back from {first} to {next}");
+}
+
+#[tokio::test]
+async fn an_explicit_directory_is_used_as_given() {
+    let fixture = file_fixture();
+    let dir = fixture.url.strip_prefix("file://").unwrap().to_owned();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args([
+            "run",
+            "jobs/given",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_KEY",
+        ]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        std::path::Path::new(&dir)
+            .join("locks/jobs%2Fgiven.rec")
+            .exists()
+    );
 }
 
 #[tokio::test]
@@ -522,7 +595,8 @@ async fn bad_config_file_or_environment_is_a_usage_error() {
         .args(["run", "a", "--", "true"]);
     let output = output_within(BOUND, &mut cmd).await;
     assert_eq!(output.status.code(), Some(USAGE));
-    assert!(one_line_error(&output).contains("TTL"));
+    let err = one_line_error(&output);
+    assert!(err.contains("DISTLOCK_TTL") && err.contains("TTL"), "{err}");
 }
 
 /// An unreachable server fails with one line and code 69, within the
@@ -577,4 +651,239 @@ async fn wrong_redis_password_exits_77() {
     assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
     let err = one_line_error(&output);
     assert!(!err.contains("wrong"), "the password leaked: {err}");
+}
+
+#[tokio::test]
+async fn a_command_without_double_dash_is_told_where_to_put_it() {
+    let fixture = file_fixture();
+    for (args, suggestion) in [
+        (vec!["run", "x", "echo", "hi"], "distlock run x -- echo hi"),
+        (
+            vec!["run", "--wait", "1s", "x", "ls", "-l", "/"],
+            "distlock run x -- ls -l /",
+        ),
+    ] {
+        let output = output_within(BOUND, distlock(Some(&fixture.url)).args(&args)).await;
+        assert_eq!(
+            output.status.code(),
+            Some(USAGE),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let err = one_line_error(&output);
+        assert!(err.contains(suggestion), "{args:?}: {err}");
+        assert!(err.contains("`--`"), "{args:?}: {err}");
+    }
+}
+
+/// `distlock CMD --help` lists the exit codes CMD can give, and no others.
+#[tokio::test]
+async fn each_command_help_lists_only_its_own_exit_codes() {
+    let cases: [(&str, &[&str], &[&str]); 2] = [
+        (
+            "bench",
+            &["64", "69", "73"],
+            &["75", "76", "126", "127", "130"],
+        ),
+        (
+            "elect",
+            &["64", "69", "76", "77", "130", "143"],
+            &["75", "126", "127"],
+        ),
+    ];
+    for (command, shown, absent) in cases {
+        let output = output_within(BOUND, distlock(None).args([command, "--help"])).await;
+        assert!(output.status.success());
+        let help = String::from_utf8_lossy(&output.stdout);
+        for code in shown {
+            assert!(
+                help.contains(&format!("  {code} ")),
+                "{command} lacks {code}:\n{help}"
+            );
+        }
+        for code in absent {
+            assert!(
+                !help.contains(&format!("  {code} ")),
+                "{command} shows {code}:\n{help}"
+            );
+        }
+        assert!(!help.contains("own exit status"), "{command}:\n{help}");
+    }
+}
+
+/// Tests run without a terminal: waiting prints nothing there.
+#[tokio::test]
+async fn waiting_prints_nothing_when_stderr_is_not_a_terminal() {
+    let fixture = file_fixture();
+    let backend = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
+        .await
+        .unwrap();
+    let held = distlock::LockBackendExt::lock(&backend, "jobs/quiet")
+        .await
+        .unwrap();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args(["run", "--wait", "1s", "jobs/quiet", "--", "true"]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(NOT_ACQUIRED));
+    let err = one_line_error(&output);
+    assert!(
+        err.contains("not acquired") && !err.contains("waiting"),
+        "{err}"
+    );
+    held.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn verbose_logs_have_no_colour_codes_when_stderr_is_piped() {
+    let fixture = file_fixture();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args(["-v", "run", "jobs/logged", "--", "true"]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("acquired"), "-v logs nothing: {err:?}");
+    assert!(!err.contains("\x1b["), "ANSI codes on a pipe: {err:?}");
+}
+
+/// `memory://` lives inside one process: `run` and `elect` would
+/// coordinate with no one.
+#[tokio::test]
+async fn memory_is_refused_for_run_and_elect() {
+    for args in [
+        vec!["--url", "memory://", "run", "a", "--", "true"],
+        vec!["--url", "memory://team", "elect", "a", "me"],
+        vec!["--url", "memory://", "elect", "--listen", "a"],
+    ] {
+        let output = output_within(BOUND, distlock(None).args(&args)).await;
+        assert_eq!(
+            output.status.code(),
+            Some(USAGE),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let err = one_line_error(&output);
+        assert!(
+            err.contains("memory://") && err.contains("one process") && err.contains("file://"),
+            "{args:?}: {err}"
+        );
+    }
+    let output = output_within(
+        BOUND,
+        distlock(None)
+            .env("DISTLOCK_URL", "memory://")
+            .args(["run", "a", "--", "true"]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(USAGE), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn bench_refuses_a_plot_that_is_not_svg_before_running() {
+    let work = tempfile::tempdir().unwrap();
+    let png = work.path().join("out.png");
+    let start = Instant::now();
+    let output = output_within(
+        BOUND,
+        distlock(Some("memory://"))
+            .args(["bench", "--duration", "20s", "--plot"])
+            .arg(&png),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(USAGE), "{}", stderr(&output));
+    let err = one_line_error(&output);
+    assert!(err.contains("out.png") && err.contains(".svg"), "{err}");
+    assert!(output.stdout.is_empty(), "the benchmark ran");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(!png.exists());
+}
+
+/// Exit code for an output file that cannot be created (sysexits `EX_CANTCREAT`).
+const CANNOT_CREATE: i32 = 73;
+
+#[tokio::test]
+async fn bench_checks_its_output_files_before_running() {
+    let work = tempfile::tempdir().unwrap();
+    let missing = work.path().join("no-such-dir");
+    for (flag, file) in [("--json", "out.json"), ("--plot", "out.svg")] {
+        let path = missing.join(file);
+        let start = Instant::now();
+        let output = output_within(
+            BOUND,
+            distlock(Some("memory://"))
+                .args(["bench", "--duration", "20s", flag])
+                .arg(&path),
+        )
+        .await;
+        let elapsed = start.elapsed();
+        assert_eq!(
+            output.status.code(),
+            Some(CANNOT_CREATE),
+            "{flag}: {}",
+            stderr(&output)
+        );
+        let err = one_line_error(&output);
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(flag),
+            "{err}"
+        );
+        assert!(output.stdout.is_empty(), "{flag}: the benchmark ran");
+        assert!(elapsed < Duration::from_secs(2), "{flag}: took {elapsed:?}");
+    }
+}
+
+/// What `run --help` lists under "The command's environment" is exactly
+/// what the command gets from distlock.
+#[tokio::test]
+async fn the_command_gets_exactly_the_documented_variables() {
+    let help = output_within(BOUND, distlock(None).args(["run", "--help"])).await;
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let section = help
+        .split("The command's environment")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no environment section:\n{help}"))
+        .split("\n\n")
+        .next()
+        .unwrap();
+    let mut documented: Vec<&str> = section
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|w| w.starts_with("DISTLOCK_"))
+        .collect();
+    documented.sort();
+    documented.dedup();
+    let fixture = file_fixture();
+    let output = output_within(
+        BOUND,
+        distlock(Some(&fixture.url)).args(["run", "jobs/vars", "--", "env"]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let env = String::from_utf8_lossy(&output.stdout);
+    let mut seen: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.starts_with("DISTLOCK_"))
+        .map(|(k, _)| k)
+        .collect();
+    seen.sort();
+    assert_eq!(seen, documented, "{section}");
+    for var in [
+        "DISTLOCK_NAME",
+        "DISTLOCK_TOKEN",
+        "DISTLOCK_KEY",
+        "DISTLOCK_URL",
+    ] {
+        assert!(seen.contains(&var), "{var} missing: {env}");
+    }
+    assert!(
+        env.contains(&format!("DISTLOCK_URL={}\n", fixture.url)),
+        "{env}"
+    );
 }

@@ -63,25 +63,33 @@ impl FileConfig {
         }
     }
 
-    /// The per-user default directory: `$XDG_STATE_HOME/distlock/locks`, else
-    /// `$HOME/.local/state/distlock/locks`, else `distlock-locks` in the
-    /// system temporary directory.
+    /// The per-user default directory: `$XDG_STATE_HOME/distlock`, else
+    /// `$HOME/.local/state/distlock`, else `distlock-locks` in the system
+    /// temporary directory. The lock records go in its `locks/`, the
+    /// elections in its `elections/`.
     ///
     /// A state directory (not `/tmp`) is preferred because it survives
-    /// reboots, and with it the fencing counters.
+    /// reboots, and with it the fencing counters. For the same reason a
+    /// state directory already holding records in the older layout
+    /// (`distlock/locks/locks/`) keeps being used: its counters must not
+    /// start over.
     pub fn default_dir() -> PathBuf {
         let from = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
-        if let Some(state) = from("XDG_STATE_HOME") {
-            return PathBuf::from(state).join("distlock").join("locks");
+        let state = from("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| from("HOME").map(|home| PathBuf::from(home).join(".local").join("state")));
+        let Some(state) = state else {
+            return std::env::temp_dir().join("distlock-locks");
+        };
+        let dir = state.join("distlock");
+        let older = dir.join("locks");
+        if ["locks", "elections"]
+            .iter()
+            .any(|space| older.join(space).is_dir())
+        {
+            return older;
         }
-        if let Some(home) = from("HOME") {
-            return PathBuf::from(home)
-                .join(".local")
-                .join("state")
-                .join("distlock")
-                .join("locks");
-        }
-        std::env::temp_dir().join("distlock-locks")
+        dir
     }
 
     /// Parses `file:///abs/dir[?fsync=false]`.

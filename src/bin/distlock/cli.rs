@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::exit;
+use crate::defaults;
+use crate::exit::{self, Topic};
 
 fn duration(text: &str) -> Result<Duration, String> {
     distlock::parse_duration(text).map_err(|e| e.message().to_owned())
@@ -18,9 +19,24 @@ fn duration(text: &str) -> Result<Duration, String> {
 #[command(
     name = "distlock",
     version,
-    after_help = exit::HELP,
+    after_help = exit::help(Topic::All),
 )]
 pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+
+    /// Log more (-v: info, -vv: debug) on stderr; DISTLOCK_LOG takes a
+    /// tracing filter.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Which backend, and how to reach it.
+#[derive(Debug, Args)]
+pub(crate) struct TargetArgs {
     /// Backend URL (file:///DIR, memory://, etcd://H:P, redis://H:P, rediss://,
     /// redlock://H1:P,H2:P,H3:P, zk://H:P). Repeat it for `bench`. Default:
     /// $DISTLOCK_URL, then the url in --config, then lock files in
@@ -37,29 +53,26 @@ pub(crate) struct Cli {
     /// Bound on connecting to the backend, e.g. 3s.
     #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
     pub(crate) connect_timeout: Option<Duration>,
-
-    /// Log more (-v: info, -vv: debug) on stderr; DISTLOCK_LOG takes a
-    /// tracing filter.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub(crate) verbose: u8,
-
-    #[command(subcommand)]
-    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run a command while holding a lock (like `etcdctl lock NAME CMD`).
     ///
-    /// The command gets DISTLOCK_NAME, DISTLOCK_TOKEN (the fencing token:
-    /// pass it to what you write to) and DISTLOCK_KEY in its environment.
     /// The lock is released when the command exits, and distlock exits with
     /// the command's status. If the lock is lost while the command runs, the
     /// command gets SIGTERM, then SIGKILL before the lock can pass to another
     /// holder, and distlock exits with 76. SIGINT and SIGTERM sent to
     /// distlock are forwarded to the command; sent while waiting, they give
-    /// up the queue place and exit 130 or 143.
-    #[command(after_help = exit::HELP)]
+    /// up the queue place and exit 130 or 143. Waiting says so on stderr
+    /// when stderr is a terminal.
+    ///
+    /// The command's environment gets DISTLOCK_NAME (the lock's name),
+    /// DISTLOCK_TOKEN (the fencing token: pass it to what you write to),
+    /// DISTLOCK_KEY (the lock's key, node or file on the backend) and
+    /// DISTLOCK_URL (the backend's URL, any password masked); the rest of
+    /// distlock's environment is passed on unchanged.
+    #[command(after_help = exit::help(Topic::Run))]
     Run(RunArgs),
     /// Campaign for leadership and hold it until signalled, or follow the leaders.
     ///
@@ -68,21 +81,25 @@ pub(crate) enum Command {
     /// SIGINT or SIGTERM (then resigns, exit 0) or until it is lost (exit 76).
     /// `distlock elect --listen NAME` prints each new leader's value, one line
     /// per change, until signalled.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::help(Topic::Elect))]
     Elect(ElectArgs),
     /// Run the contention workload against each --url and compare them.
     ///
     /// Shows progress on stderr, prints a side-by-side table on stdout, and
     /// writes JSON (--json) and an SVG chart (--plot) on request. Each client
     /// has its own connection, as separate processes would.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::help(Topic::Bench))]
     Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Lease TTL, e.g. 10s (default: the backend's, 10s for file and memory).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = duration,
+        help = defaults::ttl_help("Lease TTL, e.g. 10s.")
+    )]
     pub(crate) ttl: Option<Duration>,
 
     /// Give up (exit 75) if the lock is not acquired within this long; 0 means
@@ -100,6 +117,11 @@ pub(crate) struct RunArgs {
     /// The lock's name.
     pub(crate) name: String,
 
+    /// Words after NAME without a `--` before them: taken only to say where
+    /// the `--` goes.
+    #[arg(hide = true, allow_hyphen_values = true)]
+    pub(crate) stray: Vec<OsString>,
+
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
@@ -111,8 +133,12 @@ pub(crate) struct ElectArgs {
     #[arg(long)]
     pub(crate) listen: bool,
 
-    /// Lease TTL of the leadership, e.g. 10s.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = duration,
+        help = defaults::ttl_help("Lease TTL of the leadership, e.g. 10s.")
+    )]
     pub(crate) ttl: Option<Duration>,
 
     /// The election's name.
@@ -137,8 +163,12 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5s")]
     pub(crate) duration: Duration,
 
-    /// Lease TTL (default: each backend's).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = duration,
+        help = defaults::bench_ttl_help()
+    )]
     pub(crate) ttl: Option<Duration>,
 
     /// Time spent inside each critical section.
@@ -149,7 +179,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
 
-    /// Write a bar chart of the results as SVG to this file.
+    /// Write a bar chart of the results as SVG to this file (its name must
+    /// end in .svg).
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<PathBuf>,
 }

@@ -1,16 +1,17 @@
 //! `distlock elect NAME [VALUE]` and `distlock elect --listen NAME`.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 
-use distlock::{AcquireOptions, Config, ElectionBackend, LockName};
+use distlock::{AcquireOptions, ElectionBackend, LockName};
 use futures::StreamExt;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::ElectArgs;
+use crate::cli::{ElectArgs, TargetArgs};
 use crate::exit::{Failure, INTERRUPTED, LOST, TERMINATED, UNAVAILABLE, USAGE};
 use crate::run::give_up;
+use crate::{target, waiting};
 
-pub(crate) async fn elect(args: ElectArgs, config: Config) -> Result<u8, Failure> {
+pub(crate) async fn elect(args: ElectArgs, target: &TargetArgs) -> Result<u8, Failure> {
     let name = LockName::new(args.name.as_str())?;
     if let Some(ttl) = args.ttl {
         distlock::check_ttl(ttl)
@@ -21,11 +22,11 @@ pub(crate) async fn elect(args: ElectArgs, config: Config) -> Result<u8, Failure
             "--listen only follows the leaders; it takes no VALUE",
         ));
     }
+    let mut config = target::shared(target, "elect")?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
     // Also the backend's default: session-based backends (ZooKeeper) take
     // the TTL from their connection, not from each acquisition.
-    let mut config = config;
     if args.ttl.is_some() {
         config.ttl = args.ttl;
     }
@@ -56,8 +57,14 @@ pub(crate) async fn elect(args: ElectArgs, config: Config) -> Result<u8, Failure
     let value = args.value.unwrap_or_else(default_value);
     let mut options = AcquireOptions::new();
     options.ttl = args.ttl;
+    let notice = waiting::notice(
+        std::io::stderr().is_terminal(),
+        &format!("the leadership of {name}"),
+        backend.description(),
+        None,
+    );
     let leadership = tokio::select! {
-        won = backend.campaign(&name, value.clone().into_bytes(), &options) => won?,
+        won = waiting::noting(backend.campaign(&name, value.clone().into_bytes(), &options), notice) => won?,
         _ = sigint.recv() => return Ok(give_up(INTERRUPTED, &config).await),
         _ = sigterm.recv() => return Ok(give_up(TERMINATED, &config).await),
     };

@@ -23,23 +23,114 @@ pub(crate) const TERMINATED: u8 = 143;
 pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (as in shells).
 pub(crate) const NOT_FOUND: u8 = 127;
+/// An output file (`bench --json`, `--plot`) could not be created or
+/// written (sysexits `EX_CANTCREAT`).
+pub(crate) const CANNOT_CREATE: u8 = 73;
+
+/// Which command's exit codes to list.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Topic {
+    /// `distlock --help`: every code, and where each command's are.
+    All,
+    Run,
+    Elect,
+    Bench,
+}
+
+// One line (or a few) per code. Each command lists only the codes it can
+// give; the top-level help lists them all.
+const RUN_STATUS: &str = "  0-255  the command's own exit status (128+N if it died of signal N)";
+const ELECT_SUCCESS: &str = "  0      resigned or stopped listening after SIGINT or SIGTERM";
+const BENCH_SUCCESS: &str =
+    "  0      every backend ran without error or mutual-exclusion violation";
+const USAGE_RUN: &str =
+    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`";
+const USAGE_ELECT: &str =
+    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid name, --ttl 0, memory://, no leader election";
+const USAGE_BENCH: &str =
+    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, --plot not ending in .svg";
+const BACKEND: &str = "  69     backend unavailable: unreachable server, timeout, backend error";
+const BACKEND_BENCH: &str =
+    "  69     a backend failed or violated mutual exclusion (see the table)";
+const CANNOT_CREATE_LINE: &str =
+    "  73     bench: the --json or --plot file could not be created or written";
+const NOT_ACQUIRED_LINE: &str = "  75     lock not acquired within --wait (held by someone else)";
+const LOST_RUN: &str =
+    "  76     lock lost while held; the command got SIGTERM once less than --grace
+         of the lease was left (or when the lock was lost), then SIGKILL before
+         the lock could pass to another holder";
+const LOST_ELECT: &str = "  76     leadership lost while held";
+const LOST_ANY: &str =
+    "  76     lock or leadership lost while held; the command got SIGTERM once less
+         than --grace of the lease was left (or when the lock was lost), then
+         SIGKILL before the lock could pass to another holder";
+const CREDENTIALS: &str = "  77     the backend rejected the credentials";
+const CANNOT_EXECUTE_LINE: &str = "  126    the command could not be executed";
+const NOT_FOUND_LINE: &str = "  127    the command was not found";
+const SIGINT_RUN: &str =
+    "  130    SIGINT while waiting for the lock (its queue place was given up)";
+const SIGTERM_RUN: &str =
+    "  143    SIGTERM while waiting for the lock (its queue place was given up)";
+const SIGINT_ELECT: &str = "  130    SIGINT while campaigning (its place was given up)";
+const SIGTERM_ELECT: &str = "  143    SIGTERM while campaigning (its place was given up)";
+const SIGINT_ANY: &str =
+    "  130    SIGINT while waiting for a lock or leadership (its place was given up)";
+const SIGTERM_ANY: &str =
+    "  143    SIGTERM while waiting for a lock or leadership (its place was given up)";
 
 /// The exit-code table shown at the end of `--help`.
-pub(crate) const HELP: &str = "\
-Exit codes:
-  0-255  distlock run: the command's own exit status (128+N if it died of signal N)
-  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid lock name, --ttl 0, missing `-- COMMAND`
-  69     backend unavailable: unreachable server, timeout, backend error
-  75     lock not acquired within --wait (held by someone else)
-  76     lock or leadership lost while held; the command got SIGTERM once less
-         than --grace of the lease was left (or when the lock was lost), then
-         SIGKILL before the lock could pass to another holder
-  77     the backend rejected the credentials
-  126    the command could not be executed
-  127    the command was not found
-  130    SIGINT while waiting for the lock (its queue place was given up)
-  143    SIGTERM while waiting for the lock (its queue place was given up)";
+pub(crate) fn help(topic: Topic) -> String {
+    let lines: &[&str] = match topic {
+        Topic::All => &[
+            "  0-255  distlock run: the command's own exit status (128+N if it died of signal N)",
+            USAGE_RUN,
+            BACKEND,
+            CANNOT_CREATE_LINE,
+            NOT_ACQUIRED_LINE,
+            LOST_ANY,
+            CREDENTIALS,
+            CANNOT_EXECUTE_LINE,
+            NOT_FOUND_LINE,
+            SIGINT_ANY,
+            SIGTERM_ANY,
+        ],
+        Topic::Run => &[
+            RUN_STATUS,
+            USAGE_RUN,
+            BACKEND,
+            NOT_ACQUIRED_LINE,
+            LOST_RUN,
+            CREDENTIALS,
+            CANNOT_EXECUTE_LINE,
+            NOT_FOUND_LINE,
+            SIGINT_RUN,
+            SIGTERM_RUN,
+        ],
+        Topic::Elect => &[
+            ELECT_SUCCESS,
+            USAGE_ELECT,
+            BACKEND,
+            LOST_ELECT,
+            CREDENTIALS,
+            SIGINT_ELECT,
+            SIGTERM_ELECT,
+        ],
+        Topic::Bench => &[
+            BENCH_SUCCESS,
+            USAGE_BENCH,
+            BACKEND_BENCH,
+            CANNOT_CREATE_LINE,
+        ],
+    };
+    let mut text = format!("Exit codes:\n{}", lines.join("\n"));
+    if let Topic::All = topic {
+        text.push_str("\n`distlock COMMAND --help` lists the codes COMMAND can give.");
+    }
+    text
+}
 
 /// A failure that ends the program: a code and a one-line message.
 #[derive(Debug)]

@@ -4,11 +4,14 @@
 mod bench;
 mod child;
 mod cli;
+mod defaults;
 mod elect;
 mod exit;
 mod run;
 mod target;
+mod waiting;
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -57,30 +60,9 @@ fn main() -> ExitCode {
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
-        Command::Run(ref args) if args.command.is_empty() => {
-            // Checked before connecting: a missing command is a usage error
-            // whatever the backend.
-            distlock::LockName::new(args.name.as_str())?;
-            Err(Failure::usage(format!(
-                "no command to run; usage: distlock run [--ttl D] [--wait D] {} -- COMMAND [ARGS...]",
-                args.name
-            )))
-        }
-        Command::Run(_) | Command::Elect(_) => {
-            let config = target::single(&cli)?;
-            match cli.command {
-                Command::Run(args) => run::run(args, config).await,
-                Command::Elect(args) => elect::elect(args, config).await,
-                Command::Bench(_) => unreachable!(),
-            }
-        }
-        Command::Bench(ref _args) => {
-            let configs = target::configs(&cli)?;
-            let Command::Bench(args) = cli.command else {
-                unreachable!()
-            };
-            bench::bench(args, configs).await
-        }
+        Command::Run(args) => run::run(args, &cli.target).await,
+        Command::Elect(args) => elect::elect(args, &cli.target).await,
+        Command::Bench(args) => bench::bench(args, &cli.target).await,
     }
 }
 
@@ -112,6 +94,8 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes are noise in a file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }

@@ -1,5 +1,7 @@
 //! `distlock run NAME -- CMD`: hold a lock while a command runs.
 
+use std::ffi::OsStr;
+use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use distlock::{AcquireOptions, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait};
@@ -8,8 +10,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
 use crate::child;
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, TargetArgs};
 use crate::exit::{Failure, INTERRUPTED, LOST, NOT_ACQUIRED, TERMINATED, USAGE};
+use crate::{target, waiting};
 
 /// Bound on the final release, so a dead backend cannot hold up the exit.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -17,8 +20,22 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// sets no request timeout.
 const GIVE_UP_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
+pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failure> {
+    // Arguments first: a usage error whatever the backend, before connecting.
     let name = LockName::new(args.name.as_str())?;
+    if !args.stray.is_empty() {
+        let words: Vec<String> = args
+            .stray
+            .iter()
+            .chain(&args.command)
+            .map(shell_word)
+            .collect();
+        return Err(Failure::usage(format!(
+            "put `--` before the command: distlock run {} -- {}",
+            shell_word(&args.name),
+            words.join(" ")
+        )));
+    }
     if args.command.is_empty() {
         return Err(Failure::usage(format!(
             "no command to run; usage: distlock run [--ttl D] [--wait D] {name} -- COMMAND [ARGS...]"
@@ -29,12 +46,12 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
             .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
         check_grace(args.grace, ttl)?;
     }
+    let mut config = target::shared(target, "run")?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
 
     // Also the backend's default: session-based backends (ZooKeeper) take
     // the TTL from their connection, not from each acquisition.
-    let mut config = config;
     if args.ttl.is_some() {
         config.ttl = args.ttl;
     }
@@ -47,8 +64,14 @@ pub(crate) async fn run(args: RunArgs, config: Config) -> Result<u8, Failure> {
             Some(d) => Wait::Timeout(d),
         },
     };
+    let notice = waiting::notice(
+        std::io::stderr().is_terminal(),
+        &format!("lock {name}"),
+        backend.description(),
+        args.wait,
+    );
     let acquired = tokio::select! {
-        acquired = backend.acquire(&name, &options) => acquired,
+        acquired = waiting::noting(backend.acquire(&name, &options), notice) => acquired,
         _ = sigint.recv() => return Ok(give_up(INTERRUPTED, &config).await),
         _ = sigterm.recv() => return Ok(give_up(TERMINATED, &config).await),
     };
@@ -288,4 +311,30 @@ fn signal_failure(e: std::io::Error) -> Failure {
         crate::exit::UNAVAILABLE,
         format!("cannot install signal handlers: {e}"),
     )
+}
+
+/// `word` as a shell would need it typed: quoted when it holds anything
+/// but plain characters.
+fn shell_word(word: impl AsRef<OsStr>) -> String {
+    let text = word.as_ref().to_string_lossy();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.into_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("ls"), "ls");
+        assert_eq!(shell_word("-l"), "-l");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

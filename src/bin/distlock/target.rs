@@ -1,26 +1,26 @@
 //! Which backend to use: `--url`, then `DISTLOCK_URL`, then `--config FILE`,
 //! then the embedded default (lock files in the per-user state directory).
 
-use distlock::Config;
+use distlock::{Config, ENV_VARS, Scheme};
 
-use crate::cli::Cli;
+use crate::cli::TargetArgs;
 use crate::exit::Failure;
 
 /// The config for each URL to use, in order. Settings come from the config
 /// file, overridden by `DISTLOCK_*`, overridden by flags.
-pub(crate) fn configs(cli: &Cli) -> Result<Vec<Config>, Failure> {
-    let file = match &cli.config {
+pub(crate) fn configs(target: &TargetArgs) -> Result<Vec<Config>, Failure> {
+    let file = match &target.config {
         Some(path) => Config::from_toml_file(path)?,
         None => Config::default(),
     };
-    let mut base = file.overlay(Config::from_env()?);
-    if let Some(timeout) = cli.connect_timeout {
+    let mut base = file.overlay(from_env()?);
+    if let Some(timeout) = target.connect_timeout {
         base.connect_timeout = Some(timeout);
     }
-    if cli.url.is_empty() {
+    if target.url.is_empty() {
         return Ok(vec![base]);
     }
-    Ok(cli
+    Ok(target
         .url
         .iter()
         .map(|url| Config {
@@ -30,13 +30,42 @@ pub(crate) fn configs(cli: &Cli) -> Result<Vec<Config>, Failure> {
         .collect())
 }
 
-/// The one config for commands that use a single backend.
-pub(crate) fn single(cli: &Cli) -> Result<Config, Failure> {
-    let mut configs = configs(cli)?;
+/// The one config of `distlock COMMAND`, which coordinates processes: one
+/// URL, and not `memory://` (whose locks live inside one process).
+pub(crate) fn shared(target: &TargetArgs, command: &str) -> Result<Config, Failure> {
+    let mut configs = configs(target)?;
     if configs.len() > 1 {
         return Err(Failure::usage(
             "--url was given more than once; only `distlock bench` takes several URLs",
         ));
     }
-    Ok(configs.remove(0))
+    let config = configs.remove(0);
+    let url = config.effective_url();
+    if Scheme::of_url(&url)? == Scheme::Memory {
+        return Err(Failure::usage(format!(
+            "{url} keeps its locks inside one process, so `distlock {command}` would \
+             coordinate with no other process; use file:///DIR (the default, for the \
+             processes of one machine) or a server backend"
+        )));
+    }
+    Ok(config)
+}
+
+/// [`Config::from_env`], its error naming the variable at fault.
+fn from_env() -> Result<Config, Failure> {
+    Config::from_env().map_err(|e| {
+        if ENV_VARS.iter().any(|var| e.message().contains(var)) {
+            return e.into();
+        }
+        // Some checks run on the merged settings; find the variable that
+        // fails alone.
+        let alone = |var: &str| {
+            Config::from_lookup(|key| (key == var).then(|| std::env::var(key).ok()).flatten())
+                .is_err()
+        };
+        match ENV_VARS.iter().find(|var| alone(var)) {
+            Some(var) => Failure::usage(format!("{var}: {}", e.message())),
+            None => e.into(),
+        }
+    })
 }

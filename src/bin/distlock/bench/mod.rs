@@ -1,5 +1,6 @@
 //! `distlock bench`: the lock-testkit workload against each backend in turn.
 
+mod outputs;
 mod progress;
 mod svg;
 mod table;
@@ -11,8 +12,10 @@ use futures::FutureExt;
 use lock_workload::{ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload};
 use serde::Serialize;
 
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, TargetArgs};
 use crate::exit::{Failure, UNAVAILABLE, USAGE};
+use crate::target;
+use outputs::Output;
 
 /// One backend's outcome.
 #[derive(Debug, Serialize)]
@@ -42,7 +45,7 @@ pub(crate) struct BenchOutput {
     pub(crate) results: Vec<BackendResult>,
 }
 
-pub(crate) async fn bench(args: BenchArgs, configs: Vec<Config>) -> Result<u8, Failure> {
+pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Failure> {
     if args.clients == 0 || args.locks == 0 {
         return Err(Failure::usage("--clients and --locks must be at least 1"));
     }
@@ -53,11 +56,25 @@ pub(crate) async fn bench(args: BenchArgs, configs: Vec<Config>) -> Result<u8, F
         distlock::check_ttl(ttl)
             .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
     }
+    if let Some(path) = &args.plot {
+        outputs::check_plot_name(path)?;
+    }
     // Reject bad URLs before spending minutes on the good ones.
+    let configs = target::configs(target)?;
     for config in &configs {
         let scheme = distlock::Scheme::of_url(&config.effective_url())?;
         scheme.ensure_compiled_in()?;
     }
+    let json_file = args
+        .json
+        .as_deref()
+        .map(|path| Output::create("--json", path))
+        .transpose()?;
+    let plot_file = args
+        .plot
+        .as_deref()
+        .map(|path| Output::create("--plot", path))
+        .transpose()?;
     let mut results = Vec::new();
     for (index, config) in configs.iter().enumerate() {
         results.push(bench_one(&args, config, index).await);
@@ -71,16 +88,12 @@ pub(crate) async fn bench(args: BenchArgs, configs: Vec<Config>) -> Result<u8, F
         results,
     };
     print!("{}", table::render(&output));
-    if let Some(path) = &args.json {
+    if let Some(file) = json_file {
         let json = serde_json::to_string_pretty(&output).expect("bench output serializes");
-        std::fs::write(path, json + "\n").map_err(|e| {
-            Failure::new(UNAVAILABLE, format!("cannot write {}: {e}", path.display()))
-        })?;
+        file.write(&(json + "\n"))?;
     }
-    if let Some(path) = &args.plot {
-        std::fs::write(path, svg::render(&output)).map_err(|e| {
-            Failure::new(UNAVAILABLE, format!("cannot write {}: {e}", path.display()))
-        })?;
+    if let Some(file) = plot_file {
+        file.write(&svg::render(&output))?;
     }
     let failed = output.results.iter().filter(|r| r.error.is_some()).count();
     let unsafe_runs = output
