@@ -200,3 +200,43 @@ fn remove_stale(ip: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    use super::*;
+
+    fn link_state(net: &PeerNet, index: usize) -> String {
+        let output = Command::new(&net.ip)
+            .args(["-n", &net.hub, "-o", "link", "show", &hub_port(index)])
+            .output()
+            .expect("ip link show");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    #[test]
+    fn cut_and_heal_toggle_only_that_members_port() {
+        let net = PeerNet::create(2).expect("create namespaces");
+        net.cut(1).expect("cut");
+        assert!(link_state(&net, 1).contains("state DOWN"));
+        assert!(!link_state(&net, 0).contains("state DOWN"));
+        net.heal(1).expect("heal");
+        assert!(!link_state(&net, 1).contains("state DOWN"));
+    }
+
+    #[test]
+    fn namespaces_are_deleted_on_drop_even_after_a_panic() {
+        let mut names = Vec::new();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let net = PeerNet::create(2).expect("create namespaces");
+            names.extend(net.members.iter().chain([&net.hub]).cloned());
+            panic!("the test body fails");
+        }));
+        assert!(outcome.is_err());
+        assert_eq!(names.len(), 3);
+        for ns in names {
+            assert!(!Path::new(NETNS_DIR).join(&ns).exists(), "{ns} is left");
+        }
+    }
+}
