@@ -213,18 +213,14 @@ impl EtcdCluster {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut relays = Vec::new();
-        if net.is_some() {
-            for member in &members {
-                for (port, socket) in [
-                    (member.client_port, NS_CLIENT_SOCKET),
-                    (member.metrics_port, NS_METRICS_SOCKET),
-                ] {
-                    let relay = UnixRelay::start(port, member.dir().join(socket)).await;
-                    relays.push(relay.map_err(|source| LaunchError::Io {
-                        what: format!("relay 127.0.0.1:{port} to etcd member {}", member.name),
-                        source,
-                    })?);
-                }
+        for member in &members {
+            let ports = [member.client_port, member.metrics_port];
+            for (&port, socket) in ports.iter().zip(&member.sockets) {
+                let relay = UnixRelay::start(port, socket.clone()).await;
+                relays.push(relay.map_err(|source| LaunchError::Io {
+                    what: format!("relay 127.0.0.1:{port} to etcd member {}", member.name),
+                    source,
+                })?);
             }
         }
         for member in &members {
@@ -360,6 +356,8 @@ pub struct EtcdMember {
     /// Plain-HTTP port for `/health` and `/metrics`.
     metrics_port: u16,
     tls: bool,
+    /// The Unix sockets it listens on (when isolatable).
+    sockets: Vec<PathBuf>,
     // Declared before `dir`: the process dies before its directory goes.
     process: ChildProcess,
     dir: TempDir,
@@ -398,6 +396,13 @@ impl EtcdMember {
                 client_url.clone(),
                 format!("http://127.0.0.1:{metrics_port}"),
             ),
+        };
+        let sockets = match cluster.net {
+            Some(_) => vec![
+                dir.path().join(NS_CLIENT_SOCKET),
+                dir.path().join(NS_METRICS_SOCKET),
+            ],
+            None => Vec::new(),
         };
         let data_dir = dir.path().join("data");
         let mut extra: Vec<OsString> = vec!["--listen-metrics-urls".into(), metrics_url.into()];
@@ -477,6 +482,7 @@ impl EtcdMember {
             peer_url: peer_url.to_owned(),
             metrics_port,
             tls: cluster.tls.is_some(),
+            sockets,
             process,
             dir,
         })
@@ -570,6 +576,18 @@ impl EtcdMember {
     /// data directory, and waits until it reports healthy.
     pub async fn restart(&self) -> Result<(), LaunchError> {
         self.process.kill().await;
+        // etcd does not replace a socket file left by a killed run.
+        for socket in &self.sockets {
+            match std::fs::remove_file(socket) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(LaunchError::Io {
+                        what: format!("remove {}", socket.display()),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+        }
         self.process.spawn()?;
         self.wait_ready().await
     }

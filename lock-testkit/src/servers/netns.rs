@@ -32,6 +32,8 @@ const IP: Requirement = Requirement {
     name: "ip",
     package: "iproute2",
 };
+/// Where iproute2 installs `ip`, for a PATH without `/usr/sbin`.
+const IP_FALLBACK: &str = "/usr/sbin/ip";
 /// Where `ip netns` keeps its named namespaces.
 const NETNS_DIR: &str = "/run/netns";
 const PREFIX: &str = "distlock-";
@@ -54,7 +56,11 @@ impl PeerNet {
     /// iproute2.
     pub(crate) fn create(members: usize) -> Result<Self, LaunchError> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let ip = IP.on_path()?;
+        // Not every user has the sbin directories on PATH.
+        let ip = IP.on_path().or_else(|missing| {
+            IP.executable_at(Path::new(IP_FALLBACK))
+                .map_err(|_| missing)
+        })?;
         remove_stale(&ip);
         let base = format!(
             "{PREFIX}{}-{}",
