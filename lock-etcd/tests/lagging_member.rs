@@ -171,10 +171,26 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
         let guard = waiter.lock("isolation/lock").await;
         (guard, waiter)
     });
-    timeout(SLACK, events.message())
+    let joined = timeout(SLACK, events.message())
         .await
         .expect("the waiter joins the queue")
-        .expect("watch event");
+        .expect("watch event")
+        .expect("watch open");
+    let waiter_key = joined.events()[0]
+        .kv()
+        .expect("kv")
+        .key_str()
+        .unwrap()
+        .to_owned();
+    // Its member has applied the join (and so answered it) before the cut.
+    let mut cut_off = client_of(&cluster, lagging).await;
+    let applied = timeout(SLACK, async {
+        while local_read(&mut cut_off, &waiter_key).await.0.is_none() {
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await;
+    assert!(applied.is_ok(), "the waiter's member never shows its key");
 
     cluster.isolate(lagging);
     let token = held.token();
@@ -182,7 +198,6 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
     held.release().await.expect("release");
     // The member cannot learn of the release: its raft traffic is dropped.
     until_leaderless(&cluster, lagging).await;
-    let mut cut_off = client_of(&cluster, lagging).await;
     let (holder_key, _) = local_read(&mut cut_off, held_key.as_str()).await;
     assert!(holder_key.is_some(), "the isolated member saw the release");
     assert!(
