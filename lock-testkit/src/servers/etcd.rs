@@ -9,6 +9,14 @@
 //! key prefix, set up with `etcdctl` once the members are healthy), a
 //! shorter simple-token TTL, and TLS on the client port with certificates
 //! the test provides.
+//!
+//! With [`EtcdOptions::isolatable`] every member runs in a network namespace
+//! of its own, so that [`EtcdCluster::isolate`] can cut one member off from
+//! its peers while its clients still reach it (namespaces on a private
+//! bridge for peer traffic, Unix sockets for clients): the
+//! member keeps answering what it can answer alone (serializable reads of
+//! what it had applied), and lags behind the others until
+//! [`EtcdCluster::rejoin`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -22,9 +30,11 @@ use super::binary::Requirement;
 pub use super::etcd_auth::EtcdUser;
 use super::etcd_auth::{AuthSetup, Etcdctl};
 use super::http;
+use super::netns::PeerNet;
 use super::ports::free_port;
 use super::process::ChildProcess;
 use super::readiness::wait_ready;
+use super::unix_relay::UnixRelay;
 
 /// How long a member may take to report healthy.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -34,6 +44,12 @@ const ETCD: Requirement = Requirement {
     name: "etcd",
     package: "etcd-server",
 };
+/// Inside a member's own namespace, where nothing else listens.
+const NS_PEER_PORT: u16 = 2380;
+/// The Unix sockets (in the member's directory) of an isolatable member's
+/// client and metrics listeners; their `:port` is only part of the name.
+const NS_CLIENT_SOCKET: &str = "client:2379";
+const NS_METRICS_SOCKET: &str = "metrics:2381";
 
 /// How to launch an [`EtcdCluster`].
 #[derive(Debug, Clone)]
@@ -43,6 +59,7 @@ pub struct EtcdOptions {
     auth: Option<AuthSetup>,
     auth_token_ttl: Option<Duration>,
     tls: Option<EtcdTls>,
+    isolatable: bool,
 }
 
 /// TLS on the client port: the member serves `https` with this certificate.
@@ -69,7 +86,22 @@ impl EtcdOptions {
             auth: None,
             auth_token_ttl: None,
             tls: None,
+            isolatable: false,
         }
+    }
+
+    /// Runs every member in a network namespace of its own, for
+    /// [`EtcdCluster::isolate`] and [`EtcdCluster::rejoin`]. Needs root and
+    /// `ip` (iproute2); not combinable with [`EtcdOptions::tls`].
+    ///
+    /// Peers talk over a private bridge between the namespaces; clients
+    /// still use `127.0.0.1:PORT`, relayed to a Unix socket of the member,
+    /// so cutting peer traffic leaves client traffic alone. Members also
+    /// run with `--pre-vote` (etcd 3.5's default): a member that rejoins
+    /// does not depose a healthy leader with the terms it counted up alone.
+    pub fn isolatable(mut self) -> Self {
+        self.isolatable = true;
+        self
     }
 
     /// Enables etcd's authentication once the cluster is up: a `root` user
@@ -106,11 +138,15 @@ impl EtcdOptions {
 }
 
 /// A running etcd cluster; dropping it kills every member and deletes their
-/// data.
+/// data (and, if isolatable, their namespaces).
 #[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<EtcdMember>,
     root_password: Option<String>,
+    // Declared after `members`: the members die before their relays and
+    // namespaces go.
+    _relays: Vec<UnixRelay>,
+    net: Option<PeerNet>,
 }
 
 impl EtcdCluster {
@@ -133,31 +169,60 @@ impl EtcdCluster {
             options.members > 0,
             "an etcd cluster needs at least one member"
         );
+        assert!(
+            !(options.isolatable && options.tls.is_some()),
+            "EtcdOptions::isolatable() serves clients over plain HTTP; it does not combine with tls()"
+        );
         let binary = ETCD.resolve(options.binary.as_deref())?;
+        let net = if options.isolatable {
+            Some(PeerNet::create(options.members)?)
+        } else {
+            None
+        };
         let ports: Vec<(u16, u16, u16)> = (0..options.members)
             .map(|_| (free_port(), free_port(), free_port()))
             .collect();
-        let initial_cluster = ports
+        let peer_urls: Vec<String> = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, peer, _))| format!("{}=http://127.0.0.1:{peer}", member_name(i)))
+            .map(|(i, &(_, peer, _))| match net {
+                Some(_) => format!("http://{}:{NS_PEER_PORT}", PeerNet::peer_ip(i)),
+                None => format!("http://127.0.0.1:{peer}"),
+            })
+            .collect();
+        let initial_cluster = peer_urls
+            .iter()
+            .enumerate()
+            .map(|(i, url)| format!("{}={url}", member_name(i)))
             .collect::<Vec<_>>()
             .join(",");
         let token = format!("distlock-testkit-{}-{}", std::process::id(), ports[0].0);
         let members = ports
             .iter()
             .enumerate()
-            .map(|(i, &(client, peer, metrics))| {
+            .map(|(i, &(client, _, metrics))| {
                 let cluster = ClusterSpec {
                     binary: &binary,
                     initial_cluster: &initial_cluster,
                     token: &token,
                     auth_token_ttl: options.auth_token_ttl,
                     tls: options.tls.as_ref(),
+                    net: net.as_ref(),
                 };
-                EtcdMember::new(i, (client, peer, metrics), &cluster)
+                EtcdMember::new(i, (client, metrics), &peer_urls[i], &cluster)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut relays = Vec::new();
+        for member in &members {
+            let ports = [member.client_port, member.metrics_port];
+            for (&port, socket) in ports.iter().zip(&member.sockets) {
+                let relay = UnixRelay::start(port, socket.clone()).await;
+                relays.push(relay.map_err(|source| LaunchError::Io {
+                    what: format!("relay 127.0.0.1:{port} to etcd member {}", member.name),
+                    source,
+                })?);
+            }
+        }
         for member in &members {
             member.process.spawn()?;
         }
@@ -179,7 +244,54 @@ impl EtcdCluster {
         Ok(Self {
             members,
             root_password: options.auth.map(|a| a.root_password),
+            _relays: relays,
+            net,
         })
+    }
+
+    /// Cuts member `index` off from its peers: its raft traffic, in both
+    /// directions, is dropped without a reset, like a network partition.
+    /// Its clients still reach it. Until it notices (an election timeout,
+    /// 100 to 200 ms here) it still believes in its leader; then it keeps
+    /// calling elections it cannot win. All along it serves serializable
+    /// reads of what it had applied, while linearizable requests and
+    /// writes sent to it get no answer, or `etcdserver: no leader` from
+    /// clients that require a leader.
+    ///
+    /// # Panics
+    /// If the cluster was not started
+    /// [`isolatable`](EtcdOptions::isolatable), or `ip` fails.
+    pub fn isolate(&self, index: usize) {
+        let net = self.net(index);
+        if let Err(e) = net.cut(index) {
+            panic!(
+                "could not cut etcd member {} off: {e}",
+                self.members[index].name
+            );
+        }
+    }
+
+    /// Ends [`EtcdCluster::isolate`]: member `index` reaches its peers
+    /// again and catches up with the leader.
+    ///
+    /// # Panics
+    /// If the cluster was not started
+    /// [`isolatable`](EtcdOptions::isolatable), or `ip` fails.
+    pub fn rejoin(&self, index: usize) {
+        let net = self.net(index);
+        if let Err(e) = net.heal(index) {
+            panic!(
+                "could not reconnect etcd member {}: {e}",
+                self.members[index].name
+            );
+        }
+    }
+
+    fn net(&self, index: usize) -> &PeerNet {
+        assert!(index < self.members.len(), "no etcd member {index}");
+        self.net
+            .as_ref()
+            .expect("start the cluster with EtcdOptions::isolatable() to isolate a member")
     }
 
     /// The root user's password, when the cluster was started with auth.
@@ -231,6 +343,8 @@ struct ClusterSpec<'a> {
     token: &'a str,
     auth_token_ttl: Option<Duration>,
     tls: Option<&'a EtcdTls>,
+    /// The namespaces, when the cluster is isolatable.
+    net: Option<&'a PeerNet>,
 }
 
 /// One etcd member process.
@@ -238,10 +352,12 @@ struct ClusterSpec<'a> {
 pub struct EtcdMember {
     name: String,
     client_port: u16,
-    peer_port: u16,
+    peer_url: String,
     /// Plain-HTTP port for `/health` and `/metrics`.
     metrics_port: u16,
     tls: bool,
+    /// The Unix sockets it listens on (when isolatable).
+    sockets: Vec<PathBuf>,
     // Declared before `dir`: the process dies before its directory goes.
     process: ChildProcess,
     dir: TempDir,
@@ -250,7 +366,8 @@ pub struct EtcdMember {
 impl EtcdMember {
     fn new(
         index: usize,
-        (client_port, peer_port, metrics_port): (u16, u16, u16),
+        (client_port, metrics_port): (u16, u16),
+        peer_url: &str,
         cluster: &ClusterSpec<'_>,
     ) -> Result<Self, LaunchError> {
         let name = member_name(index);
@@ -268,10 +385,30 @@ impl EtcdMember {
             "http"
         };
         let client_url = format!("{scheme}://127.0.0.1:{client_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let metrics_url = format!("http://127.0.0.1:{metrics_port}");
+        // In a namespace of its own, the member listens on Unix sockets
+        // that the cluster relays `127.0.0.1` ports to.
+        let (listen_client_url, metrics_url) = match cluster.net {
+            Some(_) => (
+                format!("unix://{NS_CLIENT_SOCKET}"),
+                format!("unix://{NS_METRICS_SOCKET}"),
+            ),
+            None => (
+                client_url.clone(),
+                format!("http://127.0.0.1:{metrics_port}"),
+            ),
+        };
+        let sockets = match cluster.net {
+            Some(_) => vec![
+                dir.path().join(NS_CLIENT_SOCKET),
+                dir.path().join(NS_METRICS_SOCKET),
+            ],
+            None => Vec::new(),
+        };
         let data_dir = dir.path().join("data");
         let mut extra: Vec<OsString> = vec!["--listen-metrics-urls".into(), metrics_url.into()];
+        if cluster.net.is_some() {
+            extra.push("--pre-vote".into());
+        }
         if let Some(ttl) = cluster.auth_token_ttl {
             extra.push(format!("--auth-token-ttl={}", ttl.as_secs().max(1)).into());
         }
@@ -290,13 +427,13 @@ impl EtcdMember {
             "--name",
             &name,
             "--listen-client-urls",
-            &client_url,
+            &listen_client_url,
             "--advertise-client-urls",
             &client_url,
             "--listen-peer-urls",
-            &peer_url,
+            peer_url,
             "--initial-advertise-peer-urls",
-            &peer_url,
+            peer_url,
             "--initial-cluster",
             cluster.initial_cluster,
             "--initial-cluster-token",
@@ -318,9 +455,23 @@ impl EtcdMember {
         .chain([data_dir.into_os_string()])
         .chain(extra)
         .collect();
+        // `ip netns exec` execs etcd: the child's pid is etcd's, so kill,
+        // pause and resume act on etcd itself.
+        let (program, args) = match cluster.net {
+            Some(net) => (
+                net.ip_binary().to_owned(),
+                ["netns", "exec", net.namespace(index)]
+                    .into_iter()
+                    .map(OsString::from)
+                    .chain([cluster.binary.as_os_str().to_owned()])
+                    .chain(args)
+                    .collect(),
+            ),
+            None => (cluster.binary.to_owned(), args),
+        };
         let process = ChildProcess::new(
             label,
-            cluster.binary.to_owned(),
+            program,
             args,
             dir.path(),
             dir.path().join("etcd.log"),
@@ -328,9 +479,10 @@ impl EtcdMember {
         Ok(Self {
             name,
             client_port,
-            peer_port,
+            peer_url: peer_url.to_owned(),
             metrics_port,
             tls: cluster.tls.is_some(),
+            sockets,
             process,
             dir,
         })
@@ -352,9 +504,10 @@ impl EtcdMember {
         format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
-    /// The peer URL, `http://127.0.0.1:PORT`.
+    /// The peer URL: `http://127.0.0.1:PORT`, or the member's address on
+    /// the private peer segment when the cluster is isolatable.
     pub fn peer_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.peer_port)
+        self.peer_url.clone()
     }
 
     /// The plain-HTTP endpoint serving `/health` and `/metrics`,
@@ -423,6 +576,18 @@ impl EtcdMember {
     /// data directory, and waits until it reports healthy.
     pub async fn restart(&self) -> Result<(), LaunchError> {
         self.process.kill().await;
+        // etcd does not replace a socket file left by a killed run.
+        for socket in &self.sockets {
+            match std::fs::remove_file(socket) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(LaunchError::Io {
+                        what: format!("remove {}", socket.display()),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+        }
         self.process.spawn()?;
         self.wait_ready().await
     }

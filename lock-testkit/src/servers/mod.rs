@@ -12,6 +12,10 @@
 //! kills and reaps its children and removes the directories; no runtime is
 //! needed for that.
 //!
+//! etcd and ZooKeeper members can also be cut off from their peers while
+//! their clients still reach them ([`EtcdOptions::isolatable`],
+//! [`ZkOptions::isolatable`]).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), lock_testkit::servers::LaunchError> {
 //! use lock_testkit::servers::{EtcdCluster, RedisServer, ZkEnsemble};
@@ -30,11 +34,13 @@ mod error;
 pub mod etcd;
 mod etcd_auth;
 mod http;
+mod netns;
 mod ports;
 mod process;
 mod readiness;
 pub mod redis;
 mod resp;
+mod unix_relay;
 pub mod zk;
 
 pub use error::LaunchError;
