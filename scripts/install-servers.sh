@@ -16,6 +16,8 @@
 #   openssl                  openssl (the Redis TLS test makes its certificates)
 #   javac + Curator jars     default-jdk-headless, libcurator-recipes-java (the
 #                            ZooKeeper interop test compiles a Curator client)
+#   ip                       iproute2 (isolatable etcd clusters run members in
+#                            network namespaces of their own)
 #   mkfs.vfat + fusefat      dosfstools, fusefat (the file backend's test on a
 #                            case-insensitive filesystem, mounted through FUSE)
 set -euo pipefail
@@ -49,6 +51,7 @@ need default-jdk-headless "javac"                    command -v javac
 need libcurator-recipes-java "$JAR_DIR/curator-recipes.jar" test -f "$JAR_DIR/curator-recipes.jar"
 need dosfstools        "mkfs.vfat"                   command -v mkfs.vfat
 need fusefat           "fusefat"                     command -v fusefat
+need iproute2          "ip"                          command -v ip
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "all servers present"
@@ -78,7 +81,7 @@ echo "installing: ${packages[*]}"
     apt-get install -y -qq --no-install-recommends "${packages[@]}"
 
 # Verify: fail loudly rather than let the tests fail later.
-for check in etcd etcdctl redis-server redis-cli java javac protoc openssl mkfs.vfat fusefat; do
+for check in etcd etcdctl redis-server redis-cli java javac protoc openssl mkfs.vfat fusefat ip; do
     command -v "$check" >/dev/null || { echo "error: $check still missing" >&2; exit 1; }
 done
 for jar in zookeeper curator-recipes; do

@@ -200,7 +200,20 @@ impl Config {
                 key: get("DISTLOCK_TLS_KEY").map(PathBuf::from),
             },
         };
-        config.validate()?;
+        for (key, value) in [
+            ("DISTLOCK_TTL", config.ttl),
+            ("DISTLOCK_CONNECT_TIMEOUT", config.connect_timeout),
+            ("DISTLOCK_REQUEST_TIMEOUT", config.request_timeout),
+        ] {
+            if value.is_some_and(|d| d.is_zero()) {
+                return Err(Error::invalid_config(format!(
+                    "{key}: must be greater than zero"
+                )));
+            }
+        }
+        config.validate().map_err(|e| {
+            Error::invalid_config(format!("DISTLOCK_* environment: {}", e.message()))
+        })?;
         Ok(config)
     }
 

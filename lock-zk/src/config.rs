@@ -12,6 +12,9 @@ use crate::paths::{Layout, NodeLayout};
 /// The port used when a server address has none.
 pub const DEFAULT_PORT: u16 = 2181;
 
+/// The session timeout, hence every lock's TTL, when none is configured.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
 /// The lock root when none is configured.
 pub(crate) const DEFAULT_PREFIX: &str = "/distlock";
 
@@ -73,7 +76,7 @@ impl Default for ZkConfig {
             servers: vec![format!("127.0.0.1:{DEFAULT_PORT}")],
             prefix: DEFAULT_PREFIX.to_owned(),
             layout: NodeLayout::Distlock,
-            default_ttl: Duration::from_secs(10),
+            default_ttl: DEFAULT_TTL,
             session_timeout: Duration::ZERO,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),

@@ -18,7 +18,7 @@ mod session;
 mod vouch;
 
 pub use backend::ZkBackend;
-pub use config::{DEFAULT_PORT, MIN_SESSION_TIMEOUT, ZkConfig};
+pub use config::{DEFAULT_PORT, DEFAULT_TTL, MIN_SESSION_TIMEOUT, ZkConfig};
 pub use connect_url::SCHEME;
 pub use guarded_write::{GuardedWrite, WriteOutcome};
 pub use paths::NodeLayout;

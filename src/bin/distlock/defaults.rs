@@ -27,11 +27,10 @@ fn ttls(memory: bool) -> String {
         "redis/rediss/redlock {}",
         format_duration(distlock::redis::DEFAULT_TTL)
     ));
-    // lock-zk exports no TTL constant; its default config holds the value.
     #[cfg(feature = "zk")]
     parts.push(format!(
         "zk {} (the session timeout)",
-        format_duration(distlock::zk::ZkConfig::default().default_ttl)
+        format_duration(distlock::zk::DEFAULT_TTL)
     ));
     parts.join(", ")
 }

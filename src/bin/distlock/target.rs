@@ -1,7 +1,7 @@
 //! Which backend to use: `--url`, then `DISTLOCK_URL`, then `--config FILE`,
 //! then the embedded default (lock files in the per-user state directory).
 
-use distlock::{Config, ENV_VARS, Scheme};
+use distlock::{Config, Scheme};
 
 use crate::cli::TargetArgs;
 use crate::exit::Failure;
@@ -51,21 +51,7 @@ pub(crate) fn shared(target: &TargetArgs, command: &str) -> Result<Config, Failu
     Ok(config)
 }
 
-/// [`Config::from_env`], its error naming the variable at fault.
+/// [`Config::from_env`]; its errors name the variable at fault.
 fn from_env() -> Result<Config, Failure> {
-    Config::from_env().map_err(|e| {
-        if ENV_VARS.iter().any(|var| e.message().contains(var)) {
-            return e.into();
-        }
-        // Some checks run on the merged settings; find the variable that
-        // fails alone.
-        let alone = |var: &str| {
-            Config::from_lookup(|key| (key == var).then(|| std::env::var(key).ok()).flatten())
-                .is_err()
-        };
-        match ENV_VARS.iter().find(|var| alone(var)) {
-            Some(var) => Failure::usage(format!("{var}: {}", e.message())),
-            None => e.into(),
-        }
-    })
+    Ok(Config::from_env()?)
 }
