@@ -12,7 +12,7 @@ use lock_core::raw::{Settings, serde_humane};
 use lock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
-use crate::url_form::{self, ParsedUrl, UrlOption};
+use crate::url::{self, ParsedUrl, UrlOption};
 
 /// Default lease TTL: long enough for a GC pause, short enough that a crashed
 /// holder does not block others for long (Redisson's watchdog uses 30 s too).
@@ -315,7 +315,7 @@ impl RedisConfig {
     /// list (use `redlock://` for several servers), the port, the database
     /// number, an unknown option or a bad option value.
     pub fn from_url(url: &str) -> Result<Self> {
-        let parsed = url_form::parse(url, &["redis", "rediss"])?;
+        let parsed = url::parse(url, &["redis", "rediss"])?;
         if parsed.hosts.len() != 1 {
             return Err(Error::invalid_config(format!(
                 "redis URL {} names {} servers; a redis:// URL takes one (use redlock://h1,h2,h3 for a quorum of independent servers)",
@@ -398,7 +398,7 @@ impl RedlockConfig {
     ///
     /// Fails with `InvalidConfig` naming what is wrong.
     pub fn from_url(url: &str) -> Result<Self> {
-        let parsed = url_form::parse(url, &["redlock"])?;
+        let parsed = url::parse(url, &["redlock"])?;
         let mut config = RedlockConfig {
             servers: parsed.hosts.clone(),
             common: CommonConfig::default(),

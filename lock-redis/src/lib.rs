@@ -14,7 +14,7 @@ mod quorum;
 mod redlock;
 mod scripts;
 mod servers;
-mod url_form;
+mod url;
 mod wakeups;
 
 pub use backend::{RedisBackend, RedlockBackend};

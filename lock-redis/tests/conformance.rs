@@ -1,7 +1,7 @@
 //! The whole lock-testkit conformance suite against a real Redis, one
 //! server per test, each client with its own connections.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,22 +17,22 @@ struct RedisTarget {
 
 async fn redis_target() -> RedisTarget {
     RedisTarget {
-        server: common::start_redis().await,
+        server: support::start_redis().await,
     }
 }
 
 #[async_trait]
 impl Target for RedisTarget {
     async fn client(&self) -> Arc<DynLockBackend> {
-        Arc::new(common::client(&self.server).await)
+        Arc::new(support::client(&self.server).await)
     }
 
     async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(common::client(&self.server).await))
+        Some(Arc::new(support::client(&self.server).await))
     }
 
     fn ttl(&self) -> Duration {
-        common::TTL
+        support::TTL
     }
 
     /// Deletes the lock key through a separate connection, as expiry would.

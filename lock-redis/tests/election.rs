@@ -1,23 +1,23 @@
 //! Election beyond the conformance suite: takeover after a leader crash, and
 //! a deposed leader that can no longer proclaim.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{TTL, within};
 use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockName};
+use support::{TTL, within};
 
 /// When the leader crashes (stops renewing), a waiting candidate takes over
 /// after the TTL and observers see the new leader with a greater token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn observer_sees_takeover_after_leader_crash() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let (a, b, watcher) = (
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        support::client(&server).await,
+        support::client(&server).await,
+        support::client(&server).await,
     );
     let name = LockName::new("election/crash").unwrap();
     let mut leaders = watcher.observe(&name).await.expect("observe");
@@ -54,8 +54,8 @@ async fn observer_sees_takeover_after_leader_crash() {
 /// `leader()` reports nobody.
 #[tokio::test]
 async fn deposed_leader_cannot_proclaim() {
-    let server = common::start_redis().await;
-    let client = common::client(&server).await;
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
     let name = LockName::new("election/deposed").unwrap();
     let leadership = client
         .campaign(&name, b"v1".to_vec(), &AcquireOptions::new())

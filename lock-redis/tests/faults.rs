@@ -1,12 +1,11 @@
 //! Fault tests on real servers: data loss, dead Redlock members, network
 //! partitions, bad credentials, unreachable servers and bad input.
 
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TTL, within};
 use futures::StreamExt;
 use lock_core::{
     AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
@@ -14,20 +13,21 @@ use lock_core::{
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, ServerAddr};
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{RedisServer, RespReply};
+use support::{TTL, within};
 use tokio::time::Instant;
 
 /// Four clients contend while Redis is restarted without its data; every
 /// token granted after the restart is above every token granted before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_keep_rising_after_restart_with_data_loss() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let name = "faults/restart";
     // (token, acquired at)
     let grants = Arc::new(Mutex::new(Vec::<(u64, Instant)>::new()));
     let stop = Arc::new(tokio::sync::Notify::new());
     let mut tasks = Vec::new();
     for _ in 0..4 {
-        let client = common::client(&server).await;
+        let client = support::client(&server).await;
         let (grants, stop) = (grants.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             let stopped = stop.notified();
@@ -118,10 +118,10 @@ async fn tokens_keep_rising_after_restart_with_data_loss() {
 /// hands out rising tokens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_keeps_working_with_one_of_three_killed() {
-    let servers = common::start_redises(3).await;
+    let servers = support::start_redises(3).await;
     let (a, b) = (
-        common::redlock_client(&servers).await,
-        common::redlock_client(&servers).await,
+        support::redlock_client(&servers).await,
+        support::redlock_client(&servers).await,
     );
     servers.server(1).kill().await;
     let mut last = 0;
@@ -154,14 +154,14 @@ async fn redlock_keeps_working_with_one_of_three_killed() {
 /// other two without waiting out the request timeout on the silent one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
-    let servers = common::start_redises(3).await;
+    let servers = support::start_redises(3).await;
     let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
         .await
         .expect("proxy");
-    let mut config = common::redlock_config_for(&servers);
+    let mut config = support::redlock_config_for(&servers);
     config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
     let holder = RedlockBackend::connect(config).await.expect("connect");
-    let other = common::redlock_client(&servers).await;
+    let other = support::redlock_client(&servers).await;
     let guard = holder.lock("faults/redlock-partition").await.expect("lock");
     proxy.blackhole();
     let until = Instant::now() + TTL * 5;
@@ -194,8 +194,8 @@ async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
 /// `Unavailable` within its wait, and no guard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
-    let servers = common::start_redises(3).await;
-    let client = common::redlock_client(&servers).await;
+    let servers = support::start_redises(3).await;
+    let client = support::redlock_client(&servers).await;
     servers.server(0).kill().await;
     servers.server(2).kill().await;
     let wait = Duration::from_secs(1);
@@ -224,7 +224,7 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
 /// that its lock is lost before the server lets anyone else take it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let proxy = FaultProxy::start(server.addr().parse().unwrap())
         .await
         .expect("proxy");
@@ -234,7 +234,7 @@ async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
     let cut_off = RedisBackend::connect(config)
         .await
         .expect("connect via proxy");
-    let other = common::client(&server).await;
+    let other = support::client(&server).await;
     let guard = cut_off.lock("faults/partition").await.expect("lock");
     let signal = guard.lost_signal();
     proxy.blackhole();
@@ -278,9 +278,9 @@ async fn wrong_password_is_unauthorized() {
         .await
         .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
     for config in [
-        common::config_for(&server).with_password("wrong-password"),
-        common::config_for(&server),
-        common::config_for(&server)
+        support::config_for(&server).with_password("wrong-password"),
+        support::config_for(&server),
+        support::config_for(&server)
             .with_username("nobody")
             .with_password("right-password"),
     ] {
@@ -331,7 +331,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
         "{err}"
     );
 
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let proxy = FaultProxy::start(server.addr().parse().unwrap())
         .await
         .unwrap();
@@ -363,13 +363,13 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
 /// config.
 #[tokio::test]
 async fn zero_ttl_is_invalid_config() {
-    let server = common::start_redis().await;
-    let client = common::client(&server).await;
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
     let name = LockName::new("faults/zero-ttl").unwrap();
     let zero = AcquireOptions::new().ttl(Duration::ZERO).wait(Wait::No);
     let err = client.acquire(&name, &zero).await.expect_err("zero TTL");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
-    let err = RedisBackend::connect(common::config_for(&server).with_default_ttl(Duration::ZERO))
+    let err = RedisBackend::connect(support::config_for(&server).with_default_ttl(Duration::ZERO))
         .await
         .expect_err("zero default TTL");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
@@ -382,8 +382,8 @@ async fn zero_ttl_is_invalid_config() {
 /// A database number the server does not have is `InvalidConfig`.
 #[tokio::test]
 async fn missing_database_is_invalid_config() {
-    let server = common::start_redis().await;
-    let err = RedisBackend::connect(common::config_for(&server).with_db(4242))
+    let server = support::start_redis().await;
+    let err = RedisBackend::connect(support::config_for(&server).with_db(4242))
         .await
         .expect_err("no such database");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
@@ -396,7 +396,7 @@ async fn missing_database_is_invalid_config() {
 /// holder does: coming back with 1000 would give two holders one token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
-    let servers = common::start_redises(3).await;
+    let servers = support::start_redises(3).await;
     let name = "faults/redlock-fresh-token";
     let owner_key = format!("distlock:lock:{{{name}}}:owner");
     let fence_key = format!("distlock:lock:{{{name}}}:fence");
@@ -419,7 +419,7 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
     let proxy = FaultProxy::start(servers.server(2).addr().parse().unwrap())
         .await
         .expect("proxy");
-    let mut config = common::redlock_config_for(&servers)
+    let mut config = support::redlock_config_for(&servers)
         .with_username("x")
         .with_password("pw")
         .with_default_ttl(Duration::from_secs(3))
@@ -499,12 +499,12 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
 /// the request timeout; nor campaigns and observers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_redlock_member_does_not_delay_waiting_acquires() {
-    let servers = common::start_redises(3).await;
+    let servers = support::start_redises(3).await;
     let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
         .await
         .expect("proxy");
     let mut config =
-        common::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1));
+        support::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1));
     config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
     let client = RedlockBackend::connect(config).await.expect("connect");
     proxy.blackhole();
@@ -557,7 +557,7 @@ async fn silent_redlock_member_does_not_delay_waiting_acquires() {
 /// the whole connect timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_without_channel_permission_is_unauthorized_at_once() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let created = server
         .command(&[
             "ACL",
@@ -572,7 +572,7 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
         .await
         .expect("ACL SETUSER");
     assert_eq!(created, RespReply::Simple("OK".into()));
-    let config = common::config_for(&server)
+    let config = support::config_for(&server)
         .with_username("nochannels")
         .with_password("secret")
         .with_connect_timeout(Duration::from_secs(3));
@@ -601,7 +601,7 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
 /// that may not run `CONFIG GET` (managed Redis) is let through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evicting_server_is_refused_at_connect() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let set = |args: &'static [&'static str]| {
         let server = &server;
         async move {
@@ -624,7 +624,7 @@ async fn evicting_server_is_refused_at_connect() {
         let err = within(
             Duration::from_secs(5),
             "connect to an evicting server",
-            RedisBackend::connect(common::config_for(&server)),
+            RedisBackend::connect(support::config_for(&server)),
         )
         .await
         .expect_err("eviction may break exclusion");
@@ -637,17 +637,17 @@ async fn evicting_server_is_refused_at_connect() {
         "ACL", "SETUSER", "noconfig", "on", ">pw", "~*", "&*", "+@all", "-config",
     ])
     .await;
-    let managed = common::config_for(&server)
+    let managed = support::config_for(&server)
         .with_username("noconfig")
         .with_password("pw");
     RedisBackend::connect(managed)
         .await
         .expect("CONFIG GET refused: cannot check, connect anyway");
     set(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]).await;
-    common::client(&server).await;
+    support::client(&server).await;
     set(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await;
     set(&["CONFIG", "SET", "maxmemory", "0"]).await;
-    let client = common::client(&server).await;
+    let client = support::client(&server).await;
     client
         .lock("faults/eviction")
         .await

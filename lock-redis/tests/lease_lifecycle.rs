@@ -2,16 +2,16 @@
 //! a grant that arrives late in its TTL is still renewed in time, and a
 //! grant that arrives after its TTL never becomes a guard.
 
-mod common;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::within;
 use lock_core::{DynLockBackend, ErrorKind, LockBackendExt};
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::RedisServers;
+use support::within;
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(1500);
@@ -19,7 +19,7 @@ const TTL: Duration = Duration::from_millis(1500);
 /// One Redis server behind a fault proxy, and a client that talks to it
 /// only through the proxy.
 async fn redis_behind_proxy() -> (RedisServers, Vec<FaultProxy>, RedisBackend) {
-    let servers = common::start_redises(1).await;
+    let servers = support::start_redises(1).await;
     let upstream: SocketAddr = format!("127.0.0.1:{}", servers.servers()[0].port())
         .parse()
         .unwrap();
@@ -35,7 +35,7 @@ async fn redis_behind_proxy() -> (RedisServers, Vec<FaultProxy>, RedisBackend) {
 /// Three Redis servers, each behind its own fault proxy, and a Redlock
 /// client that talks to them only through the proxies.
 async fn redlock_behind_proxies() -> (RedisServers, Vec<FaultProxy>, RedlockBackend) {
-    let servers = common::start_redises(3).await;
+    let servers = support::start_redises(3).await;
     let mut proxies = Vec::new();
     for server in servers.servers() {
         let upstream: SocketAddr = format!("127.0.0.1:{}", server.port()).parse().unwrap();
@@ -172,8 +172,8 @@ async fn redlock_never_hands_out_a_grant_that_arrived_after_its_ttl() {
 fn a_guard_dropped_with_no_runtime_is_released_at_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (server, guard) = runtime.block_on(async {
-        let server = common::start_redis().await;
-        let client = common::client(&server).await;
+        let server = support::start_redis().await;
+        let client = support::client(&server).await;
         let guard = client.lock("lifecycle/no-runtime").await.expect("lock");
         (server, guard)
     });
@@ -181,7 +181,7 @@ fn a_guard_dropped_with_no_runtime_is_released_at_once() {
     drop(guard);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let client = common::client(&server).await;
+        let client = support::client(&server).await;
         let next = client
             .try_lock("lifecycle/no-runtime")
             .await

@@ -2,14 +2,14 @@
 //! exact wake-ups, clean-up after cancellation, skipping dead waiters,
 //! clock-seeded tokens and renewal that never re-creates a lost key.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::within;
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_redis::RedisBackend;
 use lock_testkit::servers::{RedisServer, RespReply};
+use support::within;
 
 const QUEUE: &str = "distlock:lock:{queue/test}:queue";
 const WAITERS: &str = "distlock:lock:{queue/test}:waiters";
@@ -17,7 +17,7 @@ const NAME: &str = "queue/test";
 
 /// A client with a long TTL, so no timer-driven refresh muddles the counts.
 async fn patient_client(server: &RedisServer) -> RedisBackend {
-    RedisBackend::connect(common::config_for(server).with_default_ttl(Duration::from_secs(30)))
+    RedisBackend::connect(support::config_for(server).with_default_ttl(Duration::from_secs(30)))
         .await
         .expect("connect")
 }
@@ -57,7 +57,7 @@ async fn calls(server: &RedisServer, command: &str) -> u64 {
 /// one: one script in all (the release itself), no herd.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn release_wakes_only_the_next_waiter() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let holder = patient_client(&server).await;
     let held = holder.lock(NAME).await.expect("lock");
     let mut waiters = Vec::new();
@@ -99,8 +99,8 @@ async fn release_wakes_only_the_next_waiter() {
 /// after its TTL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_waiter_leaves_the_queue() {
-    let server = common::start_redis().await;
-    let holder = common::client(&server).await;
+    let server = support::start_redis().await;
+    let holder = support::client(&server).await;
     let waiter = patient_client(&server).await;
     let held = holder.lock(NAME).await.expect("lock");
     let attempt = tokio::time::timeout(Duration::from_millis(200), waiter.lock(NAME)).await;
@@ -114,9 +114,9 @@ async fn cancelled_waiter_leaves_the_queue() {
 /// nobody refreshes it) is skipped once its entry expires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiter_is_skipped_after_its_entry_expires() {
-    let server = common::start_redis().await;
-    let holder = common::client(&server).await;
-    let live = common::client(&server).await;
+    let server = support::start_redis().await;
+    let holder = support::client(&server).await;
+    let live = support::client(&server).await;
     let held = holder.lock(NAME).await.expect("lock");
     // A waiter of a crashed process: queued first, entry valid for 500 ms.
     let time = server.command(&["TIME"]).await.expect("TIME").to_string();
@@ -143,8 +143,8 @@ async fn dead_waiter_is_skipped_after_its_entry_expires() {
 /// one): so after Redis loses the counter, tokens go on from "now".
 #[tokio::test]
 async fn first_token_is_seeded_from_the_server_clock() {
-    let server = common::start_redis().await;
-    let client = common::client(&server).await;
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
     let micros = |reply: RespReply| {
         let text = reply.to_string();
         let mut parts = text.lines();
@@ -170,8 +170,8 @@ async fn first_token_is_seeded_from_the_server_clock() {
 /// lost signal, and does not re-create the key.
 #[tokio::test]
 async fn renewal_never_recreates_a_deleted_key() {
-    let server = common::start_redis().await;
-    let client = common::client(&server).await;
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
     let guard = client.lock(NAME).await.expect("lock");
     assert_eq!(integer(&server, &["DEL", guard.key()]).await, 1);
     let err = guard.renew().await.expect_err("key is gone");
@@ -188,8 +188,8 @@ async fn renewal_never_recreates_a_deleted_key() {
 /// owner id, even when the key name matches.
 #[tokio::test]
 async fn release_of_someone_elses_key_touches_nothing() {
-    let server = common::start_redis().await;
-    let client = common::client(&server).await;
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
     let guard = client.lock(NAME).await.expect("lock");
     let key = guard.key().to_owned();
     // Someone else's lock now sits under the same key.
@@ -312,8 +312,8 @@ async fn frozen_waiter_never_takes_a_stale_hand_over() {
     const ROUNDS: usize = 10;
     const FREEZE: Duration = Duration::from_secs(1);
     let ttl = Duration::from_millis(300);
-    let server = common::start_redis().await;
-    let config = common::config_for(&server).with_default_ttl(ttl);
+    let server = support::start_redis().await;
+    let config = support::config_for(&server).with_default_ttl(ttl);
     let holder = RedisBackend::connect(config.clone())
         .await
         .expect("connect");
@@ -397,7 +397,7 @@ async fn connections_received(conn: &mut redis::aio::MultiplexedConnection) -> u
 /// pub/sub ping periods) neither it nor the holder opens a new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_waiter_opens_no_new_connections() {
-    let server = common::start_redis().await;
+    let server = support::start_redis().await;
     let holder = patient_client(&server).await;
     let waiter = patient_client(&server).await;
     let held = holder.lock(NAME).await.expect("lock");

@@ -1,7 +1,7 @@
 //! The whole lock-testkit conformance suite against Redlock on three real,
 //! independent Redis servers.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,22 +17,22 @@ struct RedlockTarget {
 
 async fn redlock_target() -> RedlockTarget {
     RedlockTarget {
-        servers: common::start_redises(3).await,
+        servers: support::start_redises(3).await,
     }
 }
 
 #[async_trait]
 impl Target for RedlockTarget {
     async fn client(&self) -> Arc<DynLockBackend> {
-        Arc::new(common::redlock_client(&self.servers).await)
+        Arc::new(support::redlock_client(&self.servers).await)
     }
 
     async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(common::redlock_client(&self.servers).await))
+        Some(Arc::new(support::redlock_client(&self.servers).await))
     }
 
     fn ttl(&self) -> Duration {
-        common::TTL
+        support::TTL
     }
 
     /// Deletes the lock key on every server, as expiry would.

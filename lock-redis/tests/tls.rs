@@ -1,16 +1,16 @@
 //! `rediss://` against a real Redis serving TLS with a throw-away CA made by
 //! the `openssl` command line tool.
 
-mod common;
+mod support;
 
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::within;
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_redis::RedisBackend;
+use support::within;
 
 /// A `redis-server` child serving TLS only; killed on drop.
 struct TlsRedis {

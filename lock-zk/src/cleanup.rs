@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::{Instant, timeout};
 use zookeeper_client as zk;
 
-use crate::error_map::{in_doubt, session_over};
+use crate::errors::{in_doubt, session_over};
 use crate::session::wait_connected;
 
 /// A node to delete.

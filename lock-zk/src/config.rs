@@ -7,7 +7,7 @@ use lock_core::raw::{Settings, serde_humane};
 use lock_core::{Error, Result};
 use serde::Deserialize;
 
-use crate::paths::{Layout, NodeLayout};
+use crate::keys::{Layout, NodeLayout};
 
 /// The port used when a server address has none.
 pub const DEFAULT_PORT: u16 = 2181;
@@ -164,7 +164,7 @@ impl ZkConfig {
     /// `curator`; see [`NodeLayout`]). A malformed URL gives
     /// `InvalidConfig` naming what is wrong.
     pub fn from_url(url: &str) -> Result<Self> {
-        crate::connect_url::parse(url)
+        crate::url::parse(url)
     }
 
     /// Checks every field that can be checked without a connection.

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::backend::ZkBackend;
-use crate::error_map::{Doing, in_doubt, session_over};
-use crate::paths::{Space, queue_order, sequence_of};
+use crate::errors::{Doing, in_doubt, session_over};
+use crate::keys::{Space, queue_order, sequence_of};
 use crate::session::Session;
 
 #[async_trait]

@@ -13,7 +13,7 @@ use lock_core::{ErrorKind, Leadership, LockGuard, Result};
 use zookeeper_client as zk;
 
 use crate::backend::ZkBackend;
-use crate::error_map::{Doing, in_doubt};
+use crate::errors::{Doing, in_doubt};
 use crate::session::Session;
 
 /// The lock (or leadership) a write is guarded by.

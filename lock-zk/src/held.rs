@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
-use crate::error_map::{Doing, in_doubt, session_over};
-use crate::paths::Space;
+use crate::errors::{Doing, in_doubt, session_over};
+use crate::keys::Space;
 use crate::session::Session;
 
 /// The backend's handle on one held node.

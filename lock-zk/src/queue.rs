@@ -23,9 +23,9 @@ use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
 use crate::deadline::Deadline;
-use crate::error_map::{Doing, in_doubt};
+use crate::errors::{Doing, in_doubt};
 use crate::held::watch_own_node;
-use crate::paths::{Layout, Space, guid_marker, node_prefix, queue_order};
+use crate::keys::{Layout, Space, guid_marker, node_prefix, queue_order};
 use crate::session::Session;
 
 /// How often an operation is retried after in-doubt failures before giving

@@ -5,8 +5,8 @@ use lock_core::{ErrorKind, Result};
 use uuid::Uuid;
 use zookeeper_client as zk;
 
-use crate::error_map::Doing;
-use crate::paths::Space;
+use crate::errors::Doing;
+use crate::keys::Space;
 use crate::session::Session;
 
 /// Creates `{root}/locks` and `{root}/elections` if missing, then creates and

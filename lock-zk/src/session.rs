@@ -29,7 +29,7 @@ use crate::acl;
 use crate::cleanup::{self, Leftover};
 use crate::config::Resolved;
 use crate::deadline::Deadline;
-use crate::error_map::{Doing, in_doubt, session_over};
+use crate::errors::{Doing, in_doubt, session_over};
 use crate::monitor;
 use crate::vouch::{self, Evidence};
 

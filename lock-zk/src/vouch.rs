@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 use zookeeper_client as zk;
 
-use crate::error_map::session_over;
+use crate::errors::session_over;
 use crate::session::Session;
 
 /// How often the session syncs: a sixteenth of the session timeout. The
