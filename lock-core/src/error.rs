@@ -73,8 +73,21 @@ impl fmt::Display for ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    site: Option<ErrorSite>,
     #[source]
     source: Option<BoxError>,
+}
+
+/// Where an error happened, as fields a program can log or match on: the
+/// backend (`etcd`, `redis`, `redlock`, `zk`, `file`, `memory`) and the
+/// operation (`acquire lock "jobs/x"`, `connect`, ...). The message says
+/// the same in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorSite {
+    /// The backend, as its URL scheme names it.
+    pub backend: &'static str,
+    /// What was being done.
+    pub operation: String,
 }
 
 impl Error {
@@ -83,8 +96,23 @@ impl Error {
         Error {
             kind,
             message: message.into(),
+            site: None,
             source: None,
         }
+    }
+
+    /// Records where the error happened (see [`ErrorSite`]).
+    pub fn with_site(mut self, backend: &'static str, operation: impl Into<String>) -> Self {
+        self.site = Some(ErrorSite {
+            backend,
+            operation: operation.into(),
+        });
+        self
+    }
+
+    /// Where the error happened, when the backend said.
+    pub fn site(&self) -> Option<&ErrorSite> {
+        self.site.as_ref()
     }
 
     /// Attaches the underlying client error.
@@ -175,6 +203,17 @@ mod tests {
         assert!(!Error::lease_lost("gone").is_retryable());
         assert!(Error::unavailable("down").is_retryable());
         assert!(Error::timeout("slow").is_retryable());
+    }
+
+    #[test]
+    fn the_site_is_kept_as_fields() {
+        let e = Error::timeout("slow").with_site("etcd", "acquire lock \"x\"");
+        let site = e.site().unwrap();
+        assert_eq!(
+            (site.backend, site.operation.as_str()),
+            ("etcd", "acquire lock \"x\"")
+        );
+        assert!(Error::timeout("slow").site().is_none());
     }
 
     #[test]

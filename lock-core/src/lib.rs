@@ -45,13 +45,14 @@ mod options;
 pub mod raw;
 mod renewal;
 mod settings;
+mod site;
 mod url_parts;
 
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
 pub use election::{DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
-pub use error::{BoxError, Error, ErrorKind, Result};
+pub use error::{BoxError, Error, ErrorKind, ErrorSite, Result};
 pub use fencing::FencingToken;
 pub use guard::{Held, LockGuard};
 pub use lost::{LostReason, LostSignal};

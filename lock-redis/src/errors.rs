@@ -9,20 +9,23 @@
 
 use std::time::Duration;
 
+use lock_core::raw::Site;
 use lock_core::{Error, ErrorKind};
 use redis::{RedisError, ServerErrorKind};
 
-/// Where an error happened: backend name, server address, operation.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Site<'a> {
-    pub(crate) backend: &'static str,
-    pub(crate) addr: &'a str,
-    pub(crate) what: &'a str,
+/// The errors a Redis client call makes, at a lock-core [`Site`]
+/// (backend name, server address, operation).
+pub(crate) trait RedisSite {
+    /// Maps a client error.
+    fn client_error(&self, err: RedisError) -> Error;
+    /// A command that got no reply within `after`.
+    fn timed_out(&self, after: Duration) -> Error;
+    /// A connection that could not be set up within `after`.
+    fn unreachable(&self, after: Duration) -> Error;
 }
 
-impl Site<'_> {
-    /// Maps a client error.
-    pub(crate) fn error(&self, err: RedisError) -> Error {
+impl RedisSite for Site<'_> {
+    fn client_error(&self, err: RedisError) -> Error {
         let kind = kind_of(&err);
         let advice = match kind {
             ErrorKind::Unauthorized => {
@@ -32,30 +35,29 @@ impl Site<'_> {
             ErrorKind::Timeout => "the server did not answer within request_timeout",
             _ => "see the source error",
         };
-        Error::new(
-            kind,
-            format!(
-                "{} at {}: {} failed: {err}; {advice}",
-                self.backend, self.addr, self.what
+        Site::error(self, kind, format_args!("failed: {err}; {advice}")).with_source(err)
+    }
+
+    fn timed_out(&self, after: Duration) -> Error {
+        Site::error(
+            self,
+            ErrorKind::Timeout,
+            format_args!(
+                "no reply within {after:?} (request_timeout); is the server overloaded or the \
+                 network partitioned?"
             ),
         )
-        .with_source(err)
     }
 
-    /// A command that got no reply within `after`.
-    pub(crate) fn timed_out(&self, after: Duration) -> Error {
-        Error::timeout(format!(
-            "{} at {}: {} got no reply within {after:?} (request_timeout); is the server overloaded or the network partitioned?",
-            self.backend, self.addr, self.what
-        ))
-    }
-
-    /// A connection that could not be set up within `after`.
-    pub(crate) fn unreachable(&self, after: Duration) -> Error {
-        Error::unavailable(format!(
-            "{} at {} unreachable: {} did not finish within {after:?} (connect_timeout); is redis-server running and reachable?",
-            self.backend, self.addr, self.what
-        ))
+    fn unreachable(&self, after: Duration) -> Error {
+        Site::error(
+            self,
+            ErrorKind::Unavailable,
+            format_args!(
+                "unreachable: not done within {after:?} (connect_timeout); is redis-server \
+                 running and reachable?"
+            ),
+        )
     }
 }
 
@@ -102,11 +104,12 @@ mod tests {
         assert_eq!(kind_of(&auth), ErrorKind::Unauthorized);
         let site = Site {
             backend: "redis",
-            addr: "127.0.0.1:1",
-            what: "connecting",
+            address: "127.0.0.1:1",
+            operation: "connect",
         };
-        let e = site.error(refused);
+        let e = site.client_error(refused);
         assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
+        assert_eq!(e.site().unwrap().operation, "connect");
         assert!(e.is_retryable());
     }
 }

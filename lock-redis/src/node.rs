@@ -15,7 +15,9 @@ use redis::{
 use tokio::time::timeout;
 
 use crate::config::{CommonConfig, ServerAddr};
-use crate::errors::Site;
+use lock_core::raw::Site;
+
+use crate::errors::RedisSite;
 use crate::scripts::SCRIPTS;
 use crate::wakeups::{Link, WakeTask, Wakeups};
 
@@ -68,10 +70,10 @@ impl Node {
             ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
                 Site {
                     backend,
-                    addr: &addr,
-                    what: "setting up the connection",
+                    address: &addr,
+                    operation: "set up the connection",
                 }
-                .error(e)
+                .client_error(e)
             })?;
         let (wakeups, wake_task) = Wakeups::start(
             client.clone(),
@@ -102,8 +104,8 @@ impl Node {
         let inner = &self.inner;
         let site = Site {
             backend: inner.backend,
-            addr: &inner.addr,
-            what: "connecting",
+            address: &inner.addr,
+            operation: "connect",
         };
         let started = tokio::time::Instant::now();
         let config = AsyncConnectionConfig::new()
@@ -127,7 +129,7 @@ impl Node {
             Err(_) => return Err(site.unreachable(inner.connect_timeout)),
             Ok(Err(e)) => {
                 let detail = e.to_string();
-                let mut err = site.error(e);
+                let mut err = site.client_error(e);
                 if detail.contains("DB index") {
                     err = Error::invalid_config(err.message().to_owned());
                 } else if err.kind() == ErrorKind::Timeout {
@@ -160,7 +162,7 @@ impl Node {
                 inner.wakeups.instance_channel()
             ))),
             Link::Down => Err(Site {
-                what: "subscribing to the wake-up channel",
+                operation: "subscribe to the wake-up channel",
                 ..site
             }
             .unreachable(inner.connect_timeout)),
@@ -231,8 +233,8 @@ impl Node {
         async move {
             let site = Site {
                 backend: inner.backend,
-                addr: &inner.addr,
-                what: &what,
+                address: &inner.addr,
+                operation: &what,
             };
             let mut conn = inner.conn.clone();
             match timeout(
@@ -242,7 +244,7 @@ impl Node {
             .await
             {
                 Ok(Ok(value)) => Ok(value),
-                Ok(Err(e)) => Err(site.error(e)),
+                Ok(Err(e)) => Err(site.client_error(e)),
                 Err(_) => Err(site.timed_out(inner.request_timeout)),
             }
         }
@@ -289,8 +291,8 @@ fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig)
     let addr = server.to_string();
     let site = Site {
         backend,
-        addr: &addr,
-        what: "configuring the client",
+        address: &addr,
+        operation: "configure the client",
     };
     let conn_addr = if common.tls.enabled {
         install_crypto_provider();
@@ -314,7 +316,7 @@ fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig)
     }
     let info = conn_addr
         .into_connection_info()
-        .map_err(|e| site.error(e))?
+        .map_err(|e| site.client_error(e))?
         .set_redis_settings(settings);
     let client = match &common.tls.ca_file {
         Some(path) if common.tls.enabled => {
@@ -335,7 +337,7 @@ fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig)
         _ => Client::open(info),
     };
     client.map_err(|e| {
-        let err = site.error(e);
+        let err = site.client_error(e);
         Error::invalid_config(err.message().to_owned())
     })
 }

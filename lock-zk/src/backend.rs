@@ -17,7 +17,7 @@ use zookeeper_client as zk;
 use crate::cleanup::Leftover;
 use crate::config::{MIN_SESSION_TIMEOUT, Resolved, ZkConfig};
 use crate::deadline::Deadline;
-use crate::errors::Doing;
+use crate::errors::ZkSite;
 use crate::held::ZkHeld;
 use crate::keys::Space;
 use crate::queue;
@@ -125,11 +125,11 @@ impl ZkBackend {
             return Ok(current);
         }
         if current.client.state() == zk::SessionState::AuthFailed {
-            return Err(Doing {
-                action: "opening a session",
-                servers: &self.inner.settings.connect_string,
-            }
-            .error(zk::Error::AuthFailed));
+            return Err(crate::errors::doing(
+                "opening a session",
+                &self.inner.settings.connect_string,
+            )
+            .client_error(zk::Error::AuthFailed));
         }
         tracing::info!(old = %current.client.session_id(), "zk session ended; opening a new one");
         let fresh = Session::open(self.inner.settings.clone()).await?;
@@ -193,15 +193,13 @@ impl ZkBackend {
         };
         match tokio::time::timeout_at(hard, self.session()).await {
             Ok(session) => session,
-            Err(_) => Err(Doing {
-                action,
-                servers: &self.inner.settings.connect_string,
-            }
-            .fail(
-                ErrorKind::Timeout,
-                "the session ended and no new one opened within the wait plus one request \
+            Err(_) => Err(
+                crate::errors::doing(action, &self.inner.settings.connect_string).fail(
+                    ErrorKind::Timeout,
+                    "the session ended and no new one opened within the wait plus one request \
                  timeout; is a ZooKeeper server reachable?",
-            )),
+                ),
+            ),
         }
     }
 
@@ -226,10 +224,7 @@ impl ZkBackend {
             );
         }
         let action = action(space, name);
-        let doing = Doing {
-            action: &action,
-            servers: &session.settings.connect_string,
-        };
+        let doing = crate::errors::doing(&action, &session.settings.connect_string);
         let span = tracing::info_span!("zk.acquire", backend = "zk", lock = %name, token = tracing::field::Empty);
         let head = queue::join_and_wait(
             &session,

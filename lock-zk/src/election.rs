@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::backend::ZkBackend;
-use crate::errors::{Doing, in_doubt, session_over};
+use crate::errors::{ZkSite, in_doubt, session_over};
 use crate::keys::{Space, queue_order, sequence_of};
 use crate::session::Session;
 
@@ -51,10 +51,7 @@ impl ElectionBackend for ZkBackend {
         let dir = self.settings().layout.name_dir(Space::Election, name)?;
         let session = self.session().await?;
         let action = format!("reading the leader of election {name}");
-        let doing = Doing {
-            action: &action,
-            servers: &self.settings().connect_string,
-        };
+        let doing = crate::errors::doing(&action, &self.settings().connect_string);
         for _ in 0..8 {
             match read_leader(&session, &dir, false).await {
                 Ok(Some(Read::Leader(info, _))) => return Ok(Some(info)),
@@ -64,9 +61,9 @@ impl ElectionBackend for ZkBackend {
                     session
                         .wait_connected(Instant::now() + session.timing.request)
                         .await
-                        .map_err(|e| doing.error(e))?;
+                        .map_err(|e| doing.client_error(e))?;
                 }
-                Err(ReadError::Zk(e)) => return Err(doing.error(e)),
+                Err(ReadError::Zk(e)) => return Err(doing.client_error(e)),
             }
         }
         Err(doing.fail(
@@ -200,10 +197,7 @@ struct Observer {
 impl Observer {
     /// Waits until the leader or its value differs from the last one yielded.
     async fn next_change(&mut self) -> Result<LeaderInfo> {
-        let doing = Doing {
-            action: &self.action,
-            servers: &self.session.settings.connect_string,
-        };
+        let doing = crate::errors::doing(&self.action, &self.session.settings.connect_string);
         loop {
             let watcher = match read_leader(&self.session, &self.dir, true).await {
                 Ok(Some(Read::Leader(info, watcher))) => {
@@ -222,15 +216,15 @@ impl Observer {
                 }
                 Ok(Some(Read::Empty(watcher))) => watcher,
                 Ok(None) | Err(ReadError::Retry) => continue,
-                Err(ReadError::Zk(e)) if session_over(&e) => return Err(doing.error(e)),
+                Err(ReadError::Zk(e)) if session_over(&e) => return Err(doing.client_error(e)),
                 Err(ReadError::Zk(e)) if in_doubt(&e) => {
                     let until = Instant::now() + self.session.timing.session;
                     match self.session.wait_connected(until).await {
-                        Err(e) if session_over(&e) => return Err(doing.error(e)),
+                        Err(e) if session_over(&e) => return Err(doing.client_error(e)),
                         _ => continue,
                     }
                 }
-                Err(ReadError::Zk(e)) => return Err(doing.error(e)),
+                Err(ReadError::Zk(e)) => return Err(doing.client_error(e)),
             };
             if let Some(watcher) = watcher {
                 let event = watcher.changed().await;

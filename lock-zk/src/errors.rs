@@ -3,40 +3,42 @@
 //! Every message names what we were doing (the lock or election), the
 //! backend and the server addresses, and says what to do.
 
+use lock_core::raw::Site;
 use lock_core::{Error, ErrorKind};
 use zookeeper_client as zk;
 
-/// What an error happened during, for messages: the action and the servers.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Doing<'a> {
-    /// E.g. `acquiring lock jobs/nightly`.
-    pub(crate) action: &'a str,
-    /// The connect string.
-    pub(crate) servers: &'a str,
-}
-
-impl Doing<'_> {
+/// The errors a ZooKeeper client call makes, at a lock-core [`Site`]
+/// (backend `zk`, the connect string, the operation).
+pub(crate) trait ZkSite {
     /// Converts a client error into a distlock error.
-    pub(crate) fn error(&self, e: zk::Error) -> Error {
+    fn client_error(&self, e: zk::Error) -> Error;
+    /// An error of `kind` with our context.
+    fn fail(&self, kind: ErrorKind, what: impl std::fmt::Display) -> Error;
+}
+
+impl ZkSite for Site<'_> {
+    fn client_error(&self, e: zk::Error) -> Error {
         let (kind, advice) = classify(&e);
-        Error::new(
-            kind,
-            format!(
-                "{}: ZooKeeper at {}: {e}; {advice}",
-                self.action, self.servers
-            ),
-        )
-        .with_source(e)
+        self.error(kind, format_args!("{e}; {advice}"))
+            .with_source(e)
     }
 
-    /// An error of `kind` with our context.
-    pub(crate) fn fail(&self, kind: ErrorKind, what: impl std::fmt::Display) -> Error {
-        Error::new(
-            kind,
-            format!("{}: ZooKeeper at {}: {what}", self.action, self.servers),
-        )
+    fn fail(&self, kind: ErrorKind, what: impl std::fmt::Display) -> Error {
+        self.error(kind, what)
     }
 }
+
+/// The site of an operation on the servers of `connect_string`.
+pub(crate) fn doing<'a>(operation: &'a str, connect_string: &'a str) -> Site<'a> {
+    Site {
+        backend: BACKEND,
+        address: connect_string,
+        operation,
+    }
+}
+
+/// The backend's name in messages and [`lock_core::ErrorSite`]s.
+pub(crate) const BACKEND: &str = "zk";
 
 /// Whether an operation may or may not have happened: the request was sent
 /// but the reply was lost (connection loss, our request timeout, or an I/O
@@ -106,24 +108,21 @@ mod tests {
 
     #[test]
     fn session_expiry_is_lease_lost_and_not_retryable() {
-        let doing = Doing {
-            action: "acquiring lock a",
-            servers: "127.0.0.1:2181",
-        };
-        let err = doing.error(zk::Error::SessionExpired);
+        let doing = crate::errors::doing("acquiring lock a", "127.0.0.1:2181");
+        let err = doing.client_error(zk::Error::SessionExpired);
         assert_eq!(err.kind(), ErrorKind::LeaseLost);
         assert!(!err.is_retryable());
         assert!(err.message().contains("lock a") && err.message().contains("127.0.0.1:2181"));
         assert_eq!(
-            doing.error(zk::Error::ConnectionLoss).kind(),
+            doing.client_error(zk::Error::ConnectionLoss).kind(),
             ErrorKind::Unavailable
         );
         assert_eq!(
-            doing.error(zk::Error::NoAuth).kind(),
+            doing.client_error(zk::Error::NoAuth).kind(),
             ErrorKind::Unauthorized
         );
         assert_eq!(
-            doing.error(zk::Error::NodeExists).kind(),
+            doing.client_error(zk::Error::NodeExists).kind(),
             ErrorKind::Backend
         );
         assert!(in_doubt(&zk::Error::ConnectionLoss) && !in_doubt(&zk::Error::NoNode));

@@ -13,7 +13,7 @@ use lock_core::{ErrorKind, Leadership, LockGuard, Result};
 use zookeeper_client as zk;
 
 use crate::backend::ZkBackend;
-use crate::errors::{Doing, in_doubt};
+use crate::errors::{ZkSite, in_doubt};
 use crate::session::Session;
 
 /// The lock (or leadership) a write is guarded by.
@@ -203,10 +203,7 @@ impl GuardedWrite<'_> {
     /// (atomically, and only while the lock was held).
     pub async fn commit(self) -> Result<Vec<WriteOutcome>> {
         let action = format!("guarded write under {}", self.holder.describe());
-        let doing = Doing {
-            action: &action,
-            servers: &self.session.settings.connect_string,
-        };
+        let doing = crate::errors::doing(&action, &self.session.settings.connect_string);
         if !self.holder.is_held() {
             return Err(doing.fail(
                 ErrorKind::LeaseLost,
@@ -281,7 +278,7 @@ impl GuardedWrite<'_> {
                     .with_source(source));
             }
             Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
-                return Err(doing.error(source));
+                return Err(doing.client_error(source));
             }
         };
         Ok(results.into_iter().skip(1).map(outcome).collect())

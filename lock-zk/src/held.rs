@@ -5,14 +5,14 @@ use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
-use lock_core::raw::{HeldLock, LossNotifier};
+use lock_core::raw::{HeldLock, LossNotifier, Site};
 use lock_core::{Error, ErrorKind, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
-use crate::errors::{Doing, in_doubt, session_over};
+use crate::errors::{ZkSite, in_doubt, session_over};
 use crate::keys::Space;
 use crate::session::Session;
 
@@ -62,11 +62,8 @@ impl ZkHeld {
         format!("{verb} {what} {} (token {})", self.name, self.token)
     }
 
-    fn doing<'a>(&'a self, action: &'a str) -> Doing<'a> {
-        Doing {
-            action,
-            servers: &self.session.settings.connect_string,
-        }
+    fn doing<'a>(&'a self, action: &'a str) -> Site<'a> {
+        crate::errors::doing(action, &self.session.settings.connect_string)
     }
 
     /// The error for an operation on a lock that is already gone.
@@ -139,7 +136,7 @@ impl HeldLock for ZkHeld {
                 if session_over(&e) {
                     self.lost(LostReason::Expired);
                 }
-                Err(self.doing(&action).error(e))
+                Err(self.doing(&action).client_error(e))
             }
         }
     }
@@ -192,7 +189,7 @@ impl HeldLock for ZkHeld {
             }
             Err(e) if session_over(&e) => {
                 finish(LostReason::Expired);
-                Err(doing.error(e))
+                Err(doing.client_error(e))
             }
             Err(e) if in_doubt(&e) => {
                 self.session.release_in_background(self.hold, path.clone());
@@ -210,7 +207,7 @@ impl HeldLock for ZkHeld {
                 finish(LostReason::RenewalFailed(format!(
                     "the release's delete failed: {e}"
                 )));
-                Err(doing.error(e))
+                Err(doing.client_error(e))
             }
         }
     }
@@ -260,7 +257,7 @@ impl HeldLock for ZkHeld {
                 if session_over(&e) {
                     self.lost(LostReason::Expired);
                 }
-                Err(self.doing(&action).error(e))
+                Err(self.doing(&action).client_error(e))
             }
         }
     }

@@ -23,10 +23,11 @@ use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
 use crate::deadline::Deadline;
-use crate::errors::{Doing, in_doubt};
+use crate::errors::{ZkSite, in_doubt};
 use crate::held::watch_own_node;
 use crate::keys::{Layout, Space, guid_marker, node_prefix, queue_order};
 use crate::session::Session;
+use lock_core::raw::Site;
 
 /// How often an operation is retried after in-doubt failures before giving
 /// up, when the caller's deadline does not end the retries sooner.
@@ -116,7 +117,7 @@ pub(crate) async fn join_and_wait(
     dir: &str,
     data: &[u8],
     deadline: &Deadline,
-    doing: &Doing<'_>,
+    doing: &Site<'_>,
 ) -> Result<Head> {
     let dir = dir.to_owned();
     let guid = Uuid::new_v4();
@@ -176,7 +177,7 @@ pub(crate) async fn join_and_wait(
                         reconnected(session, deadline, doing).await?;
                         continue;
                     }
-                    Err(e) => return Err(doing.error(e)),
+                    Err(e) => return Err(doing.client_error(e)),
                 }
             }
             (false, Some(children)) => {
@@ -236,7 +237,7 @@ pub(crate) async fn join_and_wait(
                 match event.event_type {
                     zk::EventType::Session if event.session_state.is_terminated() => {
                         pending.disarm();
-                        return Err(doing.error(state_error(event.session_state)));
+                        return Err(doing.client_error(state_error(event.session_state)));
                     }
                     zk::EventType::NodeDeleted if position == 1 => next_in_line = true,
                     _ => {}
@@ -249,7 +250,7 @@ pub(crate) async fn join_and_wait(
                 }
                 reconnected(session, deadline, doing).await?;
             }
-            Err(e) => return Err(doing.error(e)),
+            Err(e) => return Err(doing.client_error(e)),
         }
     }
 }
@@ -276,7 +277,7 @@ fn drop_duplicates(
     children
 }
 
-fn gave_up(wait: Wait, doing: &Doing<'_>) -> Error {
+fn gave_up(wait: Wait, doing: &Site<'_>) -> Error {
     match wait {
         Wait::No => doing.fail(ErrorKind::WouldBlock, "held by another client"),
         Wait::Timeout(d) => doing.fail(
@@ -298,7 +299,7 @@ fn state_error(state: zk::SessionState) -> zk::Error {
 /// The error when the caller's deadline ends a step whose outcome is unknown
 /// (`last` is how the step failed): `Timeout` after a request timed out,
 /// `Unavailable` after a connection loss.
-fn out_of_time(doing: &Doing<'_>, what: &str, last: zk::Error) -> Error {
+fn out_of_time(doing: &Site<'_>, what: &str, last: zk::Error) -> Error {
     let kind = match last {
         zk::Error::Timeout => ErrorKind::Timeout,
         _ => ErrorKind::Unavailable,
@@ -316,11 +317,11 @@ fn out_of_time(doing: &Doing<'_>, what: &str, last: zk::Error) -> Error {
 
 /// Waits (at most one request timeout, and never past the caller's
 /// deadline) for the connection to come back.
-async fn reconnected(session: &Session, deadline: &Deadline, doing: &Doing<'_>) -> Result<()> {
+async fn reconnected(session: &Session, deadline: &Deadline, doing: &Site<'_>) -> Result<()> {
     session
         .wait_connected(deadline.step(session.timing.request))
         .await
-        .map_err(|e| doing.error(e))
+        .map_err(|e| doing.client_error(e))
 }
 
 /// A created node, and the children listing pipelined with its `create`.
@@ -344,7 +345,7 @@ async fn create_protected(
     guid: &Uuid,
     data: &[u8],
     deadline: &Deadline,
-    doing: &Doing<'_>,
+    doing: &Site<'_>,
 ) -> Result<Created> {
     let prefix = node_prefix(dir, guid, space);
     let marker = guid_marker(guid);
@@ -381,7 +382,7 @@ async fn create_protected(
                     return Ok(found);
                 }
             }
-            Err(e) => return Err(doing.error(e)),
+            Err(e) => return Err(doing.client_error(e)),
         }
     }
     Err(doing.fail(
@@ -404,7 +405,7 @@ async fn find_ours(
     space: Space,
     marker: &str,
     deadline: &Deadline,
-    doing: &Doing<'_>,
+    doing: &Site<'_>,
 ) -> Result<Option<Created>> {
     sync(session, dir, deadline, doing).await?;
     let children = list(session, dir, deadline, doing).await?;
@@ -434,13 +435,13 @@ async fn find_ours(
         Err(e) if in_doubt(&e) && deadline.is_past() => {
             Err(out_of_time(doing, "looking for our queue node", e))
         }
-        Err(e) => Err(doing.error(e)),
+        Err(e) => Err(doing.client_error(e)),
     }
 }
 
 /// Brings the server we are connected to up to date with the leader for
 /// `dir`, retrying through connection losses.
-async fn sync(session: &Session, dir: &str, deadline: &Deadline, doing: &Doing<'_>) -> Result<()> {
+async fn sync(session: &Session, dir: &str, deadline: &Deadline, doing: &Site<'_>) -> Result<()> {
     for _ in 0..ATTEMPTS {
         match session
             .call_within(deadline, session.client.sync(dir))
@@ -453,7 +454,7 @@ async fn sync(session: &Session, dir: &str, deadline: &Deadline, doing: &Doing<'
                 }
                 reconnected(session, deadline, doing).await?;
             }
-            Err(e) => return Err(doing.error(e)),
+            Err(e) => return Err(doing.client_error(e)),
         }
     }
     Err(doing.fail(
@@ -468,7 +469,7 @@ async fn list(
     session: &Session,
     dir: &str,
     deadline: &Deadline,
-    doing: &Doing<'_>,
+    doing: &Site<'_>,
 ) -> Result<Vec<String>> {
     for _ in 0..ATTEMPTS {
         match session
@@ -483,7 +484,7 @@ async fn list(
                 }
                 reconnected(session, deadline, doing).await?;
             }
-            Err(e) => return Err(doing.error(e)),
+            Err(e) => return Err(doing.client_error(e)),
         }
     }
     Err(doing.fail(
@@ -500,7 +501,7 @@ async fn ensure_dir(
     space: Space,
     dir: &str,
     deadline: &Deadline,
-    doing: &Doing<'_>,
+    doing: &Site<'_>,
 ) -> Result<()> {
     let container = zk::CreateMode::Container.with_acls(session.acls());
     let in_doubt_retry = async |e: zk::Error| {
@@ -517,7 +518,7 @@ async fn ensure_dir(
             Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
             Err(e @ zk::Error::NoNode) => {
                 let Some((parent, mode)) = layout.parent_of(space, dir) else {
-                    return Err(doing.error(e));
+                    return Err(doing.client_error(e));
                 };
                 let options = mode.with_acls(session.acls());
                 match session
@@ -526,11 +527,11 @@ async fn ensure_dir(
                 {
                     Ok(()) => {}
                     Err(e) if in_doubt(&e) => in_doubt_retry(e).await?,
-                    Err(e) => return Err(doing.error(e)),
+                    Err(e) => return Err(doing.client_error(e)),
                 }
             }
             Err(e) if in_doubt(&e) => in_doubt_retry(e).await?,
-            Err(e) => return Err(doing.error(e)),
+            Err(e) => return Err(doing.client_error(e)),
         }
     }
     Err(doing.fail(

@@ -5,7 +5,7 @@ use lock_core::{ErrorKind, Result};
 use uuid::Uuid;
 use zookeeper_client as zk;
 
-use crate::errors::Doing;
+use crate::errors::ZkSite;
 use crate::keys::Space;
 use crate::session::Session;
 
@@ -26,10 +26,7 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
         return Ok(());
     };
     let action = format!("preparing lock root {}", layout.root());
-    let doing = Doing {
-        action: &action,
-        servers: &settings.connect_string,
-    };
+    let doing = crate::errors::doing(&action, &settings.connect_string);
     let denied = |what: &str| {
         doing.fail(
             ErrorKind::Unauthorized,
@@ -61,7 +58,7 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
                     )
                     .with_source(e));
             }
-            Err(e) => return Err(doing.error(e)),
+            Err(e) => return Err(doing.client_error(e)),
         }
     }
     let probe = format!("{lock_dir}/%probe-{}", Uuid::new_v4());
@@ -74,11 +71,11 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
         Err(zk::Error::NoAuth) => {
             return Err(denied(&format!("create lock nodes under {lock_dir}")));
         }
-        Err(e) => return Err(doing.error(e)),
+        Err(e) => return Err(doing.client_error(e)),
     }
     match session.call(session.client.delete(&probe, None)).await {
         Ok(()) | Err(zk::Error::NoNode) => Ok(()),
         Err(zk::Error::NoAuth) => Err(denied(&format!("delete lock nodes under {lock_dir}"))),
-        Err(e) => Err(doing.error(e)),
+        Err(e) => Err(doing.client_error(e)),
     }
 }

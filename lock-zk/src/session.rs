@@ -29,7 +29,7 @@ use crate::acl;
 use crate::cleanup::{self, Leftover};
 use crate::config::Resolved;
 use crate::deadline::Deadline;
-use crate::errors::{Doing, in_doubt, session_over};
+use crate::errors::{ZkSite, in_doubt, session_over};
 use crate::monitor;
 use crate::vouch::{self, Evidence};
 
@@ -133,10 +133,7 @@ impl Session {
     /// session timeout than the one configured (it clamps the request into
     /// its `minSessionTimeout..maxSessionTimeout`).
     pub(crate) async fn open(settings: Arc<Resolved>) -> Result<Arc<Session>> {
-        let doing = Doing {
-            action: "connecting",
-            servers: &settings.connect_string,
-        };
+        let doing = crate::errors::doing("connecting", &settings.connect_string);
         // A quarter of the session timeout (the client's default is 2/5):
         // a quiet connection is noticed, and another server tried, sooner,
         // so the syncs that vouch for held locks resume sooner.
@@ -176,7 +173,7 @@ impl Session {
                     )
                     .with_source(e));
             }
-            Ok(Err(e)) => return Err(doing.error(e)),
+            Ok(Err(e)) => return Err(doing.client_error(e)),
             Ok(Ok(client)) => client,
         };
         let negotiated = client.session_timeout();
