@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
 use crate::paths::LockPaths;
-use crate::record::{BootDeadline, deadline_after, remaining_ms};
+use crate::record::{BootDeadline, cut_to, deadline_after, remaining_ms};
 
 /// How long a waiter keeps its place without renewing it.
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(400);
@@ -62,12 +62,15 @@ impl Queue {
     /// journal work for other files' `fsync`s). Call only under the `flock`.
     pub(crate) fn write(&self, paths: &LockPaths) -> io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
-        OpenOptions::new()
+        let mut file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&paths.queue)?
-            .write_all(&bytes)
+            .open(&paths.queue)?;
+        file.write_all(&bytes)?;
+        // Some FAT drivers (fusefat) ignore `O_TRUNC`: a queue that shrank
+        // would keep the old tail and read as empty, losing every turn.
+        cut_to(&file, bytes.len())
     }
 
     /// Drops the entries whose lease ran out; returns whether any was.

@@ -133,6 +133,9 @@ pub(crate) fn write(paths: &LockPaths, record: &Record, fsync: bool) -> io::Resu
     let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
     let mut tmp = File::create(&paths.tmp)?;
     tmp.write_all(&bytes)?;
+    // A scratch file left by a crash may be longer, and some FAT drivers
+    // (fusefat) ignore `O_TRUNC`: its tail would corrupt the record.
+    cut_to(&tmp, bytes.len())?;
     if fsync {
         tmp.sync_all()?;
     }
@@ -140,6 +143,17 @@ pub(crate) fn write(paths: &LockPaths, record: &Record, fsync: bool) -> io::Resu
     fs::rename(&paths.tmp, &paths.record)?;
     if fsync {
         File::open(paths.dir())?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Cuts `file` to `len` bytes if it is longer: what `O_TRUNC` before the
+/// write should have done, for drivers that ignore it. Only when longer:
+/// fusefat refuses (`EPERM`) to truncate a file to the size it has.
+pub(crate) fn cut_to(file: &File, len: usize) -> io::Result<()> {
+    let len = u64::try_from(len).unwrap_or(u64::MAX);
+    if file.metadata()?.len() > len {
+        file.set_len(len)?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use lock_core::{LockBackendExt, LostReason};
+use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use lock_zk::ZkBackend;
@@ -291,4 +292,137 @@ async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires
     assert!(next.token() > held.token());
     ensemble.rejoin(follower);
     next.release().await.expect("release");
+}
+
+/// `zk_proposal_count` from the `mntr` output of the server at `addr`: how
+/// many proposals it made as leader.
+async fn proposals(addr: &str) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("mntr");
+    stream.write_all(b"mntr").await.expect("mntr");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.expect("mntr");
+    out.lines()
+        .find_map(|line| line.strip_prefix("zk_proposal_count\t"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no zk_proposal_count in mntr: {out}"))
+}
+
+/// A `create` whose reply is lost is looked up on a member that had not yet
+/// applied it: the lookup must `sync` first, or it finds nothing and
+/// creates a second node.
+///
+/// Every quorum link to the leader is slowed by `LAG` each way, so a
+/// proposal reaches the followers `LAG` after the leader made it, and
+/// commits `2 × LAG` after. The client's connection to the leader is cut
+/// as soon as its `create` is proposed, and it reconnects to follower B.
+/// B revalidates the session with the leader, and that answer reaches B
+/// behind the proposal but ahead of its commit, so for about `LAG` after
+/// the client is back B does not show the node. Only a `sync`, answered
+/// behind the commit, brings B up to date. A second create shows as a
+/// second node carrying our GUID, or, once that is deleted, in the
+/// directory's `cversion`: one more create and one delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_create_is_looked_up_on_a_lagging_member_only_after_a_sync() {
+    const LAG: Duration = Duration::from_millis(1000);
+    support::init_tracing();
+    let _one = ONE_ENSEMBLE.lock().await;
+    let ensemble = ZkEnsemble::start_with(ZkOptions::new(3).sync_limit(80).isolatable())
+        .await
+        .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"));
+    let addrs = ensemble.addrs();
+    let leader = ensemble
+        .leader_index()
+        .await
+        .expect("the ensemble has a leader");
+    let (b, c) = ((leader + 1) % 3, (leader + 2) % 3);
+    let admin = raw_client(&addrs[leader..=leader], None).await;
+    let dir = "/lagging/locks/in-doubt";
+    ZkBackend::connect(config(
+        &addrs[leader..=leader],
+        "/lagging",
+        Duration::from_secs(2),
+    ))
+    .await
+    .expect("connect")
+    .try_lock("in-doubt")
+    .await
+    .expect("the first lock creates the directory")
+    .release()
+    .await
+    .expect("release");
+    let cversion = async || {
+        admin
+            .check_stat(dir)
+            .await
+            .expect("stat")
+            .expect("the directory exists")
+            .cversion
+    };
+    let before = cversion().await;
+
+    let to_leader = FaultProxy::start(addrs[leader].parse().unwrap())
+        .await
+        .expect("proxy");
+    let to_b = FaultProxy::start(addrs[b].parse().unwrap())
+        .await
+        .expect("proxy");
+    // The client starts on the leader: B is out of reach until the fault.
+    to_b.cut();
+    let servers = [to_leader.addr().to_string(), to_b.addr().to_string()];
+    // The session's own sync loop first syncs a sixteenth of the session
+    // timeout (3.75 s) after it opens: long after the lookup (about
+    // `2 × LAG` after it opens), so that no sync of the loop, queued while
+    // the client reconnects, brings B up to date in the lookup's stead.
+    let client = ZkBackend::connect(
+        config(&servers, "/lagging", Duration::from_secs(60))
+            .with_request_timeout(Duration::from_secs(10)),
+    )
+    .await
+    .expect("connect through the proxy to the leader");
+
+    for follower in [b, c] {
+        ensemble.quorum_link(follower, leader).delay(LAG);
+    }
+    let proposed = proposals(&addrs[leader]).await;
+    let acquiring = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .lock_timeout("in-doubt", Duration::from_secs(30))
+                .await
+        }
+    });
+    wait_until(LAG, "the create is proposed", async || {
+        proposals(&addrs[leader]).await > proposed
+    })
+    .await;
+    // Its reply comes only with the commit, `2 × LAG` from now.
+    to_leader.cut();
+    to_b.restore();
+    let guard = timeout(Duration::from_secs(30), acquiring)
+        .await
+        .expect("the acquisition completes")
+        .expect("task")
+        .expect("lock");
+    for follower in [b, c] {
+        ensemble.quorum_link(follower, leader).delay(Duration::ZERO);
+    }
+    assert_eq!(to_b.connections(), 1, "the client did not move to B");
+    let children = admin.list_children(dir).await.expect("list");
+    assert_eq!(
+        children.len(),
+        1,
+        "a second node carries our GUID: the lookup missed the first node: {children:?}"
+    );
+    assert_eq!(guard.key(), format!("{dir}/{}", children[0]));
+    let after = cversion().await;
+    assert_eq!(
+        after - before,
+        1,
+        "the directory saw {} changes for one create: the lookup missed the first node \
+         and created another",
+        after - before
+    );
+    guard.release().await.expect("release");
 }

@@ -242,6 +242,26 @@ impl ZkEnsemble {
         }
     }
 
+    /// The fault proxy that carries server `from`'s quorum connection to
+    /// server `to` (a follower reaches the leader through the one from it to
+    /// the leader), to slow down or cut that one link.
+    ///
+    /// # Panics
+    /// If the ensemble was not started [`isolatable`](ZkOptions::isolatable),
+    /// or `from == to`.
+    pub fn quorum_link(&self, from: usize, to: usize) -> &FaultProxy {
+        assert!(
+            !self.links.is_empty(),
+            "start the ensemble with ZkOptions::isolatable() to reach its links"
+        );
+        &self
+            .links
+            .iter()
+            .find(|link| link.from == from && link.to == to)
+            .unwrap_or_else(|| panic!("no quorum link from server {from} to server {to}"))
+            .peer
+    }
+
     fn links_of(&self, index: usize) -> impl Iterator<Item = &PeerLink> {
         assert!(
             !self.links.is_empty(),
