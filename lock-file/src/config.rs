@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use lock_core::raw::{Settings, parse_duration, serde_humane};
 use lock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 use url::Url;
@@ -14,9 +15,10 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Configuration of a [`FileBackend`](crate::FileBackend).
 ///
-/// Serialized durations are whole milliseconds (`default_ttl_ms`,
-/// `request_timeout_ms`). There are no credentials: access is governed by the
-/// directory's file permissions.
+/// Serialized as `dir`, `ttl`, `request_timeout` (durations such as `"10s"`
+/// or `"500ms"`; a bare number is seconds) and `fsync`, the names every
+/// distlock config uses. There are no credentials: access is governed by
+/// the directory's file permissions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
@@ -24,15 +26,11 @@ pub struct FileConfig {
     /// this directory shares the locks. Created if missing.
     pub dir: PathBuf,
     /// Lease TTL used when acquire options leave it unset.
-    #[serde(rename = "default_ttl_ms", with = "millis", default = "default_ttl")]
+    #[serde(rename = "ttl", with = "serde_humane", default = "default_ttl")]
     pub default_ttl: Duration,
     /// Bound on each file operation, including its wait for a record's OS
     /// lock; a hung filesystem, or a process stuck holding that lock, gives `Timeout`.
-    #[serde(
-        rename = "request_timeout_ms",
-        with = "millis",
-        default = "default_request_timeout"
-    )]
+    #[serde(with = "serde_humane", default = "default_request_timeout")]
     pub request_timeout: Duration,
     /// `fsync` every record write (and its directory). On by default: it is
     /// what keeps the fencing counter from going back after an OS crash.
@@ -127,26 +125,35 @@ impl FileConfig {
             )));
         }
         let mut config = FileConfig::new(dir);
+        let bad = |key: &str, why: String| {
+            Error::invalid_config(format!("file URL {url:?}: option {key}: {why}"))
+        };
         for (key, value) in parsed.query_pairs() {
             match key.as_ref() {
+                "ttl" => config.default_ttl = parse_duration(&value).map_err(|e| bad(&key, e))?,
+                "request_timeout" => {
+                    config.request_timeout = parse_duration(&value).map_err(|e| bad(&key, e))?;
+                }
                 "fsync" => {
                     config.fsync = match value.as_ref() {
                         "true" | "1" | "yes" => true,
                         "false" | "0" | "no" => false,
                         other => {
-                            return Err(Error::invalid_config(format!(
-                                "file URL option fsync={other:?} is not a boolean (true or false)"
-                            )));
+                            return Err(bad(
+                                "fsync",
+                                format!("{other:?} is not a boolean (true or false)"),
+                            ));
                         }
                     }
                 }
                 other => {
                     return Err(Error::invalid_config(format!(
-                        "unknown file URL option {other:?}; the only option is fsync=true|false"
+                        "unknown file URL option {other:?}; known: ttl, request_timeout, fsync"
                     )));
                 }
             }
         }
+        config.validate()?;
         Ok(config)
     }
 
@@ -164,10 +171,21 @@ impl FileConfig {
         url
     }
 
-    /// Sets the default TTL, rejecting zero.
-    pub fn with_default_ttl(mut self, ttl: Duration) -> Result<Self> {
-        check_ttl(ttl)?;
+    /// Sets the default TTL ([`validate`](Self::validate) rejects zero).
+    pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
         self.default_ttl = ttl;
+        self
+    }
+
+    /// Applies the [`Settings`] the file backend honours over these (`ttl`,
+    /// `request_timeout`, `fsync`), and refuses the others: access follows
+    /// the directory's permissions, and the URL's directory holds the locks.
+    pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
+        settings.refuse_others("file", &["ttl", "request_timeout", "fsync"])?;
+        self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
+        self.request_timeout = settings.request_timeout.unwrap_or(self.request_timeout);
+        self.fsync = settings.fsync.unwrap_or(self.fsync);
+        self.validate()?;
         Ok(self)
     }
 
@@ -201,21 +219,6 @@ impl FileConfig {
     }
 }
 
-/// `Duration` as whole milliseconds.
-mod millis {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,7 +237,9 @@ mod tests {
         for bad in [
             "file://relative/dir",
             "file:///",
-            "file:///x?ttl=3",
+            "file:///x?ttl=0",
+            "file:///x?ttl=soon",
+            "file:///x?prefix=a",
             "file:///x?fsync=maybe",
             "not a url",
             "redis://host",
@@ -248,16 +253,42 @@ mod tests {
     fn zero_ttl_is_rejected() {
         let err = FileConfig::new("/x")
             .with_default_ttl(Duration::ZERO)
+            .validate()
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
     }
 
     #[test]
-    fn serde_round_trip_uses_milliseconds() {
+    fn url_options_and_settings_use_the_shared_names() {
+        let config = FileConfig::from_url("file:///x?ttl=1500ms&request_timeout=2").unwrap();
+        assert_eq!(config.default_ttl, Duration::from_millis(1500));
+        assert_eq!(config.request_timeout, Duration::from_secs(2));
+        let settings = Settings {
+            ttl: Some(Duration::from_secs(4)),
+            fsync: Some(false),
+            ..Settings::default()
+        };
+        let config = config.with_settings(&settings).unwrap();
+        assert_eq!(
+            (config.default_ttl, config.fsync),
+            (Duration::from_secs(4), false)
+        );
+        let prefix = Settings {
+            prefix: Some("p".into()),
+            ..Settings::default()
+        };
+        let err = config.with_settings(&prefix).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    }
+
+    #[test]
+    fn serde_round_trip_uses_humane_durations() {
         let config = FileConfig::new("/x").with_fsync(false);
         let json = serde_json::to_string(&config).unwrap();
-        assert!(json.contains(r#""default_ttl_ms":10000"#), "{json}");
+        assert!(json.contains(r#""ttl":"10s""#), "{json}");
         let back: FileConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, config);
+        let read: FileConfig = serde_json::from_str(r#"{"dir":"/x","ttl":3}"#).unwrap();
+        assert_eq!(read.default_ttl, Duration::from_secs(3));
     }
 }

@@ -226,9 +226,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// One client of the lock directory `dir`, as a separate process would be;
 /// `fsync` on, as by default.
 async fn client(dir: &Path) -> FileBackend {
-    let config = FileConfig::new(dir)
-        .with_default_ttl(TTL)
-        .expect("non-zero TTL");
+    let config = FileConfig::new(dir).with_default_ttl(TTL);
     FileBackend::connect(config).await.expect("connect")
 }
 
@@ -434,9 +432,7 @@ fn the_waiters_queue_shrinks_when_a_waiter_leaves_on_fat() {
     let dir = fat.path().join("distlock");
     let queue = dir.join("locks").join("turns.queue");
     runtime.block_on(async {
-        let config = FileConfig::new(&dir)
-            .with_default_ttl(Duration::from_secs(60))
-            .expect("non-zero TTL");
+        let config = FileConfig::new(&dir).with_default_ttl(Duration::from_secs(60));
         let a = FileBackend::connect(config).await.expect("connect");
         let b = client(&dir).await;
         let holder = a.lock("turns").await.unwrap();

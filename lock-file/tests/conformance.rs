@@ -22,9 +22,7 @@ struct FileTarget {
 
 impl FileTarget {
     async fn backend(&self) -> FileBackend {
-        let config = FileConfig::new(self.dir.path())
-            .with_default_ttl(TTL)
-            .expect("non-zero TTL");
+        let config = FileConfig::new(self.dir.path()).with_default_ttl(TTL);
         FileBackend::connect(config).await.expect("connect")
     }
 }
