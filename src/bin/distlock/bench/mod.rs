@@ -1,8 +1,9 @@
 //! `distlock bench`: the lock-testkit workload against each backend in turn.
 
+mod chart;
 mod outputs;
+mod plot;
 mod progress;
-mod svg;
 mod table;
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use lock_workload::{ClientFactory, Progress, WorkloadConfig, WorkloadReport, run
 use serde::Serialize;
 
 use crate::cli::{BenchArgs, TargetArgs};
-use crate::exit::{Failure, UNAVAILABLE, USAGE};
+use crate::exit::{CANNOT_CREATE, Failure, UNAVAILABLE, USAGE};
 use crate::target;
 use outputs::Output;
 
@@ -93,7 +94,10 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         file.write(&(json + "\n"))?;
     }
     if let Some(file) = plot_file {
-        file.write(&svg::render(&output))?;
+        let svg = plot::render(&output).map_err(|e| {
+            Failure::new(CANNOT_CREATE, format!("cannot draw the --plot chart: {e}"))
+        })?;
+        file.write(&svg)?;
     }
     let failed = output.results.iter().filter(|r| r.error.is_some()).count();
     let unsafe_runs = output

@@ -1,0 +1,90 @@
+//! `distlock bench --plot`: the chart of a real run on two backends is a
+//! well-formed SVG document naming each backend, with numeric axis labels.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{distlock, file_fixture, output_within, stderr};
+
+/// The text content of every `<text>` element, trimmed.
+fn texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|rest| {
+            let body = &rest[rest.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_owned())
+        })
+        .collect()
+}
+
+/// Every start tag is closed, in order, and nothing follows the root.
+fn assert_well_formed(svg: &str) {
+    let mut open: Vec<&str> = Vec::new();
+    let mut rest = svg.trim();
+    while let Some(start) = rest.find('<') {
+        let end = rest[start..].find('>').expect("an unterminated tag") + start;
+        let tag = &rest[start + 1..end];
+        let name = tag.split_whitespace().next().unwrap_or("");
+        if let Some(closing) = name.strip_prefix('/') {
+            let expected = open.pop().unwrap_or_else(|| panic!("stray <{tag}>"));
+            assert_eq!(expected, closing, "tags closed out of order");
+        } else if !tag.ends_with('/') {
+            assert!(!name.is_empty(), "an empty tag <{tag}>");
+            open.push(name);
+        }
+        rest = &rest[end + 1..];
+        if open.is_empty() {
+            assert!(rest.trim().is_empty(), "content after the root: {rest:.80}");
+        }
+    }
+    assert!(open.is_empty(), "unclosed tags: {open:?}");
+}
+
+/// `10`, `0.01`, `20k`, `1M`.
+fn is_axis_number(text: &str) -> bool {
+    let digits = text.trim_end_matches(['k', 'M']);
+    !digits.is_empty() && digits.parse::<f64>().is_ok()
+}
+
+#[tokio::test]
+async fn plot_is_an_svg_chart_of_every_backend() {
+    let fixture = file_fixture();
+    let work = tempfile::tempdir().unwrap();
+    let svg = work.path().join("out.svg");
+    let output = output_within(
+        Duration::from_secs(30),
+        distlock(None)
+            .args(["bench", "--url", "memory://", "--url", &fixture.url])
+            .args(["--clients", "2", "--locks", "1", "--duration", "300ms"])
+            .arg("--plot")
+            .arg(&svg),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg:.200}");
+    assert!(svg.trim_end().ends_with("</svg>"), "{svg:.200}");
+    assert_well_formed(&svg);
+    let texts = texts(&svg);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("2 clients, 1 lock(s), 300 ms")),
+        "no title with the run's shape: {texts:?}"
+    );
+    for backend in ["memory", "file"] {
+        // A row label in each panel: rates and waits.
+        let labels = texts.iter().filter(|t| *t == backend).count();
+        assert_eq!(labels, 2, "{backend} labels: {texts:?}");
+    }
+    let numbers = texts.iter().filter(|t| is_axis_number(t)).count();
+    assert!(
+        numbers >= 4,
+        "want at least two numeric axis labels per panel: {texts:?}"
+    );
+    assert!(
+        texts.iter().filter(|t| t.ends_with("/s")).count() == 2,
+        "a rate note per backend: {texts:?}"
+    );
+}
