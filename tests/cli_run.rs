@@ -439,7 +439,8 @@ async fn bench_prints_a_table_and_writes_json_and_svg() {
         assert_eq!(result["report"]["violations"].as_u64(), Some(0), "{result}");
     }
     let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains(">memory<") && svg.contains(">file<"));
+    // The chart's content is checked in tests/cli_bench.rs.
+    assert!(svg.starts_with("<svg"), "{svg:.200}");
 }
 
 #[tokio::test]
