@@ -6,6 +6,8 @@ mod connect;
 mod duration;
 mod redact;
 mod scheme;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use config::{Config, ENV_VARS, TlsConfig, default_url};
 pub use connect::{Backend, connect, connect_with};

@@ -63,6 +63,7 @@ async fn waiter_wakes_at_holder_expiry_without_polling() {
     assert!(next.token() > token);
 }
 
+#[cfg(feature = "testing")]
 #[tokio::test(start_paused = true)]
 async fn expire_now_fires_lost_signal_and_frees_lock() {
     let backend = backend();

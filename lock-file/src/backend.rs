@@ -22,7 +22,7 @@ use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
 use crate::place::Place;
-use crate::store::{self, Attempt};
+use crate::store::Attempt;
 use crate::wakeups;
 
 /// First poll interval of a waiter; it doubles up to [`MAX_BACKOFF`].
@@ -119,14 +119,14 @@ impl FileBackend {
     /// Ends the lease of whoever holds `name` (lock or election) right now, as
     /// if its TTL had run out. Returns whether there was a holder.
     ///
-    /// This is how an operator breaks a lock whose holder is stuck, and how
-    /// tests end a lease from outside. The holder learns of it at its next
-    /// renewal (within a third of its TTL) and the next contender gets a
-    /// greater fencing token.
+    /// This is how tests end a lease from outside (feature `testing`). The
+    /// holder learns of it at its next renewal (within a third of its TTL)
+    /// and the next contender gets a greater fencing token.
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: a cancelled call may or may not have ended the lease.
+    #[cfg(feature = "testing")]
     pub async fn expire_now(&self, name: &LockName) -> Result<bool> {
         let mut any = false;
         for space in [Space::Lock, Space::Election] {
@@ -136,7 +136,7 @@ impl FileBackend {
             let p = paths.clone();
             let ended = self
                 .blocking("expire", name, &path, move |bound| {
-                    store::expire(&p, fsync, bound)
+                    crate::store::expire(&p, fsync, bound)
                 })
                 .await?;
             if ended {

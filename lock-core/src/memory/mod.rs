@@ -9,6 +9,8 @@
 
 mod election;
 mod table;
+#[cfg(feature = "testing")]
+mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,8 @@ use crate::name::LockName;
 use crate::options::AcquireOptions;
 
 use table::{Space, Table};
+#[cfg(feature = "testing")]
+pub use testing::expire_key;
 
 /// The default lease TTL of the in-memory backend.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
@@ -48,8 +52,11 @@ impl Default for MemoryBackend {
 impl MemoryBackend {
     /// A new, empty lock service.
     pub fn new() -> Self {
+        let table = Arc::new(Table::default());
+        #[cfg(feature = "testing")]
+        testing::register(&table);
         MemoryBackend {
-            table: Arc::new(Table::default()),
+            table,
             default_ttl: DEFAULT_TTL,
             clock: Arc::new(TokioClock::new()),
         }
@@ -62,7 +69,9 @@ impl MemoryBackend {
     }
 
     /// Ends the lease of whoever holds `name` right now, as a server-side
-    /// expiry would. Returns whether there was a holder. For fault tests.
+    /// expiry would. Returns whether there was a holder. For fault tests
+    /// (feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn expire_now(&self, name: &LockName) -> bool {
         self.table.expire_holder(Space::Lock, name)
             | self.table.expire_holder(Space::Election, name)

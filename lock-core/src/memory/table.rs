@@ -6,6 +6,7 @@
 //! waiters at the holder's expiry instant.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -52,6 +53,10 @@ pub(super) fn key_of(space: Space, name: &LockName, lease: u64) -> String {
 
 type EntryKey = (Space, LockName);
 
+/// Waiter and lease ids, unique in the process (not just per table), so a
+/// guard's key names one acquisition among all tables.
+static LAST_ID: AtomicU64 = AtomicU64::new(0);
+
 #[derive(Debug, Default)]
 pub(super) struct Table {
     state: Mutex<State>,
@@ -61,7 +66,6 @@ pub(super) struct Table {
 struct State {
     entries: HashMap<EntryKey, Entry>,
     last_token: u64,
-    last_id: u64,
 }
 
 #[derive(Debug)]
@@ -166,11 +170,7 @@ impl Table {
     ) -> Result<Grant> {
         let key = (space, name.clone());
         let deadline = wait.deadline_from(Instant::now());
-        let id = {
-            let mut state = self.lock();
-            state.last_id += 1;
-            state.last_id
-        };
+        let id = LAST_ID.fetch_add(1, Ordering::Relaxed) + 1;
         let _slot = QueueSlot {
             table: self,
             key: key.clone(),
@@ -286,6 +286,7 @@ impl Table {
     }
 
     /// Ends whatever lease holds `name`, as a server-side expiry would.
+    #[cfg(feature = "testing")]
     pub(super) fn expire_holder(&self, space: Space, name: &LockName) -> bool {
         let mut state = self.lock();
         match state.entries.get_mut(&(space, name.clone())) {
@@ -294,6 +295,25 @@ impl Table {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Ends the lease whose guard key is `key`, if it still holds its lock.
+    #[cfg(feature = "testing")]
+    pub(super) fn expire_key(&self, key: &str) -> bool {
+        let mut state = self.lock();
+        let found = state.entries.iter_mut().find(|((space, name), entry)| {
+            entry
+                .holder
+                .as_ref()
+                .is_some_and(|h| key_of(*space, name, h.lease) == key)
+        });
+        match found {
+            Some((_, entry)) => {
+                entry.end_holder(LostReason::Expired);
+                true
+            }
+            None => false,
         }
     }
 

@@ -100,6 +100,30 @@ pub async fn wait_timeout_returns_timeout_within_bound(target: &dyn Target) {
     held.release().await.expect("release");
 }
 
+/// A held lock refuses `try_lock` with `WouldBlock` and a bounded wait with
+/// `Timeout`; once the holder releases, the same client's `try_lock` succeeds
+/// at once: neither failed attempt left anything (a queue entry, a stale
+/// claim) behind.
+pub async fn failed_attempts_leave_nothing_behind(target: &dyn Target) {
+    let name = "conformance/refused";
+    let (a, b) = (target.client().await, target.client().await);
+    let held = a.lock(name).await.expect("lock");
+    let err = within(SLACK, "try_lock", b.try_lock(name))
+        .await
+        .expect_err("held");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    let wait = Duration::from_millis(300);
+    let err = within(wait + SLACK, "timed wait", b.lock_timeout(name, wait))
+        .await
+        .expect_err("held");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    held.release().await.expect("release");
+    let next = within(SLACK, "try_lock after release", b.try_lock(name))
+        .await
+        .expect("free at once after release: the failed attempts left nothing behind");
+    next.release().await.expect("release");
+}
+
 /// Locks with different names are independent.
 pub async fn different_names_do_not_block(target: &dyn Target) {
     let (a, b) = (target.client().await, target.client().await);

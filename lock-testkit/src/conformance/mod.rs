@@ -38,9 +38,9 @@ pub use lease::{
 };
 pub use locking::{
     cancelled_lock_does_not_block_next_contender, different_names_do_not_block,
-    fifo_order_where_declared, invalid_input_is_rejected_before_io,
-    mutual_exclusion_under_contention, try_lock_on_held_lock_would_block,
-    wait_timeout_returns_timeout_within_bound,
+    failed_attempts_leave_nothing_behind, fifo_order_where_declared,
+    invalid_input_is_rejected_before_io, mutual_exclusion_under_contention,
+    try_lock_on_held_lock_would_block, wait_timeout_returns_timeout_within_bound,
 };
 pub use scope::{
     cancelled_waiter_in_an_exiting_program_gives_up_its_place,
@@ -95,6 +95,7 @@ macro_rules! conformance_tests {
             mutual_exclusion_under_contention,
             try_lock_on_held_lock_would_block,
             wait_timeout_returns_timeout_within_bound,
+            failed_attempts_leave_nothing_behind,
             different_names_do_not_block,
             invalid_input_is_rejected_before_io,
             cancelled_lock_does_not_block_next_contender,

@@ -1,0 +1,399 @@
+//! The whole lock-testkit conformance suite through the facade: every client
+//! comes from `distlock::connect_with` for a backend URL, on real servers,
+//! for each compiled-in backend. Swapping the URL must change nothing a user
+//! relies on. Backend-specific fault tests live in each backend crate.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock::{Config, DynElectionBackend, DynLockBackend, ErrorKind, LockBackendExt, LockGuard};
+use lock_testkit::conformance::Target;
+
+/// A backend under test by URL, with what acting on it from outside needs.
+struct UrlTarget {
+    url: String,
+    ttl: Duration,
+    outside: Outside,
+}
+
+/// The servers behind a target's URL, kept alive with it, and how to end a
+/// lease or silence a holder on them.
+enum Outside {
+    /// `memory://NAME` and `file:///DIR`: through `distlock::testing`.
+    Local(#[allow(dead_code)] Option<tempfile::TempDir>),
+    #[cfg(feature = "etcd")]
+    Etcd(lock_testkit::servers::EtcdCluster),
+    #[cfg(feature = "redis")]
+    Redis(lock_testkit::servers::RedisServer),
+    #[cfg(feature = "redis")]
+    Redlock(lock_testkit::servers::RedisServers),
+    #[cfg(feature = "zk")]
+    Zk(zk_outside::ZkOutside),
+}
+
+impl UrlTarget {
+    /// A fresh in-process server: a memory URL no other test uses.
+    fn memory() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        UrlTarget {
+            url: format!("memory://conformance-{n}"),
+            // As lock-core's own conformance target.
+            ttl: Duration::from_millis(400),
+            outside: Outside::Local(None),
+        }
+    }
+
+    /// A fresh lock directory.
+    fn file() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        UrlTarget {
+            url: format!("file://{}", dir.path().display()),
+            // As lock-file's conformance target: renewal must keep up on a
+            // busy two-core machine.
+            ttl: Duration::from_millis(2000),
+            outside: Outside::Local(Some(dir)),
+        }
+    }
+
+    #[cfg(feature = "etcd")]
+    async fn etcd() -> Self {
+        let cluster = lock_testkit::servers::EtcdCluster::start(1)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        UrlTarget {
+            url: format!("etcd://{}", cluster.endpoints().join(",")),
+            // etcd's minimum lease TTL.
+            ttl: Duration::from_secs(1),
+            outside: Outside::Etcd(cluster),
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn redis() -> Self {
+        let server = lock_testkit::servers::RedisServer::start()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        UrlTarget {
+            url: server.url(),
+            ttl: Duration::from_millis(600),
+            outside: Outside::Redis(server),
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn redlock() -> Self {
+        let servers = lock_testkit::servers::RedisServers::start(3)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        UrlTarget {
+            url: format!("redlock://{}", servers.addrs().join(",")),
+            ttl: Duration::from_millis(600),
+            outside: Outside::Redlock(servers),
+        }
+    }
+
+    #[cfg(feature = "zk")]
+    async fn zk() -> Self {
+        let outside = zk_outside::ZkOutside::start().await;
+        UrlTarget {
+            // Each client connects through its own proxy; see `connect`.
+            url: format!("zk://{}", outside.server_addr()),
+            ttl: zk_outside::TTL,
+            outside: Outside::Zk(outside),
+        }
+    }
+
+    /// A new, independent client through the facade.
+    async fn connect(&self) -> distlock::Backend {
+        #[cfg(feature = "zk")]
+        if let Outside::Zk(zk) = &self.outside {
+            return zk.connect(self.ttl).await;
+        }
+        connect_url(&self.url, self.ttl).await
+    }
+}
+
+/// `distlock::connect_with` for `url` with the tests' short TTL.
+async fn connect_url(url: &str, ttl: Duration) -> distlock::Backend {
+    let config = Config {
+        ttl: Some(ttl),
+        ..Config::from_url(url)
+    };
+    distlock::connect_with(&config)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
+}
+
+#[async_trait]
+impl Target for UrlTarget {
+    async fn client(&self) -> Arc<DynLockBackend> {
+        self.connect().await.lock_backend()
+    }
+
+    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
+        self.connect().await.election_backend()
+    }
+
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    async fn kill_lease(&self, guard: &LockGuard) {
+        match &self.outside {
+            Outside::Local(_) => {
+                let ended = distlock::testing::expire_now(&self.url, guard)
+                    .await
+                    .expect("expire");
+                assert!(ended, "no holder of {} to expire", guard.key());
+            }
+            #[cfg(feature = "etcd")]
+            Outside::Etcd(cluster) => {
+                let key = guard.key();
+                let lease = distlock::etcd::lease_of_key(key)
+                    .unwrap_or_else(|| panic!("no lease id in key {key}"));
+                distlock::etcd::etcd_client::Client::connect(cluster.endpoints(), None)
+                    .await
+                    .expect("raw etcd client")
+                    .lease_revoke(lease)
+                    .await
+                    .expect("revoke the holder's lease");
+            }
+            #[cfg(feature = "redis")]
+            Outside::Redis(server) => {
+                let reply = server.command(&["DEL", guard.key()]).await.expect("DEL");
+                assert_eq!(
+                    reply,
+                    lock_testkit::servers::RespReply::Integer(1),
+                    "no lock key {} to delete",
+                    guard.key()
+                );
+            }
+            #[cfg(feature = "redis")]
+            Outside::Redlock(servers) => {
+                let mut deleted = 0;
+                for server in servers.servers() {
+                    let reply = server.command(&["DEL", guard.key()]).await.expect("DEL");
+                    if reply == lock_testkit::servers::RespReply::Integer(1) {
+                        deleted += 1;
+                    }
+                }
+                assert!(
+                    deleted >= 2,
+                    "lock key {} held on only {deleted} servers",
+                    guard.key()
+                );
+            }
+            #[cfg(feature = "zk")]
+            Outside::Zk(zk) => zk.delete_node(guard.key()).await,
+        }
+    }
+
+    async fn crash(&self, guard: LockGuard) {
+        #[cfg(feature = "zk")]
+        if let Outside::Zk(zk) = &self.outside {
+            return zk.crash(guard).await;
+        }
+        guard.abandon();
+    }
+}
+
+/// ZooKeeper leases belong to the client's session, so a crash must silence
+/// the holder's whole connection: every client connects through its own
+/// fault proxy, and learns its session id from the owner of a probe node.
+#[cfg(feature = "zk")]
+mod zk_outside {
+    use std::net::SocketAddr;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use distlock::LockBackendExt;
+    use distlock::LockGuard;
+    use distlock::zk::zk;
+    use lock_testkit::proxy::FaultProxy;
+    use lock_testkit::servers::ZkEnsemble;
+
+    /// The session timeout, hence the lock TTL, as in lock-zk's conformance target.
+    pub(super) const TTL: Duration = Duration::from_secs(2);
+
+    pub(super) struct ZkOutside {
+        server: ZkEnsemble,
+        admin: zk::Client,
+        /// Each client's session id and the proxy its connection goes through.
+        clients: Mutex<Vec<(i64, FaultProxy)>>,
+        probes: AtomicU64,
+    }
+
+    impl ZkOutside {
+        pub(super) async fn start() -> Self {
+            let server = ZkEnsemble::start(1).await.unwrap_or_else(|e| panic!("{e}"));
+            let admin = tokio::time::timeout(
+                Duration::from_secs(10),
+                zk::Client::connector()
+                    .with_session_timeout(Duration::from_secs(10))
+                    .connect(&server.connect_string()),
+            )
+            .await
+            .expect("admin client connect timed out")
+            .expect("admin client connect");
+            ZkOutside {
+                server,
+                admin,
+                clients: Mutex::new(Vec::new()),
+                probes: AtomicU64::new(0),
+            }
+        }
+
+        pub(super) fn server_addr(&self) -> String {
+            self.server.addrs()[0].clone()
+        }
+
+        /// A facade client whose connection goes through a new proxy.
+        pub(super) async fn connect(&self, ttl: Duration) -> distlock::Backend {
+            let upstream: SocketAddr = self.server_addr().parse().expect("server address");
+            let proxy = FaultProxy::start(upstream)
+                .await
+                .expect("start fault proxy");
+            let backend = super::connect_url(&format!("zk://{}", proxy.addr()), ttl).await;
+            let n = self.probes.fetch_add(1, Ordering::Relaxed);
+            let probe = backend
+                .try_lock(&format!("urltarget/session-probe-{n}"))
+                .await
+                .expect("probe lock");
+            let session = self.owner_of(probe.key()).await;
+            probe.release().await.expect("release the probe");
+            self.clients.lock().unwrap().push((session, proxy));
+            backend
+        }
+
+        async fn owner_of(&self, node: &str) -> i64 {
+            let (_, stat) = self
+                .admin
+                .get_data(node)
+                .await
+                .expect("read the holder's node");
+            stat.ephemeral_owner
+        }
+
+        /// Deletes the holder's node through another session.
+        pub(super) async fn delete_node(&self, node: &str) {
+            self.admin
+                .delete(node, None)
+                .await
+                .expect("delete the holder's node from outside");
+        }
+
+        /// Blackholes the holder's connection: its session gets no heartbeats
+        /// through, so the server expires it after the session timeout.
+        pub(super) async fn crash(&self, guard: LockGuard) {
+            let owner = self.owner_of(guard.key()).await;
+            let clients = self.clients.lock().unwrap();
+            let (_, proxy) = clients
+                .iter()
+                .find(|(session, _)| *session == owner)
+                .expect("the node belongs to one of our clients");
+            proxy.blackhole();
+            guard.abandon();
+        }
+    }
+}
+
+mod memory {
+    use super::*;
+    lock_testkit::conformance_tests!(UrlTarget::memory());
+}
+
+mod file {
+    use super::*;
+    lock_testkit::conformance_tests!(UrlTarget::file());
+}
+
+#[cfg(feature = "etcd")]
+mod etcd {
+    use super::*;
+    lock_testkit::conformance_tests!(UrlTarget::etcd().await);
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::*;
+    lock_testkit::conformance_tests!(UrlTarget::redis().await);
+}
+
+#[cfg(feature = "redis")]
+mod redlock {
+    use super::*;
+    lock_testkit::conformance_tests!(UrlTarget::redlock().await);
+}
+
+#[cfg(feature = "zk")]
+mod zk {
+    use super::*;
+    lock_testkit::conformance_tests!(UrlTarget::zk().await);
+}
+
+#[tokio::test]
+async fn unknown_and_uncompiled_schemes_are_typed_errors() {
+    let err = distlock::connect("consul://h:8500").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    assert!(err.message().contains("known schemes"), "{err}");
+    let err = distlock::connect("no-scheme-here").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    for scheme in distlock::Scheme::ALL {
+        if !scheme.is_compiled_in() {
+            let err = distlock::connect(&format!("{scheme}://127.0.0.1:1"))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn memory_urls_with_the_same_name_share_locks() {
+    let a = distlock::connect("memory://shared-test").await.unwrap();
+    let b = distlock::connect("memory://shared-test").await.unwrap();
+    let c = distlock::connect("memory://other-test").await.unwrap();
+    let held = a.lock("x").await.unwrap();
+    assert_eq!(
+        b.try_lock("x").await.unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    c.try_lock("x")
+        .await
+        .expect("a different memory server")
+        .release()
+        .await
+        .unwrap();
+    held.release().await.unwrap();
+}
+
+/// The test hook ends only what it is given: a guard of another memory
+/// server with the same lock name and key shape stays held.
+#[tokio::test]
+async fn testing_expire_now_ends_exactly_the_given_memory_lease() {
+    let (a, b) = (
+        distlock::connect("memory://expire-a").await.unwrap(),
+        distlock::connect("memory://expire-b").await.unwrap(),
+    );
+    let held_a = a.lock("x").await.unwrap();
+    let held_b = b.lock("x").await.unwrap();
+    assert_ne!(held_a.key(), held_b.key(), "keys are unique in the process");
+    assert!(
+        distlock::testing::expire_now("memory://expire-a", &held_a)
+            .await
+            .unwrap()
+    );
+    held_a.lost().await;
+    assert!(held_b.is_held());
+    let err = distlock::testing::expire_now("redis://127.0.0.1:1", &held_b)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    held_b.release().await.unwrap();
+}
