@@ -19,8 +19,9 @@ use tokio::time::{Instant, sleep, timeout};
 const QUIET: Duration = Duration::from_millis(500);
 
 /// A shell command for `etcdctl lock NAME -- …`: says `held <its pid>`,
-/// then waits until sent SIGTERM.
-const HOLD: &str = r#"echo "held $$"; trap 'exit 0' TERM; while :; do sleep 0.05; done"#;
+/// then waits until sent SIGTERM; gives up (exit 3) after about 20 s, so
+/// a failed test leaves no shell behind.
+const HOLD: &str = r#"echo "held $$"; trap 'exit 0' TERM; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3"#;
 
 async fn concurrency_backend(cluster: &EtcdCluster) -> EtcdBackend {
     EtcdBackend::connect(common::concurrency_config_for(cluster.endpoints()))
