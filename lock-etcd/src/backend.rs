@@ -44,6 +44,7 @@ impl fmt::Debug for EtcdBackend {
         f.debug_struct("EtcdBackend")
             .field("endpoints", &self.inner.config.endpoints)
             .field("prefix", &self.inner.config.prefix)
+            .field("layout", &self.inner.config.layout)
             .field("default_ttl", &self.inner.config.default_ttl)
             .finish_non_exhaustive()
     }
@@ -74,7 +75,7 @@ impl EtcdBackend {
                 pool: LeasePool::new(rpc.clone()),
                 hub: WatchHub::new(rpc.clone()),
                 rpc,
-                keys: KeySpace::new(&config.prefix),
+                keys: KeySpace::new(&config.prefix, config.layout),
                 config,
             }),
         })

@@ -7,6 +7,7 @@ use std::time::Duration;
 use lock_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::keys::KeyLayout;
 use crate::millis;
 
 /// Lease TTL used when acquire options leave it unset.
@@ -42,9 +43,15 @@ pub struct EtcdConfig {
     /// Cluster members, `host:port` or `http(s)://host:port`. Requests go to
     /// any of them; idempotent ones are retried on another when one fails.
     pub endpoints: Vec<String>,
-    /// Every key this backend writes starts with this prefix.
+    /// Every key this backend writes starts with this prefix (in the
+    /// `distlock` layout; the `concurrency` layout has none).
     #[serde(default = "default_prefix")]
     pub prefix: String,
+    /// How names map to keys: [`KeyLayout::Distlock`] (the default) or
+    /// [`KeyLayout::Concurrency`], to share locks and elections with etcd's
+    /// Go `concurrency` package and `etcdctl lock` / `etcdctl elect`.
+    #[serde(default, skip_serializing_if = "KeyLayout::is_default")]
+    pub layout: KeyLayout,
     /// Lease TTL used when acquire options leave it unset (rounded up to
     /// whole seconds, as etcd leases are).
     #[serde(rename = "default_ttl_ms", with = "millis", default = "default_ttl")]
@@ -111,6 +118,7 @@ impl fmt::Debug for EtcdConfig {
         f.debug_struct("EtcdConfig")
             .field("endpoints", &self.endpoints)
             .field("prefix", &self.prefix)
+            .field("layout", &self.layout)
             .field("default_ttl", &self.default_ttl)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
@@ -136,6 +144,7 @@ impl EtcdConfig {
         EtcdConfig {
             endpoints: endpoints.into_iter().map(Into::into).collect(),
             prefix: default_prefix(),
+            layout: KeyLayout::default(),
             default_ttl: DEFAULT_TTL,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -158,6 +167,12 @@ impl EtcdConfig {
     /// Sets the key prefix.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the key layout.
+    pub fn with_layout(mut self, layout: KeyLayout) -> Self {
+        self.layout = layout;
         self
     }
 
@@ -230,8 +245,19 @@ impl EtcdConfig {
     }
 
     /// Checks what can be checked without I/O: endpoints, timeouts, TTL,
-    /// credentials and TLS settings that come in pairs.
+    /// credentials and TLS settings that come in pairs, and that the
+    /// `concurrency` layout is not given a key prefix it would ignore.
     pub fn validate(&self) -> Result<()> {
+        if self.layout == KeyLayout::Concurrency
+            && self.prefix.trim_end_matches('/') != DEFAULT_PREFIX
+        {
+            return Err(Error::invalid_config(format!(
+                "etcd key prefix {:?} does not apply to layout=concurrency: there a name is the \
+                 raw key prefix, as in etcd's concurrency package; remove the prefix, or use \
+                 layout=distlock",
+                self.prefix
+            )));
+        }
         if self.endpoints.is_empty() {
             return Err(Error::invalid_config(
                 "etcd config has no endpoints; give at least one host:port",
@@ -352,5 +378,34 @@ mod tests {
         }
         let err = base.with_default_ttl(Duration::ZERO).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+
+    #[test]
+    fn the_concurrency_layout_refuses_a_key_prefix() {
+        let base = EtcdConfig::new(["a:2379"]).with_layout(KeyLayout::Concurrency);
+        base.validate().expect("the default prefix is no prefix");
+        let err = base.with_prefix("/app").validate().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(
+            err.message().contains("\"/app\"") && err.message().contains("layout=concurrency"),
+            "{err}"
+        );
+        EtcdConfig::new(["a:2379"])
+            .with_prefix("/app")
+            .validate()
+            .expect("the distlock layout takes any prefix");
+    }
+
+    #[test]
+    fn the_layout_is_left_out_when_default_and_parsed_by_name() {
+        let default = EtcdConfig::new(["a:2379"]);
+        assert!(!toml::to_string(&default).unwrap().contains("layout"));
+        let text = toml::to_string(&default.clone().with_layout(KeyLayout::Concurrency)).unwrap();
+        assert!(text.contains(r#"layout = "concurrency""#), "{text}");
+        let back: EtcdConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back.layout, KeyLayout::Concurrency);
+        let err = toml::from_str::<EtcdConfig>("endpoints = [\"a:2379\"]\nlayout = \"curator\"")
+            .unwrap_err();
+        assert!(err.to_string().contains("concurrency"), "{err}");
     }
 }

@@ -4,9 +4,12 @@
 //! `etcd-client` connects lazily, so a client that "connected" may still
 //! point at nothing. A read of the key prefix proves that a member answers,
 //! that the cluster has a leader, and that the credentials may read our keys.
-//! The probe reads `<prefix>/`, the range every key of ours lies in, so a
-//! role granted exactly that range (`grant-permission --prefix <prefix>/`)
-//! passes it.
+//! In the `distlock` layout the probe reads `<prefix>/`, the range every
+//! key of ours lies in, so a role granted exactly that range
+//! (`grant-permission --prefix <prefix>/`) passes it. In the `concurrency`
+//! layout names are raw key prefixes, which a role may grant one by one:
+//! there the probe reads a range no name uses and takes a refusal as an
+//! answer too (etcd refuses only after the quorum read).
 
 use std::time::Duration;
 
@@ -29,8 +32,8 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     let options = options(config)?;
     let endpoints = endpoint_urls(config);
     let listed = config.endpoint_list();
-    let probed = KeySpace::new(&config.prefix).range();
-    let op = format!("connect (key prefix {probed:?})");
+    let probe = KeySpace::new(&config.prefix, config.layout).probe();
+    let op = format!("connect (key prefix {:?})", probe.range);
     let ctx = Context {
         op: &op,
         endpoints: &listed,
@@ -41,8 +44,17 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     loop {
         let attempt = async {
             let client = Client::connect(&endpoints, Some(options.clone())).await?;
-            let probe = GetOptions::new().with_prefix().with_count_only();
-            client.kv_client().get(probed.clone(), Some(probe)).await?;
+            let count = GetOptions::new().with_prefix().with_count_only();
+            match client
+                .kv_client()
+                .get(probe.range.clone(), Some(count))
+                .await
+            {
+                Err(err) if !probe.must_be_readable && is_permission_denied(&err) => {}
+                answer => {
+                    answer?;
+                }
+            }
             Ok::<_, etcd_client::Error>(client)
         };
         match timeout_at(deadline, attempt).await {
@@ -84,6 +96,11 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
          running there and does it have quorum?",
         config.connect_timeout
     )))
+}
+
+/// etcd's `permission denied`: the credentials are good, the range is not theirs.
+fn is_permission_denied(err: &etcd_client::Error) -> bool {
+    matches!(err, etcd_client::Error::GRpcStatus(status) if status.code() == tonic::Code::PermissionDenied)
 }
 
 /// A refused server certificate, said in terms of the configuration.

@@ -1,12 +1,80 @@
-//! Where locks and elections live in etcd's key space.
+//! Where locks and elections live in etcd's key space: the [`KeyLayout`].
 //!
-//! A contender's key is `<prefix>/lock/<name>/<lease-hex>` (elections use
-//! `election` instead of `lock`). The name is escaped so it never contains
-//! `/`: otherwise the queue of `a` (`.../a/`) would also hold every
-//! contender for `a/b`. The lease id in the last segment makes the key
-//! unique per holder, and lets tools find the lease behind a key.
+//! In the `distlock` layout a contender's key is
+//! `<prefix>/lock/<name>/<lease-hex>` (elections use `election` instead of
+//! `lock`). The name is escaped so it never contains `/`: otherwise the
+//! queue of `a` (`.../a/`) would also hold every contender for `a/b`.
+//!
+//! In the `concurrency` layout the key is `<name>/<lease-hex>`, byte for
+//! byte what etcd's Go `concurrency.Mutex` and `concurrency.Election` (and
+//! `etcdctl lock` / `etcdctl elect`) write for the same name, so both sides
+//! queue in one range. The name is the raw key prefix: no prefix, no
+//! escaping, and a lock and an election of one name share a queue.
+//!
+//! In both, the lease id in the last segment makes the key unique per
+//! holder and lets tools find the lease behind a key.
 
-use lock_core::LockName;
+use std::fmt;
+use std::str::FromStr;
+
+use lock_core::{Error, LockName};
+use serde::{Deserialize, Serialize};
+
+/// How lock and election names map to etcd keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyLayout {
+    /// `<prefix>/lock/<escaped name>/<lease-hex>`: this crate's own layout,
+    /// with locks and elections apart.
+    #[default]
+    Distlock,
+    /// `<name>/<lease-hex>`: the keys of etcd's Go `concurrency` package
+    /// and of `etcdctl lock` / `etcdctl elect`, to share locks and
+    /// elections with them.
+    Concurrency,
+}
+
+impl KeyLayout {
+    /// Every layout, in the order messages list them.
+    pub const ALL: [KeyLayout; 2] = [KeyLayout::Distlock, KeyLayout::Concurrency];
+
+    /// The layout's name in URLs and config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyLayout::Distlock => "distlock",
+            KeyLayout::Concurrency => "concurrency",
+        }
+    }
+
+    pub(crate) fn is_default(&self) -> bool {
+        *self == KeyLayout::default()
+    }
+}
+
+impl fmt::Display for KeyLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for KeyLayout {
+    type Err = Error;
+
+    /// `distlock` or `concurrency`; anything else is `InvalidConfig`
+    /// listing those.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        KeyLayout::ALL
+            .into_iter()
+            .find(|layout| layout.as_str() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = KeyLayout::ALL.iter().map(|l| l.as_str()).collect();
+                Error::invalid_config(format!(
+                    "unknown etcd key layout {s:?}; known: {}",
+                    known.join(", ")
+                ))
+            })
+    }
+}
 
 /// Locks and elections are separate queues even when their names match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,33 +97,61 @@ impl Space {
     }
 }
 
-/// The key layout under one configured prefix.
+/// The keys of one backend: its layout and (for `distlock`) its prefix.
 #[derive(Debug, Clone)]
 pub(crate) struct KeySpace {
     root: String,
+    layout: KeyLayout,
+}
+
+/// What connecting reads to prove that a member with a leader answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Probe {
+    /// Read as a count-only prefix range.
+    pub(crate) range: String,
+    /// Whether being refused this range is an error. Only where every key
+    /// of ours lies in it: in the `concurrency` layout names are raw key
+    /// prefixes, so a role may be granted just the names it uses, and a
+    /// refusal (which etcd answers only after a quorum read) still shows
+    /// the cluster works.
+    pub(crate) must_be_readable: bool,
 }
 
 impl KeySpace {
-    pub(crate) fn new(prefix: &str) -> Self {
+    pub(crate) fn new(prefix: &str, layout: KeyLayout) -> Self {
         KeySpace {
             root: prefix.trim_end_matches('/').to_owned(),
+            layout,
         }
     }
 
-    /// `<prefix>/`: every key this backend writes starts with it.
-    pub(crate) fn range(&self) -> String {
-        format!("{}/", self.root)
+    pub(crate) fn probe(&self) -> Probe {
+        match self.layout {
+            KeyLayout::Distlock => Probe {
+                range: format!("{}/", self.root),
+                must_be_readable: true,
+            },
+            // A range nobody writes: NUL is not allowed in names.
+            KeyLayout::Concurrency => Probe {
+                range: "\0".to_owned(),
+                must_be_readable: false,
+            },
+        }
     }
 
-    /// The queue of `name`: every contender's key starts with this, and no
-    /// other key does.
+    /// The queue of `name`: every contender's key starts with this. In the
+    /// `distlock` layout no other key does; in the `concurrency` layout
+    /// the queue of `a` also holds the keys of `a/b`, as in Go.
     pub(crate) fn queue(&self, space: Space, name: &LockName) -> String {
-        format!(
-            "{}/{}/{}/",
-            self.root,
-            space.segment(),
-            escape(name.as_str())
-        )
+        match self.layout {
+            KeyLayout::Distlock => format!(
+                "{}/{}/{}/",
+                self.root,
+                space.segment(),
+                escape(name.as_str())
+            ),
+            KeyLayout::Concurrency => format!("{}/", name.as_str()),
+        }
     }
 
     /// The key of the contender holding `lease` in `queue`.
@@ -90,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_name_queue_never_contains_a_longer_names_keys() {
-        let keys = KeySpace::new("/p/");
+        let keys = KeySpace::new("/p/", KeyLayout::Distlock);
         let short = keys.queue(Space::Lock, &LockName::new("a").unwrap());
         let long = keys.queue(Space::Lock, &LockName::new("a/b").unwrap());
         assert_eq!(short, "/p/lock/a/");
@@ -98,8 +194,11 @@ mod tests {
         assert!(!long.starts_with(&short));
         let election = keys.queue(Space::Election, &LockName::new("a").unwrap());
         assert!(!election.starts_with(&short));
-        assert!(short.starts_with(&keys.range()) && election.starts_with(&keys.range()));
-        assert_eq!(KeySpace::new("/p").range(), "/p/");
+        let range = keys.probe().range;
+        assert!(short.starts_with(&range) && election.starts_with(&range));
+        let probe = KeySpace::new("/p", KeyLayout::Distlock).probe();
+        assert_eq!(probe.range, "/p/");
+        assert!(probe.must_be_readable);
     }
 
     #[test]
@@ -108,5 +207,43 @@ mod tests {
         assert_eq!(key, "/p/lock/a%25b/694d8a3b22c10f07");
         assert_eq!(lease_of_key(&key), Some(0x694d_8a3b_22c1_0f07));
         assert_eq!(lease_of_key("/p/lock/a/"), None);
+    }
+
+    #[test]
+    fn concurrency_keys_are_the_go_mutex_keys_for_the_raw_name() {
+        // concurrency.NewMutex(session, "/jobs/nightly") writes
+        // "/jobs/nightly/" + lease in lower-case hex; a trailing `/` in the
+        // name is kept, as Go keeps it ("a/" becomes "a//").
+        let keys = KeySpace::new("/ignored", KeyLayout::Concurrency);
+        for (name, queue) in [
+            ("/jobs/nightly", "/jobs/nightly/"),
+            ("interop", "interop/"),
+            ("a/", "a//"),
+            ("100%", "100%/"),
+        ] {
+            let name = LockName::new(name).unwrap();
+            assert_eq!(keys.queue(Space::Lock, &name), queue);
+            assert_eq!(keys.queue(Space::Election, &name), queue);
+        }
+        let key = KeySpace::entry("interop/", 0x694d_a233_b216_3c05);
+        assert_eq!(key, "interop/694da233b2163c05");
+        assert_eq!(lease_of_key(&key), Some(0x694d_a233_b216_3c05));
+        assert!(!keys.probe().must_be_readable);
+    }
+
+    #[test]
+    fn layouts_parse_from_their_names_only() {
+        for layout in KeyLayout::ALL {
+            assert_eq!(layout.as_str().parse::<KeyLayout>().unwrap(), layout);
+        }
+        for bad in ["curator", "Concurrency", ""] {
+            let err = bad.parse::<KeyLayout>().unwrap_err();
+            assert_eq!(err.kind(), lock_core::ErrorKind::InvalidConfig);
+            assert!(
+                err.message().contains("known: distlock, concurrency"),
+                "{err}"
+            );
+        }
+        assert_eq!(KeyLayout::default(), KeyLayout::Distlock);
     }
 }

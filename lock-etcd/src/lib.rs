@@ -27,5 +27,5 @@ pub use config::{
 /// The `etcd-client` crate this backend is built on, for guarded writes
 /// with [`is_owner`] and for [`EtcdBackend::client`].
 pub use etcd_client;
-pub use keys::lease_of_key;
+pub use keys::{KeyLayout, lease_of_key};
 pub use ownership::{is_owner, is_owner_of};

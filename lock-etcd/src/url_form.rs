@@ -82,10 +82,15 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
             "ca_cert" => config.ca_cert = Some(value.into_owned().into()),
             "client_cert" => config.client_cert = Some(value.into_owned().into()),
             "client_key" => config.client_key = Some(value.into_owned().into()),
+            "layout" => {
+                config.layout = value
+                    .parse()
+                    .map_err(|e: Error| bad(format!("option layout: {}", e.message())))?;
+            }
             other => {
                 return Err(bad(format!(
                     "unknown option {other:?}; known: ttl, connect_timeout, request_timeout, \
-                     keepalive_interval, ca_cert, client_cert, client_key"
+                     keepalive_interval, ca_cert, client_cert, client_key, layout"
                 )));
             }
         }
@@ -157,6 +162,30 @@ mod tests {
         let config = EtcdConfig::from_url("etcd://localhost").unwrap();
         assert_eq!(config.endpoints, ["localhost:2379"]);
         assert_eq!(config.prefix, DEFAULT_PREFIX);
+    }
+
+    #[test]
+    fn layout_option_selects_the_key_layout() {
+        use crate::KeyLayout;
+        let config = EtcdConfig::from_url("etcd://h:2379?layout=concurrency").unwrap();
+        assert_eq!(config.layout, KeyLayout::Concurrency);
+        assert_eq!(config.prefix, DEFAULT_PREFIX);
+        let plain = EtcdConfig::from_url("etcd://h:2379?layout=distlock").unwrap();
+        assert_eq!(plain.layout, KeyLayout::Distlock);
+        assert_eq!(
+            EtcdConfig::from_url("etcd://h:2379").unwrap().layout,
+            KeyLayout::Distlock
+        );
+        let err = EtcdConfig::from_url("etcd://h:2379?layout=curator").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(
+            err.message().contains("\"curator\"")
+                && err.message().contains("known: distlock, concurrency"),
+            "{err}"
+        );
+        let err = EtcdConfig::from_url("etcd://h:2379/app?layout=concurrency").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("/app"), "{err}");
     }
 
     #[test]

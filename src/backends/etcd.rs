@@ -20,6 +20,10 @@ pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
     if let Some(timeout) = config.request_timeout {
         etcd = etcd.with_request_timeout(timeout);
     }
+    if let Some(layout) = &config.layout {
+        // `distlock` or `concurrency`; ZooKeeper's `curator` is unknown here.
+        etcd = etcd.with_layout(layout.parse()?);
+    }
     if let Some(prefix) = &config.prefix {
         etcd = etcd.with_prefix(prefix.clone());
     }
@@ -43,9 +47,6 @@ pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
     if config.fsync.is_some() {
         return Err(super::unsupported_setting("etcd", "fsync"));
     }
-    if config.layout.is_some() {
-        return Err(super::unsupported_setting("etcd", "layout"));
-    }
     etcd.validate()?;
     Ok(etcd)
 }
@@ -53,4 +54,54 @@ pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = EtcdBackend::connect(etcd_config(url, config)?).await?;
     Ok((Arc::new(backend.clone()), Some(Arc::new(backend))))
+}
+
+#[cfg(test)]
+mod tests {
+    use lock_core::ErrorKind;
+    use lock_etcd::KeyLayout;
+
+    use super::*;
+
+    fn with_layout(layout: &str) -> Config {
+        Config {
+            layout: Some(layout.into()),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn the_layout_setting_selects_the_etcd_key_layout() {
+        let url = "etcd://127.0.0.1:2379";
+        let plain = etcd_config(url, &Config::default()).unwrap();
+        assert_eq!(plain.layout, KeyLayout::Distlock);
+        let go = etcd_config(url, &with_layout("concurrency")).unwrap();
+        assert_eq!(go.layout, KeyLayout::Concurrency);
+        let back = etcd_config(
+            &format!("{url}?layout=concurrency"),
+            &with_layout("distlock"),
+        );
+        assert_eq!(back.unwrap().layout, KeyLayout::Distlock);
+    }
+
+    #[test]
+    fn an_unknown_layout_or_a_prefix_with_concurrency_is_invalid_config() {
+        let url = "etcd://127.0.0.1:2379";
+        for unknown in ["curator", "Concurrency"] {
+            let err = etcd_config(url, &with_layout(unknown)).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+            assert!(
+                err.message().contains(unknown)
+                    && err.message().contains("known: distlock, concurrency"),
+                "{err}"
+            );
+        }
+        let config = Config {
+            prefix: Some("/app".into()),
+            ..with_layout("concurrency")
+        };
+        let err = etcd_config(url, &config).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        assert!(err.message().contains("layout=concurrency"), "{err}");
+    }
 }

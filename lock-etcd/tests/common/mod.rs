@@ -3,12 +3,14 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod etcdctl;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
-use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
+use lock_etcd::{EtcdBackend, EtcdConfig, KeyLayout, lease_of_key};
 use lock_testkit::conformance::Target;
 use lock_testkit::servers::EtcdCluster;
 
@@ -31,6 +33,16 @@ pub async fn start_cluster(members: usize) -> EtcdCluster {
 pub fn config_for(endpoints: Vec<String>) -> EtcdConfig {
     EtcdConfig::new(endpoints)
         .with_prefix(PREFIX)
+        .with_default_ttl(TTL)
+        .expect("non-zero TTL")
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_request_timeout(Duration::from_secs(2))
+}
+
+/// A test configuration in the `concurrency` layout (no key prefix).
+pub fn concurrency_config_for(endpoints: Vec<String>) -> EtcdConfig {
+    EtcdConfig::new(endpoints)
+        .with_layout(KeyLayout::Concurrency)
         .with_default_ttl(TTL)
         .expect("non-zero TTL")
         .with_connect_timeout(Duration::from_secs(5))

@@ -1,0 +1,307 @@
+//! The `concurrency` key layout against the real `etcdctl`, whose `lock`
+//! and `elect` are etcd's Go `concurrency.Mutex` and `concurrency.Election`:
+//! each side sees the other's holder and leader, in one queue.
+
+mod common;
+
+use std::time::Duration;
+
+use common::etcdctl::{BOUND, Etcdctl, Running};
+use futures::StreamExt;
+use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
+use lock_etcd::etcd_client::GetOptions;
+use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
+use lock_testkit::servers::etcd::EtcdUser;
+use lock_testkit::servers::{EtcdCluster, EtcdOptions};
+use tokio::time::{Instant, sleep, timeout};
+
+/// How long a peer that must stay out is watched for not getting in.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// A shell command for `etcdctl lock NAME -- …`: says `held <its pid>`,
+/// then waits until sent SIGTERM; gives up (exit 3) after about 20 s, so
+/// a failed test leaves no shell behind.
+const HOLD: &str = r#"echo "held $$"; trap 'exit 0' TERM; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3"#;
+
+async fn concurrency_backend(cluster: &EtcdCluster) -> EtcdBackend {
+    EtcdBackend::connect(common::concurrency_config_for(cluster.endpoints()))
+        .await
+        .expect("connect in the concurrency layout")
+}
+
+/// The keys under `prefix`, oldest first: `(key, create_revision, value)`.
+async fn queue(cluster: &EtcdCluster, prefix: &str) -> Vec<(String, i64, Vec<u8>)> {
+    let resp = common::raw_client(cluster)
+        .await
+        .get(prefix, Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("read the queue");
+    let mut keys: Vec<_> = resp
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                kv.create_revision(),
+                kv.value().to_vec(),
+            )
+        })
+        .collect();
+    keys.sort_by_key(|k| k.1);
+    keys
+}
+
+/// Polls until `prefix` holds `count` keys, within [`BOUND`].
+async fn until_queued(cluster: &EtcdCluster, prefix: &str, count: usize) {
+    let start = Instant::now();
+    loop {
+        let keys = queue(cluster, prefix).await;
+        if keys.len() == count {
+            return;
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "{prefix} holds {keys:?}, not {count} keys"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `etcdctl lock name -- HOLD` once it holds: the process and the pid of
+/// the shell to signal.
+async fn etcdctl_holding(etcdctl: &Etcdctl, name: &str) -> (Running, u32) {
+    let mut holder = etcdctl.spawn(&["lock", name, "--", "sh", "-c", HOLD]);
+    let line = holder.line().await;
+    let pid = line
+        .strip_prefix("held ")
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output {line:?}"));
+    (holder, pid)
+}
+
+#[tokio::test]
+async fn a_lock_etcdctl_holds_blocks_distlock_until_etcdctl_exits() {
+    let cluster = common::start_cluster(1).await;
+    let etcdctl = Etcdctl::for_cluster(&cluster);
+    let backend = concurrency_backend(&cluster).await;
+    let name = "/interop/jobs";
+
+    let (mut holder, shell) = etcdctl_holding(&etcdctl, name).await;
+    let keys = queue(&cluster, "/interop/jobs/").await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let (go_key, go_rev, go_value) = keys[0].clone();
+    assert!(lease_of_key(&go_key).is_some(), "{go_key}");
+    assert!(go_value.is_empty());
+
+    let err = backend.try_lock(name).await.expect_err("etcdctl holds it");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    assert!(err.message().contains(&go_key), "{err}");
+
+    let waiter = tokio::spawn({
+        let backend = backend.clone();
+        async move { backend.lock_timeout(name, BOUND).await }
+    });
+    until_queued(&cluster, "/interop/jobs/", 2).await;
+    assert!(!waiter.is_finished(), "distlock got in while etcdctl holds");
+
+    Running::signal_pid(shell, "TERM").await;
+    assert!(holder.exit().await.success());
+    let guard = timeout(BOUND, waiter)
+        .await
+        .expect("distlock gets the lock after etcdctl")
+        .unwrap()
+        .expect("acquire");
+    assert!(
+        guard.token().get() > u64::try_from(go_rev).unwrap(),
+        "token {} is not after etcdctl's create revision {go_rev}",
+        guard.token().get()
+    );
+    assert!(guard.key().starts_with("/interop/jobs/"), "{}", guard.key());
+    assert!(lease_of_key(guard.key()).is_some(), "{}", guard.key());
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn etcdctl_lock_waits_for_distlock_to_release() {
+    let cluster = common::start_cluster(1).await;
+    let etcdctl = Etcdctl::for_cluster(&cluster);
+    let backend = concurrency_backend(&cluster).await;
+
+    let guard = backend.lock("interop").await.expect("lock");
+    // Without a command, etcdctl prints its key once it holds the lock.
+    let mut peer = etcdctl.spawn(&["lock", "interop"]);
+    until_queued(&cluster, "interop/", 2).await;
+    peer.prints_nothing_for(QUIET).await;
+
+    let token = guard.token().get();
+    guard.release().await.expect("release");
+    let key = peer.line().await;
+    let keys = queue(&cluster, "interop/").await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(keys[0].0, key);
+    assert!(u64::try_from(keys[0].1).unwrap() > token);
+
+    assert!(peer.interrupt().await.success());
+    backend
+        .try_lock("interop")
+        .await
+        .expect("etcdctl unlocked on exit")
+        .release()
+        .await
+        .expect("release");
+}
+
+#[tokio::test]
+async fn a_name_ending_in_slash_is_the_same_lock_as_in_etcdctl() {
+    // Go's `NewMutex(s, "jobs/")` writes `jobs//<lease>`; so does distlock.
+    let cluster = common::start_cluster(1).await;
+    let etcdctl = Etcdctl::for_cluster(&cluster);
+    let backend = concurrency_backend(&cluster).await;
+    let (mut holder, shell) = etcdctl_holding(&etcdctl, "jobs/").await;
+    let err = backend
+        .try_lock("jobs/")
+        .await
+        .expect_err("etcdctl holds it");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    assert!(err.message().contains("jobs//"), "{err}");
+    Running::signal_pid(shell, "TERM").await;
+    assert!(holder.exit().await.success());
+    let guard = backend.try_lock("jobs/").await.expect("free again");
+    assert!(guard.key().starts_with("jobs//"), "{}", guard.key());
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn elections_are_shared_with_etcdctl_elect_both_ways() {
+    let cluster = common::start_cluster(1).await;
+    let etcdctl = Etcdctl::for_cluster(&cluster);
+    let backend = concurrency_backend(&cluster).await;
+    let election = LockName::new("interop-election").unwrap();
+
+    // etcdctl leads: prints its key, then its proposal.
+    let mut candidate = etcdctl.spawn(&["elect", "interop-election", "go-proposal"]);
+    let go_key = candidate.line().await;
+    assert_eq!(candidate.line().await, "go-proposal");
+    let leader = backend
+        .leader(&election)
+        .await
+        .expect("read the leader")
+        .expect("etcdctl leads");
+    assert_eq!(leader.value, b"go-proposal");
+    assert_eq!(leader.key, go_key);
+    let mut observed = backend.observe(&election).await.expect("observe");
+    let first = timeout(BOUND, observed.next())
+        .await
+        .expect("observe yields the leader")
+        .expect("stream open")
+        .expect("leader");
+    assert_eq!(first.value, b"go-proposal");
+
+    // distlock campaigns behind etcdctl and leads once it resigns.
+    let campaign = tokio::spawn({
+        let (backend, election) = (backend.clone(), election.clone());
+        async move {
+            let options = AcquireOptions::new().wait(Wait::Timeout(BOUND));
+            backend
+                .campaign(&election, b"distlock-value".to_vec(), &options)
+                .await
+        }
+    });
+    until_queued(&cluster, "interop-election/", 2).await;
+    assert!(!campaign.is_finished(), "distlock leads beside etcdctl");
+    assert!(candidate.interrupt().await.success());
+    let leadership = timeout(BOUND, campaign)
+        .await
+        .expect("distlock is elected after etcdctl resigns")
+        .unwrap()
+        .expect("campaign");
+    assert!(leadership.token() > leader.token);
+    let next = timeout(BOUND, observed.next())
+        .await
+        .expect("observe yields the new leader")
+        .expect("stream open")
+        .expect("leader");
+    assert_eq!(next.value, b"distlock-value");
+
+    // etcdctl's observer sees distlock's value, and a proclaimed one.
+    let mut listener = etcdctl.spawn(&["elect", "-l", "interop-election"]);
+    assert_eq!(listener.line().await, leadership.key());
+    assert_eq!(listener.line().await, "distlock-value");
+    leadership.proclaim(b"proclaimed").await.expect("proclaim");
+    assert_eq!(listener.line().await, leadership.key());
+    assert_eq!(listener.line().await, "proclaimed");
+    let values = queue(&cluster, "interop-election/").await;
+    assert_eq!(values.len(), 1, "{values:?}");
+    assert_eq!(values[0].2, b"proclaimed");
+    assert!(listener.interrupt().await.success());
+    leadership.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn a_lock_and_an_election_of_one_name_share_a_queue() {
+    let cluster = common::start_cluster(1).await;
+    let backend = concurrency_backend(&cluster).await;
+    let guard = backend.lock("shared").await.expect("lock");
+    let leader = backend
+        .leader(&LockName::new("shared").unwrap())
+        .await
+        .expect("read the leader")
+        .expect("the lock holder is the leader, as in Go");
+    assert_eq!(leader.key, guard.key());
+    assert!(leader.value.is_empty());
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn bad_layout_prefix_and_names_are_refused_before_any_io() {
+    let err = EtcdConfig::from_url("etcd://127.0.0.1:1?layout=curator").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(
+        err.message().contains("known: distlock, concurrency"),
+        "{err}"
+    );
+    let err = EtcdConfig::from_url("etcd://127.0.0.1:1/app?layout=concurrency").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(err.message().contains("layout=concurrency"), "{err}");
+    let err = EtcdBackend::connect(
+        common::concurrency_config_for(vec!["127.0.0.1:1".into()]).with_prefix("/app"),
+    )
+    .await
+    .expect_err("a prefix with layout=concurrency");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+
+    // Names: the general rules hold in this layout too, and are checked
+    // without a request: the server is gone.
+    let cluster = common::start_cluster(1).await;
+    let backend = concurrency_backend(&cluster).await;
+    cluster.member(0).kill().await;
+    for bad in ["", "nul\0name", "line\nbreak", &"x".repeat(513)] {
+        let started = Instant::now();
+        let err = backend.try_lock(bad).await.expect_err("bad name");
+        assert_eq!(err.kind(), ErrorKind::InvalidName, "{bad:?}: {err}");
+        assert!(started.elapsed() < Duration::from_millis(100), "{bad:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_user_granted_only_its_lock_names_connects_in_the_concurrency_layout() {
+    let user = EtcdUser::new("mutex", "mutex-secret", "granted/");
+    let options = EtcdOptions::new(1).auth("root-secret", vec![user]);
+    let cluster = EtcdCluster::start_with(options)
+        .await
+        .unwrap_or_else(|e| panic!("could not start etcd with auth: {e}"));
+    let config = common::concurrency_config_for(cluster.endpoints())
+        .with_credentials("mutex", "mutex-secret");
+    let backend = EtcdBackend::connect(config)
+        .await
+        .expect("connects although no fixed range is granted");
+    backend
+        .lock("granted")
+        .await
+        .expect("lock a granted name")
+        .release()
+        .await
+        .expect("release");
+    let err = backend.try_lock("other").await.expect_err("not granted");
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+}
