@@ -4,11 +4,11 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lock_core::raw::{Settings, serde_humane};
 use lock_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::KeyLayout;
-use crate::millis;
 
 /// Lease TTL used when acquire options leave it unset.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
@@ -26,9 +26,10 @@ pub const DEFAULT_PREFIX: &str = "/distlock";
 /// Configuration of an [`EtcdBackend`](crate::EtcdBackend).
 ///
 /// Build it with [`EtcdConfig::new`] and the `with_*` methods, parse it from
-/// a URL with [`EtcdConfig::from_url`], or deserialize it (durations are
-/// whole milliseconds: `default_ttl_ms`, `connect_timeout_ms`,
-/// `request_timeout_ms`, `keepalive_interval_ms`).
+/// a URL with [`EtcdConfig::from_url`], or deserialize it (with the names
+/// of the URL options: `ttl`, `connect_timeout`, `request_timeout`,
+/// `keepalive_interval`, durations such as `"10s"` or `"500ms"`, a bare
+/// number being seconds).
 ///
 /// TLS is used when [`tls`](Self::tls) is set (the `etcds://` scheme sets
 /// it) or any of the certificate paths is given. `ca_cert` is then required:
@@ -54,22 +55,14 @@ pub struct EtcdConfig {
     pub layout: KeyLayout,
     /// Lease TTL used when acquire options leave it unset (rounded up to
     /// whole seconds, as etcd leases are).
-    #[serde(rename = "default_ttl_ms", with = "millis", default = "default_ttl")]
+    #[serde(rename = "ttl", with = "serde_humane", default = "default_ttl")]
     pub default_ttl: Duration,
     /// Bound on connecting and authenticating in [`EtcdBackend::connect`](crate::EtcdBackend::connect).
-    #[serde(
-        rename = "connect_timeout_ms",
-        with = "millis",
-        default = "default_connect_timeout"
-    )]
+    #[serde(with = "serde_humane", default = "default_connect_timeout")]
     pub connect_timeout: Duration,
     /// Bound on every request, its retries included. No call waits longer
     /// than this (plus the acquire wait, for acquisitions).
-    #[serde(
-        rename = "request_timeout_ms",
-        with = "millis",
-        default = "default_request_timeout"
-    )]
+    #[serde(with = "serde_humane", default = "default_request_timeout")]
     pub request_timeout: Duration,
     /// etcd user name (etcd's auth must be enabled on the server).
     #[serde(default)]
@@ -93,7 +86,7 @@ pub struct EtcdConfig {
     /// are open; a dead connection is noticed after about twice this.
     /// `None` means [`DEFAULT_KEEPALIVE_INTERVAL`]. etcd refuses pings more
     /// often than its `--grpc-keepalive-min-time` (5 s by default).
-    #[serde(rename = "keepalive_interval_ms", with = "millis::optional", default)]
+    #[serde(with = "serde_humane::optional", default)]
     pub keepalive_interval: Option<Duration>,
 }
 
@@ -161,7 +154,7 @@ impl EtcdConfig {
     /// Parses `etcd://[user:password@]h1:2379,h2:2379[/prefix][?options]`
     /// (or `etcds://` for TLS). See the crate docs for the options.
     pub fn from_url(url: &str) -> Result<Self> {
-        crate::url_form::parse(url)
+        crate::url::parse(url)
     }
 
     /// Sets the key prefix.
@@ -176,10 +169,53 @@ impl EtcdConfig {
         self
     }
 
-    /// Sets the default lease TTL, rejecting one below etcd's minimum of a
-    /// second; etcd leases are whole seconds, so it is rounded up.
-    pub fn with_default_ttl(mut self, ttl: Duration) -> Result<Self> {
-        self.default_ttl = lock_core::raw::ttl_for(ttl, &crate::backend::EtcdBackend::caps())?;
+    /// Sets the default lease TTL. etcd leases are whole seconds: a TTL
+    /// below etcd's minimum of a second fails [`validate`](Self::validate),
+    /// and others are rounded up when a lease is granted.
+    pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// Applies the [`Settings`] etcd honours over these (all but `fsync`):
+    /// `ttl`, `connect_timeout`, `request_timeout`, `username`, `password`,
+    /// `prefix`, `layout` and the TLS files.
+    pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
+        settings.refuse_others(
+            "etcd",
+            &[
+                "ttl",
+                "connect_timeout",
+                "request_timeout",
+                "username",
+                "password",
+                "prefix",
+                "layout",
+                "tls.ca",
+                "tls.cert",
+                "tls.key",
+            ],
+        )?;
+        let settings = settings.clone();
+        self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
+        self.connect_timeout = settings.connect_timeout.unwrap_or(self.connect_timeout);
+        self.request_timeout = settings.request_timeout.unwrap_or(self.request_timeout);
+        if let Some(layout) = settings.layout {
+            // `distlock` or `concurrency`; ZooKeeper's `curator` is unknown here.
+            self.layout = layout.parse()?;
+        }
+        self.prefix = settings.prefix.unwrap_or(self.prefix);
+        self.username = settings.username.or(self.username);
+        self.password = settings.password.or(self.password);
+        if let Some(ca) = settings.tls_ca {
+            self = self.with_ca_cert(ca);
+        }
+        if settings.tls_cert.is_some() || settings.tls_key.is_some() {
+            self.tls = true;
+            self.client_cert = settings.tls_cert.or(self.client_cert);
+            self.client_key = settings.tls_key.or(self.client_key);
+        }
+        self.validate()?;
         Ok(self)
     }
 
@@ -264,10 +300,10 @@ impl EtcdConfig {
             ));
         }
         for endpoint in &self.endpoints {
-            crate::url_form::check_endpoint(endpoint)?;
+            crate::url::check_endpoint(endpoint)?;
         }
         lock_core::raw::ttl_for(self.default_ttl, &crate::backend::EtcdBackend::caps())
-            .map_err(|e| Error::invalid_config(format!("etcd default_ttl: {}", e.message())))?;
+            .map_err(|e| Error::invalid_config(format!("etcd ttl: {}", e.message())))?;
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),
             ("request_timeout", self.request_timeout),
@@ -332,14 +368,17 @@ mod tests {
     }
 
     #[test]
-    fn serde_uses_milliseconds_and_defaults() {
-        let config: EtcdConfig =
-            serde_json::from_str(r#"{"endpoints":["a:2379"],"request_timeout_ms":250}"#).unwrap();
+    fn serde_uses_the_shared_names_and_defaults() {
+        let config: EtcdConfig = serde_json::from_str(
+            r#"{"endpoints":["a:2379"],"request_timeout":"250ms","connect_timeout":3}"#,
+        )
+        .unwrap();
         assert_eq!(config.request_timeout, Duration::from_millis(250));
+        assert_eq!(config.connect_timeout, Duration::from_secs(3));
         assert_eq!(config.default_ttl, DEFAULT_TTL);
         assert_eq!(config.prefix, DEFAULT_PREFIX);
         let json = serde_json::to_string(&config).unwrap();
-        assert!(json.contains(r#""default_ttl_ms":10000"#), "{json}");
+        assert!(json.contains(r#""ttl":"10s""#), "{json}");
         let back: EtcdConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, config);
     }
@@ -376,7 +415,10 @@ mod tests {
             let err = config.validate().unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{config:?}: {err}");
         }
-        let err = base.with_default_ttl(Duration::ZERO).unwrap_err();
+        let err = base
+            .with_default_ttl(Duration::ZERO)
+            .validate()
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
     }
 

@@ -18,7 +18,7 @@ use lock_core::{Error, ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::config::{DEFAULT_KEEPALIVE_INTERVAL, EtcdConfig};
-use crate::error_map::{Context, classify, is_tls_handshake_eof};
+use crate::errors::{EtcdSite, classify, is_tls_handshake_eof, site};
 use crate::keys::KeySpace;
 
 /// Pause between connection attempts while the connect timeout lasts.
@@ -34,10 +34,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
     let listed = config.endpoint_list();
     let probe = KeySpace::new(&config.prefix, config.layout).probe();
     let op = format!("connect (key prefix {:?})", probe.range);
-    let ctx = Context {
-        op: &op,
-        endpoints: &listed,
-    };
+    let ctx = site(&op, &listed);
     let deadline = Instant::now() + config.connect_timeout;
     let mut last_error = None;
     let mut handshakes_closed = 0;
@@ -79,7 +76,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
                 tracing::debug!(endpoints = %listed, error = %err, "etcd not reachable yet; retrying");
                 last_error = Some(err);
             }
-            Ok(Err(err)) => return Err(ctx.error(err)),
+            Ok(Err(err)) => return Err(ctx.client_error(err)),
             Err(_) => break,
         }
         if Instant::now() + RETRY_PAUSE >= deadline {
@@ -112,7 +109,7 @@ fn tls_refused(config: &EtcdConfig, listed: &str, err: etcd_client::Error) -> Er
     Error::invalid_config(format!(
         "etcd at {listed}: TLS: the server's certificate was refused ({}); check that ca_cert \
          {ca} is the CA that signed it, and that it is valid for the endpoint's host name",
-        crate::error_map::detail(&err)
+        crate::errors::detail(&err)
     ))
     .with_source(err)
 }

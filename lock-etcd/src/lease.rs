@@ -18,7 +18,7 @@ use lock_core::{Error, LostSignal, Result};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout};
 
-use crate::error_map::is_lease_gone;
+use crate::errors::{EtcdSite, is_lease_gone};
 use crate::rpc::{Retry, Rpc};
 
 /// A granted lease. Dropping it stops the keepalive; it then expires on
@@ -187,8 +187,8 @@ impl KeepAlive {
         let op = format!("keep lease {:x} alive", self.id);
         let ctx = self.rpc.context(&op);
         let result = match outcome {
-            Ok(result) => result.map_err(|e| ctx.error(e)),
-            Err(_) => Err(ctx.timeout(attempt_timeout)),
+            Ok(result) => result.map_err(|e| ctx.client_error(e)),
+            Err(_) => Err(ctx.timed_out(attempt_timeout)),
         };
         if result.is_err() {
             // Answers are matched to requests by order: start over.

@@ -13,10 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::Client;
+use lock_core::raw::Site;
 use lock_core::{ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
-use crate::error_map::{Context, classify};
+use crate::errors::{EtcdSite, classify, site};
 use crate::token::TokenRefresh;
 
 /// First pause before a retry; doubled up to [`MAX_BACKOFF`].
@@ -83,12 +84,9 @@ impl Rpc {
         self.request_timeout
     }
 
-    /// A context for error messages about `op`.
-    pub(crate) fn context<'a>(&'a self, op: &'a str) -> Context<'a> {
-        Context {
-            op,
-            endpoints: &self.endpoints,
-        }
+    /// The site of request `op`, for error messages.
+    pub(crate) fn context<'a>(&'a self, op: &'a str) -> Site<'a> {
+        site(op, &self.endpoints)
     }
 
     /// Runs `request` (given a client and the attempt number, from 1) until
@@ -143,20 +141,20 @@ impl Rpc {
                             attempt -= 1;
                             continue;
                         }
-                        Ok(Err(refresh)) => return Err(ctx.error(refresh)),
-                        Err(_) => return Err(ctx.timeout(self.request_timeout)),
+                        Ok(Err(refresh)) => return Err(ctx.client_error(refresh)),
+                        Err(_) => return Err(ctx.timed_out(self.request_timeout)),
                     }
                 }
                 Ok(Err(err)) => {
                     if retry == Retry::Once || classify(&err) != ErrorKind::Unavailable {
-                        return Err(ctx.error(err));
+                        return Err(ctx.client_error(err));
                     }
                     tracing::debug!(op, attempt, error = %err, "etcd request failed; retrying");
                     Err(err)
                 }
                 Err(_) => {
                     if retry == Retry::Once {
-                        return Err(ctx.timeout(self.request_timeout));
+                        return Err(ctx.timed_out(self.request_timeout));
                     }
                     tracing::debug!(op, attempt, "etcd request attempt timed out; retrying");
                     Ok(())
@@ -164,8 +162,8 @@ impl Rpc {
             };
             if Instant::now() + backoff >= deadline {
                 return Err(match retryable {
-                    Err(err) => ctx.error(err),
-                    Ok(()) => ctx.timeout(self.request_timeout),
+                    Err(err) => ctx.client_error(err),
+                    Ok(()) => ctx.timed_out(self.request_timeout),
                 });
             }
             sleep(backoff).await;

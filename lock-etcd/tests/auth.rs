@@ -1,7 +1,7 @@
 //! etcd with authentication enabled: a least-privilege user limited to the
 //! key prefix, and auth tokens that expire while the backend is in use.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ const SLACK: Duration = Duration::from_secs(3);
 /// A one-member etcd with auth on and a user that may touch only
 /// `<test prefix>/`.
 async fn auth_cluster(options: EtcdOptions) -> EtcdCluster {
-    let user = EtcdUser::new(USER, PASSWORD, format!("{}/", common::PREFIX));
+    let user = EtcdUser::new(USER, PASSWORD, format!("{}/", support::PREFIX));
     let options = options.auth("root-secret", vec![user]);
     match EtcdCluster::start_with(options).await {
         Ok(cluster) => cluster,
@@ -27,7 +27,7 @@ async fn auth_cluster(options: EtcdOptions) -> EtcdCluster {
 }
 
 async fn locker(cluster: &EtcdCluster) -> EtcdBackend {
-    let config = common::config_for(cluster.endpoints()).with_credentials(USER, PASSWORD);
+    let config = support::config_for(cluster.endpoints()).with_credentials(USER, PASSWORD);
     EtcdBackend::connect(config)
         .await
         .expect("a user granted the key prefix connects")
@@ -83,7 +83,7 @@ async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acq
         .expect("probe client");
     tokio::time::sleep(TOKEN_GONE_AFTER).await;
     let expired = probe
-        .get(format!("{}/probe", common::PREFIX), None)
+        .get(format!("{}/probe", support::PREFIX), None)
         .await
         .expect_err("etcd must have dropped the idle token by now");
     assert!(
@@ -92,7 +92,7 @@ async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acq
     );
 
     // A new acquire after expiry, and a waiter whose watch stream's token is gone.
-    let before = common::txns_started(&cluster).await;
+    let before = support::txns_started(&cluster).await;
     let waiter = tokio::spawn(async move {
         let guard = b
             .lock_timeout("token/expiry", Duration::from_secs(10))
@@ -101,7 +101,7 @@ async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acq
     });
     // Observe the waiter for a while: it must wait on its watch, not spin.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let during_wait = common::txns_started(&cluster).await - before;
+    let during_wait = support::txns_started(&cluster).await - before;
     assert!(
         during_wait < 20.0,
         "the waiter sent {during_wait} Txns in 1 s: its watch does not work"

@@ -2,7 +2,7 @@
 //! timeouts, never a hang: wrong password, unreachable or silent endpoints,
 //! a dead server after connecting, a zero TTL.
 
-mod common;
+mod support;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
@@ -18,7 +18,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 const SLACK: Duration = Duration::from_secs(2);
 
 fn config(endpoints: Vec<String>) -> EtcdConfig {
-    common::config_for(endpoints)
+    support::config_for(endpoints)
         .with_connect_timeout(CONNECT_TIMEOUT)
         .with_request_timeout(REQUEST_TIMEOUT)
 }
@@ -41,8 +41,8 @@ async fn connect_within_bound(config: EtcdConfig) -> (lock_core::Result<EtcdBack
 
 #[tokio::test]
 async fn wrong_password_is_unauthorized_and_names_the_address() {
-    let cluster = common::start_cluster(1).await;
-    let mut admin = common::raw_client(&cluster).await;
+    let cluster = support::start_cluster(1).await;
+    let mut admin = support::raw_client(&cluster).await;
     admin
         .user_add("root", "right-password", None)
         .await
@@ -101,7 +101,7 @@ async fn a_silent_endpoint_is_unavailable_within_the_connect_timeout() {
 
 #[tokio::test]
 async fn requests_to_a_frozen_server_time_out_within_the_request_timeout() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
     let backend = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
@@ -136,7 +136,7 @@ async fn requests_to_a_frozen_server_time_out_within_the_request_timeout() {
 
 #[tokio::test]
 async fn requests_after_the_server_died_fail_as_unavailable() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let backend = EtcdBackend::connect(config(cluster.endpoints()))
         .await
         .expect("connect");
@@ -158,6 +158,7 @@ async fn requests_after_the_server_died_fail_as_unavailable() {
 async fn zero_ttl_is_invalid_config_everywhere_it_can_be_given() {
     let err = EtcdConfig::new(["127.0.0.1:2379"])
         .with_default_ttl(Duration::ZERO)
+        .validate()
         .expect_err("zero default TTL");
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
     let err = EtcdConfig::from_url("etcd://127.0.0.1:2379?ttl=0s").expect_err("zero URL TTL");
@@ -183,8 +184,8 @@ async fn unreadable_tls_files_are_invalid_config_naming_the_file() {
 
 #[tokio::test]
 async fn ttls_below_a_second_are_refused_and_others_round_up_to_whole_seconds() {
-    let cluster = common::start_cluster(1).await;
-    let backend = common::backend(&cluster).await;
+    let cluster = support::start_cluster(1).await;
+    let backend = support::backend(&cluster).await;
     let name = LockName::new("ttl/rounding").unwrap();
     assert_eq!(backend.capabilities().min_ttl, Duration::from_secs(1));
     let short = AcquireOptions::new()
@@ -203,15 +204,15 @@ async fn ttls_below_a_second_are_refused_and_others_round_up_to_whole_seconds() 
 
 #[tokio::test]
 async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeout() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
     let flapping = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
         .await
         .expect("connect through the proxy");
-    let holder = common::backend(&cluster).await;
+    let holder = support::backend(&cluster).await;
     let held = holder.lock("bound/acquire").await.expect("lock");
-    let txns = common::txns_started(&cluster).await;
+    let txns = support::txns_started(&cluster).await;
 
     // The link is down when the acquire starts and comes back 600 ms later:
     // granting the lease succeeds only then, after several attempts.
@@ -225,7 +226,7 @@ async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeou
     proxy.delay(Duration::from_millis(50));
     proxy.restore();
     timeout(REQUEST_TIMEOUT + SLACK, async {
-        while common::txns_started(&cluster).await <= txns {
+        while support::txns_started(&cluster).await <= txns {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     })

@@ -2,7 +2,7 @@
 //! restarted: never two holders, tokens only go up, and acquisitions go on
 //! once the cluster has recovered.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,10 +34,10 @@ async fn acquisitions_continue(progress: &Progress, more: u64, within: Duration,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contention_survives_leader_kill_and_restart() {
-    let cluster = common::start_cluster(3).await;
+    let cluster = support::start_cluster(3).await;
     let endpoints = cluster.endpoints();
     let factory: ClientFactory = Arc::new(move || {
-        let config = common::config_for(endpoints.clone());
+        let config = support::config_for(endpoints.clone());
         async move {
             let backend = EtcdBackend::connect(config).await?;
             Ok(Arc::new(backend) as Arc<DynLockBackend>)
@@ -109,12 +109,8 @@ async fn watchers_per_member(cluster: &lock_testkit::servers::EtcdCluster) -> Ve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_watch_member_freezes_still_acquires() {
     const WAITER_TTL: Duration = Duration::from_secs(3);
-    let cluster = common::start_cluster(3).await;
-    let config = || {
-        common::config_for(cluster.endpoints())
-            .with_default_ttl(WAITER_TTL)
-            .unwrap()
-    };
+    let cluster = support::start_cluster(3).await;
+    let config = || support::config_for(cluster.endpoints()).with_default_ttl(WAITER_TTL);
     let holder = EtcdBackend::connect(config()).await.expect("connect");
     let waiter = EtcdBackend::connect(config()).await.expect("connect");
     let held = holder.lock("frozen/watch").await.expect("lock");

@@ -1,6 +1,6 @@
 //! The whole lock-testkit conformance suite (lock and election) against a
 //! real single-member etcd started per test.
 
-mod common;
+mod support;
 
-lock_testkit::conformance_tests!(common::etcd_target().await);
+lock_testkit::conformance_tests!(support::etcd_target().await);

@@ -2,7 +2,7 @@
 //! missed has been compacted (`ErrCompacted`): no leader twice, none out of
 //! order, and they catch up with the current leader.
 
-mod common;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,15 +17,15 @@ const SLACK: Duration = Duration::from_secs(6);
 
 #[tokio::test]
 async fn observe_resumes_after_a_break_and_compaction() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let observer = EtcdBackend::connect(common::config_for(vec![proxy.addr().to_string()]))
+    let observer = EtcdBackend::connect(support::config_for(vec![proxy.addr().to_string()]))
         .await
         .expect("observer connects through the proxy");
     let (a, b) = (
-        common::backend(&cluster).await,
-        common::backend(&cluster).await,
+        support::backend(&cluster).await,
+        support::backend(&cluster).await,
     );
     let name = LockName::new("resume/election").unwrap();
     let mut stream = observer.observe(&name).await.expect("observe");
@@ -65,7 +65,7 @@ async fn observe_resumes_after_a_break_and_compaction() {
         .unwrap()
         .expect("campaign b");
     second.proclaim(b"b2".to_vec()).await.expect("proclaim b2");
-    let mut raw = common::raw_client(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
     let now = raw
         .get("x", None)
         .await

@@ -2,17 +2,17 @@
 //! and `elect` are etcd's Go `concurrency.Mutex` and `concurrency.Election`:
 //! each side sees the other's holder and leader, in one queue.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::etcdctl::{BOUND, Etcdctl, Running};
 use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
 use lock_etcd::etcd_client::GetOptions;
 use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
 use lock_testkit::servers::etcd::EtcdUser;
 use lock_testkit::servers::{EtcdCluster, EtcdOptions};
+use support::etcdctl::{BOUND, Etcdctl, Running};
 use tokio::time::{Instant, sleep, timeout};
 
 /// How long a peer that must stay out is watched for not getting in.
@@ -24,14 +24,14 @@ const QUIET: Duration = Duration::from_millis(500);
 const HOLD: &str = r#"echo "held $$"; trap 'exit 0' TERM; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3"#;
 
 async fn concurrency_backend(cluster: &EtcdCluster) -> EtcdBackend {
-    EtcdBackend::connect(common::concurrency_config_for(cluster.endpoints()))
+    EtcdBackend::connect(support::concurrency_config_for(cluster.endpoints()))
         .await
         .expect("connect in the concurrency layout")
 }
 
 /// The keys under `prefix`, oldest first: `(key, create_revision, value)`.
 async fn queue(cluster: &EtcdCluster, prefix: &str) -> Vec<(String, i64, Vec<u8>)> {
-    let resp = common::raw_client(cluster)
+    let resp = support::raw_client(cluster)
         .await
         .get(prefix, Some(GetOptions::new().with_prefix()))
         .await
@@ -81,7 +81,7 @@ async fn etcdctl_holding(etcdctl: &Etcdctl, name: &str) -> (Running, u32) {
 
 #[tokio::test]
 async fn a_lock_etcdctl_holds_blocks_distlock_until_etcdctl_exits() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let etcdctl = Etcdctl::for_cluster(&cluster);
     let backend = concurrency_backend(&cluster).await;
     let name = "/interop/jobs";
@@ -123,7 +123,7 @@ async fn a_lock_etcdctl_holds_blocks_distlock_until_etcdctl_exits() {
 
 #[tokio::test]
 async fn etcdctl_lock_waits_for_distlock_to_release() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let etcdctl = Etcdctl::for_cluster(&cluster);
     let backend = concurrency_backend(&cluster).await;
 
@@ -154,7 +154,7 @@ async fn etcdctl_lock_waits_for_distlock_to_release() {
 #[tokio::test]
 async fn a_name_ending_in_slash_is_the_same_lock_as_in_etcdctl() {
     // Go's `NewMutex(s, "jobs/")` writes `jobs//<lease>`; so does distlock.
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let etcdctl = Etcdctl::for_cluster(&cluster);
     let backend = concurrency_backend(&cluster).await;
     let (mut holder, shell) = etcdctl_holding(&etcdctl, "jobs/").await;
@@ -173,7 +173,7 @@ async fn a_name_ending_in_slash_is_the_same_lock_as_in_etcdctl() {
 
 #[tokio::test]
 async fn elections_are_shared_with_etcdctl_elect_both_ways() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let etcdctl = Etcdctl::for_cluster(&cluster);
     let backend = concurrency_backend(&cluster).await;
     let election = LockName::new("interop-election").unwrap();
@@ -239,7 +239,7 @@ async fn elections_are_shared_with_etcdctl_elect_both_ways() {
 
 #[tokio::test]
 async fn a_lock_and_an_election_of_one_name_share_a_queue() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let backend = concurrency_backend(&cluster).await;
     let guard = backend.lock("shared").await.expect("lock");
     let leader = backend
@@ -264,7 +264,7 @@ async fn bad_layout_prefix_and_names_are_refused_before_any_io() {
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
     assert!(err.message().contains("layout=concurrency"), "{err}");
     let err = EtcdBackend::connect(
-        common::concurrency_config_for(vec!["127.0.0.1:1".into()]).with_prefix("/app"),
+        support::concurrency_config_for(vec!["127.0.0.1:1".into()]).with_prefix("/app"),
     )
     .await
     .expect_err("a prefix with layout=concurrency");
@@ -272,7 +272,7 @@ async fn bad_layout_prefix_and_names_are_refused_before_any_io() {
 
     // Names: the general rules hold in this layout too, and are checked
     // without a request: the server is gone.
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let backend = concurrency_backend(&cluster).await;
     cluster.member(0).kill().await;
     for bad in ["", "nul\0name", "line\nbreak", &"x".repeat(513)] {
@@ -290,7 +290,7 @@ async fn a_user_granted_only_its_lock_names_connects_in_the_concurrency_layout()
     let cluster = EtcdCluster::start_with(options)
         .await
         .unwrap_or_else(|e| panic!("could not start etcd with auth: {e}"));
-    let config = common::concurrency_config_for(cluster.endpoints())
+    let config = support::concurrency_config_for(cluster.endpoints())
         .with_credentials("mutex", "mutex-secret");
     let backend = EtcdBackend::connect(config)
         .await

@@ -1,7 +1,7 @@
 //! A member cut off from its peers while its clients still reach it: what
 //! it serves meanwhile, and a waiter connected only to it.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -151,9 +151,8 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
     let cluster = start_isolatable().await;
     let (leader, lagging) = leader_and_follower(&cluster).await;
     let connect = |index: usize| {
-        let config = common::config_for(vec![cluster.member(index).endpoint()])
-            .with_default_ttl(ttl)
-            .expect("non-zero TTL");
+        let config =
+            support::config_for(vec![cluster.member(index).endpoint()]).with_default_ttl(ttl);
         async move { EtcdBackend::connect(config).await.expect("connect") }
     };
     let holder = connect(leader).await;

@@ -2,7 +2,7 @@
 //! timed out but was applied after its retry, and a key recreated behind a
 //! holder's back.
 
-mod common;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -67,14 +67,13 @@ async fn slow_and_fast() -> (
     FaultProxy,
     EtcdBackend,
 ) {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let slow = FaultProxy::start(upstream).await.expect("proxy");
     let fast = FaultProxy::start(upstream).await.expect("proxy");
-    let config = common::config_for(vec![slow.addr().to_string(), fast.addr().to_string()])
+    let config = support::config_for(vec![slow.addr().to_string(), fast.addr().to_string()])
         .with_request_timeout(REQUEST_TIMEOUT)
-        .with_default_ttl(TTL)
-        .unwrap();
+        .with_default_ttl(TTL);
     let client = EtcdBackend::connect(config).await.expect("connect");
     (cluster, slow, fast, client)
 }
@@ -82,15 +81,15 @@ async fn slow_and_fast() -> (
 #[tokio::test]
 async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
     let (cluster, slow, _fast, client) = slow_and_fast().await;
-    let holder = common::backend(&cluster).await;
-    let other = common::backend(&cluster).await;
+    let holder = support::backend(&cluster).await;
+    let other = support::backend(&cluster).await;
     let name = "late/try-lock";
 
     // A try_lock whose first attempt goes through the slow proxy times out
     // there and is retried on the fast one, which finds the lock held. The
     // holder releases at once; then the first attempt reaches etcd and,
     // the queue being empty, writes the client's key.
-    let mut raw = common::raw_client(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
     let mut orphan = None;
     let mut slow_would_block = false;
     for _ in 0..20 {
@@ -155,9 +154,9 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
 
 #[tokio::test]
 async fn release_never_deletes_a_key_recreated_under_the_same_name() {
-    let cluster = common::start_cluster(1).await;
-    let backend = common::backend(&cluster).await;
-    let mut raw = common::raw_client(&cluster).await;
+    let cluster = support::start_cluster(1).await;
+    let backend = support::backend(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
     let guard = backend.lock("late/recreated").await.expect("lock");
     let key = guard.key().to_owned();
     assert!(lease_of_key(&key).is_some(), "{key}");
@@ -187,9 +186,9 @@ async fn release_never_deletes_a_key_recreated_under_the_same_name() {
 #[tokio::test]
 async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_name() {
     let (cluster, slow, _fast, client) = slow_and_fast().await;
-    let other = common::backend(&cluster).await;
-    let mut raw = common::raw_client(&cluster).await;
-    let queue = format!("{}/lock/late%2Fretried/", common::PREFIX);
+    let other = support::backend(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
+    let queue = format!("{}/lock/late%2Fretried/", support::PREFIX);
 
     // An acquire whose first attempt goes the slow way times out there and
     // wins on the fast one. It is released at once; then the first attempt

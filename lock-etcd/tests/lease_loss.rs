@@ -1,7 +1,7 @@
 //! Losing a lease: behind a network partition, while waiting in the queue,
 //! and what a guarded write does afterwards.
 
-mod common;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -16,20 +16,20 @@ const SLACK: Duration = Duration::from_secs(3);
 
 #[tokio::test]
 async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let cut_off = EtcdBackend::connect(common::config_for(vec![proxy.addr().to_string()]))
+    let cut_off = EtcdBackend::connect(support::config_for(vec![proxy.addr().to_string()]))
         .await
         .expect("connect through the proxy");
-    let direct = common::backend(&cluster).await;
+    let direct = support::backend(&cluster).await;
 
     let held = cut_off.lock("partition/lock").await.expect("lock");
     let first_token = held.token();
     proxy.blackhole();
     // The keepalive cannot get through: the local validity deadline (TTL
     // minus drift) passes and the signal fires, at most about one TTL later.
-    let reason = timeout(common::TTL + SLACK, held.lost())
+    let reason = timeout(support::TTL + SLACK, held.lost())
         .await
         .expect("the cut-off holder must learn that its lock is gone");
     assert!(
@@ -41,7 +41,7 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
     );
     assert!(!held.is_held());
 
-    let next = timeout(common::TTL * 3 + SLACK, direct.lock("partition/lock"))
+    let next = timeout(support::TTL * 3 + SLACK, direct.lock("partition/lock"))
         .await
         .expect("another client acquires once the lease expired")
         .expect("lock");
@@ -66,17 +66,17 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
 
 #[tokio::test]
 async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let (a, b) = (
-        common::backend(&cluster).await,
-        common::backend(&cluster).await,
+        support::backend(&cluster).await,
+        support::backend(&cluster).await,
     );
     let held = a.lock("waiter/expiry").await.expect("lock");
     // Watch the queue for the waiter's key (the one that is not the
     // holder's), then end its lease from outside, as an expiry would (etcd
     // issue 11456).
     let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
-    let mut raw = common::raw_client(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
     let mut events = raw
         .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
         .await
@@ -100,9 +100,9 @@ async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
     })
     .await
     .expect("the waiter joins the queue");
-    common::revoke_lease_of(&cluster, &waiter_key).await;
+    support::revoke_lease_of(&cluster, &waiter_key).await;
 
-    let err = timeout(common::TTL + SLACK, waiting)
+    let err = timeout(support::TTL + SLACK, waiting)
         .await
         .expect("the waiter must give up once its lease is gone")
         .unwrap()
@@ -115,8 +115,8 @@ async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
 
 #[tokio::test]
 async fn guarded_write_commits_only_while_the_lock_is_held() {
-    let cluster = common::start_cluster(1).await;
-    let backend = common::backend(&cluster).await;
+    let cluster = support::start_cluster(1).await;
+    let backend = support::backend(&cluster).await;
     let mut client = backend.client();
     let guard = backend.lock("guarded/write").await.expect("lock");
     let write = |value: &str| {
@@ -126,8 +126,8 @@ async fn guarded_write_commits_only_while_the_lock_is_held() {
     };
     assert!(client.txn(write("held")).await.unwrap().succeeded());
 
-    common::revoke_lease_of(&cluster, guard.key()).await;
-    timeout(common::TTL + SLACK, guard.lost())
+    support::revoke_lease_of(&cluster, guard.key()).await;
+    timeout(support::TTL + SLACK, guard.lost())
         .await
         .expect("lost signal after the lease was revoked");
     assert!(!client.txn(write("stale")).await.unwrap().succeeded());
@@ -148,14 +148,14 @@ async fn guarded_write_commits_only_while_the_lock_is_held() {
 
 #[tokio::test]
 async fn a_cancelled_waiter_leaves_no_key_behind() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let (a, b) = (
-        common::backend(&cluster).await,
-        common::backend(&cluster).await,
+        support::backend(&cluster).await,
+        support::backend(&cluster).await,
     );
     let held = a.lock("cancel/cleanup").await.expect("lock");
     let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
-    let mut raw = common::raw_client(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
     let options = WatchOptions::new().with_prefix();
     let mut events = raw
         .watch(queue.as_str(), Some(options))
@@ -194,13 +194,13 @@ async fn a_cancelled_waiter_leaves_no_key_behind() {
 
 #[tokio::test]
 async fn try_lock_on_a_held_lock_writes_nothing() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let (a, b) = (
-        common::backend(&cluster).await,
-        common::backend(&cluster).await,
+        support::backend(&cluster).await,
+        support::backend(&cluster).await,
     );
     let held = a.lock("try/no-write").await.expect("lock");
-    let mut raw = common::raw_client(&cluster).await;
+    let mut raw = support::raw_client(&cluster).await;
     let before = raw
         .get("x", None)
         .await
@@ -225,13 +225,13 @@ async fn try_lock_on_a_held_lock_writes_nothing() {
 
 #[tokio::test]
 async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let holder = EtcdBackend::connect(common::config_for(vec![proxy.addr().to_string()]))
+    let holder = EtcdBackend::connect(support::config_for(vec![proxy.addr().to_string()]))
         .await
         .expect("connect through the proxy");
-    let other = common::backend(&cluster).await;
+    let other = support::backend(&cluster).await;
     let held = holder.lock("renew/cancelled").await.expect("lock");
     let waiter = tokio::spawn(async move {
         other
@@ -257,7 +257,7 @@ async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     proxy.blackhole();
 
-    let next = timeout(common::TTL * 3 + SLACK, waiter)
+    let next = timeout(support::TTL * 3 + SLACK, waiter)
         .await
         .expect("the waiter acquires once the holder's lease expired")
         .unwrap()
@@ -272,12 +272,10 @@ async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
 
 #[tokio::test]
 async fn an_idle_lease_revoked_on_the_server_is_replaced_by_a_fresh_one() {
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     // A long TTL: the idle lease's keepalive must not notice the revoke
     // before the next acquire takes the lease.
-    let config = common::config_for(cluster.endpoints())
-        .with_default_ttl(Duration::from_secs(10))
-        .unwrap();
+    let config = support::config_for(cluster.endpoints()).with_default_ttl(Duration::from_secs(10));
     let backend = EtcdBackend::connect(config).await.expect("connect");
     for wait in ["lock", "try_lock"] {
         let name = format!("pool/revoked/{wait}");
@@ -285,7 +283,7 @@ async fn an_idle_lease_revoked_on_the_server_is_replaced_by_a_fresh_one() {
         let key = first.key().to_owned();
         first.release().await.expect("release");
         // The released guard's lease now waits in the pool; end it.
-        common::revoke_lease_of(&cluster, &key).await;
+        support::revoke_lease_of(&cluster, &key).await;
         let again = match wait {
             "lock" => backend.lock(name.as_str()).await,
             _ => backend.try_lock(name.as_str()).await,

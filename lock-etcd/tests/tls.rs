@@ -1,7 +1,7 @@
 //! etcd over TLS, end to end with certificates made by the test, and TLS
 //! misconfigurations reported as `InvalidConfig` at once.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ async fn tls_cluster(certs: &TestCerts, client_auth: bool) -> EtcdCluster {
 }
 
 fn config(endpoints: Vec<String>) -> EtcdConfig {
-    common::config_for(endpoints).with_connect_timeout(CONNECT_TIMEOUT)
+    support::config_for(endpoints).with_connect_timeout(CONNECT_TIMEOUT)
 }
 
 #[tokio::test]
@@ -44,7 +44,7 @@ async fn locks_work_over_tls_with_and_without_a_client_certificate() {
     let url = format!(
         "etcds://{}{}?ca_cert={}",
         server_auth.endpoints()[0],
-        common::PREFIX,
+        support::PREFIX,
         certs.ca().display()
     );
     let backend = EtcdBackend::connect(EtcdConfig::from_url(&url).expect("url"))
@@ -91,7 +91,7 @@ async fn a_server_certificate_from_another_ca_is_invalid_config_at_once() {
 #[tokio::test]
 async fn tls_against_a_plaintext_server_is_invalid_config_at_once() {
     let certs = certs();
-    let cluster = common::start_cluster(1).await;
+    let cluster = support::start_cluster(1).await;
     let err = refused_promptly(
         config(cluster.endpoints()).with_ca_cert(certs.ca()),
         "etcds:// against a plaintext server",

@@ -10,45 +10,7 @@ use crate::config::Config;
 
 /// The etcd config for `url`, with the [`Config`] settings applied over it.
 pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
-    let mut etcd = EtcdConfig::from_url(url)?;
-    if let Some(ttl) = config.ttl {
-        etcd = etcd.with_default_ttl(ttl)?;
-    }
-    if let Some(timeout) = config.connect_timeout {
-        etcd = etcd.with_connect_timeout(timeout);
-    }
-    if let Some(timeout) = config.request_timeout {
-        etcd = etcd.with_request_timeout(timeout);
-    }
-    if let Some(layout) = &config.layout {
-        // `distlock` or `concurrency`; ZooKeeper's `curator` is unknown here.
-        etcd = etcd.with_layout(layout.parse()?);
-    }
-    if let Some(prefix) = &config.prefix {
-        etcd = etcd.with_prefix(prefix.clone());
-    }
-    if let Some(username) = &config.username {
-        etcd.username = Some(username.clone());
-    }
-    if let Some(password) = &config.password {
-        etcd.password = Some(password.clone());
-    }
-    if let Some(ca) = &config.tls.ca {
-        etcd = etcd.with_ca_cert(ca.clone());
-    }
-    if let Some(cert) = &config.tls.cert {
-        etcd.tls = true;
-        etcd.client_cert = Some(cert.clone());
-    }
-    if let Some(key) = &config.tls.key {
-        etcd.tls = true;
-        etcd.client_key = Some(key.clone());
-    }
-    if config.fsync.is_some() {
-        return Err(super::unsupported_setting("etcd", "fsync"));
-    }
-    etcd.validate()?;
-    Ok(etcd)
+    EtcdConfig::from_url(url)?.with_settings(&config.settings())
 }
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {

@@ -41,14 +41,6 @@ pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Resul
     }
 }
 
-/// `Unsupported` for a setting the backend has no use for, so a typo in a
-/// config file does not silently do nothing.
-pub(crate) fn unsupported_setting(backend: &str, setting: &str) -> lock_core::Error {
-    lock_core::Error::unsupported(format!(
-        "the {backend} backend has no {setting} setting; remove it from the config"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use lock_core::ErrorKind;

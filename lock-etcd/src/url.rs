@@ -1,11 +1,11 @@
 //! The URL form of a configuration:
 //! `etcd://[user:password@]h1:2379,h2:2379[/prefix][?options]`.
 //!
-//! The `url` crate cannot parse a comma-separated host list, so the
-//! authority is split here by hand; the query uses `url`'s form decoder.
+//! The split into parts is lock-core's [`UrlParts`], shared by every
+//! backend; this module gives the parts their etcd meaning.
 
 use lock_core::raw::{
-    parse_duration, percent_decode, redact_url, split_host_port, with_default_port,
+    UrlParts, parse_duration, percent_decode, redact_url, split_host_port, with_default_port,
 };
 use lock_core::{Error, Result};
 
@@ -23,65 +23,53 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
             redact_url(url)
         ))
     };
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| bad("no scheme".into()))?;
-    let tls = match scheme {
+    let parts = UrlParts::parse(url).map_err(&bad)?;
+    let tls = match parts.scheme.as_str() {
         "etcd" => false,
         "etcds" => true,
         other => return Err(bad(format!("scheme {other:?} is not etcd:// or etcds://"))),
     };
-    let (rest, query) = match rest.split_once('?') {
-        Some((rest, query)) => (rest, Some(query)),
-        None => (rest, None),
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(at) => (&rest[..at], &rest[at..]),
-        None => (rest, ""),
-    };
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (Some(userinfo), hosts),
-        None => (None, authority),
-    };
-    if hosts.is_empty() {
+    if parts.fragment.is_some() {
+        return Err(bad("an etcd URL takes no #fragment".into()));
+    }
+    if parts.hosts.is_empty() {
         return Err(bad("no host".into()));
     }
     let mut endpoints = Vec::new();
-    for host in hosts.split(',') {
-        endpoints.push(with_default_port(host, DEFAULT_PORT).map_err(bad)?);
+    for host in &parts.hosts {
+        endpoints.push(with_default_port(host, DEFAULT_PORT).map_err(&bad)?);
     }
     let mut config = EtcdConfig::new(endpoints);
     config.tls = tls;
-    if let Some(userinfo) = userinfo {
-        let (user, password) = userinfo
-            .split_once(':')
-            .ok_or_else(|| bad("user given without a password (user:password@)".into()))?;
-        let user = percent_decode(user).map_err(|why| bad(format!("user name: {why}")))?;
-        let password = percent_decode(password).map_err(|why| bad(format!("password: {why}")))?;
-        if user.is_empty() {
-            return Err(bad("empty user name".into()));
+    match (parts.username, parts.password) {
+        (None, _) => {}
+        (Some(_), None) => {
+            return Err(bad("user given without a password (user:password@)".into()));
         }
-        config.username = Some(user);
-        config.password = Some(password);
+        (Some(user), Some(_)) if user.is_empty() => return Err(bad("empty user name".into())),
+        (Some(user), Some(password)) => {
+            config.username = Some(user);
+            config.password = Some(password);
+        }
     }
-    let prefix =
-        percent_decode(path.trim_end_matches('/')).map_err(|why| bad(format!("prefix: {why}")))?;
+    let prefix = percent_decode(parts.path.trim_end_matches('/'))
+        .map_err(|why| bad(format!("prefix: {why}")))?;
     config.prefix = if prefix.is_empty() {
         DEFAULT_PREFIX.to_owned()
     } else {
         prefix
     };
-    for (key, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+    for (key, value) in parts.query {
         let duration =
             || parse_duration(&value).map_err(|why| bad(format!("option {key}={value:?}: {why}")));
-        match key.as_ref() {
+        match key.as_str() {
             "ttl" => config.default_ttl = duration()?,
             "connect_timeout" => config.connect_timeout = duration()?,
             "request_timeout" => config.request_timeout = duration()?,
             "keepalive_interval" => config.keepalive_interval = Some(duration()?),
-            "ca_cert" => config.ca_cert = Some(value.into_owned().into()),
-            "client_cert" => config.client_cert = Some(value.into_owned().into()),
-            "client_key" => config.client_key = Some(value.into_owned().into()),
+            "ca_cert" => config.ca_cert = Some(value.into()),
+            "client_cert" => config.client_cert = Some(value.into()),
+            "client_key" => config.client_key = Some(value.into()),
             "layout" => {
                 config.layout = value
                     .parse()

@@ -7,6 +7,7 @@
 //! [`ErrorKind::Unauthorized`].
 
 use etcd_client::Error as EtcdError;
+use lock_core::raw::Site;
 use lock_core::{Error, ErrorKind};
 use tonic::{Code, Status};
 
@@ -76,35 +77,41 @@ pub(crate) fn is_lease_gone(err: &EtcdError) -> bool {
     classify(err) == ErrorKind::LeaseLost
 }
 
-/// What a failing request was about, for messages that say what to do.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Context<'a> {
-    /// The request, e.g. `acquire lock "jobs/x"`.
-    pub(crate) op: &'a str,
-    /// The configured endpoints, e.g. `127.0.0.1:2379,127.0.0.1:2380`.
-    pub(crate) endpoints: &'a str,
-}
-
-impl Context<'_> {
+/// The errors an etcd request makes, at a lock-core [`Site`] (backend
+/// `etcd`, the configured endpoints, the request).
+pub(crate) trait EtcdSite {
     /// Maps a client error to a distlock error naming the request, the
     /// address, and what to do.
-    pub(crate) fn error(&self, err: EtcdError) -> Error {
+    fn client_error(&self, err: EtcdError) -> Error;
+    /// A `Timeout` for a request that got no answer within `after`.
+    fn timed_out(&self, after: std::time::Duration) -> Error;
+}
+
+impl EtcdSite for Site<'_> {
+    fn client_error(&self, err: EtcdError) -> Error {
         let kind = classify(&err);
         let detail = detail(&err);
-        Error::new(kind, format!("{}: {detail}{}", self.prefix(), advice(kind))).with_source(err)
+        self.error(kind, format_args!("{detail}{}", advice(kind)))
+            .with_source(err)
     }
 
-    /// A `Timeout` for a request that got no answer within `after`.
-    pub(crate) fn timeout(&self, after: std::time::Duration) -> Error {
-        Error::timeout(format!(
-            "{}: no answer within the request timeout of {after:?}; is etcd overloaded or partitioned? \
-             (raise request_timeout if the cluster is just slow)",
-            self.prefix()
-        ))
+    fn timed_out(&self, after: std::time::Duration) -> Error {
+        self.error(
+            ErrorKind::Timeout,
+            format_args!(
+                "no answer within the request timeout of {after:?}; is etcd overloaded or \
+                 partitioned? (raise request_timeout if the cluster is just slow)"
+            ),
+        )
     }
+}
 
-    fn prefix(&self) -> String {
-        format!("etcd at {}: {}", self.endpoints, self.op)
+/// The site of request `operation` on `endpoints`.
+pub(crate) fn site<'a>(operation: &'a str, endpoints: &'a str) -> Site<'a> {
+    Site {
+        backend: "etcd",
+        address: endpoints,
+        operation,
     }
 }
 
@@ -183,11 +190,8 @@ mod tests {
 
     #[test]
     fn messages_name_the_request_and_address() {
-        let ctx = Context {
-            op: "acquire lock \"jobs/x\"",
-            endpoints: "127.0.0.1:1",
-        };
-        let err = ctx.error(EtcdError::GRpcStatus(Status::unavailable(
+        let ctx = site("acquire lock \"jobs/x\"", "127.0.0.1:1");
+        let err = ctx.client_error(EtcdError::GRpcStatus(Status::unavailable(
             "connection refused",
         )));
         assert_eq!(err.kind(), ErrorKind::Unavailable);

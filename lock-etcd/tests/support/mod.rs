@@ -34,7 +34,6 @@ pub fn config_for(endpoints: Vec<String>) -> EtcdConfig {
     EtcdConfig::new(endpoints)
         .with_prefix(PREFIX)
         .with_default_ttl(TTL)
-        .expect("non-zero TTL")
         .with_connect_timeout(Duration::from_secs(5))
         .with_request_timeout(Duration::from_secs(2))
 }
@@ -44,7 +43,6 @@ pub fn concurrency_config_for(endpoints: Vec<String>) -> EtcdConfig {
     EtcdConfig::new(endpoints)
         .with_layout(KeyLayout::Concurrency)
         .with_default_ttl(TTL)
-        .expect("non-zero TTL")
         .with_connect_timeout(Duration::from_secs(5))
         .with_request_timeout(Duration::from_secs(2))
 }
