@@ -236,6 +236,7 @@ pub(crate) fn proclaim(
 
 /// Ends whatever lease holds the lock now, as if its TTL had run out.
 /// Returns whether there was a running lease.
+#[cfg(feature = "testing")]
 pub(crate) fn expire(paths: &LockPaths, fsync: bool, bound: &Bound) -> io::Result<bool> {
     if !paths.lock.exists() {
         return Ok(false);
