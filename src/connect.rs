@@ -12,6 +12,7 @@ use lock_core::{
 
 use crate::backends;
 use crate::config::Config;
+use crate::guarded::Native;
 use crate::scheme::Scheme;
 
 /// Extra time allowed over the connect timeout before `connect` gives up on
@@ -25,13 +26,18 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// `Backend` itself implements [`LockBackend`] and [`ElectionBackend`] by
 /// delegation, so [`LockBackendExt`](lock_core::LockBackendExt) methods work
-/// on it directly. Cloning shares the connection.
+/// on it directly, and so do the string-named election calls of
+/// [`ElectionBackendExt`](crate::ElectionBackendExt) (both in
+/// [`prelude`](crate::prelude)). Guarded writes
+/// ([`guarded_put`](Self::guarded_put)) work where the backend has them.
+/// Cloning shares the connection.
 #[derive(Clone)]
 pub struct Backend {
     lock: Arc<DynLockBackend>,
     election: Option<Arc<DynElectionBackend>>,
     scheme: Scheme,
     description: String,
+    native: Native,
 }
 
 impl fmt::Debug for Backend {
@@ -55,7 +61,19 @@ impl Backend {
             election,
             scheme,
             description,
+            native: Native::Plain,
         }
+    }
+
+    /// Keeps the concrete client for what only it can do (guarded writes).
+    #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
+    pub(crate) fn with_native(mut self, native: Native) -> Self {
+        self.native = native;
+        self
+    }
+
+    pub(crate) fn native(&self) -> &Native {
+        &self.native
     }
 
     /// The URL scheme this backend was chosen by.
@@ -141,6 +159,42 @@ impl ElectionBackend for Backend {
     /// Cancel safe: dropping the future or the stream stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
         self.election()?.observe(name).await
+    }
+}
+
+#[cfg(feature = "etcd")]
+impl From<lock_etcd::EtcdBackend> for Backend {
+    /// A facade over an etcd backend configured by hand, guarded writes included.
+    fn from(etcd: lock_etcd::EtcdBackend) -> Self {
+        let config = etcd.config();
+        let scheme = if config.uses_tls() {
+            Scheme::Etcds
+        } else {
+            Scheme::Etcd
+        };
+        let description = format!("{scheme}://{}", config.endpoints.join(","));
+        Backend::new(
+            scheme,
+            description,
+            Arc::new(etcd.clone()),
+            Some(Arc::new(etcd.clone())),
+        )
+        .with_native(Native::Etcd(etcd))
+    }
+}
+
+#[cfg(feature = "zk")]
+impl From<lock_zk::ZkBackend> for Backend {
+    /// A facade over a ZooKeeper backend configured by hand, guarded writes included.
+    fn from(zk: lock_zk::ZkBackend) -> Self {
+        let description = format!("zk://{}", zk.config().servers.join(","));
+        Backend::new(
+            Scheme::Zk,
+            description,
+            Arc::new(zk.clone()),
+            Some(Arc::new(zk.clone())),
+        )
+        .with_native(Native::Zk(zk))
     }
 }
 

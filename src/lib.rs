@@ -4,6 +4,9 @@ mod backends;
 mod config;
 mod connect;
 mod duration;
+mod election_ext;
+mod guarded;
+pub mod prelude;
 mod redact;
 mod scheme;
 #[cfg(feature = "testing")]
@@ -12,6 +15,8 @@ pub mod testing;
 pub use config::{Config, ENV_VARS, TlsConfig, default_url};
 pub use connect::{Backend, connect, connect_with};
 pub use duration::{format_duration, parse_duration};
+pub use election_ext::{ElectionBackendExt, Leaders};
+pub use guarded::Owner;
 // What users of locks and elections need. What backend authors need lives
 // in `lock_core::raw`, and is not re-exported here.
 pub use lock_core::memory;

@@ -1,0 +1,277 @@
+//! The facade as an application uses it: `connect` by URL, then elections
+//! and guarded writes by string names through `distlock::prelude`, with no
+//! other import (no `futures`, no `ElectionBackend`, no `LockName`).
+
+use std::time::Duration;
+
+use distlock::prelude::*;
+
+/// Long enough for any step on loopback; a hang fails instead of stalling CI.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// The backends every machine has: one in-process table, one lock directory.
+fn local_urls(dir: &tempfile::TempDir) -> Vec<String> {
+    vec![
+        format!("memory://facade-{}", std::process::id()),
+        format!("file://{}", dir.path().display()),
+    ]
+}
+
+async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(BOUND, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} took longer than {BOUND:?}"))
+}
+
+/// `campaign("name", "value")` takes a `&str` name and any byte-ish value,
+/// and `leader("name")` reports it.
+#[tokio::test]
+async fn campaign_and_leader_take_str_names() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in local_urls(&dir) {
+        let backend = distlock::connect(&url).await.expect("connect");
+        let name = "facade/by-str";
+        assert_eq!(backend.leader(name).await.expect("leader"), None, "{url}");
+        let leadership = within("campaign", backend.campaign(name, "node-1"))
+            .await
+            .expect("campaign");
+        assert_eq!(leadership.name().as_str(), name, "{url}");
+        let leader = backend
+            .leader(name)
+            .await
+            .expect("leader")
+            .expect("a leader");
+        assert_eq!(leader.value_lossy(), "node-1", "{url}");
+        assert_eq!(leader.token, leadership.token(), "{url}");
+
+        let options = AcquireOptions::new().wait(Wait::No);
+        let err = backend
+            .campaign_with(name, b"node-2".to_vec(), &options)
+            .await
+            .expect_err("the seat is taken");
+        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{url}: {err}");
+        leadership.resign().await.expect("resign");
+        assert_eq!(backend.leader(name).await.expect("leader"), None, "{url}");
+    }
+}
+
+/// A bad name fails with `InvalidName` before any I/O: the file backend's
+/// directory is replaced by a plain file, so any I/O would fail otherwise.
+#[tokio::test]
+async fn bad_names_fail_before_any_io() {
+    let dir = tempfile::tempdir().unwrap();
+    let locks = dir.path().join("locks");
+    std::fs::create_dir(&locks).unwrap();
+    let backend = distlock::connect(&format!("file://{}", locks.display()))
+        .await
+        .expect("connect");
+    std::fs::remove_dir_all(&locks).unwrap();
+    std::fs::write(&locks, b"not a directory").unwrap();
+
+    let good = backend
+        .campaign_with("facade/good", "v", &AcquireOptions::new().wait(Wait::No))
+        .await
+        .expect_err("the lock directory is gone");
+    assert_ne!(good.kind(), ErrorKind::InvalidName, "{good}");
+
+    for bad in ["", "bad\nname"] {
+        let checks = [
+            ("campaign", backend.campaign(bad, "v").await.map(drop)),
+            (
+                "campaign_with",
+                backend
+                    .campaign_with(bad, "v", &AcquireOptions::new())
+                    .await
+                    .map(drop),
+            ),
+            ("leader", backend.leader(bad).await.map(drop)),
+            ("observe", backend.observe(bad).await.map(drop)),
+        ];
+        for (call, result) in checks {
+            let err = result.expect_err("a bad name is refused");
+            assert_eq!(err.kind(), ErrorKind::InvalidName, "{call}({bad:?}): {err}");
+        }
+    }
+}
+
+/// An observer sees each leader in token order with the stream's own
+/// `next`, and a resignation hands over to the waiting candidate.
+#[tokio::test]
+async fn observe_follows_leaders_and_resign_hands_over() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in local_urls(&dir) {
+        let observer = distlock::connect(&url).await.expect("connect");
+        let first = distlock::connect(&url).await.expect("connect");
+        let second = distlock::connect(&url).await.expect("connect");
+        let name = "facade/hand-over";
+        let mut leaders = observer.observe(name).await.expect("observe");
+
+        let one = within("campaign", first.campaign(name, "one"))
+            .await
+            .expect("campaign");
+        let waiting = tokio::spawn(async move { second.campaign(name, "two").await });
+        let seen = within("first leader", leaders.next())
+            .await
+            .expect("stream open")
+            .expect("leader");
+        assert_eq!(seen.value_lossy(), "one", "{url}");
+        assert_eq!(seen.token, one.token(), "{url}");
+        assert!(!waiting.is_finished(), "{url}: two won while one led");
+
+        let one_token = one.token();
+        one.resign().await.expect("resign");
+        let two = within("hand-over", waiting)
+            .await
+            .expect("candidate task")
+            .expect("campaign");
+        assert!(two.token() > one_token, "{url}");
+        let seen = within("second leader", leaders.next())
+            .await
+            .expect("stream open")
+            .expect("leader");
+        assert_eq!(seen.value_lossy(), "two", "{url}");
+        assert_eq!(seen.token, two.token(), "{url}");
+        two.resign().await.expect("resign");
+    }
+}
+
+/// Backends that cannot check ownership inside a write say so, by name,
+/// instead of writing unguarded.
+#[tokio::test]
+async fn guarded_writes_are_unsupported_on_memory_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, backend_name) in local_urls(&dir).into_iter().zip(["memory", "file"]) {
+        let backend = distlock::connect(&url).await.expect("connect");
+        assert!(!backend.has_guarded_writes(), "{url}");
+        let guard = backend.lock("facade/guarded").await.expect("lock");
+        let put = backend
+            .guarded_put(&guard, "data/report", "done")
+            .await
+            .expect_err("no guarded writes");
+        let owner = backend
+            .is_owner(&guard)
+            .await
+            .expect_err("no guarded writes");
+        let leadership = backend
+            .campaign("facade/guarded-leader", "me")
+            .await
+            .unwrap();
+        let as_leader = backend
+            .guarded_put(&leadership, "data/report", "done")
+            .await
+            .expect_err("no guarded writes");
+        for err in [put, owner, as_leader] {
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{url}: {err}");
+            let expected = format!("the {backend_name} backend");
+            assert!(err.message().contains(&expected), "{url}: {err}");
+        }
+        guard.release().await.unwrap();
+        leadership.resign().await.unwrap();
+    }
+}
+
+/// etcd: the put commits while the lock is held, and the server refuses it
+/// once the holder's key is gone, even though the guard has not noticed yet.
+#[cfg(feature = "etcd")]
+#[tokio::test]
+async fn etcd_guarded_put_commits_only_while_held() {
+    use distlock::etcd::{EtcdBackend, EtcdConfig};
+
+    let cluster = lock_testkit::servers::EtcdCluster::start(1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("etcd://{}", cluster.endpoints().join(","));
+    let etcd = EtcdBackend::connect(EtcdConfig::from_url(&url).unwrap())
+        .await
+        .expect("connect");
+    let mut client = etcd.client();
+    let backend = Backend::from(etcd);
+    assert!(backend.has_guarded_writes());
+
+    let guard = backend.lock("facade/guarded").await.expect("lock");
+    assert!(backend.is_owner(&guard).await.expect("is_owner"));
+    backend
+        .guarded_put(&guard, "/app/report", "one")
+        .await
+        .expect("guarded put while held");
+    let read = |reply: distlock::etcd::etcd_client::GetResponse| {
+        reply.kvs().first().map(|kv| kv.value().to_vec())
+    };
+    assert_eq!(
+        read(client.get("/app/report", None).await.unwrap()),
+        Some(b"one".to_vec())
+    );
+
+    // The holder's key disappears on the server (as when its lease expires);
+    // the guard still believes it holds the lock.
+    client.delete(guard.key(), None).await.unwrap();
+    assert!(guard.is_held());
+    assert!(!backend.is_owner(&guard).await.expect("is_owner"));
+    let err = backend
+        .guarded_put(&guard, "/app/report", "two")
+        .await
+        .expect_err("refused by the server");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert_eq!(
+        read(client.get("/app/report", None).await.unwrap()),
+        Some(b"one".to_vec()),
+        "nothing was written"
+    );
+    drop(guard);
+
+    let leadership = backend.campaign("facade/leader", "me").await.unwrap();
+    backend
+        .guarded_put(&leadership, "/app/leader-note", "hi")
+        .await
+        .expect("guarded put as leader");
+    assert!(backend.is_owner(&leadership).await.unwrap());
+    leadership.resign().await.unwrap();
+}
+
+/// ZooKeeper: the put creates or replaces the node while the lock is held,
+/// and the server refuses it once the lock node is gone.
+#[cfg(feature = "zk")]
+#[tokio::test]
+async fn zk_guarded_put_commits_only_while_held() {
+    use distlock::zk::{ZkBackend, ZkConfig};
+
+    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("zk://{}", ensemble.connect_string());
+    let zk = ZkBackend::connect(ZkConfig::from_url(&url).unwrap())
+        .await
+        .expect("connect");
+    let client = zk.client();
+    let backend = Backend::from(zk);
+    assert!(backend.has_guarded_writes());
+
+    let guard = backend.lock("facade/guarded").await.expect("lock");
+    assert!(backend.is_owner(&guard).await.expect("is_owner"));
+    backend
+        .guarded_put(&guard, "/report", "one")
+        .await
+        .expect("guarded create while held");
+    backend
+        .guarded_put(&guard, "/report", "two")
+        .await
+        .expect("guarded update while held");
+    assert_eq!(client.get_data("/report").await.unwrap().0, b"two");
+
+    client.delete(guard.key(), None).await.unwrap();
+    assert!(!backend.is_owner(&guard).await.expect("is_owner"));
+    let err = backend
+        .guarded_put(&guard, "/report", "three")
+        .await
+        .expect_err("refused by the server");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert_eq!(client.get_data("/report").await.unwrap().0, b"two");
+    drop(guard);
+
+    let leadership = backend.campaign("facade/leader", "me").await.unwrap();
+    backend
+        .guarded_put(&leadership, "/leader-note", "hi")
+        .await
+        .expect("guarded put as leader");
+    leadership.resign().await.unwrap();
+}
