@@ -66,7 +66,6 @@ impl Backend {
     }
 
     /// Keeps the concrete client for what only it can do (guarded writes).
-    #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
     pub(crate) fn with_native(mut self, native: Native) -> Self {
         self.native = native;
         self
@@ -239,9 +238,9 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
     let limit = config.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT) + CONNECT_SLACK;
     let description = config.redacted_url();
     match tokio::time::timeout(limit, backends::connect(scheme, &url, config)).await {
-        Ok(Ok((lock, election))) => {
+        Ok(Ok((lock, election, native))) => {
             tracing::debug!(url = %description, "connected");
-            Ok(Backend::new(scheme, description, lock, election))
+            Ok(Backend::new(scheme, description, lock, election).with_native(native))
         }
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::timeout(format!(

@@ -275,3 +275,30 @@ async fn zk_guarded_put_commits_only_while_held() {
         .expect("guarded put as leader");
     leadership.resign().await.unwrap();
 }
+
+/// A Backend from `connect()` on etcd or ZooKeeper has guarded writes.
+#[cfg(all(feature = "etcd", feature = "zk"))]
+#[tokio::test]
+async fn guarded_writes_work_on_connected_etcd_and_zk() {
+    let cluster = lock_testkit::servers::EtcdCluster::start(1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let urls = [
+        format!("etcd://{}", cluster.endpoints().join(",")),
+        format!("zk://{}", ensemble.connect_string()),
+    ];
+    for url in urls {
+        let backend = distlock::connect(&url).await.expect("connect");
+        assert!(backend.has_guarded_writes(), "{url}");
+        let guard = backend.lock("facade/connected").await.expect("lock");
+        assert!(backend.is_owner(&guard).await.expect("is_owner"), "{url}");
+        backend
+            .guarded_put(&guard, "/connected-note", "hi")
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        guard.release().await.expect("release");
+    }
+}

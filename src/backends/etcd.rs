@@ -7,6 +7,7 @@ use lock_etcd::{EtcdBackend, EtcdConfig};
 
 use super::Services;
 use crate::config::Config;
+use crate::guarded::Native;
 
 /// The etcd config for `url`, with the [`Config`] settings applied over it.
 pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
@@ -15,7 +16,11 @@ pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = EtcdBackend::connect(etcd_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Some(Arc::new(backend))))
+    Ok((
+        Arc::new(backend.clone()),
+        Some(Arc::new(backend.clone())),
+        Native::Etcd(backend),
+    ))
 }
 
 #[cfg(test)]

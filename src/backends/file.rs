@@ -7,9 +7,14 @@ use lock_file::{FileBackend, FileConfig};
 
 use super::Services;
 use crate::config::Config;
+use crate::guarded::Native;
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let file = FileConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = FileBackend::connect(file).await?;
-    Ok((Arc::new(backend.clone()), Some(Arc::new(backend))))
+    Ok((
+        Arc::new(backend.clone()),
+        Some(Arc::new(backend)),
+        Native::Plain,
+    ))
 }

@@ -9,6 +9,7 @@ use lock_core::{Error, Result};
 
 use super::Services;
 use crate::config::Config;
+use crate::guarded::Native;
 
 fn tables() -> &'static Mutex<HashMap<String, MemoryBackend>> {
     static TABLES: OnceLock<Mutex<HashMap<String, MemoryBackend>>> = OnceLock::new();
@@ -34,5 +35,9 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
         Some(ttl) => shared.with_default_ttl(ttl)?,
         None => shared,
     };
-    Ok((Arc::new(backend.clone()), Some(Arc::new(backend))))
+    Ok((
+        Arc::new(backend.clone()),
+        Some(Arc::new(backend)),
+        Native::Plain,
+    ))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use lock_core::{DynElectionBackend, DynLockBackend, Result};
 
 use crate::config::Config;
+use crate::guarded::Native;
 use crate::scheme::Scheme;
 
 #[cfg(feature = "etcd")]
@@ -17,8 +18,9 @@ mod redis;
 #[cfg(feature = "zk")]
 mod zk;
 
-/// The lock service and, where there is one, the election service.
-pub(crate) type Services = (Arc<DynLockBackend>, Option<Arc<DynElectionBackend>>);
+/// The lock service, the election service where there is one, and the
+/// concrete client where the facade offers more (guarded writes).
+pub(crate) type Services = (Arc<DynLockBackend>, Option<Arc<DynElectionBackend>>, Native);
 
 /// Connects the backend for `scheme`. The caller has checked that it is compiled in.
 pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Result<Services> {

@@ -10,11 +10,16 @@ use lock_zk::{ZkBackend, ZkConfig};
 
 use super::Services;
 use crate::config::Config;
+use crate::guarded::Native;
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let zk = ZkConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = ZkBackend::connect(zk).await?;
-    Ok((Arc::new(backend.clone()), Some(Arc::new(backend))))
+    Ok((
+        Arc::new(backend.clone()),
+        Some(Arc::new(backend.clone())),
+        Native::Zk(backend),
+    ))
 }
 
 #[cfg(test)]
