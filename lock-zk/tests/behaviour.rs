@@ -12,7 +12,7 @@ use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
-use support::{config, raw_client, start_zk};
+use support::{config, connect, lock_and_release, raw_client, start_zk};
 
 const SESSION: Duration = Duration::from_secs(2);
 /// Extra time allowed over a configured timeout before calling it a hang.
@@ -168,9 +168,7 @@ async fn guarded_write_commits_only_while_held() {
     support::init_tracing();
     let server = start_zk(1).await;
     let addrs = server.addrs();
-    let backend = ZkBackend::connect(config(&addrs, "/guarded", SESSION))
-        .await
-        .expect("connect");
+    let backend = connect(&addrs, "/guarded", SESSION).await;
     let admin = raw_client(&addrs, None).await;
     let guard = backend.lock("ledger").await.expect("lock");
     let entry = format!("/guarded/entry-{}", guard.token());
@@ -248,12 +246,8 @@ async fn timed_out_wait_leaves_no_queue_node() {
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
     let (a, b) = (
-        ZkBackend::connect(config(&addrs, "/timeout", SESSION))
-            .await
-            .expect("connect"),
-        ZkBackend::connect(config(&addrs, "/timeout", SESSION))
-            .await
-            .expect("connect"),
+        connect(&addrs, "/timeout", SESSION).await,
+        connect(&addrs, "/timeout", SESSION).await,
     );
     let held = a.lock("busy").await.expect("lock");
     let dir = "/timeout/locks/busy";
@@ -281,9 +275,7 @@ async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
     let client = support::proxied(&addrs[0], "/cancel", Duration::from_secs(6)).await;
-    let holder = ZkBackend::connect(config(&addrs, "/cancel", SESSION))
-        .await
-        .expect("connect");
+    let holder = connect(&addrs, "/cancel", SESSION).await;
     let held = holder.lock("in-flight").await.expect("lock");
     let dir = "/cancel/locks/in-flight";
     // The create reaches the server, but its reply is still in the proxy
@@ -307,12 +299,8 @@ async fn names_outside_the_bmp_lock_and_stay_distinct() {
     let server = start_zk(1).await;
     let addrs = server.addrs();
     let (a, b) = (
-        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
-            .await
-            .expect("connect"),
-        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
-            .await
-            .expect("connect"),
+        connect(&addrs, "/emoji", SESSION).await,
+        connect(&addrs, "/emoji", SESSION).await,
     );
     // Each of these is a distinct valid name; the last one is what the
     // first one's escaping would look like if it were written out.
@@ -399,9 +387,7 @@ async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
     let server = start_zk(1).await;
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
-    let holder = ZkBackend::connect(config(&addrs, "/bounded", SESSION))
-        .await
-        .expect("connect");
+    let holder = connect(&addrs, "/bounded", SESSION).await;
     let held = holder.lock("slow").await.expect("lock");
     let half = Some(Duration::from_millis(500));
     let proxies = [
@@ -465,9 +451,7 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
     let server = start_zk(1).await;
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
-    let backend = ZkBackend::connect(config(&addrs, "/deleted", SESSION))
-        .await
-        .expect("connect");
+    let backend = connect(&addrs, "/deleted", SESSION).await;
     for _ in 0..5 {
         // Deleted before the own-node watch is armed: only the release's
         // delete can learn it.
@@ -564,12 +548,8 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
     let (a, b) = (
-        ZkBackend::connect(config(&addrs, "/handover", SESSION))
-            .await
-            .expect("connect"),
-        ZkBackend::connect(config(&addrs, "/handover", SESSION))
-            .await
-            .expect("connect"),
+        connect(&addrs, "/handover", SESSION).await,
+        connect(&addrs, "/handover", SESSION).await,
     );
     let held = a.lock("next").await.expect("lock");
     until_watches(&addrs[0], 1).await; // the holder's own-node watch
@@ -608,20 +588,11 @@ async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
     let server = start_zk(1).await;
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
-    let connect = async || {
-        ZkBackend::connect(config(&addrs, "/duplicate", SESSION))
-            .await
-            .expect("connect")
-    };
-    let (a, b, c) = (connect().await, connect().await, connect().await);
+    let new_client = async || connect(&addrs, "/duplicate", SESSION).await;
+    let (a, b, c) = (new_client().await, new_client().await, new_client().await);
     let dir = "/duplicate/locks/twice";
     // Sequence 0 is used up, so a node named with it sorts first.
-    a.try_lock("twice")
-        .await
-        .expect("lock")
-        .release()
-        .await
-        .expect("release");
+    lock_and_release(&a, "twice", "lock").await;
     let first = a.lock("twice").await.expect("lock");
     let second = tokio::spawn(async move { b.lock("twice").await });
     until_children(&admin, dir, 2, SLACK).await;
@@ -677,12 +648,8 @@ async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives(
     let server = start_zk(1).await;
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
-    let connect = async || {
-        ZkBackend::connect(config(&addrs, "/abandon", SESSION))
-            .await
-            .expect("connect")
-    };
-    let (holder, other) = (connect().await, connect().await);
+    let new_client = async || connect(&addrs, "/abandon", SESSION).await;
+    let (holder, other) = (new_client().await, new_client().await);
     // Freed as if its holder had crashed: after about one session timeout.
     let bound = SESSION + SLACK;
     holder.try_lock("abandoned").await.expect("lock").abandon();
@@ -720,14 +687,8 @@ async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives(
     std::thread::spawn(move || drop(acquiring)).join().unwrap();
     held.release().await.expect("release");
     until_children(&admin, dir, 0, bound).await;
-    let third = connect().await;
-    third
-        .try_lock("queued")
-        .await
-        .expect("nothing is left in the queue")
-        .release()
-        .await
-        .expect("release");
+    let third = new_client().await;
+    lock_and_release(&third, "queued", "nothing is left in the queue").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
+use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -25,6 +26,34 @@ async fn curator_backend(servers: &[String]) -> ZkBackend {
     ZkBackend::connect(config)
         .await
         .expect("connect with layout=curator")
+}
+
+/// What every interop test stands on: one server, an admin acting from
+/// outside, distlock in the Curator layout and a Curator peer.
+struct Interop {
+    server: ZkEnsemble,
+    addrs: Vec<String>,
+    admin: zk::Client,
+    distlock: ZkBackend,
+    peer: CuratorPeer,
+}
+
+impl Interop {
+    async fn start() -> Self {
+        support::init_tracing();
+        let server = start_zk(1).await;
+        let addrs = server.addrs();
+        let admin = raw_client(&addrs, None).await;
+        let connect = server.connect_string();
+        let (distlock, peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+        Interop {
+            server,
+            addrs,
+            admin,
+            distlock,
+            peer,
+        }
+    }
 }
 
 /// Asserts that `node` is a protected node of `dir` as Curator names them:
@@ -70,12 +99,13 @@ async fn czxid(admin: &zk::Client, path: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_mutex_and_distlock_exclude_each_other() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let connect = server.connect_string();
-    let (distlock, mut peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+    let Interop {
+        server: _server,
+        addrs,
+        admin,
+        distlock,
+        mut peer,
+    } = Interop::start().await;
     let path = "/interop/locks/orders";
 
     // Curator holds: distlock cannot take it, then gets it once released.
@@ -126,12 +156,13 @@ async fn curator_mutex_and_distlock_exclude_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_latch_and_distlock_agree_on_the_leader() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let connect = server.connect_string();
-    let (distlock, mut peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+    let Interop {
+        server: _server,
+        addrs: _,
+        admin,
+        distlock,
+        mut peer,
+    } = Interop::start().await;
     let path = "/interop/leader";
     let name = LockName::new(path).unwrap();
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{DynElectionBackend, DynLockBackend, LockBackendExt, LockGuard};
 use lock_testkit::conformance::Target;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::ZkEnsemble;
@@ -28,6 +28,33 @@ pub(crate) fn config(servers: &[String], prefix: &str, session: Duration) -> ZkC
         .with_session_timeout(session)
         .with_connect_timeout(Duration::from_secs(10))
         .with_request_timeout(Duration::from_secs(3))
+}
+
+/// A backend on `servers` with [`config`]'s test-sized timeouts.
+pub(crate) async fn connect(servers: &[String], prefix: &str, session: Duration) -> ZkBackend {
+    ZkBackend::connect(config(servers, prefix, session))
+        .await
+        .expect("connect")
+}
+
+/// Takes `name` without waiting and gives it back: proves that nothing
+/// holds or queues for it right now (`why` says what the test expects).
+pub(crate) async fn lock_and_release(backend: &ZkBackend, name: &str, why: &str) {
+    backend
+        .try_lock(name)
+        .await
+        .expect(why)
+        .release()
+        .await
+        .expect("release");
+}
+
+/// The index of the ensemble's leader, which every test of a quorum needs.
+pub(crate) async fn leader(ensemble: &ZkEnsemble) -> usize {
+    ensemble
+        .leader_index()
+        .await
+        .expect("the ensemble has a leader")
 }
 
 /// A raw client acting from outside the backend, optionally with digest auth.
