@@ -10,8 +10,7 @@ use futures::StreamExt;
 use lock_core::{
     AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
 };
-use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, ServerAddr};
-use lock_testkit::proxy::FaultProxy;
+use lock_redis::{RedisBackend, RedisConfig, RedlockBackend};
 use lock_testkit::servers::{RedisServer, RespReply};
 use support::{TTL, within};
 use tokio::time::Instant;
@@ -155,11 +154,8 @@ async fn redlock_keeps_working_with_one_of_three_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
     let servers = support::start_redises(3).await;
-    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut config = support::redlock_config_for(&servers);
-    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let proxy = support::proxy_to(servers.server(0)).await;
+    let config = support::through_proxy(support::redlock_config_for(&servers), 0, &proxy);
     let holder = RedlockBackend::connect(config).await.expect("connect");
     let other = support::redlock_client(&servers).await;
     let guard = holder.lock("faults/redlock-partition").await.expect("lock");
@@ -225,9 +221,7 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
     let server = support::start_redis().await;
-    let proxy = FaultProxy::start(server.addr().parse().unwrap())
-        .await
-        .expect("proxy");
+    let proxy = support::proxy_to(&server).await;
     let config = RedisConfig::new("127.0.0.1", proxy.addr().port())
         .with_default_ttl(TTL)
         .with_request_timeout(Duration::from_millis(200));
@@ -332,9 +326,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     );
 
     let server = support::start_redis().await;
-    let proxy = FaultProxy::start(server.addr().parse().unwrap())
-        .await
-        .unwrap();
+    let proxy = support::proxy_to(&server).await;
     proxy.blackhole();
     let silent =
         RedisConfig::new("127.0.0.1", proxy.addr().port()).with_connect_timeout(connect_timeout);
@@ -416,15 +408,16 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
         .command(&["SET", &owner_key, "another-holder", "PX", "30000"])
         .await
         .expect("SET");
-    let proxy = FaultProxy::start(servers.server(2).addr().parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut config = support::redlock_config_for(&servers)
-        .with_username("x")
-        .with_password("pw")
-        .with_default_ttl(Duration::from_secs(3))
-        .with_request_timeout(Duration::from_millis(400));
-    config.servers[2] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let proxy = support::proxy_to(servers.server(2)).await;
+    let config = support::through_proxy(
+        support::redlock_config_for(&servers)
+            .with_username("x")
+            .with_password("pw")
+            .with_default_ttl(Duration::from_secs(3))
+            .with_request_timeout(Duration::from_millis(400)),
+        2,
+        &proxy,
+    );
     let client = RedlockBackend::connect(config).await.expect("connect");
     // Round 1: server 0 grants, server 1 is busy, server 2 grants but its
     // reply comes after the request timeout, so the round fails.
@@ -500,12 +493,12 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_redlock_member_does_not_delay_waiting_acquires() {
     let servers = support::start_redises(3).await;
-    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut config =
-        support::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1));
-    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let proxy = support::proxy_to(servers.server(0)).await;
+    let config = support::through_proxy(
+        support::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1)),
+        0,
+        &proxy,
+    );
     let client = RedlockBackend::connect(config).await.expect("connect");
     proxy.blackhole();
     for i in 0..3 {
