@@ -12,7 +12,10 @@ use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
-use support::{config, connect, lock_and_release, raw_client, start_zk};
+use support::{
+    Standalone, config, connect, joined, lock_and_release, raw_client, standalone, start_zk,
+    until_children, wait_until,
+};
 
 const SESSION: Duration = Duration::from_secs(2);
 /// Extra time allowed over a configured timeout before calling it a hang.
@@ -95,9 +98,11 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncreatable_lock_root_is_a_typed_error() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let read_only = [zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone())];
     admin
         .create(
@@ -223,28 +228,14 @@ async fn guarded_write_commits_only_while_held() {
     guard.release().await.expect("release");
 }
 
-/// Waits until `dir` has exactly `n` children, or panics after `bound`.
-async fn until_children(admin: &zk::Client, dir: &str, n: usize, bound: Duration) -> Vec<String> {
-    let deadline = Instant::now() + bound;
-    loop {
-        let children = admin.list_children(dir).await.unwrap_or_default();
-        if children.len() == n {
-            return children;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{dir} has {children:?}, expected {n} children"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_wait_leaves_no_queue_node() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let (a, b) = (
         connect(&addrs, "/timeout", SESSION).await,
         connect(&addrs, "/timeout", SESSION).await,
@@ -271,9 +262,11 @@ async fn timed_out_wait_leaves_no_queue_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let client = support::proxied(&addrs[0], "/cancel", Duration::from_secs(6)).await;
     let holder = connect(&addrs, "/cancel", SESSION).await;
     let held = holder.lock("in-flight").await.expect("lock");
@@ -384,9 +377,11 @@ async fn bounded_under_fault(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let holder = connect(&addrs, "/bounded", SESSION).await;
     let held = holder.lock("slow").await.expect("lock");
     let half = Some(Duration::from_millis(500));
@@ -448,9 +443,11 @@ async fn session_timeout_outside_the_servers_range_fails_connect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let backend = connect(&addrs, "/deleted", SESSION).await;
     for _ in 0..5 {
         // Deleted before the own-node watch is armed: only the release's
@@ -477,9 +474,11 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
     let backend = ZkBackend::connect(
         config(
@@ -531,22 +530,18 @@ async fn watch_count(addr: &str) -> usize {
 }
 
 async fn until_watches(addr: &str, n: usize) {
-    let deadline = Instant::now() + SLACK;
-    while watch_count(addr).await < n {
-        assert!(
-            Instant::now() < deadline,
-            "fewer than {n} watches on {addr}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("{n} watches on {addr}");
+    wait_until(SLACK, &what, async || watch_count(addr).await >= n).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_over_from_the_head_confirms_our_node_still_exists() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let (a, b) = (
         connect(&addrs, "/handover", SESSION).await,
         connect(&addrs, "/handover", SESSION).await,
@@ -568,10 +563,7 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
     multi.add_delete(held.key(), None).unwrap();
     multi.add_delete(&ours, None).unwrap();
     multi.commit().await.expect("delete both nodes");
-    let result = timeout(SLACK, waiting)
-        .await
-        .expect("the waiter returns")
-        .expect("task");
+    let result = joined(SLACK, "the waiter returns", waiting).await;
     match result {
         Ok(guard) => panic!(
             "acquired {} although that node is gone (is_held {})",
@@ -585,9 +577,11 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let new_client = async || connect(&addrs, "/duplicate", SESSION).await;
     let (a, b, c) = (new_client().await, new_client().await, new_client().await);
     let dir = "/duplicate/locks/twice";
@@ -613,16 +607,12 @@ async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
         .await
         .expect("create the duplicate");
     first.release().await.expect("release");
-    let second = timeout(SLACK, second)
+    let second = joined(SLACK, "the second client gets the lock", second)
         .await
-        .expect("the second client gets the lock")
-        .expect("task")
         .expect("lock");
     second.release().await.expect("release");
-    let guard = timeout(SESSION * 2 + SLACK, third)
+    let guard = joined(SESSION * 2 + SLACK, "the waiter returns", third)
         .await
-        .expect("the waiter returns")
-        .expect("task")
         .expect("the waiter gets the lock instead of waiting for its own duplicate");
     assert_eq!(guard.key(), format!("{dir}/{last}"));
     // Its delete was sent before the waiter went on; another session may
@@ -645,9 +635,11 @@ fn paths_in_queue_order(mut children: Vec<String>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let new_client = async || connect(&addrs, "/abandon", SESSION).await;
     let (holder, other) = (new_client().await, new_client().await);
     // Freed as if its holder had crashed: after about one session timeout.
@@ -694,9 +686,11 @@ async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_release_still_reports_its_outcome() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let client = support::proxied(&addrs[0], "/cancel-release", Duration::from_secs(4)).await;
     let guard = client.backend.lock("cut-short").await.expect("lock");
     let key = guard.key().to_owned();

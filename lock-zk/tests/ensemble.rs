@@ -17,7 +17,9 @@ use lock_zk::ZkBackend;
 use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout};
 
-use support::{config, connect, leader, lock_and_release, proxied, raw_client, start_zk};
+use support::{
+    config, connect, joined, leader, lock_and_release, proxied, raw_client, start_zk, wait_until,
+};
 
 /// Three-server ensembles are heavy for a two-core machine: run one at a time.
 static ONE_ENSEMBLE: Mutex<()> = Mutex::const_new(());
@@ -28,15 +30,6 @@ async fn start_isolatable(sync_limit: u32) -> ZkEnsemble {
     ZkEnsemble::start_with(ZkOptions::new(3).sync_limit(sync_limit).isolatable())
         .await
         .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"))
-}
-
-/// Waits until `condition` holds, checking every 20 ms, or panics after `bound`.
-async fn wait_until(bound: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + bound;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -92,10 +85,8 @@ async fn contention_survives_leader_kill_with_increasing_tokens() {
         async || count() >= at_restart + 50,
     )
     .await;
-    let report = timeout(Duration::from_secs(30), run)
+    let report = joined(Duration::from_secs(30), "workload ends", run)
         .await
-        .expect("workload ends")
-        .expect("workload task")
         .expect("workload");
     eprintln!(
         "leader kill: {} acquisitions ({at_kill} before the kill, {at_restart} at restart), {} errors ({:?}), per client {:?}",
@@ -131,10 +122,12 @@ async fn cut_off_holder_loses_lock_before_another_acquires() {
     let lost_at = Instant::now();
     assert_eq!(reason, LostReason::Disconnected);
     assert!(!held.is_held());
-    let (acquired_at, next) = timeout(session * 3 + Duration::from_secs(5), waiter)
-        .await
-        .expect("another client acquires after the session expires")
-        .expect("waiter task");
+    let (acquired_at, next) = joined(
+        session * 3 + Duration::from_secs(5),
+        "another client acquires after the session expires",
+        waiter,
+    )
+    .await;
     let next = next.expect("lock");
     eprintln!(
         "cut-off: lost after {:?}, taken over after {:?}",
@@ -209,11 +202,13 @@ async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
     assert_eq!(sent_node.len(), 1);
     client.proxy.delay(Duration::ZERO);
     client.proxy.restore();
-    let guard = timeout(Duration::from_secs(20), acquiring)
-        .await
-        .expect("the acquisition completes after the connection returns")
-        .expect("task")
-        .expect("lock");
+    let guard = joined(
+        Duration::from_secs(20),
+        "the acquisition completes after the connection returns",
+        acquiring,
+    )
+    .await
+    .expect("lock");
     let after = children().await;
     assert_eq!(
         after, sent_node,
@@ -262,11 +257,12 @@ async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires
     });
     let cut_at = Instant::now();
     ensemble.isolate(follower);
-    let (a_held, a_reason, acquired_at, next) =
-        timeout(session * 3 + Duration::from_secs(5), waiter)
-            .await
-            .expect("the majority side acquires once the session expires")
-            .expect("waiter task");
+    let (a_held, a_reason, acquired_at, next) = joined(
+        session * 3 + Duration::from_secs(5),
+        "the majority side acquires once the session expires",
+        waiter,
+    )
+    .await;
     let next = next.expect("lock");
     eprintln!(
         "isolated follower: taken over after {:?}, old holder held {a_held}, lost {a_reason:?}",
@@ -372,11 +368,13 @@ async fn a_lost_create_is_looked_up_on_a_lagging_member_only_after_a_sync() {
     // Its reply comes only with the commit, `2 × LAG` from now.
     to_leader.cut();
     to_b.restore();
-    let guard = timeout(Duration::from_secs(30), acquiring)
-        .await
-        .expect("the acquisition completes")
-        .expect("task")
-        .expect("lock");
+    let guard = joined(
+        Duration::from_secs(30),
+        "the acquisition completes",
+        acquiring,
+    )
+    .await
+    .expect("lock");
     for follower in [b, c] {
         ensemble.quorum_link(follower, leader).delay(Duration::ZERO);
     }
