@@ -13,8 +13,8 @@ use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
 use support::{
-    Standalone, config, connect, joined, lock_and_release, raw_client, standalone, start_zk,
-    until_children, wait_until,
+    Standalone, config, connect, connect_pair, joined, lock_and_release, raw_client, standalone,
+    start_zk, until_children, wait_until,
 };
 
 const SESSION: Duration = Duration::from_secs(2);
@@ -236,10 +236,7 @@ async fn timed_out_wait_leaves_no_queue_node() {
         addrs,
         admin,
     } = standalone().await;
-    let (a, b) = (
-        connect(&addrs, "/timeout", SESSION).await,
-        connect(&addrs, "/timeout", SESSION).await,
-    );
+    let (a, b) = connect_pair(&addrs, "/timeout", SESSION).await;
     let held = a.lock("busy").await.expect("lock");
     let dir = "/timeout/locks/busy";
     let err = b
@@ -291,10 +288,7 @@ async fn names_outside_the_bmp_lock_and_stay_distinct() {
     support::init_tracing();
     let server = start_zk(1).await;
     let addrs = server.addrs();
-    let (a, b) = (
-        connect(&addrs, "/emoji", SESSION).await,
-        connect(&addrs, "/emoji", SESSION).await,
-    );
+    let (a, b) = connect_pair(&addrs, "/emoji", SESSION).await;
     // Each of these is a distinct valid name; the last one is what the
     // first one's escaping would look like if it were written out.
     let names = ["🔒", "🔒🔒", "🔑", "a🔒b", "%F0%9F%94%92"];
@@ -542,10 +536,7 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
         addrs,
         admin,
     } = standalone().await;
-    let (a, b) = (
-        connect(&addrs, "/handover", SESSION).await,
-        connect(&addrs, "/handover", SESSION).await,
-    );
+    let (a, b) = connect_pair(&addrs, "/handover", SESSION).await;
     let held = a.lock("next").await.expect("lock");
     until_watches(&addrs[0], 1).await; // the holder's own-node watch
     let waiting = tokio::spawn(async move { b.lock("next").await });

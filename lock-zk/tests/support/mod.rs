@@ -94,6 +94,18 @@ pub(crate) async fn connect(servers: &[String], prefix: &str, session: Duration)
         .expect("connect")
 }
 
+/// Two independent backends on `servers`, as two processes contending.
+pub(crate) async fn connect_pair(
+    servers: &[String],
+    prefix: &str,
+    session: Duration,
+) -> (ZkBackend, ZkBackend) {
+    (
+        connect(servers, prefix, session).await,
+        connect(servers, prefix, session).await,
+    )
+}
+
 /// Takes `name` without waiting and gives it back: proves that nothing
 /// holds or queues for it right now (`why` says what the test expects).
 pub(crate) async fn lock_and_release(backend: &ZkBackend, name: &str, why: &str) {
