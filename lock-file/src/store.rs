@@ -178,6 +178,25 @@ pub(crate) fn leave(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Resul
     })
 }
 
+/// Changes the record with `change` if `holder`'s lease is still running;
+/// otherwise touches nothing and says who has it now.
+fn while_held(
+    paths: &LockPaths,
+    holder: &str,
+    fsync: bool,
+    bound: &Bound,
+    change: impl FnOnce(&mut Record, &Now),
+) -> io::Result<Result<(), Gone>> {
+    transact(paths, fsync, bound, |record, now| {
+        if record.is_held_by(holder, now) {
+            change(record, now);
+            (Ok(()), true)
+        } else {
+            (Err(gone(record, holder)), false)
+        }
+    })
+}
+
 /// Extends `holder`'s running lease. A lease that already ran out is never
 /// revived: the lock may have looked free to someone in the meantime.
 pub(crate) fn renew(
@@ -187,13 +206,8 @@ pub(crate) fn renew(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, bound, |record, now| {
-        if record.is_held_by(holder, now) {
-            record.set_deadline(now, ttl_ms);
-            (Ok(()), true)
-        } else {
-            (Err(gone(record, holder)), false)
-        }
+    while_held(paths, holder, fsync, bound, |record, now| {
+        record.set_deadline(now, ttl_ms);
     })
 }
 
@@ -204,15 +218,10 @@ pub(crate) fn release(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, bound, |record, now| {
-        if record.is_held_by(holder, now) {
-            record.holder = None;
-            record.end_lease();
-            record.value = None;
-            (Ok(()), true)
-        } else {
-            (Err(gone(record, holder)), false)
-        }
+    while_held(paths, holder, fsync, bound, |record, _| {
+        record.holder = None;
+        record.end_lease();
+        record.value = None;
     })
 }
 
@@ -224,13 +233,8 @@ pub(crate) fn proclaim(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, bound, |record, now| {
-        if record.is_held_by(holder, now) {
-            record.value = Some(value);
-            (Ok(()), true)
-        } else {
-            (Err(gone(record, holder)), false)
-        }
+    while_held(paths, holder, fsync, bound, |record, _| {
+        record.value = Some(value);
     })
 }
 

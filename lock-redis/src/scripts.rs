@@ -22,6 +22,29 @@ local function next_token(fence)
 end
 "#;
 
+/// The server clock in milliseconds, and the queue's live head: waiters
+/// whose entry has expired are dropped off the head first. `live_head`
+/// returns the head (or false) and the time if it read it (or false).
+const LIVE_HEAD: &str = r#"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function live_head(queue, waiters)
+  local head = redis.call('LINDEX', queue, 0)
+  local now = false
+  while head do
+    if not now then now = now_ms() end
+    local expiry = redis.call('ZSCORE', waiters, head)
+    if expiry and tonumber(expiry) > now then break end
+    redis.call('LPOP', queue)
+    redis.call('ZREM', waiters, head)
+    head = redis.call('LINDEX', queue, 0)
+  end
+  return head, now
+end
+"#;
+
 /// Drops dead waiters at the head of a free lock's queue, then serves the
 /// first live one through its backend instance's channel
 /// (`wake_prefix .. instance`):
@@ -33,17 +56,7 @@ end
 ///   only wakes it to run the acquire script.
 const HAND_OVER: &str = r#"
 local function hand_over(queue, waiters, wake_prefix, owner_key, fence, handoff)
-  local head = redis.call('LINDEX', queue, 0)
-  if not head then return end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  while head do
-    local expiry = redis.call('ZSCORE', waiters, head)
-    if expiry and tonumber(expiry) > now then break end
-    redis.call('LPOP', queue)
-    redis.call('ZREM', waiters, head)
-    head = redis.call('LINDEX', queue, 0)
-  end
+  local head = live_head(queue, waiters)
   if not head then return end
   local instance, owner, ttl = string.match(head, '^([^/]*)/[^/]*/([^/]*)/(%d+)$')
   if handoff and instance then
@@ -98,18 +111,7 @@ end
 local now = false
 local head = false
 if string.find(flags, 'f', 1, true) then
-  head = redis.call('LINDEX', queue, 0)
-  while head do
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local expiry = redis.call('ZSCORE', waiters, head)
-    if expiry and tonumber(expiry) > now then break end
-    redis.call('LPOP', queue)
-    redis.call('ZREM', waiters, head)
-    head = redis.call('LINDEX', queue, 0)
-  end
+  head, now = live_head(queue, waiters)
 end
 if not current and (not head or head == waiter) then
   redis.call('SET', owner_key, owner, 'PX', ttl)
@@ -128,10 +130,7 @@ if not current and (not head or head == waiter) then
   return {1, token}
 end
 if waiter ~= '' and string.find(flags, 'q', 1, true) then
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  if not now then now = now_ms() end
   local lease = tonumber(ttl)
   if redis.call('ZADD', waiters, string.format('%d', now + lease), waiter) == 1 then
     redis.call('RPUSH', queue, waiter)
@@ -262,8 +261,10 @@ impl Scripts {
 
 /// The scripts, shared by every backend in the process.
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(&format!("{NEXT_TOKEN}\n{ACQUIRE}")),
-    release: Script::new(&format!("{NEXT_TOKEN}\n{HAND_OVER}\n{RELEASE}")),
+    acquire: Script::new(&format!("{NEXT_TOKEN}\n{LIVE_HEAD}\n{ACQUIRE}")),
+    release: Script::new(&format!(
+        "{NEXT_TOKEN}\n{LIVE_HEAD}\n{HAND_OVER}\n{RELEASE}"
+    )),
     renew: Script::new(RENEW),
     confirm: Script::new(CONFIRM),
     proclaim: Script::new(PROCLAIM),

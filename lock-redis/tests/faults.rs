@@ -10,8 +10,7 @@ use futures::StreamExt;
 use lock_core::{
     AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
 };
-use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, ServerAddr};
-use lock_testkit::proxy::FaultProxy;
+use lock_redis::{RedisBackend, RedisConfig, RedlockBackend};
 use lock_testkit::servers::{RedisServer, RespReply};
 use support::{TTL, within};
 use tokio::time::Instant;
@@ -140,11 +139,11 @@ async fn redlock_keeps_working_with_one_of_three_killed() {
             guard.token()
         );
         last = guard.token().get();
-        let err = other
-            .try_lock("faults/redlock-one-down")
-            .await
-            .expect_err("held on a quorum");
-        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+        support::fails_with(
+            ErrorKind::WouldBlock,
+            "held on a quorum",
+            other.try_lock("faults/redlock-one-down").await,
+        );
         guard.release().await.expect("release on the quorum");
     }
 }
@@ -155,11 +154,8 @@ async fn redlock_keeps_working_with_one_of_three_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
     let servers = support::start_redises(3).await;
-    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut config = support::redlock_config_for(&servers);
-    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let proxy = support::proxy_to(servers.server(0)).await;
+    let config = support::through_proxy(support::redlock_config_for(&servers), 0, &proxy);
     let holder = RedlockBackend::connect(config).await.expect("connect");
     let other = support::redlock_client(&servers).await;
     let guard = holder.lock("faults/redlock-partition").await.expect("lock");
@@ -167,11 +163,11 @@ async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
     let until = Instant::now() + TTL * 5;
     while Instant::now() < until {
         assert!(guard.is_held(), "lost: {:?}", guard.lost_signal().reason());
-        let err = other
-            .try_lock("faults/redlock-partition")
-            .await
-            .expect_err("still held on a quorum");
-        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+        support::fails_with(
+            ErrorKind::WouldBlock,
+            "still held on a quorum",
+            other.try_lock("faults/redlock-partition").await,
+        );
         tokio::time::sleep(TTL / 4).await;
     }
     let started = Instant::now();
@@ -200,24 +196,28 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
     servers.server(2).kill().await;
     let wait = Duration::from_secs(1);
     let started = Instant::now();
-    let err = within(
-        wait + Duration::from_secs(3),
-        "acquire without a quorum",
-        client.lock_timeout("faults/redlock-no-quorum", wait),
-    )
-    .await
-    .expect_err("no quorum, no guard");
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    let err = support::fails_with(
+        ErrorKind::Unavailable,
+        "no quorum, no guard",
+        within(
+            wait + Duration::from_secs(3),
+            "acquire without a quorum",
+            client.lock_timeout("faults/redlock-no-quorum", wait),
+        )
+        .await,
+    );
     assert!(err.to_string().contains("2 are needed"), "{err}");
     assert!(started.elapsed() < wait + Duration::from_secs(2));
-    let err = within(
-        Duration::from_secs(3),
-        "try_lock without a quorum",
-        client.try_lock("faults/redlock-no-quorum"),
-    )
-    .await
-    .expect_err("no quorum, no guard");
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    support::fails_with(
+        ErrorKind::Unavailable,
+        "no quorum, no guard",
+        within(
+            Duration::from_secs(3),
+            "try_lock without a quorum",
+            client.try_lock("faults/redlock-no-quorum"),
+        )
+        .await,
+    );
 }
 
 /// A holder whose network goes silent (blackholed by the fault proxy) learns
@@ -225,9 +225,7 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
     let server = support::start_redis().await;
-    let proxy = FaultProxy::start(server.addr().parse().unwrap())
-        .await
-        .expect("proxy");
+    let proxy = support::proxy_to(&server).await;
     let config = RedisConfig::new("127.0.0.1", proxy.addr().port())
         .with_default_ttl(TTL)
         .with_request_timeout(Duration::from_millis(200));
@@ -284,14 +282,16 @@ async fn wrong_password_is_unauthorized() {
             .with_username("nobody")
             .with_password("right-password"),
     ] {
-        let err = within(
-            Duration::from_secs(5),
-            "connect with bad credentials",
-            RedisBackend::connect(config),
-        )
-        .await
-        .expect_err("bad credentials");
-        assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+        let err = support::fails_with(
+            ErrorKind::Unauthorized,
+            "bad credentials",
+            within(
+                Duration::from_secs(5),
+                "connect with bad credentials",
+                RedisBackend::connect(config),
+            )
+            .await,
+        );
         assert!(err.to_string().contains(&server.addr()), "{err}");
         assert!(!err.to_string().contains("wrong-password"), "{err}");
     }
@@ -299,12 +299,7 @@ async fn wrong_password_is_unauthorized() {
     let good = RedisBackend::connect_url(&url)
         .await
         .expect("right password");
-    good.lock("faults/auth")
-        .await
-        .expect("lock")
-        .release()
-        .await
-        .expect("release");
+    support::lock_and_release(&good, "faults/auth").await;
 }
 
 /// A server that refuses connections, and one that accepts but never
@@ -318,45 +313,49 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     };
     let connect_timeout = Duration::from_millis(700);
     let refused = RedisConfig::new("127.0.0.1", port).with_connect_timeout(connect_timeout);
-    let err = within(
-        Duration::from_secs(3),
-        "refused",
-        RedisBackend::connect(refused),
-    )
-    .await
-    .expect_err("nothing listens");
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    let err = support::fails_with(
+        ErrorKind::Unavailable,
+        "nothing listens",
+        within(
+            Duration::from_secs(3),
+            "refused",
+            RedisBackend::connect(refused),
+        )
+        .await,
+    );
     assert!(
         err.to_string().contains(&format!("127.0.0.1:{port}")),
         "{err}"
     );
 
     let server = support::start_redis().await;
-    let proxy = FaultProxy::start(server.addr().parse().unwrap())
-        .await
-        .unwrap();
+    let proxy = support::proxy_to(&server).await;
     proxy.blackhole();
     let silent =
         RedisConfig::new("127.0.0.1", proxy.addr().port()).with_connect_timeout(connect_timeout);
     let started = Instant::now();
-    let err = within(
-        Duration::from_secs(3),
-        "silent",
-        RedisBackend::connect(silent),
-    )
-    .await
-    .expect_err("nothing answers");
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    let err = support::fails_with(
+        ErrorKind::Unavailable,
+        "nothing answers",
+        within(
+            Duration::from_secs(3),
+            "silent",
+            RedisBackend::connect(silent),
+        )
+        .await,
+    );
     assert!(started.elapsed() < connect_timeout + Duration::from_millis(500));
     assert!(err.to_string().contains(&proxy.addr().to_string()), "{err}");
 
-    let err = RedlockBackend::connect_url(&format!(
-        "redlock://127.0.0.1:{port},127.0.0.1:{},127.0.0.1:1?connect_timeout=700ms",
-        server.port()
-    ))
-    .await
-    .expect_err("two of three unreachable");
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    support::fails_with(
+        ErrorKind::Unavailable,
+        "two of three unreachable",
+        RedlockBackend::connect_url(&format!(
+            "redlock://127.0.0.1:{port},127.0.0.1:{},127.0.0.1:1?connect_timeout=700ms",
+            server.port()
+        ))
+        .await,
+    );
 }
 
 /// A zero TTL is `InvalidConfig` before any I/O, in the options and in the
@@ -367,26 +366,32 @@ async fn zero_ttl_is_invalid_config() {
     let client = support::client(&server).await;
     let name = LockName::new("faults/zero-ttl").unwrap();
     let zero = AcquireOptions::new().ttl(Duration::ZERO).wait(Wait::No);
-    let err = client.acquire(&name, &zero).await.expect_err("zero TTL");
-    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
-    let err = RedisBackend::connect(support::config_for(&server).with_default_ttl(Duration::ZERO))
-        .await
-        .expect_err("zero default TTL");
-    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
-    let err = RedisBackend::connect_url(&format!("{}?ttl=0", server.url()))
-        .await
-        .expect_err("zero TTL in the URL");
-    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    support::fails_with(
+        ErrorKind::InvalidConfig,
+        "zero TTL",
+        client.acquire(&name, &zero).await,
+    );
+    support::fails_with(
+        ErrorKind::InvalidConfig,
+        "zero default TTL",
+        RedisBackend::connect(support::config_for(&server).with_default_ttl(Duration::ZERO)).await,
+    );
+    support::fails_with(
+        ErrorKind::InvalidConfig,
+        "zero TTL in the URL",
+        RedisBackend::connect_url(&format!("{}?ttl=0", server.url())).await,
+    );
 }
 
 /// A database number the server does not have is `InvalidConfig`.
 #[tokio::test]
 async fn missing_database_is_invalid_config() {
     let server = support::start_redis().await;
-    let err = RedisBackend::connect(support::config_for(&server).with_db(4242))
-        .await
-        .expect_err("no such database");
-    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    support::fails_with(
+        ErrorKind::InvalidConfig,
+        "no such database",
+        RedisBackend::connect(support::config_for(&server).with_db(4242)).await,
+    );
 }
 
 /// A Redlock waiter whose key outlived a failed round on one server (its
@@ -416,15 +421,16 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
         .command(&["SET", &owner_key, "another-holder", "PX", "30000"])
         .await
         .expect("SET");
-    let proxy = FaultProxy::start(servers.server(2).addr().parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut config = support::redlock_config_for(&servers)
-        .with_username("x")
-        .with_password("pw")
-        .with_default_ttl(Duration::from_secs(3))
-        .with_request_timeout(Duration::from_millis(400));
-    config.servers[2] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let proxy = support::proxy_to(servers.server(2)).await;
+    let config = support::through_proxy(
+        support::redlock_config_for(&servers)
+            .with_username("x")
+            .with_password("pw")
+            .with_default_ttl(Duration::from_secs(3))
+            .with_request_timeout(Duration::from_millis(400)),
+        2,
+        &proxy,
+    );
     let client = RedlockBackend::connect(config).await.expect("connect");
     // Round 1: server 0 grants, server 1 is busy, server 2 grants but its
     // reply comes after the request timeout, so the round fails.
@@ -500,12 +506,12 @@ async fn redlock_takes_a_fresh_token_where_its_key_lingered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_redlock_member_does_not_delay_waiting_acquires() {
     let servers = support::start_redises(3).await;
-    let proxy = FaultProxy::start(servers.server(0).addr().parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut config =
-        support::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1));
-    config.servers[0] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    let proxy = support::proxy_to(servers.server(0)).await;
+    let config = support::through_proxy(
+        support::redlock_config_for(&servers).with_request_timeout(Duration::from_secs(1)),
+        0,
+        &proxy,
+    );
     let client = RedlockBackend::connect(config).await.expect("connect");
     proxy.blackhole();
     for i in 0..3 {
@@ -577,14 +583,16 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
         .with_password("secret")
         .with_connect_timeout(Duration::from_secs(3));
     let started = Instant::now();
-    let err = within(
-        Duration::from_secs(5),
-        "connect without channel permission",
-        RedisBackend::connect(config),
-    )
-    .await
-    .expect_err("no channel permission");
-    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    let err = support::fails_with(
+        ErrorKind::Unauthorized,
+        "no channel permission",
+        within(
+            Duration::from_secs(5),
+            "connect without channel permission",
+            RedisBackend::connect(config),
+        )
+        .await,
+    );
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "refused only after {:?}: {err}",
@@ -648,11 +656,5 @@ async fn evicting_server_is_refused_at_connect() {
     set(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await;
     set(&["CONFIG", "SET", "maxmemory", "0"]).await;
     let client = support::client(&server).await;
-    client
-        .lock("faults/eviction")
-        .await
-        .expect("lock")
-        .release()
-        .await
-        .expect("release");
+    support::lock_and_release(&client, "faults/eviction").await;
 }

@@ -186,13 +186,7 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     let client = RedisBackend::connect_url(&insecure)
         .await
         .expect("insecure TLS");
-    client
-        .lock("tls/insecure")
-        .await
-        .expect("lock")
-        .release()
-        .await
-        .expect("release");
+    support::lock_and_release(&client, "tls/insecure").await;
 
     let plain = format!("redis://localhost:{}?connect_timeout=1s", server.port);
     let err = RedisBackend::connect_url(&plain)

@@ -49,6 +49,14 @@ async fn proxied_echo() -> (Echo, FaultProxy) {
     (echo, proxy)
 }
 
+/// A connection through `proxy` that has carried `message` both ways, so
+/// the proxy has the connection up before a fault is applied.
+async fn echoing(proxy: &FaultProxy, message: &[u8]) -> TcpStream {
+    let mut conn = TcpStream::connect(proxy.addr()).await.expect("connect");
+    round_trip(&mut conn, message).await.expect("echo");
+    conn
+}
+
 /// Sends `message` and reads the same number of bytes back.
 async fn round_trip(conn: &mut TcpStream, message: &[u8]) -> std::io::Result<Vec<u8>> {
     conn.write_all(message).await?;
@@ -97,8 +105,7 @@ async fn bytes_pass_both_ways() {
 #[tokio::test]
 async fn delay_adds_latency_each_way() {
     let (_echo, proxy) = proxied_echo().await;
-    let mut conn = TcpStream::connect(proxy.addr()).await.expect("connect");
-    round_trip(&mut conn, b"warm").await.expect("echo");
+    let mut conn = echoing(&proxy, b"warm").await;
 
     let delay = Duration::from_millis(150);
     proxy.delay(delay);
@@ -128,8 +135,7 @@ async fn delay_adds_latency_each_way() {
 #[tokio::test]
 async fn cut_closes_connections_until_restored() {
     let (_echo, proxy) = proxied_echo().await;
-    let mut conn = TcpStream::connect(proxy.addr()).await.expect("connect");
-    round_trip(&mut conn, b"before").await.expect("echo");
+    let mut conn = echoing(&proxy, b"before").await;
 
     proxy.cut();
     assert!(is_closed(&mut conn).await, "live connection survived a cut");
@@ -154,8 +160,7 @@ async fn cut_closes_connections_until_restored() {
 #[tokio::test]
 async fn blackhole_holds_bytes_until_restored() {
     let (_echo, proxy) = proxied_echo().await;
-    let mut conn = TcpStream::connect(proxy.addr()).await.expect("connect");
-    round_trip(&mut conn, b"before").await.expect("echo");
+    let mut conn = echoing(&proxy, b"before").await;
 
     proxy.blackhole();
     let stalled = tokio::time::timeout(STALL, round_trip(&mut conn, b"lost?")).await;

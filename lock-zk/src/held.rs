@@ -112,6 +112,20 @@ impl ZkHeld {
             self.notifier.fire(reason);
         }
     }
+
+    /// Our node was found deleted: the lock is lost, and `action` fails.
+    fn node_deleted(&self, action: &str) -> Error {
+        self.lost(LostReason::Deleted);
+        self.gone(action)
+    }
+
+    /// A call on our node failed; an expired session has lost the lock.
+    fn call_failed(&self, action: &str, e: zk::Error) -> Error {
+        if session_over(&e) {
+            self.lost(LostReason::Expired);
+        }
+        self.doing(action).client_error(e)
+    }
 }
 
 #[async_trait]
@@ -128,16 +142,8 @@ impl HeldLock for ZkHeld {
             .await
         {
             Ok(Some(_)) => Ok(()),
-            Ok(None) => {
-                self.lost(LostReason::Deleted);
-                Err(self.gone(&action))
-            }
-            Err(e) => {
-                if session_over(&e) {
-                    self.lost(LostReason::Expired);
-                }
-                Err(self.doing(&action).client_error(e))
-            }
+            Ok(None) => Err(self.node_deleted(&action)),
+            Err(e) => Err(self.call_failed(&action, e)),
         }
     }
 
@@ -249,16 +255,8 @@ impl HeldLock for ZkHeld {
             .await
         {
             Ok(_) => Ok(()),
-            Err(zk::Error::NoNode) => {
-                self.lost(LostReason::Deleted);
-                Err(self.gone(&action))
-            }
-            Err(e) => {
-                if session_over(&e) {
-                    self.lost(LostReason::Expired);
-                }
-                Err(self.doing(&action).client_error(e))
-            }
+            Err(zk::Error::NoNode) => Err(self.node_deleted(&action)),
+            Err(e) => Err(self.call_failed(&action, e)),
         }
     }
 }

@@ -442,25 +442,11 @@ async fn find_ours(
 /// Brings the server we are connected to up to date with the leader for
 /// `dir`, retrying through connection losses.
 async fn sync(session: &Session, dir: &str, deadline: &Deadline, doing: &Site<'_>) -> Result<()> {
-    for _ in 0..ATTEMPTS {
-        match session
-            .call_within(deadline, session.client.sync(dir))
-            .await
-        {
-            Ok(()) | Err(zk::Error::NoNode) => return Ok(()),
-            Err(e) if in_doubt(&e) => {
-                if deadline.is_past() {
-                    return Err(out_of_time(doing, &format!("syncing {dir}"), e));
-                }
-                reconnected(session, deadline, doing).await?;
-            }
-            Err(e) => return Err(doing.client_error(e)),
-        }
-    }
-    Err(doing.fail(
-        ErrorKind::Unavailable,
-        format!("could not sync {dir} after {ATTEMPTS} attempts"),
-    ))
+    let what = ("sync", "syncing");
+    retried(session, deadline, doing, what, dir, (), || {
+        session.client.sync(dir)
+    })
+    .await
 }
 
 /// Lists `dir`, retrying through connection losses. A missing directory is
@@ -471,16 +457,32 @@ async fn list(
     deadline: &Deadline,
     doing: &Site<'_>,
 ) -> Result<Vec<String>> {
+    let what = ("list", "listing");
+    retried(session, deadline, doing, what, dir, Vec::new(), || {
+        session.client.list_children(dir)
+    })
+    .await
+}
+
+/// Runs `call` on `dir` until it is answered, reconnecting after each
+/// connection loss until `deadline`; `NoNode` answers `missing`. `what` is
+/// the verb and its `-ing` form, for the errors.
+async fn retried<T, F: Future<Output = Result<T, zk::Error>>>(
+    session: &Session,
+    deadline: &Deadline,
+    doing: &Site<'_>,
+    (verb, verbing): (&str, &str),
+    dir: &str,
+    missing: T,
+    call: impl Fn() -> F,
+) -> Result<T> {
     for _ in 0..ATTEMPTS {
-        match session
-            .call_within(deadline, session.client.list_children(dir))
-            .await
-        {
-            Ok(children) => return Ok(children),
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+        match session.call_within(deadline, call()).await {
+            Ok(answer) => return Ok(answer),
+            Err(zk::Error::NoNode) => return Ok(missing),
             Err(e) if in_doubt(&e) => {
                 if deadline.is_past() {
-                    return Err(out_of_time(doing, &format!("listing {dir}"), e));
+                    return Err(out_of_time(doing, &format!("{verbing} {dir}"), e));
                 }
                 reconnected(session, deadline, doing).await?;
             }
@@ -489,7 +491,7 @@ async fn list(
     }
     Err(doing.fail(
         ErrorKind::Unavailable,
-        format!("could not list {dir} after {ATTEMPTS} attempts"),
+        format!("could not {verb} {dir} after {ATTEMPTS} attempts"),
     ))
 }
 

@@ -12,7 +12,10 @@ use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
-use support::{config, raw_client, start_zk};
+use support::{
+    Standalone, config, connect, connect_pair, joined, lock_and_release, raw_client, standalone,
+    start_zk, until_children, wait_until,
+};
 
 const SESSION: Duration = Duration::from_secs(2);
 /// Extra time allowed over a configured timeout before calling it a hang.
@@ -95,9 +98,11 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncreatable_lock_root_is_a_typed_error() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let read_only = [zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone())];
     admin
         .create(
@@ -168,9 +173,7 @@ async fn guarded_write_commits_only_while_held() {
     support::init_tracing();
     let server = start_zk(1).await;
     let addrs = server.addrs();
-    let backend = ZkBackend::connect(config(&addrs, "/guarded", SESSION))
-        .await
-        .expect("connect");
+    let backend = connect(&addrs, "/guarded", SESSION).await;
     let admin = raw_client(&addrs, None).await;
     let guard = backend.lock("ledger").await.expect("lock");
     let entry = format!("/guarded/entry-{}", guard.token());
@@ -225,36 +228,15 @@ async fn guarded_write_commits_only_while_held() {
     guard.release().await.expect("release");
 }
 
-/// Waits until `dir` has exactly `n` children, or panics after `bound`.
-async fn until_children(admin: &zk::Client, dir: &str, n: usize, bound: Duration) -> Vec<String> {
-    let deadline = Instant::now() + bound;
-    loop {
-        let children = admin.list_children(dir).await.unwrap_or_default();
-        if children.len() == n {
-            return children;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{dir} has {children:?}, expected {n} children"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_wait_leaves_no_queue_node() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let (a, b) = (
-        ZkBackend::connect(config(&addrs, "/timeout", SESSION))
-            .await
-            .expect("connect"),
-        ZkBackend::connect(config(&addrs, "/timeout", SESSION))
-            .await
-            .expect("connect"),
-    );
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
+    let (a, b) = connect_pair(&addrs, "/timeout", SESSION).await;
     let held = a.lock("busy").await.expect("lock");
     let dir = "/timeout/locks/busy";
     let err = b
@@ -277,13 +259,13 @@ async fn timed_out_wait_leaves_no_queue_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let client = support::proxied(&addrs[0], "/cancel", Duration::from_secs(6)).await;
-    let holder = ZkBackend::connect(config(&addrs, "/cancel", SESSION))
-        .await
-        .expect("connect");
+    let holder = connect(&addrs, "/cancel", SESSION).await;
     let held = holder.lock("in-flight").await.expect("lock");
     let dir = "/cancel/locks/in-flight";
     // The create reaches the server, but its reply is still in the proxy
@@ -306,14 +288,7 @@ async fn names_outside_the_bmp_lock_and_stay_distinct() {
     support::init_tracing();
     let server = start_zk(1).await;
     let addrs = server.addrs();
-    let (a, b) = (
-        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
-            .await
-            .expect("connect"),
-        ZkBackend::connect(config(&addrs, "/emoji", SESSION))
-            .await
-            .expect("connect"),
-    );
+    let (a, b) = connect_pair(&addrs, "/emoji", SESSION).await;
     // Each of these is a distinct valid name; the last one is what the
     // first one's escaping would look like if it were written out.
     let names = ["🔒", "🔒🔒", "🔑", "a🔒b", "%F0%9F%94%92"];
@@ -396,12 +371,12 @@ async fn bounded_under_fault(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let holder = ZkBackend::connect(config(&addrs, "/bounded", SESSION))
-        .await
-        .expect("connect");
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
+    let holder = connect(&addrs, "/bounded", SESSION).await;
     let held = holder.lock("slow").await.expect("lock");
     let half = Some(Duration::from_millis(500));
     let proxies = [
@@ -462,12 +437,12 @@ async fn session_timeout_outside_the_servers_range_fails_connect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let backend = ZkBackend::connect(config(&addrs, "/deleted", SESSION))
-        .await
-        .expect("connect");
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
+    let backend = connect(&addrs, "/deleted", SESSION).await;
     for _ in 0..5 {
         // Deleted before the own-node watch is armed: only the release's
         // delete can learn it.
@@ -493,9 +468,11 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
     let backend = ZkBackend::connect(
         config(
@@ -547,30 +524,19 @@ async fn watch_count(addr: &str) -> usize {
 }
 
 async fn until_watches(addr: &str, n: usize) {
-    let deadline = Instant::now() + SLACK;
-    while watch_count(addr).await < n {
-        assert!(
-            Instant::now() < deadline,
-            "fewer than {n} watches on {addr}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("{n} watches on {addr}");
+    wait_until(SLACK, &what, async || watch_count(addr).await >= n).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_over_from_the_head_confirms_our_node_still_exists() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let (a, b) = (
-        ZkBackend::connect(config(&addrs, "/handover", SESSION))
-            .await
-            .expect("connect"),
-        ZkBackend::connect(config(&addrs, "/handover", SESSION))
-            .await
-            .expect("connect"),
-    );
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
+    let (a, b) = connect_pair(&addrs, "/handover", SESSION).await;
     let held = a.lock("next").await.expect("lock");
     until_watches(&addrs[0], 1).await; // the holder's own-node watch
     let waiting = tokio::spawn(async move { b.lock("next").await });
@@ -588,10 +554,7 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
     multi.add_delete(held.key(), None).unwrap();
     multi.add_delete(&ours, None).unwrap();
     multi.commit().await.expect("delete both nodes");
-    let result = timeout(SLACK, waiting)
-        .await
-        .expect("the waiter returns")
-        .expect("task");
+    let result = joined(SLACK, "the waiter returns", waiting).await;
     match result {
         Ok(guard) => panic!(
             "acquired {} although that node is gone (is_held {})",
@@ -605,23 +568,16 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let connect = async || {
-        ZkBackend::connect(config(&addrs, "/duplicate", SESSION))
-            .await
-            .expect("connect")
-    };
-    let (a, b, c) = (connect().await, connect().await, connect().await);
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
+    let new_client = async || connect(&addrs, "/duplicate", SESSION).await;
+    let (a, b, c) = (new_client().await, new_client().await, new_client().await);
     let dir = "/duplicate/locks/twice";
     // Sequence 0 is used up, so a node named with it sorts first.
-    a.try_lock("twice")
-        .await
-        .expect("lock")
-        .release()
-        .await
-        .expect("release");
+    lock_and_release(&a, "twice", "lock").await;
     let first = a.lock("twice").await.expect("lock");
     let second = tokio::spawn(async move { b.lock("twice").await });
     until_children(&admin, dir, 2, SLACK).await;
@@ -642,16 +598,12 @@ async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
         .await
         .expect("create the duplicate");
     first.release().await.expect("release");
-    let second = timeout(SLACK, second)
+    let second = joined(SLACK, "the second client gets the lock", second)
         .await
-        .expect("the second client gets the lock")
-        .expect("task")
         .expect("lock");
     second.release().await.expect("release");
-    let guard = timeout(SESSION * 2 + SLACK, third)
+    let guard = joined(SESSION * 2 + SLACK, "the waiter returns", third)
         .await
-        .expect("the waiter returns")
-        .expect("task")
         .expect("the waiter gets the lock instead of waiting for its own duplicate");
     assert_eq!(guard.key(), format!("{dir}/{last}"));
     // Its delete was sent before the waiter went on; another session may
@@ -674,15 +626,13 @@ fn paths_in_queue_order(mut children: Vec<String>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let connect = async || {
-        ZkBackend::connect(config(&addrs, "/abandon", SESSION))
-            .await
-            .expect("connect")
-    };
-    let (holder, other) = (connect().await, connect().await);
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
+    let new_client = async || connect(&addrs, "/abandon", SESSION).await;
+    let (holder, other) = (new_client().await, new_client().await);
     // Freed as if its holder had crashed: after about one session timeout.
     let bound = SESSION + SLACK;
     holder.try_lock("abandoned").await.expect("lock").abandon();
@@ -720,22 +670,18 @@ async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives(
     std::thread::spawn(move || drop(acquiring)).join().unwrap();
     held.release().await.expect("release");
     until_children(&admin, dir, 0, bound).await;
-    let third = connect().await;
-    third
-        .try_lock("queued")
-        .await
-        .expect("nothing is left in the queue")
-        .release()
-        .await
-        .expect("release");
+    let third = new_client().await;
+    lock_and_release(&third, "queued", "nothing is left in the queue").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_release_still_reports_its_outcome() {
     support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let client = support::proxied(&addrs[0], "/cancel-release", Duration::from_secs(4)).await;
     let guard = client.backend.lock("cut-short").await.expect("lock");
     let key = guard.key().to_owned();

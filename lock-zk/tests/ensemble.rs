@@ -17,18 +17,19 @@ use lock_zk::ZkBackend;
 use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout};
 
-use support::{config, proxied, raw_client, start_zk};
+use support::{
+    config, connect, joined, leader, lock_and_release, proxied, raw_client, start_zk, wait_until,
+};
 
 /// Three-server ensembles are heavy for a two-core machine: run one at a time.
 static ONE_ENSEMBLE: Mutex<()> = Mutex::const_new(());
 
-/// Waits until `condition` holds, checking every 20 ms, or panics after `bound`.
-async fn wait_until(bound: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + bound;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Three servers whose quorum links can be cut or slowed; a follower notices
+/// a lost leader after `sync_limit` ticks.
+async fn start_isolatable(sync_limit: u32) -> ZkEnsemble {
+    ZkEnsemble::start_with(ZkOptions::new(3).sync_limit(sync_limit).isolatable())
+        .await
+        .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -68,10 +69,7 @@ async fn contention_survives_leader_kill_with_increasing_tokens() {
         async || count() >= 50,
     )
     .await;
-    let leader = ensemble
-        .leader_index()
-        .await
-        .expect("the ensemble has a leader");
+    let leader = leader(&ensemble).await;
     ensemble.member(leader).kill().await;
     let at_kill = count();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -87,10 +85,8 @@ async fn contention_survives_leader_kill_with_increasing_tokens() {
         async || count() >= at_restart + 50,
     )
     .await;
-    let report = timeout(Duration::from_secs(30), run)
+    let report = joined(Duration::from_secs(30), "workload ends", run)
         .await
-        .expect("workload ends")
-        .expect("workload task")
         .expect("workload");
     eprintln!(
         "leader kill: {} acquisitions ({at_kill} before the kill, {at_restart} at restart), {} errors ({:?}), per client {:?}",
@@ -108,9 +104,7 @@ async fn cut_off_holder_loses_lock_before_another_acquires() {
     let addrs = ensemble.addrs();
     let session = Duration::from_secs(2);
     let cut = proxied(&addrs[0], "/cut-off", session).await;
-    let other = ZkBackend::connect(config(&addrs, "/cut-off", session))
-        .await
-        .expect("connect");
+    let other = connect(&addrs, "/cut-off", session).await;
     let held = cut.backend.lock("cut").await.expect("lock");
     let first_token = held.token();
     let waiter = tokio::spawn({
@@ -128,10 +122,12 @@ async fn cut_off_holder_loses_lock_before_another_acquires() {
     let lost_at = Instant::now();
     assert_eq!(reason, LostReason::Disconnected);
     assert!(!held.is_held());
-    let (acquired_at, next) = timeout(session * 3 + Duration::from_secs(5), waiter)
-        .await
-        .expect("another client acquires after the session expires")
-        .expect("waiter task");
+    let (acquired_at, next) = joined(
+        session * 3 + Duration::from_secs(5),
+        "another client acquires after the session expires",
+        waiter,
+    )
+    .await;
     let next = next.expect("lock");
     eprintln!(
         "cut-off: lost after {:?}, taken over after {:?}",
@@ -176,14 +172,12 @@ async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
     // Long session: pings must survive the proxy's added latency.
     let client = proxied(&addrs[0], "/orphan", Duration::from_secs(6)).await;
     let dir = "/orphan/locks/create-loss";
-    client
-        .backend
-        .try_lock("create-loss")
-        .await
-        .expect("first lock creates the directory")
-        .release()
-        .await
-        .expect("release");
+    lock_and_release(
+        &client.backend,
+        "create-loss",
+        "first lock creates the directory",
+    )
+    .await;
     let children = async || admin.list_children(dir).await.expect("list");
     assert!(children().await.is_empty());
 
@@ -208,11 +202,13 @@ async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
     assert_eq!(sent_node.len(), 1);
     client.proxy.delay(Duration::ZERO);
     client.proxy.restore();
-    let guard = timeout(Duration::from_secs(20), acquiring)
-        .await
-        .expect("the acquisition completes after the connection returns")
-        .expect("task")
-        .expect("lock");
+    let guard = joined(
+        Duration::from_secs(20),
+        "the acquisition completes after the connection returns",
+        acquiring,
+    )
+    .await
+    .expect("lock");
     let after = children().await;
     assert_eq!(
         after, sent_node,
@@ -221,16 +217,8 @@ async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
     assert_eq!(guard.key(), format!("{dir}/{}", after[0]));
     guard.release().await.expect("release");
     assert!(children().await.is_empty(), "a node is left after release");
-    let other = ZkBackend::connect(config(&addrs, "/orphan", Duration::from_secs(2)))
-        .await
-        .expect("connect");
-    other
-        .try_lock("create-loss")
-        .await
-        .expect("nothing blocks the lock")
-        .release()
-        .await
-        .expect("release");
+    let other = connect(&addrs, "/orphan", Duration::from_secs(2)).await;
+    lock_and_release(&other, "create-loss", "nothing blocks the lock").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -239,14 +227,9 @@ async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires
     let _one = ONE_ENSEMBLE.lock().await;
     // The follower notices the lost leader only after 3 s, longer than the
     // session timeout: until then it answers its clients' pings.
-    let ensemble = ZkEnsemble::start_with(ZkOptions::new(3).sync_limit(30).isolatable())
-        .await
-        .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"));
+    let ensemble = start_isolatable(30).await;
     let addrs = ensemble.addrs();
-    let leader = ensemble
-        .leader_index()
-        .await
-        .expect("the ensemble has a leader");
+    let leader = leader(&ensemble).await;
     let follower = (leader + 1) % addrs.len();
     let majority: Vec<String> = (0..addrs.len())
         .filter(|i| *i != follower)
@@ -274,11 +257,12 @@ async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires
     });
     let cut_at = Instant::now();
     ensemble.isolate(follower);
-    let (a_held, a_reason, acquired_at, next) =
-        timeout(session * 3 + Duration::from_secs(5), waiter)
-            .await
-            .expect("the majority side acquires once the session expires")
-            .expect("waiter task");
+    let (a_held, a_reason, acquired_at, next) = joined(
+        session * 3 + Duration::from_secs(5),
+        "the majority side acquires once the session expires",
+        waiter,
+    )
+    .await;
     let next = next.expect("lock");
     eprintln!(
         "isolated follower: taken over after {:?}, old holder held {a_held}, lost {a_reason:?}",
@@ -327,30 +311,14 @@ async fn a_lost_create_is_looked_up_on_a_lagging_member_only_after_a_sync() {
     const LAG: Duration = Duration::from_millis(1000);
     support::init_tracing();
     let _one = ONE_ENSEMBLE.lock().await;
-    let ensemble = ZkEnsemble::start_with(ZkOptions::new(3).sync_limit(80).isolatable())
-        .await
-        .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"));
+    let ensemble = start_isolatable(80).await;
     let addrs = ensemble.addrs();
-    let leader = ensemble
-        .leader_index()
-        .await
-        .expect("the ensemble has a leader");
+    let leader = leader(&ensemble).await;
     let (b, c) = ((leader + 1) % 3, (leader + 2) % 3);
     let admin = raw_client(&addrs[leader..=leader], None).await;
     let dir = "/lagging/locks/in-doubt";
-    ZkBackend::connect(config(
-        &addrs[leader..=leader],
-        "/lagging",
-        Duration::from_secs(2),
-    ))
-    .await
-    .expect("connect")
-    .try_lock("in-doubt")
-    .await
-    .expect("the first lock creates the directory")
-    .release()
-    .await
-    .expect("release");
+    let first = connect(&addrs[leader..=leader], "/lagging", Duration::from_secs(2)).await;
+    lock_and_release(&first, "in-doubt", "the first lock creates the directory").await;
     let cversion = async || {
         admin
             .check_stat(dir)
@@ -400,11 +368,13 @@ async fn a_lost_create_is_looked_up_on_a_lagging_member_only_after_a_sync() {
     // Its reply comes only with the commit, `2 × LAG` from now.
     to_leader.cut();
     to_b.restore();
-    let guard = timeout(Duration::from_secs(30), acquiring)
-        .await
-        .expect("the acquisition completes")
-        .expect("task")
-        .expect("lock");
+    let guard = joined(
+        Duration::from_secs(30),
+        "the acquisition completes",
+        acquiring,
+    )
+    .await
+    .expect("lock");
     for follower in [b, c] {
         ensemble.quorum_link(follower, leader).delay(Duration::ZERO);
     }

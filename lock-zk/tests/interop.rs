@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
+use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::timeout;
 
 use curator::CuratorPeer;
-use support::{config, raw_client, start_zk};
+use support::{Standalone, config, joined, standalone, until_children};
 
 const SESSION: Duration = Duration::from_secs(4);
 /// How long any expected event may take.
@@ -25,6 +26,36 @@ async fn curator_backend(servers: &[String]) -> ZkBackend {
     ZkBackend::connect(config)
         .await
         .expect("connect with layout=curator")
+}
+
+/// What every interop test stands on: one server, an admin acting from
+/// outside, distlock in the Curator layout and a Curator peer.
+struct Interop {
+    server: ZkEnsemble,
+    addrs: Vec<String>,
+    admin: zk::Client,
+    distlock: ZkBackend,
+    peer: CuratorPeer,
+}
+
+impl Interop {
+    async fn start() -> Self {
+        support::init_tracing();
+        let Standalone {
+            server,
+            addrs,
+            admin,
+        } = standalone().await;
+        let connect = server.connect_string();
+        let (distlock, peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+        Interop {
+            server,
+            addrs,
+            admin,
+            distlock,
+            peer,
+        }
+    }
 }
 
 /// Asserts that `node` is a protected node of `dir` as Curator names them:
@@ -46,22 +77,6 @@ fn assert_curator_node(node: &str, dir: &str, marker: &str) {
     );
 }
 
-/// Waits until `dir` has `count` children (a waiter has queued).
-async fn wait_for_children(admin: &zk::Client, dir: &str, count: usize) {
-    let until = Instant::now() + EVENT;
-    loop {
-        let children = admin.list_children(dir).await.unwrap_or_default();
-        if children.len() == count {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "{dir} has children {children:?}, expected {count} within {EVENT:?}"
-        );
-        sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The node's creation zxid: what distlock reports as the token.
 async fn czxid(admin: &zk::Client, path: &str) -> u64 {
     let (_, stat) = admin.get_data(path).await.expect("read the node");
@@ -70,12 +85,13 @@ async fn czxid(admin: &zk::Client, path: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_mutex_and_distlock_exclude_each_other() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let connect = server.connect_string();
-    let (distlock, mut peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+    let Interop {
+        server: _server,
+        addrs,
+        admin,
+        distlock,
+        mut peer,
+    } = Interop::start().await;
     let path = "/interop/locks/orders";
 
     // Curator holds: distlock cannot take it, then gets it once released.
@@ -100,12 +116,10 @@ async fn curator_mutex_and_distlock_exclude_each_other() {
         let distlock = distlock.clone();
         async move { distlock.lock_timeout(path, EVENT).await }
     });
-    wait_for_children(&admin, path, 2).await;
+    until_children(&admin, path, 2, EVENT).await;
     assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
-    let guard = timeout(EVENT, waiter)
+    let guard = joined(EVENT, "distlock acquires after Curator's release", waiter)
         .await
-        .expect("distlock acquires after Curator's release")
-        .unwrap()
         .expect("distlock acquires");
     assert_curator_node(guard.key(), path, "lock-");
     assert_eq!(guard.token().0, czxid(&admin, guard.key()).await);
@@ -117,7 +131,7 @@ async fn curator_mutex_and_distlock_exclude_each_other() {
         "timeout"
     );
     peer.send(&format!("mutex {path} 10000")).await;
-    wait_for_children(&admin, path, 2).await;
+    until_children(&admin, path, 2, EVENT).await;
     guard.release().await.expect("release");
     let answer = peer.answer(EVENT, "mutex after distlock's release").await;
     assert!(answer.starts_with("acquired "), "{answer}");
@@ -126,12 +140,13 @@ async fn curator_mutex_and_distlock_exclude_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_latch_and_distlock_agree_on_the_leader() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
-    let connect = server.connect_string();
-    let (distlock, mut peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
+    let Interop {
+        server: _server,
+        addrs: _,
+        admin,
+        distlock,
+        mut peer,
+    } = Interop::start().await;
     let path = "/interop/leader";
     let name = LockName::new(path).unwrap();
 
@@ -169,17 +184,15 @@ async fn leader_latch_and_distlock_agree_on_the_leader() {
                 .await
         }
     });
-    wait_for_children(&admin, path, 2).await;
+    until_children(&admin, path, 2, EVENT).await;
     assert_eq!(peer.ask("has-leadership", Duration::ZERO).await, "leader");
     assert_eq!(
         peer.ask(&format!("leader {path}"), Duration::ZERO).await,
         "leader-id curator-1"
     );
     assert_eq!(peer.ask("unlatch", Duration::ZERO).await, "closed");
-    let leadership = timeout(EVENT, campaign)
+    let leadership = joined(EVENT, "distlock leads after the latch closed", campaign)
         .await
-        .expect("distlock leads after the latch closed")
-        .unwrap()
         .expect("distlock leads");
     assert_curator_node(leadership.key(), path, "latch-");
     let next = timeout(EVENT, observed.next())
@@ -204,7 +217,7 @@ async fn leader_latch_and_distlock_agree_on_the_leader() {
         peer.ask("await 300", Duration::from_millis(300)).await,
         "not-leader"
     );
-    wait_for_children(&admin, path, 2).await;
+    until_children(&admin, path, 2, EVENT).await;
     assert_eq!(
         peer.ask("has-leadership", Duration::ZERO).await,
         "not-leader"
@@ -233,9 +246,11 @@ async fn bad_layouts_and_paths_are_refused_before_any_io() {
     let parsed = ZkConfig::from_url("zk://127.0.0.1:2181?layout=curator").unwrap();
     assert_eq!(parsed.layout, NodeLayout::Curator);
 
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let admin = raw_client(&addrs, None).await;
+    let Standalone {
+        server: _server,
+        addrs,
+        admin,
+    } = standalone().await;
     let distlock = curator_backend(&addrs).await;
     let cases = [
         ("orders", "must be an absolute ZooKeeper path"),

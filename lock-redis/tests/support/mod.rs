@@ -3,10 +3,14 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod target;
+
 use std::future::Future;
 use std::time::Duration;
 
+use lock_core::LockBackendExt;
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
+use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{RedisServer, RedisServers};
 
 /// The lease TTL of the tests: short, so expiry tests are quick.
@@ -59,6 +63,42 @@ pub async fn redlock_client(servers: &RedisServers) -> RedlockBackend {
     RedlockBackend::connect(redlock_config_for(servers))
         .await
         .expect("connect to redlock servers")
+}
+
+/// Takes `name` and gives it back: proves the client works end to end.
+pub async fn lock_and_release(backend: &impl LockBackendExt, name: &str) {
+    backend
+        .lock(name)
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+}
+
+/// A fault proxy in front of `server`, to silence or slow one client's link.
+pub async fn proxy_to(server: &RedisServer) -> FaultProxy {
+    FaultProxy::start(server.addr().parse().expect("server address"))
+        .await
+        .expect("start fault proxy")
+}
+
+/// `config` with Redlock member `index` reached through `proxy` instead.
+pub fn through_proxy(mut config: RedlockConfig, index: usize, proxy: &FaultProxy) -> RedlockConfig {
+    config.servers[index] = ServerAddr::new("127.0.0.1", proxy.addr().port());
+    config
+}
+
+/// The error `result` must have failed with, of `kind`; `what` names what
+/// should have failed.
+pub fn fails_with<T: std::fmt::Debug>(
+    kind: lock_core::ErrorKind,
+    what: &str,
+    result: lock_core::Result<T>,
+) -> lock_core::Error {
+    let err = result.expect_err(what);
+    assert_eq!(err.kind(), kind, "{what}: {err}");
+    err
 }
 
 /// Awaits `fut`, panicking with `what` if it takes longer than `bound`.

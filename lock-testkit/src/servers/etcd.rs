@@ -32,7 +32,7 @@ use super::etcd_auth::{AuthSetup, Etcdctl};
 use super::http;
 use super::netns::PeerNet;
 use super::ports::free_port;
-use super::process::ChildProcess;
+use super::process::{ChildProcess, process_controls};
 use super::readiness::wait_ready;
 use super::unix_relay::UnixRelay;
 
@@ -363,6 +363,8 @@ pub struct EtcdMember {
     dir: TempDir,
 }
 
+process_controls!(EtcdMember);
+
 impl EtcdMember {
     fn new(
         index: usize,
@@ -567,11 +569,6 @@ impl EtcdMember {
             .is_some_and(|(member_id, leader)| member_id == leader)
     }
 
-    /// Kills the member with `SIGKILL` and waits until it is reaped.
-    pub async fn kill(&self) {
-        self.process.kill().await;
-    }
-
     /// Kills the member if it runs, starts it again with the same ports and
     /// data directory, and waits until it reports healthy.
     pub async fn restart(&self) -> Result<(), LaunchError> {
@@ -590,27 +587,6 @@ impl EtcdMember {
         }
         self.process.spawn()?;
         self.wait_ready().await
-    }
-
-    /// Freezes the member with `SIGSTOP`; its sockets stay open but it
-    /// answers nothing.
-    pub fn pause(&self) {
-        self.process.pause();
-    }
-
-    /// Unfreezes a paused member with `SIGCONT`.
-    pub fn resume(&self) {
-        self.process.resume();
-    }
-
-    /// Whether the process is alive (paused counts as alive).
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Whether the process is alive and paused.
-    pub fn is_paused(&self) -> bool {
-        self.process.is_paused()
     }
 
     async fn wait_ready(&self) -> Result<(), LaunchError> {

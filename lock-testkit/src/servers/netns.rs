@@ -22,11 +22,12 @@ use std::ffi::OsStr;
 use std::io;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::LaunchError;
 use super::binary::Requirement;
+use super::process::tool_output;
 
 const IP: Requirement = Requirement {
     name: "ip",
@@ -162,14 +163,9 @@ fn hub_port(index: usize) -> String {
 fn run<'a>(ip: &Path, args: impl IntoIterator<Item = &'a str>) -> Result<(), LaunchError> {
     let args: Vec<&str> = args.into_iter().collect();
     let what = format!("{} {}", ip.display(), args.join(" "));
-    let output = Command::new(ip)
-        .args(args.iter().map(OsStr::new))
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| LaunchError::Io {
-            what: what.clone(),
-            source,
-        })?;
+    let mut command = Command::new(ip);
+    command.args(args.iter().map(OsStr::new));
+    let output = tool_output(command, &what)?;
     if output.status.success() {
         return Ok(());
     }

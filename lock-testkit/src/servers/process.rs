@@ -13,7 +13,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -243,14 +243,8 @@ fn reap(child: &mut Child) {
 /// Runs a short-lived tool (openssl, etcdctl) to completion. `what` names
 /// it in the error, which carries the tool's own output; keep secrets out
 /// of `what`.
-pub(crate) fn run_tool(mut command: Command, what: String) -> Result<(), LaunchError> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| LaunchError::Io {
-            what: what.clone(),
-            source,
-        })?;
+pub(crate) fn run_tool(command: Command, what: String) -> Result<(), LaunchError> {
+    let output = tool_output(command, &what)?;
     if output.status.success() {
         return Ok(());
     }
@@ -264,3 +258,51 @@ pub(crate) fn run_tool(mut command: Command, what: String) -> Result<(), LaunchE
         )),
     })
 }
+
+/// Runs a short-lived tool with no stdin and collects its output; `Err`
+/// only when it could not be started, so callers judge the exit status.
+pub(crate) fn tool_output(mut command: Command, what: &str) -> Result<Output, LaunchError> {
+    command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| LaunchError::Io {
+            what: what.to_owned(),
+            source,
+        })
+}
+
+/// Gives a launcher's member type (one with a `process: ChildProcess` field)
+/// the same `kill`, `pause`, `resume`, `is_running` and `is_paused` methods,
+/// so that every server kind is controlled alike.
+macro_rules! process_controls {
+    ($member:ty) => {
+        impl $member {
+            /// Kills the server with `SIGKILL` and waits until it is reaped.
+            pub async fn kill(&self) {
+                self.process.kill().await;
+            }
+
+            /// Freezes the server with `SIGSTOP`; its connections stay open
+            /// but it answers nothing (no replies, no heartbeats to peers).
+            pub fn pause(&self) {
+                self.process.pause();
+            }
+
+            /// Unfreezes a paused server with `SIGCONT`.
+            pub fn resume(&self) {
+                self.process.resume();
+            }
+
+            /// Whether the process is alive (paused counts as alive).
+            pub fn is_running(&self) -> bool {
+                self.process.is_running()
+            }
+
+            /// Whether the process is alive and paused.
+            pub fn is_paused(&self) -> bool {
+                self.process.is_paused()
+            }
+        }
+    };
+}
+pub(crate) use process_controls;

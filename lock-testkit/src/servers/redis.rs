@@ -15,7 +15,7 @@ use tempfile::TempDir;
 
 use super::binary::Requirement;
 use super::ports::free_port;
-use super::process::ChildProcess;
+use super::process::{ChildProcess, process_controls};
 use super::readiness::wait_ready;
 use super::{LaunchError, RespReply, resp};
 
@@ -69,6 +69,8 @@ pub struct RedisServer {
     process: ChildProcess,
     dir: TempDir,
 }
+
+process_controls!(RedisServer);
 
 impl RedisServer {
     /// Starts a server without a password and waits until it answers `PING`.
@@ -193,38 +195,12 @@ impl RedisServer {
         resp::command(&self.addr(), None, args).await
     }
 
-    /// Kills the server with `SIGKILL` and waits until it is reaped.
-    pub async fn kill(&self) {
-        self.process.kill().await;
-    }
-
     /// Kills the server if it runs, starts it again on the same port (with
     /// an empty dataset), and waits until it answers `PING`.
     pub async fn restart(&self) -> Result<(), LaunchError> {
         self.process.kill().await;
         self.process.spawn()?;
         self.wait_ready().await
-    }
-
-    /// Freezes the server with `SIGSTOP`; connections stay open but nothing
-    /// is answered.
-    pub fn pause(&self) {
-        self.process.pause();
-    }
-
-    /// Unfreezes a paused server with `SIGCONT`.
-    pub fn resume(&self) {
-        self.process.resume();
-    }
-
-    /// Whether the process is alive (paused counts as alive).
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Whether the process is alive and paused.
-    pub fn is_paused(&self) -> bool {
-        self.process.is_paused()
     }
 
     async fn wait_ready(&self) -> Result<(), LaunchError> {

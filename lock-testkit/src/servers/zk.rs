@@ -29,7 +29,7 @@ use tokio::net::TcpStream;
 use super::LaunchError;
 use super::binary::Requirement;
 use super::ports::free_port;
-use super::process::ChildProcess;
+use super::process::{ChildProcess, process_controls};
 use super::readiness::wait_ready;
 use crate::proxy::FaultProxy;
 
@@ -386,6 +386,8 @@ pub struct ZkMember {
     dir: TempDir,
 }
 
+process_controls!(ZkMember);
+
 impl ZkMember {
     fn new(member: &MemberConfig<'_>, java: &Path, classpath: &str) -> Result<Self, LaunchError> {
         let MemberConfig {
@@ -468,38 +470,12 @@ impl ZkMember {
         parse_mode(&srvr).map(str::to_owned)
     }
 
-    /// Kills the server with `SIGKILL` and waits until it is reaped.
-    pub async fn kill(&self) {
-        self.process.kill().await;
-    }
-
     /// Kills the server if it runs, starts it again with the same ports and
     /// data directory, and waits until it serves again.
     pub async fn restart(&self) -> Result<(), LaunchError> {
         self.process.kill().await;
         self.process.spawn()?;
         self.wait_ready().await
-    }
-
-    /// Freezes the server with `SIGSTOP`; its sessions' clients see no
-    /// answers and its peers see no heartbeats.
-    pub fn pause(&self) {
-        self.process.pause();
-    }
-
-    /// Unfreezes a paused server with `SIGCONT`.
-    pub fn resume(&self) {
-        self.process.resume();
-    }
-
-    /// Whether the process is alive (paused counts as alive).
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Whether the process is alive and paused.
-    pub fn is_paused(&self) -> bool {
-        self.process.is_paused()
     }
 
     async fn wait_ready(&self) -> Result<(), LaunchError> {

@@ -8,17 +8,74 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{DynElectionBackend, DynLockBackend, LockBackendExt, LockGuard};
 use lock_testkit::conformance::Target;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{ZkBackend, ZkConfig, zk};
+use tokio::task::JoinHandle;
 
 /// Starts `members` ZooKeeper servers, or fails naming the install script.
 pub(crate) async fn start_zk(members: usize) -> ZkEnsemble {
     ZkEnsemble::start(members)
         .await
         .unwrap_or_else(|e| panic!("cannot start ZooKeeper for the test: {e}"))
+}
+
+/// One server and an admin client acting from outside: where most
+/// single-server tests start.
+pub(crate) struct Standalone {
+    pub(crate) server: ZkEnsemble,
+    pub(crate) addrs: Vec<String>,
+    pub(crate) admin: zk::Client,
+}
+
+pub(crate) async fn standalone() -> Standalone {
+    let server = start_zk(1).await;
+    let addrs = server.addrs();
+    let admin = raw_client(&addrs, None).await;
+    Standalone {
+        server,
+        addrs,
+        admin,
+    }
+}
+
+/// Waits until `condition` holds, checking every 20 ms, or panics after `bound`.
+pub(crate) async fn wait_until(
+    bound: Duration,
+    what: &str,
+    mut condition: impl AsyncFnMut() -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + bound;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `dir` has exactly `n` children, or panics after `bound`.
+pub(crate) async fn until_children(
+    admin: &zk::Client,
+    dir: &str,
+    n: usize,
+    bound: Duration,
+) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let children = admin.list_children(dir).await.unwrap_or_default();
+        if children.len() == n {
+            return children;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{dir} has {children:?}, expected {n} children within {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A config for `servers` under `prefix` with test-sized timeouts.
@@ -28,6 +85,54 @@ pub(crate) fn config(servers: &[String], prefix: &str, session: Duration) -> ZkC
         .with_session_timeout(session)
         .with_connect_timeout(Duration::from_secs(10))
         .with_request_timeout(Duration::from_secs(3))
+}
+
+/// A backend on `servers` with [`config`]'s test-sized timeouts.
+pub(crate) async fn connect(servers: &[String], prefix: &str, session: Duration) -> ZkBackend {
+    ZkBackend::connect(config(servers, prefix, session))
+        .await
+        .expect("connect")
+}
+
+/// Two independent backends on `servers`, as two processes contending.
+pub(crate) async fn connect_pair(
+    servers: &[String],
+    prefix: &str,
+    session: Duration,
+) -> (ZkBackend, ZkBackend) {
+    (
+        connect(servers, prefix, session).await,
+        connect(servers, prefix, session).await,
+    )
+}
+
+/// Takes `name` without waiting and gives it back: proves that nothing
+/// holds or queues for it right now (`why` says what the test expects).
+pub(crate) async fn lock_and_release(backend: &ZkBackend, name: &str, why: &str) {
+    backend
+        .try_lock(name)
+        .await
+        .expect(why)
+        .release()
+        .await
+        .expect("release");
+}
+
+/// What the spawned `task` returned, awaited for at most `bound`; panics
+/// naming `what` if it takes longer or the task panicked.
+pub(crate) async fn joined<T>(bound: Duration, what: &str, task: JoinHandle<T>) -> T {
+    tokio::time::timeout(bound, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {bound:?}"))
+        .unwrap_or_else(|e| panic!("{what}: the task failed: {e}"))
+}
+
+/// The index of the ensemble's leader, which every test of a quorum needs.
+pub(crate) async fn leader(ensemble: &ZkEnsemble) -> usize {
+    ensemble
+        .leader_index()
+        .await
+        .expect("the ensemble has a leader")
 }
 
 /// A raw client acting from outside the backend, optionally with digest auth.

@@ -3,34 +3,32 @@
 
 use distlock::format_duration;
 
+/// `BACKENDS TTL` and a note, one entry of the list.
+fn entry(backends: &str, ttl: std::time::Duration, note: &str) -> String {
+    format!("{backends} {}{note}", format_duration(ttl))
+}
+
 /// `file 10s, etcd/etcds 10s, ...` for the backends in this build, memory
 /// only for `bench` (the other commands refuse it).
 fn ttls(memory: bool) -> String {
     let mut parts = Vec::new();
     if memory {
-        parts.push(format!(
-            "memory {}",
-            format_duration(distlock::memory::DEFAULT_TTL)
-        ));
+        parts.push(entry("memory", distlock::memory::DEFAULT_TTL, ""));
     }
-    parts.push(format!(
-        "file {}",
-        format_duration(distlock::file::DEFAULT_TTL)
-    ));
+    parts.push(entry("file", distlock::file::DEFAULT_TTL, ""));
     #[cfg(feature = "etcd")]
-    parts.push(format!(
-        "etcd/etcds {}",
-        format_duration(distlock::etcd::DEFAULT_TTL)
-    ));
+    parts.push(entry("etcd/etcds", distlock::etcd::DEFAULT_TTL, ""));
     #[cfg(feature = "redis")]
-    parts.push(format!(
-        "redis/rediss/redlock {}",
-        format_duration(distlock::redis::DEFAULT_TTL)
+    parts.push(entry(
+        "redis/rediss/redlock",
+        distlock::redis::DEFAULT_TTL,
+        "",
     ));
     #[cfg(feature = "zk")]
-    parts.push(format!(
-        "zk {} (the session timeout)",
-        format_duration(distlock::zk::DEFAULT_TTL)
+    parts.push(entry(
+        "zk",
+        distlock::zk::DEFAULT_TTL,
+        " (the session timeout)",
     ));
     parts.join(", ")
 }

@@ -4,18 +4,16 @@ use std::io::{IsTerminal as _, Write as _};
 
 use distlock::{AcquireOptions, ElectionBackend, LockName};
 use futures::StreamExt;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{ElectArgs, TargetArgs};
-use crate::exit::{Failure, INTERRUPTED, LOST, TERMINATED, UNAVAILABLE, USAGE};
-use crate::run::give_up;
+use crate::exit::{Failure, INTERRUPTED, LOST, TERMINATED, UNAVAILABLE};
+use crate::run::{check_ttl_arg, connect_with_ttl, give_up, stop_signals};
 use crate::{target, waiting};
 
 pub(crate) async fn elect(args: ElectArgs, target: &TargetArgs) -> Result<u8, Failure> {
     let name = LockName::new(args.name.as_str())?;
     if let Some(ttl) = args.ttl {
-        distlock::check_ttl(ttl)
-            .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
+        check_ttl_arg(ttl)?;
     }
     if args.listen && args.value.is_some() {
         return Err(Failure::usage(
@@ -23,14 +21,8 @@ pub(crate) async fn elect(args: ElectArgs, target: &TargetArgs) -> Result<u8, Fa
         ));
     }
     let mut config = target::shared(target, "elect")?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
-    // Also the backend's default: session-based backends (ZooKeeper) take
-    // the TTL from their connection, not from each acquisition.
-    if args.ttl.is_some() {
-        config.ttl = args.ttl;
-    }
-    let backend = distlock::connect_with(&config).await?;
+    let (mut sigint, mut sigterm) = stop_signals()?;
+    let backend = connect_with_ttl(&mut config, args.ttl).await?;
     if backend.election_backend().is_none() {
         return Err(Failure::usage(format!(
             "the backend at {} has no leader election",
@@ -107,8 +99,4 @@ fn default_value() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned());
     format!("{host}:{}", std::process::id())
-}
-
-fn signal_failure(e: std::io::Error) -> Failure {
-    Failure::new(UNAVAILABLE, format!("cannot install signal handlers: {e}"))
 }

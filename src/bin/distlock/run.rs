@@ -4,9 +4,11 @@ use std::ffi::OsStr;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use distlock::{AcquireOptions, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait};
+use distlock::{
+    AcquireOptions, Backend, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait,
+};
 use nix::sys::signal::Signal;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal as UnixSignal, SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
 use crate::child;
@@ -42,20 +44,12 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
         )));
     }
     if let Some(ttl) = args.ttl {
-        distlock::check_ttl(ttl)
-            .map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))?;
+        check_ttl_arg(ttl)?;
         check_grace(args.grace, ttl)?;
     }
     let mut config = target::shared(target, "run")?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(signal_failure)?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(signal_failure)?;
-
-    // Also the backend's default: session-based backends (ZooKeeper) take
-    // the TTL from their connection, not from each acquisition.
-    if args.ttl.is_some() {
-        config.ttl = args.ttl;
-    }
-    let backend = distlock::connect_with(&config).await?;
+    let (mut sigint, mut sigterm) = stop_signals()?;
+    let backend = connect_with_ttl(&mut config, args.ttl).await?;
     let options = AcquireOptions {
         ttl: args.ttl,
         wait: match args.wait {
@@ -306,11 +300,39 @@ pub(crate) async fn give_up(code: u8, config: &Config) -> u8 {
     code
 }
 
-fn signal_failure(e: std::io::Error) -> Failure {
-    Failure::new(
-        crate::exit::UNAVAILABLE,
-        format!("cannot install signal handlers: {e}"),
-    )
+/// `--ttl` checked as every backend checks a TTL, failing as a usage error.
+pub(crate) fn check_ttl_arg(ttl: Duration) -> Result<(), Failure> {
+    distlock::check_ttl(ttl).map_err(|e| Failure::new(USAGE, format!("--ttl: {}", e.message())))
+}
+
+/// SIGINT and SIGTERM listeners, set up before connecting, so that either
+/// signal while waiting gives up cleanly instead of killing the process.
+pub(crate) fn stop_signals() -> Result<(UnixSignal, UnixSignal), Failure> {
+    let listen = |kind| {
+        signal(kind).map_err(|e| {
+            Failure::new(
+                crate::exit::UNAVAILABLE,
+                format!("cannot install signal handlers: {e}"),
+            )
+        })
+    };
+    Ok((
+        listen(SignalKind::interrupt())?,
+        listen(SignalKind::terminate())?,
+    ))
+}
+
+/// Connects with `ttl` (if given) as the backend's default too:
+/// session-based backends (ZooKeeper) take the TTL from their connection,
+/// not from each acquisition.
+pub(crate) async fn connect_with_ttl(
+    config: &mut Config,
+    ttl: Option<Duration>,
+) -> Result<Backend, Failure> {
+    if ttl.is_some() {
+        config.ttl = ttl;
+    }
+    Ok(distlock::connect_with(config).await?)
 }
 
 /// `word` as a shell would need it typed: quoted when it holds anything

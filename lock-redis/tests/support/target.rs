@@ -1,0 +1,76 @@
+//! The conformance target of both suites: a single server, or three
+//! independent servers under Redlock.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_testkit::conformance::Target;
+use lock_testkit::servers::{RedisServers, RespReply};
+
+/// Real servers, each client with its own connections; Redlock on more
+/// than one server.
+pub struct RedisTarget {
+    servers: RedisServers,
+}
+
+impl RedisTarget {
+    /// One server, single-server clients.
+    pub async fn single() -> Self {
+        RedisTarget {
+            servers: super::start_redises(1).await,
+        }
+    }
+
+    /// Three independent servers, Redlock clients.
+    pub async fn redlock() -> Self {
+        RedisTarget {
+            servers: super::start_redises(3).await,
+        }
+    }
+
+    fn is_redlock(&self) -> bool {
+        self.servers.servers().len() > 1
+    }
+}
+
+#[async_trait]
+impl Target for RedisTarget {
+    async fn client(&self) -> Arc<DynLockBackend> {
+        if self.is_redlock() {
+            Arc::new(super::redlock_client(&self.servers).await)
+        } else {
+            Arc::new(super::client(self.servers.server(0)).await)
+        }
+    }
+
+    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
+        if self.is_redlock() {
+            Some(Arc::new(super::redlock_client(&self.servers).await))
+        } else {
+            Some(Arc::new(super::client(self.servers.server(0)).await))
+        }
+    }
+
+    fn ttl(&self) -> std::time::Duration {
+        super::TTL
+    }
+
+    /// Deletes the lock key on every server through separate connections,
+    /// as expiry would; the holder must have had it on a majority.
+    async fn kill_lease(&self, guard: &LockGuard) {
+        let servers = self.servers.servers();
+        let mut deleted = 0;
+        for server in servers {
+            if server.command(&["DEL", guard.key()]).await.expect("DEL") == RespReply::Integer(1) {
+                deleted += 1;
+            }
+        }
+        assert!(
+            deleted > servers.len() / 2,
+            "lock key {} held on only {deleted} of {} servers",
+            guard.key(),
+            servers.len()
+        );
+    }
+}
