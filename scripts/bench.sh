@@ -15,7 +15,7 @@ cargo build --release --locked --features cli,full --bin distlock
 cargo build --release --locked -p lock-testkit --example serve
 
 coproc SERVE { exec target/release/examples/serve; }
-declare -A url
+declare -A url=()
 while [ ${#url[@]} -lt 3 ] && read -r name address <&"${SERVE[0]}"; do
     url[$name]=$address
 done
