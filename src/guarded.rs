@@ -162,15 +162,6 @@ impl Backend {
 
     fn no_guarded_writes(&self, operation: &str, owner: &Owner<'_>) -> Error {
         let backend = self.capabilities().backend;
-        if matches!(backend, "etcd" | "zk") {
-            return Error::unsupported(format!(
-                "{operation} for {}: this {backend} Backend ({}) holds no {backend} client; \
-                 build it with Backend::from(..) on a connected {backend} backend",
-                owner.describe(),
-                self.description()
-            ))
-            .with_site(backend, operation.to_owned());
-        }
         Error::unsupported(format!(
             "{operation} for {}: the {backend} backend ({}) has no guarded writes, only etcd \
              and zk do; pass the fencing token to the storage you write to instead",

@@ -65,14 +65,7 @@ fn signal(pid: i32, sig: nix::sys::signal::Signal) {
 /// `etcdctl` (v3 API) for the fixture's member; missing, it fails the
 /// test naming its package.
 fn etcdctl(url: &str, args: &[&str]) -> Command {
-    let binary = std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("etcdctl"))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| {
-            panic!("etcdctl is not on PATH: install it with `apt-get install etcd-client`")
-        });
+    let binary = lock_testkit::servers::etcdctl_path().unwrap_or_else(|e| panic!("{e}"));
     let endpoint = url.strip_prefix("etcd://").expect("an etcd URL");
     let mut cmd = Command::new(binary);
     cmd.env("ETCDCTL_API", "3")

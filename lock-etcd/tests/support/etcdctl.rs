@@ -24,14 +24,7 @@ impl Etcdctl {
     /// etcdctl on `PATH`, talking to member 0 of `cluster`. Fails the test
     /// naming the package when etcdctl is not installed.
     pub fn for_cluster(cluster: &EtcdCluster) -> Self {
-        let binary = std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .map(|dir| dir.join("etcdctl"))
-            .find(|path| path.is_file())
-            .unwrap_or_else(|| {
-                panic!("etcdctl is not on PATH: install it with `apt-get install etcd-client`")
-            });
+        let binary = lock_testkit::servers::etcdctl_path().unwrap_or_else(|e| panic!("{e}"));
         Etcdctl {
             binary,
             endpoint: cluster.endpoints()[0].clone(),

@@ -13,6 +13,12 @@ const ETCDCTL: Requirement = Requirement {
     package: "etcd-client",
 };
 
+/// The `etcdctl` on `PATH`, for tests that run it as a peer client; the
+/// error names its Debian package when it is missing.
+pub fn etcdctl_path() -> Result<PathBuf, LaunchError> {
+    ETCDCTL.on_path()
+}
+
 /// A user that may read and write only the keys starting with a prefix
 /// (`etcdctl role grant-permission --prefix=true <role> readwrite <prefix>`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,6 +45,7 @@ pub mod zk;
 
 pub use error::LaunchError;
 pub use etcd::{EtcdCluster, EtcdMember, EtcdOptions};
+pub use etcd_auth::etcdctl_path;
 pub use redis::{RedisOptions, RedisServer, RedisServers};
 pub use resp::RespReply;
 pub use zk::{ZkEnsemble, ZkMember, ZkOptions};
