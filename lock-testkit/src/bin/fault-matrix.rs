@@ -166,9 +166,19 @@ async fn main() -> ExitCode {
     println!("wall time: {wall_s:.0} s");
     let document = Document {
         schema: 1,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: std::iter::once("fault-matrix".to_owned())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
         quick: args.quick,
         wall_s,
+        cores: std::thread::available_parallelism().map_or(0, usize::from),
+        load_average: std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
         cells: cells.clone(),
     };
     let mut failed = false;

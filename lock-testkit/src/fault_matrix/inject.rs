@@ -46,6 +46,8 @@ pub struct Target<'a> {
     pub proxies: &'a [Vec<FaultProxy>],
     /// The lease TTL.
     pub ttl: Duration,
+    /// How long a pause, partition, freeze or cut-off lasts.
+    pub span: Duration,
     /// The hold time of an ordinary section.
     pub hold: Duration,
     /// The lock the clients contend for.
@@ -118,7 +120,7 @@ impl Target<'_> {
                 let pid = self.pids[victim as usize];
                 signal(pid, Signal::SIGSTOP);
                 t.start_ns = now_ns();
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 signal(pid, Signal::SIGCONT);
                 t.heal_ns = now_ns();
                 self.let_go(victim, &mut t);
@@ -129,14 +131,14 @@ impl Target<'_> {
                 let proxies = &self.proxies[victim as usize];
                 proxies.iter().for_each(FaultProxy::blackhole);
                 t.start_ns = now_ns();
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 proxies.iter().for_each(FaultProxy::restore);
                 t.heal_ns = now_ns();
                 self.let_go(victim, &mut t);
             }
             Fault::SlowNetwork => {
                 t.start_ns = now_ns();
-                self.jitter(5 * ttl).await;
+                self.jitter(self.span + 2 * ttl).await;
                 t.heal_ns = now_ns();
             }
             Fault::KillServer => {
@@ -250,7 +252,7 @@ impl Target<'_> {
                     .push(format!("froze etcd member {leader} (the leader)"));
                 t.start_ns = now_ns();
                 cluster.member(leader).pause();
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 cluster.member(leader).resume();
             }
             (Fault::FreezeMember, Service::Zk(ensemble)) => {
@@ -259,14 +261,14 @@ impl Target<'_> {
                     .push(format!("froze ZooKeeper server {leader} (the leader)"));
                 t.start_ns = now_ns();
                 ensemble.member(leader).pause();
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 ensemble.member(leader).resume();
             }
             (Fault::FreezeMember, Service::Redlock(servers)) => {
                 t.notes.push("froze Redis server 0 of 3".into());
                 t.start_ns = now_ns();
                 servers.server(0).pause();
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 servers.server(0).resume();
             }
             (Fault::IsolateFollower, Service::Etcd(cluster)) => {
@@ -274,7 +276,7 @@ impl Target<'_> {
                 t.notes.push(format!("cut etcd member {f} off its peers"));
                 t.start_ns = now_ns();
                 cluster.isolate(f);
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 cluster.rejoin(f);
             }
             (Fault::IsolateFollower, Service::Zk(ensemble)) => {
@@ -283,7 +285,7 @@ impl Target<'_> {
                     .push(format!("cut ZooKeeper server {f} off its peers"));
                 t.start_ns = now_ns();
                 ensemble.isolate(f);
-                sleep(3 * ttl).await;
+                sleep(self.span).await;
                 ensemble.rejoin(f);
             }
             (fault, service) => {

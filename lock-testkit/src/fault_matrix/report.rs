@@ -22,6 +22,10 @@ pub struct Document {
     pub quick: bool,
     /// Wall time of the whole run, s.
     pub wall_s: f64,
+    /// CPU cores of the machine.
+    pub cores: usize,
+    /// `/proc/loadavg`'s 1, 5 and 15 minute load averages at the end.
+    pub load_average: String,
     /// One object per backend × fault.
     pub cells: Vec<Cell>,
 }

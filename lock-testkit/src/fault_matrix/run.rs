@@ -37,6 +37,8 @@ pub struct Plan {
     pub before: Duration,
     /// Measurement after the heal; stuck clients are judged over it.
     pub after: Duration,
+    /// How long a pause, partition, freeze or cut-off lasts (past the TTL).
+    pub span: Duration,
 }
 
 impl Plan {
@@ -50,14 +52,17 @@ impl Plan {
             hold: Duration::from_millis(5),
             before: Duration::from_secs(1),
             after: 5 * ttl + Duration::from_millis(500),
+            span: 3 * ttl,
         }
     }
 
     /// The quick matrix for CI: the same TTL, shorter windows.
     pub fn quick(client_bin: PathBuf) -> Plan {
+        let ttl = Duration::from_secs(1);
         Plan {
-            before: Duration::from_millis(500),
-            after: Duration::from_millis(2500),
+            before: Duration::from_millis(300),
+            after: Duration::from_secs(2),
+            span: 2 * ttl,
             ..Plan::full(client_bin)
         }
     }
@@ -199,6 +204,7 @@ pub async fn run_cell(
         pids: &pids,
         proxies: &proxies,
         ttl: plan.ttl,
+        span: plan.span,
         hold: plan.hold,
         lock,
         follower,
