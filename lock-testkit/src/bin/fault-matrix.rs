@@ -27,6 +27,7 @@ struct Args {
     backends: Option<Vec<Row>>,
     faults: Option<Vec<Fault>>,
     clients: Option<u32>,
+    from_json: Option<PathBuf>,
 }
 
 fn list<T>(text: &str, parse: impl Fn(&str) -> Option<T>, what: &str) -> Result<Vec<T>, String> {
@@ -46,6 +47,7 @@ fn parse() -> Result<Args, String> {
             "--json" => args.json = Some(value()?.into()),
             "--svg" => args.svg = Some(value()?.into()),
             "--markdown" => args.markdown = Some(value()?.into()),
+            "--from-json" => args.from_json = Some(value()?.into()),
             "--backends" => {
                 args.backends = Some(list(
                     &value()?,
@@ -65,7 +67,8 @@ fn parse() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err("usage: fault-matrix [--quick] [--json FILE] [--svg FILE] \
-                     [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N]"
+                     [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N] \
+                     [--from-json FILE (draw the table and chart of an earlier run)]"
                     .into());
             }
             other => return Err(format!("unknown flag {other}; see --help")),
@@ -105,6 +108,39 @@ fn problems(cells: &[Cell]) -> Vec<String> {
     out
 }
 
+/// Prints the table and writes the files asked for; false if one failed.
+fn publish(args: &Args, document: &Document, json: bool) -> bool {
+    let table = report::table(&document.cells);
+    println!("{table}");
+    println!("wall time: {:.0} s", document.wall_s);
+    let mut ok = true;
+    let mut write = |path: &PathBuf, text: String| {
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("fault-matrix: write {}: {e}", path.display());
+            ok = false;
+        }
+    };
+    if let Some(path) = args.json.as_ref().filter(|_| json) {
+        write(
+            path,
+            serde_json::to_string_pretty(document).expect("cells serialize") + "\n",
+        );
+    }
+    if let Some(path) = &args.markdown {
+        write(path, table.clone());
+    }
+    if let Some(path) = &args.svg {
+        match report::svg(&document.cells) {
+            Ok(svg) => write(path, svg),
+            Err(e) => {
+                eprintln!("fault-matrix: chart: {e}");
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = match parse() {
@@ -114,6 +150,23 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &args.from_json {
+        let document: Document = match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+        {
+            Ok(document) => document,
+            Err(e) => {
+                eprintln!("fault-matrix: {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        return if publish(&args, &document, false) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let client_bin = match std::env::current_exe() {
         Ok(exe) => exe.with_file_name("fault-matrix-client"),
         Err(e) => {
@@ -161,9 +214,6 @@ async fn main() -> ExitCode {
         cells.extend(run_row(row, &faults, &plan, &logs).await);
     }
     let wall_s = started.elapsed().as_secs_f64();
-    let table = report::table(&cells);
-    println!("{table}");
-    println!("wall time: {wall_s:.0} s");
     let document = Document {
         schema: 1,
         command: std::iter::once("fault-matrix".to_owned())
@@ -179,33 +229,10 @@ async fn main() -> ExitCode {
             .take(3)
             .collect::<Vec<_>>()
             .join(" "),
-        cells: cells.clone(),
+        cells,
     };
-    let mut failed = false;
-    let mut write = |path: &PathBuf, text: String| {
-        if let Err(e) = std::fs::write(path, text) {
-            eprintln!("fault-matrix: write {}: {e}", path.display());
-            failed = true;
-        }
-    };
-    if let Some(path) = &args.json {
-        write(
-            path,
-            serde_json::to_string_pretty(&document).expect("cells serialize") + "\n",
-        );
-    }
-    if let Some(path) = &args.markdown {
-        write(path, table.clone());
-    }
-    if let Some(path) = &args.svg {
-        match report::svg(&cells) {
-            Ok(svg) => write(path, svg),
-            Err(e) => {
-                eprintln!("fault-matrix: chart: {e}");
-                failed = true;
-            }
-        }
-    }
+    let failed = !publish(&args, &document, true);
+    let cells = document.cells;
     let problems = problems(&cells);
     for p in &problems {
         eprintln!("fault-matrix: {p}");

@@ -193,7 +193,7 @@ pub fn table(cells: &[Cell]) -> String {
 type Metric = dyn Fn(&Cell) -> Option<f64>;
 
 const FONT: &str = "sans-serif";
-const CELL_W: i32 = 86;
+const CELL_W: i32 = 118;
 const CELL_H: i32 = 34;
 const LABEL_W: i32 = 90;
 const TOP: i32 = 80;
@@ -210,10 +210,11 @@ pub fn svg(cells: &[Cell]) -> Result<String, String> {
         .into_iter()
         .filter(|f| cells.iter().any(|c| c.fault == f.number()))
         .collect();
-    let grid_w = LABEL_W + CELL_W * faults.len() as i32 + 30;
+    // The two grids one above the other.
+    let grid_h = TOP + CELL_H * rows.len() as i32;
     let size = (
-        (2 * grid_w) as u32,
-        (TOP + CELL_H * rows.len() as i32 + 60) as u32,
+        (LABEL_W + CELL_W * faults.len() as i32 + 30) as u32,
+        (2 * grid_h + 30) as u32,
     );
     let mut out = String::new();
     {
@@ -233,8 +234,9 @@ pub fn svg(cells: &[Cell]) -> Result<String, String> {
             ),
         ];
         for (p, (caption, value)) in panels.iter().enumerate() {
-            let x0 = p as i32 * grid_w + 10;
-            root.draw(&Text::new(*caption, (x0, 40), (FONT, 13).into_font()))
+            let x0 = 10;
+            let y0 = p as i32 * grid_h;
+            root.draw(&Text::new(*caption, (x0, y0 + 40), (FONT, 14).into_font()))
                 .map_err(|e| e.to_string())?;
             let max = cells
                 .iter()
@@ -248,13 +250,13 @@ pub fn svg(cells: &[Cell]) -> Result<String, String> {
                 let x = x0 + LABEL_W + j as i32 * CELL_W + CELL_W / 2;
                 root.draw(&Text::new(
                     format!("{} {}", f.number(), f.title()),
-                    (x, TOP - 12),
-                    centered(11),
+                    (x, y0 + TOP - 12),
+                    centered(13),
                 ))
                 .map_err(|e| e.to_string())?;
             }
             for (i, r) in rows.iter().enumerate() {
-                let y = TOP + i as i32 * CELL_H;
+                let y = y0 + TOP + i as i32 * CELL_H;
                 root.draw(&Text::new(
                     r.id(),
                     (x0, y + CELL_H / 2 - 7),
