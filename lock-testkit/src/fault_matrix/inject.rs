@@ -106,6 +106,12 @@ impl Target<'_> {
     }
 
     /// Runs `fault` from start to heal.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled fault may leave a client stopped, a
+    /// proxy blackholed or a server down; drop the cell's clients and
+    /// service after cancelling.
     pub async fn run(&self, fault: Fault) -> Result<Timeline, String> {
         let ttl = self.ttl;
         let mut t = Timeline::default();

@@ -204,6 +204,10 @@ pub struct CheckingResource {
 
 impl CheckingResource {
     /// Listens on `127.0.0.1:0`. Must run inside a Tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled start leaves only a closed listener.
     pub async fn start() -> io::Result<Self> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;

@@ -122,6 +122,10 @@ pub enum Service {
 impl Service {
     /// Starts the service of `row`. `isolatable` starts clusters so that a
     /// member can be cut off from its peers.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: servers started so far are killed when dropped.
     pub async fn start(row: Row, isolatable: bool) -> Result<Service, LaunchError> {
         Ok(match row {
             Row::Etcd | Row::Etcd3 => {
@@ -196,6 +200,10 @@ impl Service {
 
     /// Kills every server with `SIGKILL`. Redis loses its data; etcd and
     /// ZooKeeper keep theirs on disk.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the servers already killed stay down, the rest run.
     pub async fn kill_all(&self) {
         match self {
             Service::Etcd(cluster) => {
@@ -221,6 +229,10 @@ impl Service {
     /// Starts every server again on its ports and data directory, all at
     /// once (a cluster member waits for its quorum), and waits until they
     /// serve.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: servers started stay up; the others stay down.
     pub async fn restart_all(&self) -> Result<(), LaunchError> {
         match self {
             Service::Etcd(cluster) => {

@@ -70,6 +70,10 @@ impl Plan {
 
 /// Runs `faults` on `row`, starting its servers once (and again if a cell
 /// left them broken). Inapplicable cells come back as such.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping the future kills the cell's clients and servers.
 pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) -> Vec<Cell> {
     let applicable: Vec<Fault> = faults
         .iter()
@@ -143,6 +147,10 @@ impl ClientProcess {
 }
 
 /// Runs one cell on a running service.
+///
+/// # Cancel safety
+///
+/// Cancelling kills the clients; the service may be left mid-fault.
 pub async fn run_cell(
     service: &Service,
     row: Row,
