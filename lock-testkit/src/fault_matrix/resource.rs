@@ -256,11 +256,6 @@ impl CheckingResource {
         self.state().record.grants.len()
     }
 
-    /// How many clients said hello.
-    pub fn clients(&self) -> usize {
-        self.state().record.pids.len()
-    }
-
     /// A copy of everything recorded so far.
     pub fn record(&self) -> Record {
         self.state().record.clone()

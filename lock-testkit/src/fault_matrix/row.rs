@@ -89,11 +89,6 @@ impl Row {
     pub fn strong_tokens(self) -> bool {
         matches!(self, Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3)
     }
-
-    /// Whether the row runs more than one server.
-    pub fn is_cluster(self) -> bool {
-        matches!(self, Row::Etcd3 | Row::Redlock | Row::Zk3)
-    }
 }
 
 impl fmt::Display for Row {
