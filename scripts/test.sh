@@ -10,3 +10,8 @@ scripts/install-servers.sh
 
 echo "==> cargo test --workspace --all-features"
 cargo test --workspace --all-features --locked "$@"
+
+echo "==> scripts/fault-matrix.sh --quick"
+matrix_json=$(mktemp /tmp/distlock-fault-matrix.XXXX.json)
+trap 'rm -f "$matrix_json"' EXIT
+scripts/fault-matrix.sh --quick --json "$matrix_json"

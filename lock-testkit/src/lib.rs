@@ -6,6 +6,8 @@
 //! ports, with temporary data directories.
 
 pub mod conformance;
+#[cfg(feature = "fault-matrix")]
+pub mod fault_matrix;
 pub mod proxy;
 pub mod servers;
 

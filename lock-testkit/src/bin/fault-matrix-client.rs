@@ -1,0 +1,71 @@
+//! One workload client of the fault matrix, run as its own process by the
+//! `fault-matrix` runner.
+//!
+//! ```text
+//! fault-matrix-client --resource ADDR --url URL --client N --lock NAME --hold-ms MS --wait-ms MS
+//! ```
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lock_testkit::fault_matrix::client::{ClientArgs, run};
+
+fn parse() -> Result<ClientArgs, String> {
+    let mut args = std::env::args().skip(1);
+    let (mut resource, mut url, mut client, mut lock) = (None, None, None, None);
+    let (mut hold, mut wait) = (Duration::from_millis(5), Duration::from_secs(4));
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let millis = |v: &str| {
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|e| format!("{flag} {v:?}: {e}"))
+        };
+        match flag.as_str() {
+            "--resource" => {
+                resource = Some(
+                    value
+                        .parse()
+                        .map_err(|e| format!("--resource {value:?}: {e}"))?,
+                );
+            }
+            "--url" => url = Some(value),
+            "--client" => client = Some(value.parse().map_err(|e| format!("--client: {e}"))?),
+            "--lock" => lock = Some(value),
+            "--hold-ms" => hold = millis(&value)?,
+            "--wait-ms" => wait = millis(&value)?,
+            other => {
+                return Err(format!(
+                    "unknown flag {other}; known: --resource, --url, --client, --lock, \
+                     --hold-ms, --wait-ms"
+                ));
+            }
+        }
+    }
+    Ok(ClientArgs {
+        resource: resource.ok_or("--resource is required")?,
+        url: url.ok_or("--url is required")?,
+        client: client.ok_or("--client is required")?,
+        lock: lock.ok_or("--lock is required")?,
+        hold,
+        wait,
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("fault-matrix-client: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fault-matrix-client: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

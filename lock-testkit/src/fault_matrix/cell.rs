@@ -1,0 +1,234 @@
+//! One cell of the matrix: what was measured, computed from the checking
+//! resource's record and the fault's timeline. The JSON schema is this
+//! struct (see `docs/safety.md`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::clock::ms_between;
+use super::faults::Fault;
+use super::inject::Timeline;
+use super::resource::Record;
+use super::row::Row;
+
+/// p50, p99 and max of a set of delays, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(mut values: Vec<f64>) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let rank =
+            |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+        Some(Spread {
+            p50: rank(0.5),
+            p99: rank(0.99),
+            max: values[values.len() - 1],
+        })
+    }
+}
+
+/// One backend × fault measurement (or why there is none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Row id: `etcd`, `etcd-3`, `redis`, `redlock`, `zk`, `zk-3`, `file`, `broken`.
+    pub backend: String,
+    /// Fault number, 1 to 9.
+    pub fault: u8,
+    /// Fault id, e.g. `pause-holder`.
+    pub fault_id: String,
+    /// `measured`, `inapplicable` or `failed`.
+    pub status: String,
+    /// Why the cell is inapplicable or failed.
+    pub reason: Option<String>,
+    /// Whether the backend's tokens are meant to be strong (etcd, ZooKeeper).
+    pub strong_tokens: bool,
+    /// Lease TTL (ZooKeeper: session timeout), ms.
+    pub ttl_ms: u64,
+    /// Client processes.
+    pub clients: u32,
+    /// Wall time of the measurement, ms.
+    pub duration_ms: f64,
+    /// Successful acquisitions.
+    pub acquisitions: u64,
+    /// Pairs of critical sections of two clients interleaved in the unfenced view.
+    pub overlaps: u64,
+    /// Sections another client entered before they ended: a client still
+    /// inside after another had entered.
+    pub sections_overlapped: u64,
+    /// Writes the fenced view rejected as stale.
+    pub stale_rejected: u64,
+    /// Accepted writes the fenced view should not have accepted.
+    pub fenced_violations: u64,
+    /// Grants (in grant order) whose token was not above every earlier one.
+    pub token_regressions: u64,
+    /// Writes by a client whose guard already said it was lost.
+    pub writes_after_loss_seen: u64,
+    /// Lost signals counted for the delay (the victim's, else all after the fault began).
+    pub lost_signals: u64,
+    /// From the moment the server could have ended the lease to the lost signal, ms.
+    pub lost_signal_delay_ms: Option<Spread>,
+    /// Lost signals that fired only after another client had been granted the lock.
+    pub late_lost_signals: u64,
+    /// From the heal (or the kept holder's release, if later; for faults on
+    /// the holder, from the fault) to the next acquisition by another client, ms.
+    pub recovery_ms: Option<f64>,
+    /// Clients with no acquisition in the window after the heal.
+    pub stuck_clients: u64,
+    /// The length of that window, ms.
+    pub stuck_window_ms: f64,
+    /// Errors by `operation:kind`.
+    pub errors: BTreeMap<String, u64>,
+    /// The client kept inside its section through the fault.
+    pub victim: Option<u32>,
+    /// What the runner noticed.
+    pub notes: Vec<String>,
+}
+
+impl Cell {
+    /// A cell with nothing measured.
+    pub fn empty(row: Row, fault: Fault, status: &str, reason: Option<String>) -> Cell {
+        Cell {
+            backend: row.id().to_owned(),
+            fault: fault.number(),
+            fault_id: fault.id().to_owned(),
+            status: status.to_owned(),
+            reason,
+            strong_tokens: row.strong_tokens(),
+            ttl_ms: 0,
+            clients: 0,
+            duration_ms: 0.0,
+            acquisitions: 0,
+            overlaps: 0,
+            sections_overlapped: 0,
+            stale_rejected: 0,
+            fenced_violations: 0,
+            token_regressions: 0,
+            writes_after_loss_seen: 0,
+            lost_signals: 0,
+            lost_signal_delay_ms: None,
+            late_lost_signals: 0,
+            recovery_ms: None,
+            stuck_clients: 0,
+            stuck_window_ms: 0.0,
+            errors: BTreeMap::new(),
+            victim: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Whether the fenced view held: no fenced violation, no token regression.
+    pub fn fenced_safe(&self) -> bool {
+        self.fenced_violations == 0 && self.token_regressions == 0
+    }
+
+    /// Computes a measured cell.
+    #[allow(clippy::too_many_arguments)]
+    pub fn measure(
+        row: Row,
+        fault: Fault,
+        ttl: Duration,
+        clients: u32,
+        began_ns: u64,
+        ended_ns: u64,
+        record: &Record,
+        t: &Timeline,
+    ) -> Cell {
+        let mut cell = Cell::empty(row, fault, "measured", None);
+        cell.ttl_ms = ttl.as_millis() as u64;
+        cell.clients = clients;
+        cell.duration_ms = ms_between(began_ns, ended_ns);
+        cell.acquisitions = record.grants.len() as u64;
+        cell.overlaps = record.overlaps;
+        cell.sections_overlapped = record.sections_overlapped;
+        cell.stale_rejected = record.stale_rejected;
+        cell.fenced_violations = record.fenced_violations;
+        cell.writes_after_loss_seen = record.writes_after_loss_seen;
+        cell.victim = t.victim;
+        cell.notes = t.notes.clone();
+        for (what, _) in &record.errors {
+            *cell.errors.entry(what.clone()).or_default() += 1;
+        }
+
+        let mut by_grant = record.grants.clone();
+        by_grant.sort_by_key(|g| g.granted_ns);
+        let mut highest: Option<u64> = None;
+        for grant in &by_grant {
+            if highest.is_some_and(|h| grant.token <= h) {
+                cell.token_regressions += 1;
+            }
+            highest = Some(highest.map_or(grant.token, |h| h.max(grant.token)));
+        }
+
+        if fault != Fault::None {
+            let lease_end = t.start_ns + fault.lease_end_offset(row, ttl).as_nanos() as u64;
+            let relevant: Vec<_> = record
+                .lost
+                .iter()
+                .filter(|l| match (t.victim, t.victim_token) {
+                    (Some(v), Some(token)) if fault.targets_holder() => {
+                        l.client == v && l.token == token
+                    }
+                    _ => l.at_ns >= t.start_ns,
+                })
+                .collect();
+            cell.lost_signals = relevant.len() as u64;
+            cell.lost_signal_delay_ms = Spread::of(
+                relevant
+                    .iter()
+                    .map(|l| ms_between(lease_end, l.at_ns))
+                    .collect(),
+            );
+            cell.late_lost_signals = relevant
+                .iter()
+                .filter(|l| {
+                    record.grants.iter().any(|g| {
+                        g.client != l.client && g.token > l.token && g.arrived_ns < l.at_ns
+                    })
+                })
+                .count() as u64;
+
+            let from = if fault.targets_holder() {
+                t.start_ns
+            } else {
+                t.heal_ns
+            };
+            let first = by_grant
+                .iter()
+                .find(|g| g.granted_ns >= from && Some(g.client) != t.victim);
+            cell.recovery_ms = first.map(|g| {
+                let base = match t.victim_release_ns {
+                    Some(release) if !fault.targets_holder() && g.granted_ns >= release => {
+                        release.max(from)
+                    }
+                    _ => from,
+                };
+                ms_between(base, g.granted_ns)
+            });
+        }
+
+        let window_start = t.victim_release_ns.unwrap_or(t.heal_ns).max(t.heal_ns);
+        cell.stuck_window_ms = ms_between(window_start, ended_ns);
+        cell.stuck_clients = (0..clients)
+            .filter(|c| {
+                !record
+                    .grants
+                    .iter()
+                    .any(|g| g.client == *c && g.granted_ns >= window_start)
+            })
+            .count() as u64;
+        cell
+    }
+}

@@ -1,0 +1,219 @@
+//! The workload client: one OS process per client, connecting with the
+//! backend crates directly from a URL, looping acquire → write (begin) →
+//! hold → write (end) → release, and reporting lost signals and errors.
+//!
+//! It writes the end of its section whatever its guard says, as a client
+//! that does not check would: the checking resource then shows what that
+//! costs with and without fencing.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lock_core::memory::MemoryBackend;
+use lock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason, Result, Wait};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Mutex;
+
+use super::clock::now_ns;
+use super::protocol::{Message, Phase, Reply};
+
+/// How often an extended section checks whether it may end.
+const EXTEND_POLL: Duration = Duration::from_millis(2);
+
+/// How long a guard's lost signal is watched after the grant.
+const WATCH_LIMIT: Duration = Duration::from_secs(30);
+
+/// What one client does.
+#[derive(Debug, Clone)]
+pub struct ClientArgs {
+    /// The checking resource.
+    pub resource: SocketAddr,
+    /// The backend URL (through this client's own fault proxies).
+    pub url: String,
+    /// The client's number in the cell.
+    pub client: u32,
+    /// The lock all clients contend for.
+    pub lock: String,
+    /// How long to stay inside the critical section.
+    pub hold: Duration,
+    /// How long one acquisition may wait.
+    pub wait: Duration,
+}
+
+/// Connects to the backend a URL names: `etcd://`, `redis://`,
+/// `redlock://`, `zk://`, `file://`, or `memory://`, which is a lock local
+/// to each process and so excludes nobody across processes: the broken
+/// target the detector must catch.
+///
+/// # Cancel safety
+///
+/// Cancel safe: a cancelled connect leaves only closed connections.
+pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
+    let scheme = url.split("://").next().unwrap_or_default();
+    Ok(match scheme {
+        "etcd" => {
+            Arc::new(lock_etcd::EtcdBackend::connect(lock_etcd::EtcdConfig::from_url(url)?).await?)
+        }
+        "redis" => Arc::new(lock_redis::RedisBackend::connect_url(url).await?),
+        "redlock" => Arc::new(lock_redis::RedlockBackend::connect_url(url).await?),
+        "zk" => Arc::new(lock_zk::ZkBackend::connect(lock_zk::ZkConfig::from_url(url)?).await?),
+        "file" => {
+            Arc::new(lock_file::FileBackend::connect(lock_file::FileConfig::from_url(url)?).await?)
+        }
+        "memory" => Arc::new(MemoryBackend::new()),
+        other => {
+            return Err(Error::invalid_config(format!(
+                "fault-matrix client: unknown scheme {other:?}; known: etcd, redis, redlock, \
+                 zk, file, memory"
+            )));
+        }
+    })
+}
+
+/// One request/reply connection to the checking resource.
+#[derive(Debug)]
+struct Channel {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    write: OwnedWriteHalf,
+}
+
+impl Channel {
+    async fn open(addr: SocketAddr, client: u32) -> io::Result<Self> {
+        let (read, write) = TcpStream::connect(addr).await?.into_split();
+        let mut channel = Channel {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
+        channel
+            .send(&Message::Hello {
+                client,
+                pid: std::process::id(),
+            })
+            .await?;
+        Ok(channel)
+    }
+
+    async fn send(&mut self, message: &Message) -> io::Result<Reply> {
+        let mut text = serde_json::to_string(message).map_err(io::Error::other)?;
+        text.push('\n');
+        self.write.write_all(text.as_bytes()).await?;
+        let line = self
+            .lines
+            .next_line()
+            .await?
+            .ok_or_else(|| io::Error::other("the checking resource closed the connection"))?;
+        serde_json::from_str(&line).map_err(io::Error::other)
+    }
+}
+
+/// Runs the loop until the process is killed; returns only when the
+/// checking resource goes away.
+///
+/// # Cancel safety
+///
+/// Cancelling drops the current guard, which releases in the background.
+pub async fn run(args: ClientArgs) -> io::Result<()> {
+    let mut writes = Channel::open(args.resource, args.client).await?;
+    let events = Arc::new(Mutex::new(Channel::open(args.resource, args.client).await?));
+    let backend = loop {
+        match connect(&args.url).await {
+            Ok(backend) => break backend,
+            Err(e) => {
+                report_error(&mut writes, args.client, "connect", &e).await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let extend = extend_on_signals()?;
+    let name = LockName::new(args.lock.as_str()).map_err(io::Error::other)?;
+    let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
+    for seq in 0.. {
+        let guard = match backend.acquire(&name, &options).await {
+            Ok(guard) => guard,
+            Err(e) => {
+                report_error(&mut writes, args.client, "acquire", &e).await?;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let granted_ns = now_ns();
+        let token = guard.token().get();
+        let signal = guard.lost_signal();
+        let watcher_events = Arc::clone(&events);
+        let client = args.client;
+        // Detached: a loss can fire after a release that failed. Bounded,
+        // so that guards whose signal never fires leave no task behind.
+        tokio::spawn(async move {
+            let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, signal.lost()).await else {
+                return;
+            };
+            let at_ns = now_ns();
+            if reason != LostReason::Released {
+                let message = Message::Lost {
+                    client,
+                    token,
+                    at_ns,
+                    reason: reason.to_string(),
+                };
+                let _ = watcher_events.lock().await.send(&message).await;
+            }
+        });
+        let key = guard.key().to_owned();
+        let write = |phase, held| Message::Write {
+            client,
+            token,
+            seq,
+            phase,
+            granted_ns,
+            held,
+            key: key.clone(),
+        };
+        writes.send(&write(Phase::Begin, guard.is_held())).await?;
+        tokio::time::sleep(args.hold).await;
+        while extend.load(Ordering::Relaxed) {
+            tokio::time::sleep(EXTEND_POLL).await;
+        }
+        writes.send(&write(Phase::End, guard.is_held())).await?;
+        if let Err(e) = guard.release().await {
+            report_error(&mut writes, args.client, "release", &e).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `SIGUSR1` makes the current (or next) critical section last until
+/// `SIGUSR2`: the runner uses it to keep a holder inside its section
+/// through a fault, as a holder doing long work would be.
+fn extend_on_signals() -> io::Result<Arc<AtomicBool>> {
+    let extend = Arc::new(AtomicBool::new(false));
+    let mut start = signal(SignalKind::user_defined1())?;
+    let mut stop = signal(SignalKind::user_defined2())?;
+    let flag = Arc::clone(&extend);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = start.recv() => flag.store(true, Ordering::Relaxed),
+                _ = stop.recv() => flag.store(false, Ordering::Relaxed),
+            }
+        }
+    });
+    Ok(extend)
+}
+
+async fn report_error(channel: &mut Channel, client: u32, op: &str, e: &Error) -> io::Result<()> {
+    channel
+        .send(&Message::Error {
+            client,
+            op: op.to_owned(),
+            kind: e.kind().as_str().to_owned(),
+            at_ns: now_ns(),
+        })
+        .await
+        .map(drop)
+}

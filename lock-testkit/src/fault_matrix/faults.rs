@@ -1,0 +1,148 @@
+//! The columns of the matrix: what goes wrong, where it applies, and how
+//! the runner makes it happen.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::row::Row;
+
+/// A fault, numbered as in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// 1: none, a baseline under contention.
+    None,
+    /// 2: the holder's process is paused (`SIGSTOP`) past its TTL.
+    PauseHolder,
+    /// 3: the holder is cut off from its servers past its TTL.
+    PartitionHolder,
+    /// 4: latency with jitter of about TTL/4 on every client.
+    SlowNetwork,
+    /// 5: every server is killed (`SIGKILL`) and restarted on its data.
+    KillServer,
+    /// 6: the cluster leader (one Redlock server) is killed, later restarted.
+    KillLeader,
+    /// 7: one member (the leader; one Redlock server) is frozen for 3×TTL.
+    FreezeMember,
+    /// 8: a follower is cut off from its peers while clients use it.
+    IsolateFollower,
+    /// 9: someone else ends the holder's lock.
+    BreakLock,
+}
+
+impl Fault {
+    /// Every fault, in column order.
+    pub const ALL: [Fault; 9] = [
+        Fault::None,
+        Fault::PauseHolder,
+        Fault::PartitionHolder,
+        Fault::SlowNetwork,
+        Fault::KillServer,
+        Fault::KillLeader,
+        Fault::FreezeMember,
+        Fault::IsolateFollower,
+        Fault::BreakLock,
+    ];
+
+    /// The faults of `--quick`.
+    pub const QUICK: [Fault; 3] = [Fault::None, Fault::PauseHolder, Fault::KillServer];
+
+    /// Its column number, 1 to 9.
+    pub fn number(self) -> u8 {
+        Fault::ALL
+            .iter()
+            .position(|f| *f == self)
+            .map_or(0, |i| i as u8 + 1)
+    }
+
+    /// Parses a `--faults` entry: its number.
+    pub fn parse(text: &str) -> Option<Fault> {
+        let n: usize = text.trim().parse().ok()?;
+        Fault::ALL.get(n.checked_sub(1)?).copied()
+    }
+
+    /// The short name used in the JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::PauseHolder => "pause-holder",
+            Fault::PartitionHolder => "partition-holder",
+            Fault::SlowNetwork => "slow-network",
+            Fault::KillServer => "kill-server",
+            Fault::KillLeader => "kill-leader",
+            Fault::FreezeMember => "freeze-member",
+            Fault::IsolateFollower => "isolate-follower",
+            Fault::BreakLock => "break-lock",
+        }
+    }
+
+    /// What happens, for the table.
+    pub fn title(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::PauseHolder => "holder paused",
+            Fault::PartitionHolder => "holder partitioned",
+            Fault::SlowNetwork => "slow network",
+            Fault::KillServer => "server killed",
+            Fault::KillLeader => "leader killed",
+            Fault::FreezeMember => "member frozen",
+            Fault::IsolateFollower => "follower cut off",
+            Fault::BreakLock => "lock broken",
+        }
+    }
+
+    /// Whether the fault takes one holder away (it is the victim) rather
+    /// than the service.
+    pub fn targets_holder(self) -> bool {
+        matches!(
+            self,
+            Fault::PauseHolder | Fault::PartitionHolder | Fault::BreakLock
+        )
+    }
+
+    /// Why the fault does not apply to `row`, or `None` when it does.
+    pub fn inapplicable(self, row: Row) -> Option<&'static str> {
+        let no_network = "the file backend has no network: clients reach a local directory";
+        let single = "a single server has no members to lose one of (fault 5 kills it)";
+        match (self, row) {
+            (Fault::PartitionHolder | Fault::SlowNetwork, Row::File) => Some(no_network),
+            (Fault::PartitionHolder | Fault::SlowNetwork, Row::Broken) => {
+                Some("memory:// has no network")
+            }
+            (Fault::KillServer, Row::File) => {
+                Some("the file backend has no server process: the directory is the service")
+            }
+            (Fault::KillServer | Fault::KillLeader | Fault::FreezeMember, Row::Broken) => {
+                Some("memory:// has no server")
+            }
+            (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some("no server process"),
+            (Fault::KillLeader | Fault::FreezeMember, Row::Etcd | Row::Redis | Row::Zk) => {
+                Some(single)
+            }
+            (Fault::IsolateFollower, Row::Etcd3 | Row::Zk3) => None,
+            (Fault::IsolateFollower, Row::Redlock) => {
+                Some("Redlock servers are independent: they have no peer traffic to cut")
+            }
+            (Fault::IsolateFollower, _) => Some("no followers: a single server or none"),
+            (Fault::BreakLock, Row::Broken) => Some("memory:// locks are private to each process"),
+            _ => None,
+        }
+    }
+
+    /// The moment the server could have ended the victim's lease, as an
+    /// offset from the fault's start: a TTL after it for faults that stop
+    /// renewals, at once for faults that drop the lease (a broken lock, a
+    /// Redis restarted empty).
+    pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
+        match (self, row) {
+            (Fault::BreakLock, _) => Duration::ZERO,
+            (Fault::KillServer, Row::Redis | Row::Redlock) => Duration::ZERO,
+            _ => ttl,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.number())
+    }
+}

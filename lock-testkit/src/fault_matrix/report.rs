@@ -1,0 +1,307 @@
+//! Output: a line per cell while running, the tables, the JSON document
+//! and the SVG chart.
+
+use std::fmt::Write as _;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use serde::{Deserialize, Serialize};
+
+use super::cell::Cell;
+use super::faults::Fault;
+use super::row::Row;
+
+/// The `--json` document: run settings and a top-level `cells` array.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Document {
+    /// Schema version of this document.
+    pub schema: u32,
+    /// The command that produced it.
+    pub command: String,
+    /// Whether `--quick` shortened the windows.
+    pub quick: bool,
+    /// Wall time of the whole run, s.
+    pub wall_s: f64,
+    /// CPU cores of the machine.
+    pub cores: usize,
+    /// `/proc/loadavg`'s 1, 5 and 15 minute load averages at the end.
+    pub load_average: String,
+    /// One object per backend × fault.
+    pub cells: Vec<Cell>,
+}
+
+fn ms(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// One line summarising a cell, for progress on stderr.
+pub fn line(cell: &Cell) -> String {
+    match cell.status.as_str() {
+        "measured" => format!(
+            "{:<8} fault {}: {} acq, {} overlaps, {} stale, {} fenced violations, {} regressions, \
+             lost {}, recovery {}, stuck {}",
+            cell.backend,
+            cell.fault,
+            cell.acquisitions,
+            cell.overlaps,
+            cell.stale_rejected,
+            cell.fenced_violations,
+            cell.token_regressions,
+            cell.lost_signal_delay_ms.map_or("-".into(), |s| format!(
+                "{}/{}/{} ms",
+                ms(s.p50),
+                ms(s.p99),
+                ms(s.max)
+            )),
+            cell.recovery_ms
+                .map_or("-".into(), |r| format!("{} ms", ms(r))),
+            cell.stuck_clients,
+        ),
+        other => format!(
+            "{:<8} fault {}: {other}: {}",
+            cell.backend,
+            cell.fault,
+            cell.reason.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+/// The matrix as Markdown: a compact backend × fault grid of
+/// overlaps / stale rejected / fenced violations / token regressions, then
+/// one line per measured cell, then the inapplicable and failed cells.
+pub fn table(cells: &[Cell]) -> String {
+    let rows: Vec<Row> = Row::ALL
+        .into_iter()
+        .chain([Row::Broken])
+        .filter(|r| cells.iter().any(|c| c.backend == r.id()))
+        .collect();
+    let faults: Vec<Fault> = Fault::ALL
+        .into_iter()
+        .filter(|f| cells.iter().any(|c| c.fault == f.number()))
+        .collect();
+    let find = |r: Row, f: Fault| {
+        cells
+            .iter()
+            .find(|c| c.backend == r.id() && c.fault == f.number())
+    };
+    let mut out = String::new();
+    out.push_str(
+        "Overlaps (unfenced) / stale writes rejected / fenced violations / token regressions:\n\n",
+    );
+    out.push_str("| backend |");
+    for f in &faults {
+        let _ = write!(out, " {} {} |", f.number(), f.title());
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(faults.len()));
+    out.push('\n');
+    for &r in &rows {
+        let _ = write!(out, "| {} |", r.id());
+        for &f in &faults {
+            let text = match find(r, f) {
+                Some(c) if c.status == "measured" => {
+                    let mark = if c.strong_tokens && !c.fenced_safe() {
+                        " **!**"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "{} / {} / {} / {}{mark}",
+                        c.overlaps, c.stale_rejected, c.fenced_violations, c.token_regressions
+                    )
+                }
+                Some(c) if c.status == "inapplicable" => "—".to_owned(),
+                Some(_) => "failed".to_owned(),
+                None => String::new(),
+            };
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    }
+    out.push_str("\nEvery measured cell (delays and recovery in ms):\n\n");
+    out.push_str(
+        "| backend | fault | acq | overlaps | in section after another entered | stale rejected | \
+         fenced violations | token regressions | lost signals | lost delay p50 / p99 / max | \
+         late lost | recovery | stuck | errors |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for &r in &rows {
+        for &f in &faults {
+            let Some(c) = find(r, f).filter(|c| c.status == "measured") else {
+                continue;
+            };
+            let delay = c.lost_signal_delay_ms.map_or("—".into(), |s| {
+                format!("{} / {} / {}", ms(s.p50), ms(s.p99), ms(s.max))
+            });
+            let errors = if c.errors.is_empty() {
+                "—".to_owned()
+            } else {
+                c.errors
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.backend,
+                f.number(),
+                f.title(),
+                c.acquisitions,
+                c.overlaps,
+                c.sections_overlapped,
+                c.stale_rejected,
+                c.fenced_violations,
+                c.token_regressions,
+                c.lost_signals,
+                delay,
+                c.late_lost_signals,
+                c.recovery_ms.map_or("—".into(), ms),
+                c.stuck_clients,
+                errors
+            );
+        }
+    }
+    let others: Vec<&Cell> = cells.iter().filter(|c| c.status != "measured").collect();
+    if !others.is_empty() {
+        out.push_str("\nCells not measured:\n\n| backend | fault | | why |\n|---|---|---|---|\n");
+        for c in others {
+            let status = if c.status == "inapplicable" {
+                "—"
+            } else {
+                "failed"
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} {} | {status} | {} |",
+                c.backend,
+                c.fault,
+                c.fault_id,
+                c.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+    out
+}
+
+/// What a chart panel shows of a cell.
+type Metric = dyn Fn(&Cell) -> Option<f64>;
+
+const FONT: &str = "sans-serif";
+const CELL_W: i32 = 118;
+const CELL_H: i32 = 34;
+const LABEL_W: i32 = 90;
+const TOP: i32 = 80;
+
+/// Two grids side by side, backend × fault: the victim's worst lost-signal
+/// delay, and the overlaps; a darker square is a larger number.
+pub fn svg(cells: &[Cell]) -> Result<String, String> {
+    let rows: Vec<Row> = Row::ALL
+        .into_iter()
+        .chain([Row::Broken])
+        .filter(|r| cells.iter().any(|c| c.backend == r.id()))
+        .collect();
+    let faults: Vec<Fault> = Fault::ALL
+        .into_iter()
+        .filter(|f| cells.iter().any(|c| c.fault == f.number()))
+        .collect();
+    // The two grids one above the other.
+    let grid_h = TOP + CELL_H * rows.len() as i32;
+    let size = (
+        (LABEL_W + CELL_W * faults.len() as i32 + 30) as u32,
+        (2 * grid_h + 30) as u32,
+    );
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let title = "distlock fault matrix (— does not apply, ✗ failed)";
+        root.draw(&Text::new(title, (10, 10), (FONT, 19).into_font()))
+            .map_err(|e| e.to_string())?;
+        let panels: [(&str, Box<Metric>); 2] = [
+            (
+                "lost-signal delay, max ms (from when the server could end the lease)",
+                Box::new(|c: &Cell| c.lost_signal_delay_ms.map(|s| s.max)),
+            ),
+            (
+                "overlaps in the unfenced view",
+                Box::new(|c: &Cell| Some(c.overlaps as f64)),
+            ),
+        ];
+        for (p, (caption, value)) in panels.iter().enumerate() {
+            let x0 = 10;
+            let y0 = p as i32 * grid_h;
+            root.draw(&Text::new(*caption, (x0, y0 + 40), (FONT, 14).into_font()))
+                .map_err(|e| e.to_string())?;
+            let max = cells
+                .iter()
+                .filter(|c| c.status == "measured")
+                .filter_map(value.as_ref())
+                .fold(0.0f64, f64::max);
+            let centered = |size| {
+                TextStyle::from((FONT, size).into_font()).pos(Pos::new(HPos::Center, VPos::Center))
+            };
+            for (j, f) in faults.iter().enumerate() {
+                let x = x0 + LABEL_W + j as i32 * CELL_W + CELL_W / 2;
+                root.draw(&Text::new(
+                    format!("{} {}", f.number(), f.title()),
+                    (x, y0 + TOP - 12),
+                    centered(13),
+                ))
+                .map_err(|e| e.to_string())?;
+            }
+            for (i, r) in rows.iter().enumerate() {
+                let y = y0 + TOP + i as i32 * CELL_H;
+                root.draw(&Text::new(
+                    r.id(),
+                    (x0, y + CELL_H / 2 - 7),
+                    (FONT, 14).into_font(),
+                ))
+                .map_err(|e| e.to_string())?;
+                for (j, f) in faults.iter().enumerate() {
+                    let x = x0 + LABEL_W + j as i32 * CELL_W;
+                    let cell = cells
+                        .iter()
+                        .find(|c| c.backend == r.id() && c.fault == f.number());
+                    let (fill, text) = match cell {
+                        Some(c) if c.status == "measured" => match value(c) {
+                            Some(v) => {
+                                let share = if max > 0.0 {
+                                    (v.max(0.0) / max).sqrt()
+                                } else {
+                                    0.0
+                                };
+                                let shade = (235.0 - 175.0 * share) as u8;
+                                (RGBColor(shade, shade, 255), ms(v))
+                            }
+                            None => (RGBColor(245, 245, 245), "no loss".to_owned()),
+                        },
+                        Some(c) if c.status == "inapplicable" => {
+                            (RGBColor(255, 255, 255), "—".to_owned())
+                        }
+                        Some(_) => (RGBColor(255, 200, 200), "✗".to_owned()),
+                        None => (RGBColor(255, 255, 255), String::new()),
+                    };
+                    root.draw(&Rectangle::new(
+                        [(x + 1, y + 1), (x + CELL_W - 1, y + CELL_H - 1)],
+                        fill.filled(),
+                    ))
+                    .map_err(|e| e.to_string())?;
+                    root.draw(&Text::new(
+                        text,
+                        (x + CELL_W / 2, y + CELL_H / 2),
+                        centered(13),
+                    ))
+                    .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,341 @@
+//! The checking resource: the one place every client writes to, keeping
+//! the two views a protected resource can have.
+//!
+//! - The **unfenced** view accepts every write, as a resource that ignores
+//!   tokens would. Two clients' critical sections that interleave in it are
+//!   overlaps: what ignoring tokens costs.
+//! - The **fenced** view is a register that rejects a token lower than the
+//!   highest it accepted. An accepted write that shares the highest token
+//!   with another client is a fenced violation: two holders the tokens
+//!   cannot tell apart.
+//!
+//! It listens on a loopback TCP port in the runner's process; clients are
+//! other processes. Order is arrival order, as a real resource sees it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::clock::now_ns;
+use super::protocol::{Message, Phase, Reply};
+
+/// One grant as its begin write reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The client's number.
+    pub client: u32,
+    /// Its fencing token.
+    pub token: u64,
+    /// The client's acquisition counter.
+    pub seq: u64,
+    /// When the client got it.
+    pub granted_ns: u64,
+    /// When its begin write arrived.
+    pub arrived_ns: u64,
+    /// The backend key (node path) of the acquisition.
+    pub key: String,
+}
+
+/// A lost signal a client reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// The client's number.
+    pub client: u32,
+    /// The token of the acquisition that was lost.
+    pub token: u64,
+    /// When the signal fired.
+    pub at_ns: u64,
+    /// The backend's reason.
+    pub reason: String,
+}
+
+/// Everything the resource recorded; the runner turns it into a cell.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    /// Every grant, in arrival order of its begin write.
+    pub grants: Vec<Grant>,
+    /// Critical sections of two clients interleaved in the unfenced view.
+    pub overlaps: u64,
+    /// Sections that another client entered before they ended.
+    pub sections_overlapped: u64,
+    /// Writes the fenced register accepted.
+    pub accepted_writes: u64,
+    /// Writes the fenced register rejected as stale.
+    pub stale_rejected: u64,
+    /// Accepted writes that broke the fenced view's promise.
+    pub fenced_violations: u64,
+    /// Writes made by a client whose guard already said it was not held.
+    pub writes_after_loss_seen: u64,
+    /// Every lost signal.
+    pub lost: Vec<Lost>,
+    /// Errors by `op:kind`, with the time of each.
+    pub errors: Vec<(String, u64)>,
+    /// Each client's process id.
+    pub pids: HashMap<u32, u32>,
+    /// Lines that were not a message.
+    pub protocol_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    record: Record,
+    /// Open sections by client: (seq, token).
+    open: BTreeMap<u32, (u64, u64)>,
+    /// Open sections another client entered.
+    overlapped: BTreeSet<(u32, u64)>,
+    /// The fenced register: highest accepted token and who wrote it.
+    high: Option<(u64, u32)>,
+}
+
+impl State {
+    fn handle(&mut self, message: Message) -> Reply {
+        match message {
+            Message::Hello { client, pid } => {
+                self.record.pids.insert(client, pid);
+                Reply::Ok
+            }
+            Message::Write {
+                client,
+                token,
+                seq,
+                phase,
+                granted_ns,
+                held,
+                key,
+            } => {
+                if !held {
+                    self.record.writes_after_loss_seen += 1;
+                }
+                self.unfenced(client, token, seq, phase, granted_ns, key);
+                self.fenced(client, token)
+            }
+            Message::Lost {
+                client,
+                token,
+                at_ns,
+                reason,
+            } => {
+                self.record.lost.push(Lost {
+                    client,
+                    token,
+                    at_ns,
+                    reason,
+                });
+                Reply::Ok
+            }
+            Message::Error {
+                op, kind, at_ns, ..
+            } => {
+                self.record.errors.push((format!("{op}:{kind}"), at_ns));
+                Reply::Ok
+            }
+        }
+    }
+
+    fn unfenced(
+        &mut self,
+        client: u32,
+        token: u64,
+        seq: u64,
+        phase: Phase,
+        granted_ns: u64,
+        key: String,
+    ) {
+        match phase {
+            Phase::Begin => {
+                self.record.grants.push(Grant {
+                    client,
+                    token,
+                    seq,
+                    granted_ns,
+                    arrived_ns: now_ns(),
+                    key,
+                });
+                for (&other, &(other_seq, _)) in &self.open {
+                    if other != client {
+                        self.record.overlaps += 1;
+                        if self.overlapped.insert((other, other_seq)) {
+                            self.record.sections_overlapped += 1;
+                        }
+                    }
+                }
+                self.open.insert(client, (seq, token));
+            }
+            Phase::End => {
+                if self.open.get(&client).is_some_and(|&(s, _)| s == seq) {
+                    self.open.remove(&client);
+                }
+            }
+        }
+    }
+
+    fn fenced(&mut self, client: u32, token: u64) -> Reply {
+        match self.high {
+            Some((high, _)) if token < high => {
+                self.record.stale_rejected += 1;
+                Reply::Stale
+            }
+            Some((high, owner)) if token == high && owner != client => {
+                self.record.fenced_violations += 1;
+                self.record.accepted_writes += 1;
+                Reply::Ok
+            }
+            _ => {
+                self.record.accepted_writes += 1;
+                self.high = Some((token, client));
+                Reply::Ok
+            }
+        }
+    }
+}
+
+/// A running checking resource; dropping it stops listening.
+#[derive(Debug)]
+pub struct CheckingResource {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    accept: JoinHandle<()>,
+}
+
+impl CheckingResource {
+    /// Listens on `127.0.0.1:0`. Must run inside a Tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled start leaves only a closed listener.
+    pub async fn start() -> io::Result<Self> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let accept = tokio::spawn(accept_loop(listener, Arc::clone(&state)));
+        Ok(Self {
+            addr,
+            state,
+            accept,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The client inside its critical section right now (the latest begin
+    /// without an end), if any.
+    pub fn holder(&self) -> Option<u32> {
+        let state = self.state();
+        let latest = state.record.grants.iter().rev().find(|g| {
+            state
+                .open
+                .get(&g.client)
+                .is_some_and(|&(seq, _)| seq == g.seq)
+        })?;
+        Some(latest.client)
+    }
+
+    /// Whether `client` is inside its critical section `seq`.
+    pub fn is_open(&self, client: u32, seq: u64) -> bool {
+        self.state()
+            .open
+            .get(&client)
+            .is_some_and(|&(s, _)| s == seq)
+    }
+
+    /// The open section of `client`: (seq, token).
+    pub fn open_section(&self, client: u32) -> Option<(u64, u64)> {
+        self.state().open.get(&client).copied()
+    }
+
+    /// How many grants have been reported.
+    pub fn acquisitions(&self) -> usize {
+        self.state().record.grants.len()
+    }
+
+    /// A copy of everything recorded so far.
+    pub fn record(&self) -> Record {
+        self.state().record.clone()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+impl Drop for CheckingResource {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>) {
+    // The connection tasks end with the runtime or when their client goes.
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(serve(stream, Arc::clone(&state)));
+    }
+}
+
+async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let reply = match serde_json::from_str::<Message>(&line) {
+            Ok(message) => lock(&state).handle(message),
+            Err(_) => {
+                lock(&state).record.protocol_errors += 1;
+                return;
+            }
+        };
+        let mut text = serde_json::to_string(&reply).expect("a reply serializes");
+        text.push('\n');
+        if write.write_all(text.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(client: u32, token: u64, seq: u64, phase: Phase) -> Message {
+        Message::Write {
+            client,
+            token,
+            seq,
+            phase,
+            granted_ns: 0,
+            held: true,
+            key: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_paused_holders_late_write_is_an_overlap_and_is_rejected_when_fenced() {
+        let mut state = State::default();
+        assert_eq!(state.handle(write(1, 10, 0, Phase::Begin)), Reply::Ok);
+        assert_eq!(state.handle(write(2, 11, 0, Phase::Begin)), Reply::Ok);
+        assert_eq!(state.handle(write(1, 10, 0, Phase::End)), Reply::Stale);
+        assert_eq!(state.handle(write(2, 11, 0, Phase::End)), Reply::Ok);
+        assert_eq!(state.record.overlaps, 1);
+        assert_eq!(state.record.stale_rejected, 1);
+        assert_eq!(state.record.fenced_violations, 0);
+    }
+
+    #[test]
+    fn two_clients_sharing_a_token_is_a_fenced_violation() {
+        let mut state = State::default();
+        state.handle(write(1, 5, 0, Phase::Begin));
+        state.handle(write(2, 5, 0, Phase::Begin));
+        assert_eq!(state.record.fenced_violations, 1);
+        assert_eq!(state.record.overlaps, 1);
+    }
+}
