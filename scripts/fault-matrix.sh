@@ -16,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-servers.sh >/dev/null
-cargo build --locked -p lock-testkit --features fault-matrix --bins
+# The same features as the test suite, so its build is reused.
+cargo build --locked --workspace --all-features --bins
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 exec "${target_dir:-target}/debug/fault-matrix" "$@"
