@@ -87,6 +87,30 @@ async fn unreachable_endpoints_are_unavailable_within_the_connect_timeout() {
     assert!(elapsed <= CONNECT_TIMEOUT + SLACK, "took {elapsed:?}");
 }
 
+/// Nothing listening is known at once (the port refuses), as with Redis and
+/// ZooKeeper: no waiting out the connect timeout, and a message that names
+/// the endpoint in plain words, not the gRPC stack's debug output.
+#[tokio::test]
+async fn a_refused_connection_fails_fast_naming_the_endpoint() {
+    let endpoint = dead_endpoint();
+    let (result, elapsed) = connect_within_bound(config(vec![endpoint.clone()])).await;
+    let err = result.expect_err("nothing listens there");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.is_retryable());
+    let text = err.to_string();
+    assert!(
+        text.contains(&endpoint) && text.contains("connection refused"),
+        "{text}"
+    );
+    for noise in ["tonic", "ConnectError", "Transport,", "Os {"] {
+        assert!(!text.contains(noise), "debug output in the message: {text}");
+    }
+    assert!(
+        elapsed < CONNECT_TIMEOUT / 4,
+        "took {elapsed:?} to see a refused connection (connect timeout {CONNECT_TIMEOUT:?})"
+    );
+}
+
 #[tokio::test]
 async fn a_silent_endpoint_is_unavailable_within_the_connect_timeout() {
     // Accepts TCP connections but never answers, like a frozen server.
