@@ -27,8 +27,8 @@ impl Target for MemoryTarget {
         Arc::new(self.server.clone())
     }
 
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(self.server.clone()))
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        Arc::new(self.server.clone())
     }
 
     fn ttl(&self) -> Duration {
