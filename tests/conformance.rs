@@ -135,8 +135,11 @@ impl Target for UrlTarget {
         self.connect().await.lock_backend()
     }
 
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        self.connect().await.election_backend()
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        self.connect()
+            .await
+            .election_backend()
+            .expect("the backend declares election")
     }
 
     fn ttl(&self) -> Duration {

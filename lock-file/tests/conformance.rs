@@ -39,8 +39,8 @@ impl Target for FileTarget {
         Arc::new(self.backend().await)
     }
 
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(self.backend().await))
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        Arc::new(self.backend().await)
     }
 
     fn ttl(&self) -> Duration {

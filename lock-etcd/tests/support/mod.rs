@@ -88,8 +88,8 @@ impl Target for EtcdTarget {
         Arc::new(backend(&self.cluster).await)
     }
 
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(backend(&self.cluster).await))
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        Arc::new(backend(&self.cluster).await)
     }
 
     fn ttl(&self) -> Duration {

@@ -37,18 +37,14 @@ impl RedisTarget {
 #[async_trait]
 impl Target for RedisTarget {
     async fn client(&self) -> Arc<DynLockBackend> {
+        self.election_client().await
+    }
+
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
         if self.is_redlock() {
             Arc::new(super::redlock_client(&self.servers).await)
         } else {
             Arc::new(super::client(self.servers.server(0)).await)
-        }
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        if self.is_redlock() {
-            Some(Arc::new(super::redlock_client(&self.servers).await))
-        } else {
-            Some(Arc::new(super::client(self.servers.server(0)).await))
         }
     }
 

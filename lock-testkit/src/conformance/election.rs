@@ -9,22 +9,23 @@ use lock_core::{AcquireOptions, DynElectionBackend, LockName};
 
 use super::{SLACK, Target, within};
 
+/// `n` election clients, or `None` (saying so) where the backend's
+/// capabilities declare no election.
 async fn election_clients(target: &dyn Target, n: usize) -> Option<Vec<Arc<DynElectionBackend>>> {
     let caps = super::capabilities_of(target).await;
+    if !caps.election {
+        eprintln!("{} declares no election; nothing to check", caps.backend);
+        return None;
+    }
     let mut clients = Vec::new();
     for _ in 0..n {
-        match target.election_client().await {
-            Some(client) => clients.push(client),
-            None => {
-                assert!(
-                    !caps.election,
-                    "{} declares election but gives no client",
-                    caps.backend
-                );
-                eprintln!("{} has no election; nothing to check", caps.backend);
-                return None;
-            }
-        }
+        let client = target.election_client().await;
+        assert!(
+            client.capabilities().election,
+            "{}'s election client does not declare election",
+            caps.backend
+        );
+        clients.push(client);
     }
     Some(clients)
 }
@@ -171,4 +172,39 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
         after.is_none(),
         "no leader after the last resign, got {after:?}"
     );
+}
+
+/// Re-proclaiming the value already published yields nothing to observers:
+/// after the leader proclaims `a` again and then `b`, the next thing an
+/// observer sees is `b`, with the same token.
+pub async fn election_reproclaiming_the_same_value_yields_nothing(target: &dyn Target) {
+    let Some(clients) = election_clients(target, 2).await else {
+        return;
+    };
+    let name = LockName::new("conformance/election/reproclaim").unwrap();
+    let mut observed = clients[1].observe(&name).await.expect("observe");
+    let mut next_value = async || {
+        within(SLACK * 2, "observed leader", observed.next())
+            .await
+            .expect("stream ended")
+            .expect("observe error")
+    };
+    let leader = clients[0]
+        .campaign(&name, b"a".to_vec(), &AcquireOptions::new())
+        .await
+        .expect("campaign");
+    let seen = next_value().await;
+    assert_eq!((seen.value, seen.token), (b"a".to_vec(), leader.token()));
+    leader
+        .proclaim(b"a".to_vec())
+        .await
+        .expect("proclaim a again");
+    leader.proclaim(b"b".to_vec()).await.expect("proclaim b");
+    let seen = next_value().await;
+    assert_eq!(
+        (seen.value_lossy(), seen.token),
+        ("b".to_owned(), leader.token()),
+        "re-proclaiming \"a\" must yield nothing; the next leader seen is \"b\""
+    );
+    leader.resign().await.expect("resign");
 }

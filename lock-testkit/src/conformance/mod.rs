@@ -26,7 +26,7 @@ use lock_core::{Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
 
 pub use election::{
     election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
-    election_resign_hands_over,
+    election_reproclaiming_the_same_value_yields_nothing, election_resign_hands_over,
 };
 pub use fencing::{
     tokens_increase_across_successive_holders, tokens_increase_after_expiry_takeover,
@@ -57,9 +57,11 @@ pub trait Target: Send + Sync + 'static {
     /// separate process would have.
     async fn client(&self) -> Arc<DynLockBackend>;
 
-    /// A new, independent election client, or `None` if the backend has no
-    /// election (its capabilities must then say so).
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>>;
+    /// A new, independent election client, as [`client`](Self::client).
+    ///
+    /// The election cases call it only where [`Capabilities::election`]
+    /// declares election, and skip the backend otherwise.
+    async fn election_client(&self) -> Arc<DynElectionBackend>;
 
     /// The lease TTL the tests use: short, but at least the backend's minimum.
     fn ttl(&self) -> Duration;
@@ -112,6 +114,7 @@ macro_rules! conformance_tests {
             cancelled_waiter_in_an_exiting_program_gives_up_its_place,
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
+            election_reproclaiming_the_same_value_yields_nothing,
             election_resign_hands_over
         );
     };

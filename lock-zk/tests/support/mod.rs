@@ -203,8 +203,8 @@ impl Target for ZkTarget {
         Arc::new(self.new_backend().await)
     }
 
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(self.new_backend().await))
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        Arc::new(self.new_backend().await)
     }
 
     fn ttl(&self) -> Duration {
