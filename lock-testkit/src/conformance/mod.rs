@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+use tokio::task::JoinHandle;
 
 pub use election::{
     election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
@@ -54,8 +55,12 @@ pub const SLACK: Duration = Duration::from_secs(3);
 #[async_trait]
 pub trait Target: Send + Sync + 'static {
     /// A new, independent client: its own connections and session, as a
-    /// separate process would have.
-    async fn client(&self) -> Arc<DynLockBackend>;
+    /// separate process would have. Every client of the suite's backends
+    /// also elects, so this is [`election_client`](Self::election_client);
+    /// a backend without election overrides it.
+    async fn client(&self) -> Arc<DynLockBackend> {
+        self.election_client().await
+    }
 
     /// A new, independent election client, as [`client`](Self::client).
     ///
@@ -129,10 +134,36 @@ macro_rules! conformance_tests {
     };
 }
 
-/// Awaits `fut`, panicking with `what` if it takes longer than `bound`.
-pub(crate) async fn within<T>(bound: Duration, what: &str, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(bound, fut).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what}: did not happen within {bound:?}"),
+pub(crate) use crate::assert::within;
+
+/// Two independent clients of `target`, as two processes would have.
+pub(crate) async fn two_clients(target: &dyn Target) -> (Arc<DynLockBackend>, Arc<DynLockBackend>) {
+    (target.client().await, target.client().await)
+}
+
+/// Waits for every task, all within `bound`; a task that panicked fails
+/// the case.
+pub(crate) async fn join_within(bound: Duration, what: &str, tasks: Vec<JoinHandle<()>>) {
+    for task in tasks {
+        within(bound, what, task)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: a task failed: {e}"));
     }
+}
+
+/// Crashes `held`'s holder and waits for `other` to take the lock over
+/// once its TTL has run out (within three TTLs, not never).
+pub(crate) async fn take_over_after_crash(
+    target: &dyn Target,
+    held: LockGuard,
+    other: &DynLockBackend,
+) -> LockGuard {
+    let name = held.name().clone();
+    target.crash(held).await;
+    let bound = target.ttl() * 3 + SLACK;
+    within(bound, "take over after the holder's TTL", async {
+        other.acquire(&name, &AcquireOptions::new()).await
+    })
+    .await
+    .expect("lock after expiry")
 }
