@@ -126,11 +126,7 @@ async fn a_silent_endpoint_is_unavailable_within_the_connect_timeout() {
 #[tokio::test]
 async fn requests_to_a_frozen_server_time_out_within_the_request_timeout() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let backend = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
-        .await
-        .expect("connect through the proxy");
+    let (proxy, backend) = support::behind_proxy(&cluster, config).await;
     proxy.blackhole();
     for wait in [
         Wait::No,
@@ -166,13 +162,12 @@ async fn requests_after_the_server_died_fail_as_unavailable() {
         .expect("connect");
     cluster.member(0).kill().await;
     let start = Instant::now();
-    let err = timeout(REQUEST_TIMEOUT + SLACK, backend.try_lock("dead/server"))
-        .await
-        .expect("try_lock must not hang when the server is gone")
-        .expect_err("the server is gone");
-    assert!(
-        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
-        "{err}"
+    let err = lock_testkit::assert::fails_with_one_of(
+        &[ErrorKind::Unavailable, ErrorKind::Timeout],
+        "the server is gone",
+        timeout(REQUEST_TIMEOUT + SLACK, backend.try_lock("dead/server"))
+            .await
+            .expect("try_lock must not hang when the server is gone"),
     );
     assert!(err.to_string().contains(&cluster.endpoints()[0]), "{err}");
     assert!(start.elapsed() <= REQUEST_TIMEOUT + SLACK);
@@ -229,11 +224,7 @@ async fn ttls_below_a_second_are_refused_and_others_round_up_to_whole_seconds() 
 #[tokio::test]
 async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeout() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let flapping = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
-        .await
-        .expect("connect through the proxy");
+    let (proxy, flapping) = support::behind_proxy(&cluster, config).await;
     let holder = support::backend(&cluster).await;
     let held = holder.lock("bound/acquire").await.expect("lock");
     let txns = support::txns_started(&cluster).await;
