@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::memory::MemoryBackend;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{DynElectionBackend, LockGuard};
 use lock_testkit::conformance::Target;
 
 /// One in-process "server" shared by all clients of a test.
@@ -23,10 +23,6 @@ fn memory_target() -> MemoryTarget {
 
 #[async_trait]
 impl Target for MemoryTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
-        Arc::new(self.server.clone())
-    }
-
     async fn election_client(&self) -> Arc<DynElectionBackend> {
         Arc::new(self.server.clone())
     }
