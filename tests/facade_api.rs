@@ -182,9 +182,7 @@ async fn guarded_writes_are_unsupported_on_memory_and_file() {
 async fn etcd_guarded_put_commits_only_while_held() {
     use distlock::etcd::{EtcdBackend, EtcdConfig};
 
-    let cluster = lock_testkit::servers::EtcdCluster::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
     let url = format!("etcd://{}", cluster.endpoints().join(","));
     let etcd = EtcdBackend::connect(EtcdConfig::from_url(&url).unwrap())
         .await
@@ -240,9 +238,7 @@ async fn etcd_guarded_put_commits_only_while_held() {
 async fn zk_guarded_put_commits_only_while_held() {
     use distlock::zk::{ZkBackend, ZkConfig};
 
-    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
     let url = format!("zk://{}", ensemble.connect_string());
     let zk = ZkBackend::connect(ZkConfig::from_url(&url).unwrap())
         .await
@@ -285,12 +281,8 @@ async fn zk_guarded_put_commits_only_while_held() {
 #[cfg(all(feature = "etcd", feature = "zk"))]
 #[tokio::test]
 async fn guarded_writes_work_on_connected_etcd_and_zk() {
-    let cluster = lock_testkit::servers::EtcdCluster::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
+    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
     let urls = [
         format!("etcd://{}", cluster.endpoints().join(",")),
         format!("zk://{}", ensemble.connect_string()),
