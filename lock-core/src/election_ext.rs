@@ -124,3 +124,40 @@ impl Stream for Leaders {
         self.inner.poll_next_unpin(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::memory::MemoryBackend;
+    use crate::{
+        AcquireOptions, ElectionBackend, ElectionBackendExt, LockBackend, LockBackendExt, LockName,
+    };
+
+    /// All four traits in scope at once: each call resolves to one method
+    /// (`capabilities` comes from `LockBackend` alone), and the string forms
+    /// stand next to the `LockName` ones.
+    #[tokio::test]
+    async fn every_election_and_lock_trait_can_be_in_scope_at_once() {
+        let backend = MemoryBackend::new();
+        assert!(backend.capabilities().election);
+        let name = LockName::new("scope/leader").unwrap();
+        let leadership = backend
+            .campaign(&name, b"a".to_vec(), &AcquireOptions::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            backend.leader_of("scope/leader").await.unwrap(),
+            backend.leader(&name).await.unwrap()
+        );
+        leadership.resign().await.unwrap();
+        let second = backend.elect("scope/leader", "b").await.unwrap();
+        assert_eq!(second.value(), b"b");
+        second.resign().await.unwrap();
+        backend
+            .try_lock("scope/lock")
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+}
