@@ -16,13 +16,13 @@ async fn main() -> distlock::Result<()> {
     let backend = distlock::connect(&url).await?;
 
     // Follow the leaders: the current one, then every change, in order.
-    let mut leaders = backend.observe("jobs/leader").await?;
+    let mut leaders = backend.follow("jobs/leader").await?;
 
     // Wait to be elected, publishing who we are.
-    let leadership = backend.campaign("jobs/leader", "node-1").await?;
+    let leadership = backend.elect("jobs/leader", "node-1").await?;
     println!("elected with token {}", leadership.token());
 
-    let current = backend.leader("jobs/leader").await?;
+    let current = backend.leader_of("jobs/leader").await?;
     println!("leader: {:?}", current.map(|l| l.value_lossy()));
     if let Some(seen) = leaders.next().await {
         println!("observer saw {}", seen?.value_lossy());

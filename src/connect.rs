@@ -21,20 +21,20 @@ const CONNECT_SLACK: Duration = Duration::from_secs(2);
 /// The connect bound used when the config sets none.
 pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A connected backend, chosen at run time: the lock service, and the
-/// election service where the backend has one.
+/// A connected backend, chosen at run time: one client that locks and,
+/// where [`Capabilities::election`] says so, elects leaders.
 ///
 /// `Backend` itself implements [`LockBackend`] and [`ElectionBackend`] by
 /// delegation, so [`LockBackendExt`](lock_core::LockBackendExt) methods work
 /// on it directly, and so do the string-named election calls of
 /// [`ElectionBackendExt`](crate::ElectionBackendExt) (both in
-/// [`prelude`](crate::prelude)). Guarded writes
+/// [`prelude`](crate::prelude)). Election calls on a backend without
+/// election fail with `Unsupported`. Guarded writes
 /// ([`guarded_put`](Self::guarded_put)) work where the backend has them.
 /// Cloning shares the connection.
 #[derive(Clone)]
 pub struct Backend {
-    lock: Arc<DynLockBackend>,
-    election: Option<Arc<DynElectionBackend>>,
+    client: Arc<DynElectionBackend>,
     scheme: Scheme,
     description: String,
     native: Native,
@@ -44,7 +44,7 @@ impl fmt::Debug for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Backend")
             .field("url", &self.description)
-            .field("backend", &self.lock)
+            .field("backend", &self.client)
             .finish()
     }
 }
@@ -53,12 +53,10 @@ impl Backend {
     pub(crate) fn new(
         scheme: Scheme,
         description: String,
-        lock: Arc<DynLockBackend>,
-        election: Option<Arc<DynElectionBackend>>,
+        client: Arc<DynElectionBackend>,
     ) -> Self {
         Backend {
-            lock,
-            election,
+            client,
             scheme,
             description,
             native: Native::Plain,
@@ -87,53 +85,50 @@ impl Backend {
 
     /// What the backend promises.
     pub fn capabilities(&self) -> Capabilities {
-        self.lock.capabilities()
+        self.client.capabilities()
     }
 
     /// The lock service as a trait object.
     pub fn lock_backend(&self) -> Arc<DynLockBackend> {
-        self.lock.clone()
+        self.client.clone()
     }
 
-    /// The election service, if the backend has one.
+    /// The election service, if [`Capabilities::election`] says the backend has one.
     pub fn election_backend(&self) -> Option<Arc<DynElectionBackend>> {
-        self.election.clone()
+        self.capabilities().election.then(|| self.client.clone())
     }
 
     fn election(&self) -> Result<&DynElectionBackend> {
-        self.election.as_deref().ok_or_else(|| {
-            Error::unsupported(format!(
-                "the backend at {} has no leader election",
-                self.description
-            ))
-        })
+        if self.capabilities().election {
+            return Ok(&*self.client);
+        }
+        Err(Error::unsupported(format!(
+            "the backend at {} has no leader election",
+            self.description
+        )))
     }
 }
 
 #[async_trait]
 impl LockBackend for Backend {
     fn capabilities(&self) -> Capabilities {
-        self.lock.capabilities()
+        self.client.capabilities()
     }
 
     fn default_ttl(&self) -> Duration {
-        self.lock.default_ttl()
+        self.client.default_ttl()
     }
 
     /// # Cancel safety
     ///
     /// As the underlying backend's [`LockBackend::acquire`].
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.lock.acquire(name, options).await
+        self.client.acquire(name, options).await
     }
 }
 
 #[async_trait]
 impl ElectionBackend for Backend {
-    fn capabilities(&self) -> Capabilities {
-        self.lock.capabilities()
-    }
-
     /// # Cancel safety
     ///
     /// As the underlying backend's [`ElectionBackend::campaign`].
@@ -172,13 +167,7 @@ impl From<lock_etcd::EtcdBackend> for Backend {
             Scheme::Etcd
         };
         let description = format!("{scheme}://{}", config.endpoints.join(","));
-        Backend::new(
-            scheme,
-            description,
-            Arc::new(etcd.clone()),
-            Some(Arc::new(etcd.clone())),
-        )
-        .with_native(Native::Etcd(etcd))
+        Backend::new(scheme, description, Arc::new(etcd.clone())).with_native(Native::Etcd(etcd))
     }
 }
 
@@ -187,13 +176,7 @@ impl From<lock_zk::ZkBackend> for Backend {
     /// A facade over a ZooKeeper backend configured by hand, guarded writes included.
     fn from(zk: lock_zk::ZkBackend) -> Self {
         let description = format!("zk://{}", zk.config().servers.join(","));
-        Backend::new(
-            Scheme::Zk,
-            description,
-            Arc::new(zk.clone()),
-            Some(Arc::new(zk.clone())),
-        )
-        .with_native(Native::Zk(zk))
+        Backend::new(Scheme::Zk, description, Arc::new(zk.clone())).with_native(Native::Zk(zk))
     }
 }
 
@@ -238,9 +221,9 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
     let limit = config.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT) + CONNECT_SLACK;
     let description = config.redacted_url();
     match tokio::time::timeout(limit, backends::connect(scheme, &url, config)).await {
-        Ok(Ok((lock, election, native))) => {
+        Ok(Ok((client, native))) => {
             tracing::debug!(url = %description, "connected");
-            Ok(Backend::new(scheme, description, lock, election).with_native(native))
+            Ok(Backend::new(scheme, description, client).with_native(native))
         }
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::timeout(format!(

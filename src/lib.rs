@@ -4,7 +4,6 @@ mod backends;
 mod config;
 mod connect;
 mod duration;
-mod election_ext;
 mod guarded;
 pub mod prelude;
 mod redact;
@@ -15,16 +14,15 @@ pub mod testing;
 pub use config::{Config, ENV_VARS, TlsConfig, default_url};
 pub use connect::{Backend, connect, connect_with};
 pub use duration::{format_duration, parse_duration};
-pub use election_ext::{ElectionBackendExt, Leaders};
 pub use guarded::Owner;
 // What users of locks and elections need. What backend authors need lives
 // in `lock_core::raw`, and is not re-exported here.
 pub use lock_core::memory;
 pub use lock_core::{
-    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend, Error,
-    ErrorKind, FencingStrength, FencingToken, Held, LeaderInfo, LeaderStream, Leadership,
-    LockBackend, LockBackendExt, LockGuard, LockName, LostReason, LostSignal, MAX_NAME_LEN,
-    MIN_TTL, Result, Wait, check_ttl, wait_for_background,
+    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
+    ElectionBackendExt, Error, ErrorKind, FencingStrength, FencingToken, Held, LeaderInfo,
+    LeaderStream, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard, LockName,
+    LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, Result, Wait, check_ttl, wait_for_background,
 };
 pub use redact::redact_url;
 pub use scheme::Scheme;

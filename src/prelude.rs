@@ -1,12 +1,11 @@
 //! What an application using locks and elections imports: `use distlock::prelude::*;`.
 //!
-//! It brings [`ElectionBackendExt`] rather than [`ElectionBackend`](crate::ElectionBackend):
-//! their methods share names, and the string-named forms are the ones for
-//! applications. Import `ElectionBackend` yourself to call the
-//! [`LockName`]-taking forms (then without this prelude's trait in scope).
+//! Both halves of each service come in: the traits that take [`LockName`]s
+//! ([`LockBackend`], [`ElectionBackend`]) and their string-named forms
+//! ([`LockBackendExt`], [`ElectionBackendExt`]), whose method names differ.
 
 pub use crate::{
-    AcquireOptions, Backend, ElectionBackendExt, Error, ErrorKind, FencingToken, LeaderInfo,
-    Leaders, Leadership, LockBackend, LockBackendExt, LockGuard, LockName, LostReason, Owner,
-    Result, Wait,
+    AcquireOptions, Backend, ElectionBackend, ElectionBackendExt, Error, ErrorKind, FencingToken,
+    LeaderInfo, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard, LockName, LostReason,
+    Owner, Result, Wait,
 };

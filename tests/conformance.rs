@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock::{Config, DynElectionBackend, DynLockBackend, ErrorKind, LockBackendExt, LockGuard};
+use distlock::{Config, DynElectionBackend, ErrorKind, LockBackendExt, LockGuard};
 use lock_testkit::conformance::Target;
 
 /// A backend under test by URL, with what acting on it from outside needs.
@@ -62,9 +62,8 @@ impl UrlTarget {
 
     #[cfg(feature = "etcd")]
     async fn etcd() -> Self {
-        let cluster = lock_testkit::servers::EtcdCluster::start(1)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let cluster =
+            lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
         UrlTarget {
             url: format!("etcd://{}", cluster.endpoints().join(",")),
             // etcd's minimum lease TTL.
@@ -75,9 +74,8 @@ impl UrlTarget {
 
     #[cfg(feature = "redis")]
     async fn redis() -> Self {
-        let server = lock_testkit::servers::RedisServer::start()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let server =
+            lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
         UrlTarget {
             url: server.url(),
             ttl: Duration::from_millis(600),
@@ -87,9 +85,8 @@ impl UrlTarget {
 
     #[cfg(feature = "redis")]
     async fn redlock() -> Self {
-        let servers = lock_testkit::servers::RedisServers::start(3)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let servers =
+            lock_testkit::assert::started(lock_testkit::servers::RedisServers::start(3)).await;
         UrlTarget {
             url: format!("redlock://{}", servers.addrs().join(",")),
             ttl: Duration::from_millis(600),
@@ -131,12 +128,11 @@ async fn connect_url(url: &str, ttl: Duration) -> distlock::Backend {
 
 #[async_trait]
 impl Target for UrlTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
-        self.connect().await.lock_backend()
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        self.connect().await.election_backend()
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        self.connect()
+            .await
+            .election_backend()
+            .expect("the backend declares election")
     }
 
     fn ttl(&self) -> Duration {

@@ -23,21 +23,25 @@ async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what} took longer than {BOUND:?}"))
 }
 
-/// `campaign("name", "value")` takes a `&str` name and any byte-ish value,
-/// and `leader("name")` reports it.
+/// `elect("name", "value")` takes a `&str` name and any byte-ish value,
+/// and `leader_of("name")` reports it.
 #[tokio::test]
-async fn campaign_and_leader_take_str_names() {
+async fn elect_and_leader_of_take_str_names() {
     let dir = tempfile::tempdir().unwrap();
     for url in local_urls(&dir) {
         let backend = distlock::connect(&url).await.expect("connect");
         let name = "facade/by-str";
-        assert_eq!(backend.leader(name).await.expect("leader"), None, "{url}");
-        let leadership = within("campaign", backend.campaign(name, "node-1"))
+        assert_eq!(
+            backend.leader_of(name).await.expect("leader"),
+            None,
+            "{url}"
+        );
+        let leadership = within("elect", backend.elect(name, "node-1"))
             .await
             .expect("campaign");
         assert_eq!(leadership.name().as_str(), name, "{url}");
         let leader = backend
-            .leader(name)
+            .leader_of(name)
             .await
             .expect("leader")
             .expect("a leader");
@@ -46,12 +50,16 @@ async fn campaign_and_leader_take_str_names() {
 
         let options = AcquireOptions::new().wait(Wait::No);
         let err = backend
-            .campaign_with(name, b"node-2".to_vec(), &options)
+            .elect_with(name, b"node-2".to_vec(), &options)
             .await
             .expect_err("the seat is taken");
         assert_eq!(err.kind(), ErrorKind::WouldBlock, "{url}: {err}");
         leadership.resign().await.expect("resign");
-        assert_eq!(backend.leader(name).await.expect("leader"), None, "{url}");
+        assert_eq!(
+            backend.leader_of(name).await.expect("leader"),
+            None,
+            "{url}"
+        );
     }
 }
 
@@ -69,23 +77,23 @@ async fn bad_names_fail_before_any_io() {
     std::fs::write(&locks, b"not a directory").unwrap();
 
     let good = backend
-        .campaign_with("facade/good", "v", &AcquireOptions::new().wait(Wait::No))
+        .elect_with("facade/good", "v", &AcquireOptions::new().wait(Wait::No))
         .await
         .expect_err("the lock directory is gone");
     assert_ne!(good.kind(), ErrorKind::InvalidName, "{good}");
 
     for bad in ["", "bad\nname"] {
         let checks = [
-            ("campaign", backend.campaign(bad, "v").await.map(drop)),
+            ("elect", backend.elect(bad, "v").await.map(drop)),
             (
-                "campaign_with",
+                "elect_with",
                 backend
-                    .campaign_with(bad, "v", &AcquireOptions::new())
+                    .elect_with(bad, "v", &AcquireOptions::new())
                     .await
                     .map(drop),
             ),
-            ("leader", backend.leader(bad).await.map(drop)),
-            ("observe", backend.observe(bad).await.map(drop)),
+            ("leader_of", backend.leader_of(bad).await.map(drop)),
+            ("follow", backend.follow(bad).await.map(drop)),
         ];
         for (call, result) in checks {
             let err = result.expect_err("a bad name is refused");
@@ -97,19 +105,19 @@ async fn bad_names_fail_before_any_io() {
 /// An observer sees each leader in token order with the stream's own
 /// `next`, and a resignation hands over to the waiting candidate.
 #[tokio::test]
-async fn observe_follows_leaders_and_resign_hands_over() {
+async fn follow_sees_leaders_and_resign_hands_over() {
     let dir = tempfile::tempdir().unwrap();
     for url in local_urls(&dir) {
         let observer = distlock::connect(&url).await.expect("connect");
         let first = distlock::connect(&url).await.expect("connect");
         let second = distlock::connect(&url).await.expect("connect");
         let name = "facade/hand-over";
-        let mut leaders = observer.observe(name).await.expect("observe");
+        let mut leaders = observer.follow(name).await.expect("observe");
 
-        let one = within("campaign", first.campaign(name, "one"))
+        let one = within("campaign", first.elect(name, "one"))
             .await
             .expect("campaign");
-        let waiting = tokio::spawn(async move { second.campaign(name, "two").await });
+        let waiting = tokio::spawn(async move { second.elect(name, "two").await });
         let seen = within("first leader", leaders.next())
             .await
             .expect("stream open")
@@ -152,10 +160,7 @@ async fn guarded_writes_are_unsupported_on_memory_and_file() {
             .is_owner(&guard)
             .await
             .expect_err("no guarded writes");
-        let leadership = backend
-            .campaign("facade/guarded-leader", "me")
-            .await
-            .unwrap();
+        let leadership = backend.elect("facade/guarded-leader", "me").await.unwrap();
         let as_leader = backend
             .guarded_put(&leadership, "data/report", "done")
             .await
@@ -177,9 +182,7 @@ async fn guarded_writes_are_unsupported_on_memory_and_file() {
 async fn etcd_guarded_put_commits_only_while_held() {
     use distlock::etcd::{EtcdBackend, EtcdConfig};
 
-    let cluster = lock_testkit::servers::EtcdCluster::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
     let url = format!("etcd://{}", cluster.endpoints().join(","));
     let etcd = EtcdBackend::connect(EtcdConfig::from_url(&url).unwrap())
         .await
@@ -219,7 +222,7 @@ async fn etcd_guarded_put_commits_only_while_held() {
     );
     drop(guard);
 
-    let leadership = backend.campaign("facade/leader", "me").await.unwrap();
+    let leadership = backend.elect("facade/leader", "me").await.unwrap();
     backend
         .guarded_put(&leadership, "/app/leader-note", "hi")
         .await
@@ -235,9 +238,7 @@ async fn etcd_guarded_put_commits_only_while_held() {
 async fn zk_guarded_put_commits_only_while_held() {
     use distlock::zk::{ZkBackend, ZkConfig};
 
-    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
     let url = format!("zk://{}", ensemble.connect_string());
     let zk = ZkBackend::connect(ZkConfig::from_url(&url).unwrap())
         .await
@@ -268,7 +269,7 @@ async fn zk_guarded_put_commits_only_while_held() {
     assert_eq!(client.get_data("/report").await.unwrap().0, b"two");
     drop(guard);
 
-    let leadership = backend.campaign("facade/leader", "me").await.unwrap();
+    let leadership = backend.elect("facade/leader", "me").await.unwrap();
     backend
         .guarded_put(&leadership, "/leader-note", "hi")
         .await
@@ -280,12 +281,8 @@ async fn zk_guarded_put_commits_only_while_held() {
 #[cfg(all(feature = "etcd", feature = "zk"))]
 #[tokio::test]
 async fn guarded_writes_work_on_connected_etcd_and_zk() {
-    let cluster = lock_testkit::servers::EtcdCluster::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
+    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
     let urls = [
         format!("etcd://{}", cluster.endpoints().join(",")),
         format!("zk://{}", ensemble.connect_string()),

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use crate::capabilities::Capabilities;
+use crate::backend::LockBackend;
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
 use crate::guard::LockGuard;
@@ -38,7 +38,13 @@ impl LeaderInfo {
 /// A stream of leaders, in the order they were elected or proclaimed.
 pub type LeaderStream = BoxStream<'static, Result<LeaderInfo>>;
 
-/// An election service. Backends implement it next to [`LockBackend`](crate::LockBackend).
+/// An election service, offered by lock backends next to locking.
+///
+/// A backend that implements it declares
+/// [`Capabilities::election`](crate::Capabilities::election); that flag is
+/// how code holding only a [`DynLockBackend`](crate::DynLockBackend) tells.
+/// What it promises is its [`LockBackend::capabilities`]. The convenience
+/// forms, names as `&str`, are in [`ElectionBackendExt`](crate::ElectionBackendExt).
 ///
 /// # Contract
 ///
@@ -46,11 +52,12 @@ pub type LeaderStream = BoxStream<'static, Result<LeaderInfo>>;
 /// - Leadership tokens strictly increase across leaders, like lock tokens.
 /// - [`observe`](Self::observe) yields the current leader (if any) and then
 ///   every later leader or proclaimed value, never going back in token order.
+///   It yields a leader only when it differs from the last one yielded: a
+///   higher token, or the same token with another value. Re-proclaiming the
+///   value already published yields nothing; a change replaced before the
+///   observer reads it may be skipped.
 #[async_trait]
-pub trait ElectionBackend: fmt::Debug + Send + Sync + 'static {
-    /// What this backend promises.
-    fn capabilities(&self) -> Capabilities;
-
+pub trait ElectionBackend: LockBackend {
     /// Waits until this client is the leader of `name`, then publishes `value`.
     ///
     /// # Cancel safety

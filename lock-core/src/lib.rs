@@ -3,8 +3,9 @@
 //! `lock-core` defines what every distlock backend promises: validated
 //! [`LockName`]s, leases with a TTL, strictly increasing [`FencingToken`]s, a
 //! [`LostSignal`] that fires when a held lock is gone, one [`Error`] type with
-//! a precise [`ErrorKind`], declared [`Capabilities`], and leader election. It
-//! depends on no network client. Backends live in `lock-etcd`, `lock-redis`,
+//! a precise [`ErrorKind`], declared [`Capabilities`], and leader election
+//! ([`ElectionBackend`], with string-named forms in [`ElectionBackendExt`]
+//! as [`LockBackendExt`] has for locks). It depends on no network client. Backends live in `lock-etcd`, `lock-redis`,
 //! `lock-zk` and `lock-file`; [`memory::MemoryBackend`] is a faithful
 //! in-process reference.
 //!
@@ -34,9 +35,11 @@ mod capabilities;
 mod clock;
 mod duration;
 mod election;
+mod election_ext;
 mod error;
 mod fencing;
 mod guard;
+mod leader_filter;
 mod lease;
 mod lost;
 pub mod memory;
@@ -52,6 +55,7 @@ pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
 pub use election::{DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
+pub use election_ext::{ElectionBackendExt, Leaders};
 pub use error::{BoxError, Error, ErrorKind, ErrorSite, Result};
 pub use fencing::FencingToken;
 pub use guard::{Held, LockGuard};

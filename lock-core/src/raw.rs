@@ -5,8 +5,9 @@
 //! is a session, [`LockGuard::new`](crate::LockGuard::new) with a
 //! [`Validity`] it keeps itself). The rest of this module is the machinery
 //! behind those: the renewal loop, the lease clock, background work that a
-//! program can wait for, the lost-signal sender, and the parsing helpers
-//! every backend's URL form shares.
+//! program can wait for, the lost-signal sender, the [`LeaderFilter`]
+//! every observe stream yields through, and the parsing helpers every
+//! backend's URL form shares.
 
 pub use crate::background::{
     in_flight, spawn as spawn_background, spawn_on as spawn_background_on,
@@ -14,6 +15,7 @@ pub use crate::background::{
 pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};
 pub use crate::duration::{format_duration, parse_duration, serde_humane};
 pub use crate::guard::HeldLock;
+pub use crate::leader_filter::LeaderFilter;
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;

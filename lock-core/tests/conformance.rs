@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::memory::MemoryBackend;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{DynElectionBackend, LockGuard};
 use lock_testkit::conformance::Target;
 
 /// One in-process "server" shared by all clients of a test.
@@ -23,12 +23,8 @@ fn memory_target() -> MemoryTarget {
 
 #[async_trait]
 impl Target for MemoryTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
         Arc::new(self.server.clone())
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(self.server.clone()))
     }
 
     fn ttl(&self) -> Duration {

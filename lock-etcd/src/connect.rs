@@ -11,10 +11,12 @@
 //! there the probe reads a range no name uses and takes a refusal as an
 //! answer too (etcd refuses only after the quorum read).
 
+use std::io;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 use lock_core::{Error, ErrorKind, Result};
+use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::config::{DEFAULT_KEEPALIVE_INTERVAL, EtcdConfig};
@@ -73,6 +75,12 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
                 last_error = Some(err);
             }
             Ok(Err(err)) if classify(&err) == ErrorKind::Unavailable => {
+                if let Some(refusals) = refused_everywhere(config, deadline).await {
+                    return Err(Error::unavailable(format!(
+                        "etcd at {listed}: connection refused ({refusals}); is etcd running there?"
+                    ))
+                    .with_source(err));
+                }
                 tracing::debug!(endpoints = %listed, error = %err, "etcd not reachable yet; retrying");
                 last_error = Some(err);
             }
@@ -85,7 +93,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
         sleep(RETRY_PAUSE).await;
     }
     let why = match last_error {
-        Some(err) => format!("last error: {err}"),
+        Some(err) => format!("last error: {}", crate::errors::detail(&err)),
         None => "no answer".to_owned(),
     };
     Err(Error::unavailable(format!(
@@ -93,6 +101,24 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client> {
          running there and does it have quorum?",
         config.connect_timeout
     )))
+}
+
+/// When every endpoint refuses a TCP connection, what each said: nothing
+/// listens there, and waiting out the connect timeout would not change
+/// that (a member that is merely slow accepts the connection). `None` when
+/// any endpoint accepts, or does not answer before `deadline`.
+async fn refused_everywhere(config: &EtcdConfig, deadline: Instant) -> Option<String> {
+    let mut refusals = Vec::new();
+    for endpoint in &config.endpoints {
+        let address = bare_endpoint(endpoint);
+        match timeout_at(deadline, TcpStream::connect(address)).await {
+            Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                refusals.push(format!("{address}: connection refused"));
+            }
+            _ => return None,
+        }
+    }
+    Some(refusals.join(", "))
 }
 
 /// etcd's `permission denied`: the credentials are good, the range is not theirs.
@@ -176,12 +202,16 @@ fn endpoint_urls(config: &EtcdConfig) -> Vec<String> {
         .endpoints
         .iter()
         .map(|endpoint| {
-            let bare = endpoint
-                .strip_prefix("http://")
-                .or_else(|| endpoint.strip_prefix("https://"))
-                .unwrap_or(endpoint);
             let scheme = if config.uses_tls() { "https" } else { "http" };
-            format!("{scheme}://{bare}")
+            format!("{scheme}://{}", bare_endpoint(endpoint))
         })
         .collect()
+}
+
+/// `host:port` of an endpoint given with or without `http(s)://`.
+fn bare_endpoint(endpoint: &str) -> &str {
+    endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+        .unwrap_or(endpoint)
 }

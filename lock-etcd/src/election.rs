@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 use etcd_client::{GetOptions, SortOrder, SortTarget};
 use lock_core::{
-    AcquireOptions, Capabilities, ElectionBackend, FencingToken, LeaderInfo, LeaderStream,
-    Leadership, LockName, Result,
+    AcquireOptions, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
+    Result,
 };
 
 use crate::backend::EtcdBackend;
@@ -17,10 +17,6 @@ use crate::rpc::Retry;
 
 #[async_trait]
 impl ElectionBackend for EtcdBackend {
-    fn capabilities(&self) -> Capabilities {
-        Self::caps()
-    }
-
     /// Joins the election's queue with `value` and waits to lead.
     ///
     /// # Cancel safety

@@ -7,14 +7,16 @@
 //! (or value) not seen before is yielded. Since every event is applied, no
 //! leader is skipped, however short its reign. When the watch fails, or
 //! etcd compacted the revisions it needed (`ErrCompacted`), the follower
-//! reads the queue again and carries on; `(token, mod_revision)` only goes
-//! up, so nothing is yielded twice or out of order.
+//! reads the queue again and carries on; its [`LeaderFilter`] yields only
+//! what is newer than the last leader, so nothing is yielded twice or out
+//! of order.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use etcd_client::{Event, EventType, GetOptions, KeyValue, WatchOptions, WatchStream};
 use futures::StreamExt;
+use lock_core::raw::LeaderFilter;
 use lock_core::{FencingToken, LeaderInfo, LeaderStream, LockName, Result};
 use tokio::sync::mpsc;
 use tokio::time::sleep;
@@ -35,7 +37,7 @@ pub(crate) async fn follow(rpc: Rpc, queue: String, name: LockName) -> Result<Le
         rpc,
         queue,
         candidates: BTreeMap::new(),
-        last: None,
+        filter: LeaderFilter::new(),
     };
     let rev = follower.load().await?;
     let (tx, rx) = mpsc::channel(BUFFER);
@@ -50,8 +52,18 @@ pub(crate) async fn follow(rpc: Rpc, queue: String, name: LockName) -> Result<Le
 #[derive(Debug, Clone)]
 struct Candidate {
     key: Vec<u8>,
-    mod_rev: i64,
     value: Vec<u8>,
+}
+
+impl Candidate {
+    /// The candidate behind `kv`, with its create revision (its queue place).
+    fn of(kv: &KeyValue) -> (i64, Candidate) {
+        let candidate = Candidate {
+            key: kv.key().to_vec(),
+            value: kv.value().to_vec(),
+        };
+        (kv.create_revision(), candidate)
+    }
 }
 
 struct Follower {
@@ -60,8 +72,8 @@ struct Follower {
     queue: String,
     /// Candidates by create revision: the first is the leader.
     candidates: BTreeMap<i64, Candidate>,
-    /// `(token, mod_revision)` of the last leader yielded.
-    last: Option<(i64, i64)>,
+    /// What was yielded last.
+    filter: LeaderFilter,
 }
 
 impl Follower {
@@ -155,14 +167,8 @@ impl Follower {
     fn apply(&mut self, kind: EventType, kv: &KeyValue) {
         match kind {
             EventType::Put => {
-                self.candidates.insert(
-                    kv.create_revision(),
-                    Candidate {
-                        key: kv.key().to_vec(),
-                        mod_rev: kv.mod_revision(),
-                        value: kv.value().to_vec(),
-                    },
-                );
+                let (place, candidate) = Candidate::of(kv);
+                self.candidates.insert(place, candidate);
             }
             EventType::Delete => {
                 self.candidates.retain(|_, c| c.key != kv.key());
@@ -182,20 +188,7 @@ impl Follower {
                     .await
             })
             .await?;
-        self.candidates = resp
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
-                    kv.create_revision(),
-                    Candidate {
-                        key: kv.key().to_vec(),
-                        mod_rev: kv.mod_revision(),
-                        value: kv.value().to_vec(),
-                    },
-                )
-            })
-            .collect();
+        self.candidates = resp.kvs().iter().map(Candidate::of).collect();
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
@@ -205,16 +198,14 @@ impl Follower {
         let Some((&token, leader)) = self.candidates.first_key_value() else {
             return true;
         };
-        let seen = (token, leader.mod_rev);
-        if self.last.is_some_and(|last| last >= seen) {
-            return true;
-        }
-        self.last = Some(seen);
         let info = LeaderInfo {
             value: leader.value.clone(),
             token: FencingToken(u64::try_from(token).unwrap_or(0)),
             key: String::from_utf8_lossy(&leader.key).into_owned(),
         };
+        if !self.filter.admit(&info) {
+            return true;
+        }
         tx.send(Ok(info)).await.is_ok()
     }
 }

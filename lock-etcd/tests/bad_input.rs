@@ -87,6 +87,30 @@ async fn unreachable_endpoints_are_unavailable_within_the_connect_timeout() {
     assert!(elapsed <= CONNECT_TIMEOUT + SLACK, "took {elapsed:?}");
 }
 
+/// Nothing listening is known at once (the port refuses), as with Redis and
+/// ZooKeeper: no waiting out the connect timeout, and a message that names
+/// the endpoint in plain words, not the gRPC stack's debug output.
+#[tokio::test]
+async fn a_refused_connection_fails_fast_naming_the_endpoint() {
+    let endpoint = dead_endpoint();
+    let (result, elapsed) = connect_within_bound(config(vec![endpoint.clone()])).await;
+    let err = result.expect_err("nothing listens there");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.is_retryable());
+    let text = err.to_string();
+    assert!(
+        text.contains(&endpoint) && text.contains("connection refused"),
+        "{text}"
+    );
+    for noise in ["tonic", "ConnectError", "Transport,", "Os {"] {
+        assert!(!text.contains(noise), "debug output in the message: {text}");
+    }
+    assert!(
+        elapsed < CONNECT_TIMEOUT / 4,
+        "took {elapsed:?} to see a refused connection (connect timeout {CONNECT_TIMEOUT:?})"
+    );
+}
+
 #[tokio::test]
 async fn a_silent_endpoint_is_unavailable_within_the_connect_timeout() {
     // Accepts TCP connections but never answers, like a frozen server.
@@ -102,11 +126,7 @@ async fn a_silent_endpoint_is_unavailable_within_the_connect_timeout() {
 #[tokio::test]
 async fn requests_to_a_frozen_server_time_out_within_the_request_timeout() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let backend = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
-        .await
-        .expect("connect through the proxy");
+    let (proxy, backend) = support::behind_proxy(&cluster, config).await;
     proxy.blackhole();
     for wait in [
         Wait::No,
@@ -142,13 +162,12 @@ async fn requests_after_the_server_died_fail_as_unavailable() {
         .expect("connect");
     cluster.member(0).kill().await;
     let start = Instant::now();
-    let err = timeout(REQUEST_TIMEOUT + SLACK, backend.try_lock("dead/server"))
-        .await
-        .expect("try_lock must not hang when the server is gone")
-        .expect_err("the server is gone");
-    assert!(
-        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
-        "{err}"
+    let err = lock_testkit::assert::fails_with_one_of(
+        &[ErrorKind::Unavailable, ErrorKind::Timeout],
+        "the server is gone",
+        timeout(REQUEST_TIMEOUT + SLACK, backend.try_lock("dead/server"))
+            .await
+            .expect("try_lock must not hang when the server is gone"),
     );
     assert!(err.to_string().contains(&cluster.endpoints()[0]), "{err}");
     assert!(start.elapsed() <= REQUEST_TIMEOUT + SLACK);
@@ -205,11 +224,7 @@ async fn ttls_below_a_second_are_refused_and_others_round_up_to_whole_seconds() 
 #[tokio::test]
 async fn an_acquire_through_a_flapping_link_ends_within_wait_plus_request_timeout() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let flapping = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
-        .await
-        .expect("connect through the proxy");
+    let (proxy, flapping) = support::behind_proxy(&cluster, config).await;
     let holder = support::backend(&cluster).await;
     let held = holder.lock("bound/acquire").await.expect("lock");
     let txns = support::txns_started(&cluster).await;

@@ -4,13 +4,10 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, LockName};
-use lock_etcd::EtcdBackend;
-use lock_testkit::proxy::FaultProxy;
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(6);
@@ -18,15 +15,8 @@ const SLACK: Duration = Duration::from_secs(6);
 #[tokio::test]
 async fn observe_resumes_after_a_break_and_compaction() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let observer = EtcdBackend::connect(support::config_for(vec![proxy.addr().to_string()]))
-        .await
-        .expect("observer connects through the proxy");
-    let (a, b) = (
-        support::backend(&cluster).await,
-        support::backend(&cluster).await,
-    );
+    let (proxy, observer) = support::behind_proxy(&cluster, support::config_for).await;
+    let (a, b) = support::two_backends(&cluster).await;
     let name = LockName::new("resume/election").unwrap();
     let mut stream = observer.observe(&name).await.expect("observe");
     let mut seen = Vec::new();
@@ -66,13 +56,7 @@ async fn observe_resumes_after_a_break_and_compaction() {
         .expect("campaign b");
     second.proclaim(b"b2".to_vec()).await.expect("proclaim b2");
     let mut raw = support::raw_client(&cluster).await;
-    let now = raw
-        .get("x", None)
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .revision();
+    let now = support::revision(&mut raw).await;
     raw.compact(now, None).await.expect("compact");
     proxy.restore();
 

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, GetOptions, WatchOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions};
 use lock_core::LockBackendExt;
 use lock_etcd::EtcdBackend;
 use lock_testkit::servers::{EtcdCluster, EtcdOptions};
@@ -158,14 +158,10 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
     let holder = connect(leader).await;
     let waiter = connect(lagging).await;
     let held = holder.lock("isolation/lock").await.expect("lock");
-    let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
+    let queue = support::queue_of(held.key());
 
     let mut raw = client_of(&cluster, leader).await;
-    let mut events = raw
-        .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
-        .await
-        .expect("watch");
-    events.message().await.expect("created");
+    let mut events = support::watch_queue(&mut raw, &queue).await;
     let waiting = tokio::spawn(async move {
         let guard = waiter.lock("isolation/lock").await;
         (guard, waiter)

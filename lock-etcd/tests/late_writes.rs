@@ -7,7 +7,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use etcd_client::{EventType, PutOptions, WatchOptions};
+use etcd_client::{EventType, PutOptions};
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_etcd::{EtcdBackend, lease_of_key};
 use lock_testkit::proxy::FaultProxy;
@@ -49,16 +49,6 @@ async fn warm_lease_pool(client: &EtcdBackend) {
         .expect("release");
 }
 
-/// Watches every key of `queue`, from once the watch is confirmed.
-async fn watch_queue(raw: &mut etcd_client::Client, queue: &str) -> etcd_client::WatchStream {
-    let mut events = raw
-        .watch(queue, Some(WatchOptions::new().with_prefix()))
-        .await
-        .expect("watch the queue");
-    events.message().await.expect("created");
-    events
-}
-
 /// One etcd member behind two proxies, and a client of both: whatever
 /// the test makes slow goes through `slow`, the retries through `fast`.
 async fn slow_and_fast() -> (
@@ -95,8 +85,8 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
     for _ in 0..20 {
         warm_lease_pool(&client).await;
         let held = holder.lock(name).await.expect("lock");
-        let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
-        let mut events = watch_queue(&mut raw, &queue).await;
+        let queue = support::queue_of(held.key());
+        let mut events = support::watch_queue(&mut raw, &queue).await;
         slow.delay(Duration::from_millis(250));
         let sent = Instant::now();
         let result = client.try_lock(name).await;
@@ -123,20 +113,9 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
         // The late attempt's put, if the queue was still empty when it
         // landed (and the lease was still there: revoking it first is
         // just as good).
-        orphan = timeout(Duration::from_secs(1), async {
-            loop {
-                let message = events.message().await.unwrap().unwrap();
-                if let Some(put) = message
-                    .events()
-                    .iter()
-                    .find(|e| e.event_type() == EventType::Put)
-                {
-                    return put.kv().unwrap().key_str().unwrap().to_owned();
-                }
-            }
-        })
-        .await
-        .ok();
+        orphan = timeout(Duration::from_secs(1), support::next_put_key(&mut events))
+            .await
+            .ok();
         slow_would_block = true;
         // Revoking the lease before the late put lands is just as good, but
         // try for a case where the put did land.
@@ -199,7 +178,7 @@ async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_n
     for round in 0..20 {
         for wait in ["lock", "try_lock"] {
             warm_lease_pool(&client).await;
-            let mut events = watch_queue(&mut raw, &queue).await;
+            let mut events = support::watch_queue(&mut raw, &queue).await;
             slow.delay(Duration::from_millis(250));
             let sent = Instant::now();
             let guard = match wait {

@@ -3,13 +3,11 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use etcd_client::{EventType, GetOptions, Txn, TxnOp, WatchOptions};
+use etcd_client::{EventType, GetOptions, Txn, TxnOp};
 use lock_core::{ErrorKind, LockBackendExt, LostReason};
 use lock_etcd::{EtcdBackend, is_owner_of};
-use lock_testkit::proxy::FaultProxy;
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(3);
@@ -17,11 +15,7 @@ const SLACK: Duration = Duration::from_secs(3);
 #[tokio::test]
 async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let cut_off = EtcdBackend::connect(support::config_for(vec![proxy.addr().to_string()]))
-        .await
-        .expect("connect through the proxy");
+    let (proxy, cut_off) = support::behind_proxy(&cluster, support::config_for).await;
     let direct = support::backend(&cluster).await;
 
     let held = cut_off.lock("partition/lock").await.expect("lock");
@@ -48,13 +42,12 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
     assert!(next.token() > first_token);
 
     proxy.restore();
-    let err = timeout(SLACK * 2, held.release())
-        .await
-        .expect("release after the partition must not hang")
-        .expect_err("the lock was lost");
-    assert!(
-        matches!(err.kind(), ErrorKind::LeaseLost | ErrorKind::NotHeld),
-        "{err}"
+    lock_testkit::assert::fails_with_one_of(
+        &[ErrorKind::LeaseLost, ErrorKind::NotHeld],
+        "the lock was lost",
+        timeout(SLACK * 2, held.release())
+            .await
+            .expect("release after the partition must not hang"),
     );
     let still = direct
         .try_lock("partition/lock")
@@ -67,39 +60,21 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
 #[tokio::test]
 async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
     let cluster = support::start_cluster(1).await;
-    let (a, b) = (
-        support::backend(&cluster).await,
-        support::backend(&cluster).await,
-    );
+    let (a, b) = support::two_backends(&cluster).await;
     let held = a.lock("waiter/expiry").await.expect("lock");
     // Watch the queue for the waiter's key (the one that is not the
     // holder's), then end its lease from outside, as an expiry would (etcd
     // issue 11456).
-    let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
+    let queue = support::queue_of(held.key());
     let mut raw = support::raw_client(&cluster).await;
-    let mut events = raw
-        .watch(queue.as_str(), Some(WatchOptions::new().with_prefix()))
-        .await
-        .expect("watch");
-    events.message().await.expect("created");
+    let mut events = support::watch_queue(&mut raw, &queue).await;
     let waiting = tokio::spawn(async move {
         b.lock_timeout("waiter/expiry", Duration::from_secs(30))
             .await
     });
-    let waiter_key = timeout(SLACK, async {
-        loop {
-            let message = events.message().await.unwrap().unwrap();
-            if let Some(event) = message
-                .events()
-                .iter()
-                .find(|e| e.event_type() == EventType::Put)
-            {
-                return event.kv().unwrap().key_str().unwrap().to_owned();
-            }
-        }
-    })
-    .await
-    .expect("the waiter joins the queue");
+    let waiter_key = timeout(SLACK, support::next_put_key(&mut events))
+        .await
+        .expect("the waiter joins the queue");
     support::revoke_lease_of(&cluster, &waiter_key).await;
 
     let err = timeout(support::TTL + SLACK, waiting)
@@ -149,19 +124,11 @@ async fn guarded_write_commits_only_while_the_lock_is_held() {
 #[tokio::test]
 async fn a_cancelled_waiter_leaves_no_key_behind() {
     let cluster = support::start_cluster(1).await;
-    let (a, b) = (
-        support::backend(&cluster).await,
-        support::backend(&cluster).await,
-    );
+    let (a, b) = support::two_backends(&cluster).await;
     let held = a.lock("cancel/cleanup").await.expect("lock");
-    let queue = held.key().rsplit_once('/').unwrap().0.to_owned() + "/";
+    let queue = support::queue_of(held.key());
     let mut raw = support::raw_client(&cluster).await;
-    let options = WatchOptions::new().with_prefix();
-    let mut events = raw
-        .watch(queue.as_str(), Some(options))
-        .await
-        .expect("watch");
-    events.message().await.expect("created");
+    let mut events = support::watch_queue(&mut raw, &queue).await;
 
     let cancelled = timeout(Duration::from_millis(300), b.lock("cancel/cleanup")).await;
     assert!(cancelled.is_err(), "b must still be waiting when cancelled");
@@ -195,30 +162,15 @@ async fn a_cancelled_waiter_leaves_no_key_behind() {
 #[tokio::test]
 async fn try_lock_on_a_held_lock_writes_nothing() {
     let cluster = support::start_cluster(1).await;
-    let (a, b) = (
-        support::backend(&cluster).await,
-        support::backend(&cluster).await,
-    );
+    let (a, b) = support::two_backends(&cluster).await;
     let held = a.lock("try/no-write").await.expect("lock");
     let mut raw = support::raw_client(&cluster).await;
-    let before = raw
-        .get("x", None)
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .revision();
+    let before = support::revision(&mut raw).await;
     for _ in 0..5 {
         let err = b.try_lock("try/no-write").await.expect_err("held");
         assert_eq!(err.kind(), ErrorKind::WouldBlock);
     }
-    let after = raw
-        .get("x", None)
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .revision();
+    let after = support::revision(&mut raw).await;
     assert_eq!(before, after, "a failed try_lock must not write to etcd");
     held.release().await.expect("release");
 }
@@ -226,11 +178,7 @@ async fn try_lock_on_a_held_lock_writes_nothing() {
 #[tokio::test]
 async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
     let cluster = support::start_cluster(1).await;
-    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let holder = EtcdBackend::connect(support::config_for(vec![proxy.addr().to_string()]))
-        .await
-        .expect("connect through the proxy");
+    let (proxy, holder) = support::behind_proxy(&cluster, support::config_for).await;
     let other = support::backend(&cluster).await;
     let held = holder.lock("renew/cancelled").await.expect("lock");
     let waiter = tokio::spawn(async move {

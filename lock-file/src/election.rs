@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use lock_core::raw::LeaderFilter;
 use lock_core::{
-    AcquireOptions, Capabilities, ElectionBackend, FencingToken, LeaderInfo, LeaderStream,
-    Leadership, LockName, Result,
+    AcquireOptions, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
+    Result,
 };
 use tokio::time::timeout;
 
@@ -39,10 +40,6 @@ impl FileBackend {
 
 #[async_trait]
 impl ElectionBackend for FileBackend {
-    fn capabilities(&self) -> Capabilities {
-        FileBackend::caps()
-    }
-
     /// Waits until leader, then publishes `value` (in the same record write).
     ///
     /// # Cancel safety
@@ -82,7 +79,7 @@ impl ElectionBackend for FileBackend {
             name: name.clone(),
             wake: wakeups::subscribe(&paths.record),
             paths,
-            last: None,
+            filter: LeaderFilter::new(),
             done: false,
         };
         Ok(futures::stream::unfold(state, |mut state| async move {
@@ -98,7 +95,7 @@ struct Observer {
     name: LockName,
     paths: LockPaths,
     wake: std::sync::Arc<tokio::sync::Notify>,
-    last: Option<(FencingToken, Vec<u8>)>,
+    filter: LeaderFilter,
     done: bool,
 }
 
@@ -116,23 +113,10 @@ impl Observer {
                     self.done = true;
                     return Some(Err(e));
                 }
-                Ok(Some(info)) if self.is_new(&info) => {
-                    self.last = Some((info.token, info.value.clone()));
-                    return Some(Ok(info));
-                }
+                Ok(Some(info)) if self.filter.admit(&info) => return Some(Ok(info)),
                 Ok(_) => {}
             }
             let _ = timeout(OBSERVE_POLL, notified).await;
-        }
-    }
-
-    /// A later leader, or a new value from the same one; never going back.
-    fn is_new(&self, info: &LeaderInfo) -> bool {
-        match &self.last {
-            None => true,
-            Some((token, value)) => {
-                info.token > *token || (info.token == *token && info.value != *value)
-            }
         }
     }
 }

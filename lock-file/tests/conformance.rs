@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{DynElectionBackend, LockGuard};
 use lock_file::{FileBackend, FileConfig};
 use lock_testkit::conformance::Target;
 use tempfile::TempDir;
@@ -35,12 +35,8 @@ fn file_target() -> FileTarget {
 
 #[async_trait]
 impl Target for FileTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
         Arc::new(self.backend().await)
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(self.backend().await))
     }
 
     fn ttl(&self) -> Duration {

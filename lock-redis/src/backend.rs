@@ -152,10 +152,6 @@ macro_rules! impl_backend {
 
         #[async_trait]
         impl ElectionBackend for $backend {
-            fn capabilities(&self) -> Capabilities {
-                capabilities(&self.servers)
-            }
-
             /// Waits until leader, then publishes `value`.
             ///
             /// # Cancel safety

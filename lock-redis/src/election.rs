@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::select_all;
+use lock_core::raw::LeaderFilter;
 use lock_core::{AcquireOptions, LeaderStream, Leadership, LockName, Result};
 
 use crate::keys::Space;
@@ -35,7 +36,7 @@ struct Observer {
     servers: Arc<Servers>,
     name: LockName,
     watches: Vec<ChannelWatch>,
-    last: Option<(u64, u64, Vec<u8>)>,
+    filter: LeaderFilter,
     first: bool,
 }
 
@@ -53,7 +54,7 @@ pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<L
         servers: servers.clone(),
         name: name.clone(),
         watches,
-        last: None,
+        filter: LeaderFilter::new(),
         first: true,
     };
     let reread = (servers.default_ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(2));
@@ -67,19 +68,9 @@ pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<L
                 }
             }
             o.first = false;
-            match o.servers.leader_record(&o.name).await {
-                Ok(Some(record)) => {
-                    let token = record.info.token.get();
-                    let seen = (token, record.version, record.info.value.clone());
-                    let newer = match &o.last {
-                        None => true,
-                        Some((t, v, _)) => token > *t || (token == *t && record.version > *v),
-                    };
-                    if newer {
-                        o.last = Some(seen);
-                        return Some((Ok(record.info), o));
-                    }
-                }
+            match o.servers.leader(&o.name).await {
+                Ok(Some(leader)) if o.filter.admit(&leader) => return Some((Ok(leader), o)),
+                Ok(Some(_)) => {}
                 Ok(None) => {}
                 Err(e) => return Some((Err(e), o)),
             }

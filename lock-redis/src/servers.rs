@@ -358,13 +358,9 @@ impl Servers {
         }
     }
 
-    /// The current leader of an election: the record a quorum agrees on.
+    /// The current leader of an election: the record a quorum agrees on,
+    /// with its newest proclaimed value.
     pub(crate) async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
-        Ok(self.leader_record(name).await?.map(|r| r.info))
-    }
-
-    /// The current leader with its proclaim version.
-    pub(crate) async fn leader_record(&self, name: &LockName) -> Result<Option<LeaderRecord>> {
         let keys = self.keys.of(Space::Election, name);
         let what = format!("reading the leader of election {name}");
         type Row = Option<(String, String, Vec<u8>, String)>;
@@ -444,22 +440,12 @@ impl Servers {
                     self.backend
                 ))
             })?;
-        Ok(Some(LeaderRecord {
-            info: LeaderInfo {
-                value: newest.2.clone(),
-                token: FencingToken(token),
-                key: keys.owner.clone(),
-            },
-            version: version(&newest),
+        Ok(Some(LeaderInfo {
+            value: newest.2.clone(),
+            token: FencingToken(token),
+            key: keys.owner.clone(),
         }))
     }
-}
-
-/// A leader as read from the servers, with the version of its value.
-#[derive(Debug, Clone)]
-pub(crate) struct LeaderRecord {
-    pub(crate) info: LeaderInfo,
-    pub(crate) version: u64,
 }
 
 /// `Unavailable`: too few servers answered for a quorum.

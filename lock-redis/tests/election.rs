@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockName};
-use support::{TTL, within};
+use lock_testkit::assert::within;
+use support::TTL;
 
 /// When the leader crashes (stops renewing), a waiting candidate takes over
 /// after the TTL and observers see the new leader with a greater token.

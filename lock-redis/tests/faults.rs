@@ -11,8 +11,9 @@ use lock_core::{
     AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
 };
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend};
+use lock_testkit::assert::within;
 use lock_testkit::servers::{RedisServer, RespReply};
-use support::{TTL, within};
+use support::TTL;
 use tokio::time::Instant;
 
 /// Four clients contend while Redis is restarted without its data; every
@@ -139,7 +140,7 @@ async fn redlock_keeps_working_with_one_of_three_killed() {
             guard.token()
         );
         last = guard.token().get();
-        support::fails_with(
+        lock_testkit::assert::fails_with(
             ErrorKind::WouldBlock,
             "held on a quorum",
             other.try_lock("faults/redlock-one-down").await,
@@ -163,7 +164,7 @@ async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
     let until = Instant::now() + TTL * 5;
     while Instant::now() < until {
         assert!(guard.is_held(), "lost: {:?}", guard.lost_signal().reason());
-        support::fails_with(
+        lock_testkit::assert::fails_with(
             ErrorKind::WouldBlock,
             "still held on a quorum",
             other.try_lock("faults/redlock-partition").await,
@@ -196,28 +197,22 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
     servers.server(2).kill().await;
     let wait = Duration::from_secs(1);
     let started = Instant::now();
-    let err = support::fails_with(
+    let err = lock_testkit::assert::fails_within(
+        wait + Duration::from_secs(3),
         ErrorKind::Unavailable,
         "no quorum, no guard",
-        within(
-            wait + Duration::from_secs(3),
-            "acquire without a quorum",
-            client.lock_timeout("faults/redlock-no-quorum", wait),
-        )
-        .await,
-    );
+        client.lock_timeout("faults/redlock-no-quorum", wait),
+    )
+    .await;
     assert!(err.to_string().contains("2 are needed"), "{err}");
     assert!(started.elapsed() < wait + Duration::from_secs(2));
-    support::fails_with(
+    lock_testkit::assert::fails_within(
+        Duration::from_secs(3),
         ErrorKind::Unavailable,
         "no quorum, no guard",
-        within(
-            Duration::from_secs(3),
-            "try_lock without a quorum",
-            client.try_lock("faults/redlock-no-quorum"),
-        )
-        .await,
-    );
+        client.try_lock("faults/redlock-no-quorum"),
+    )
+    .await;
 }
 
 /// A holder whose network goes silent (blackholed by the fault proxy) learns
@@ -258,12 +253,10 @@ async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
     );
     assert!(new_guard.token() > guard.token());
     proxy.restore();
-    let err = within(Duration::from_secs(5), "stale release", guard.release())
-        .await
-        .expect_err("the stale holder must not release the new lock");
-    assert!(
-        matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
-        "{err}"
+    lock_testkit::assert::fails_with_one_of(
+        &[ErrorKind::NotHeld, ErrorKind::LeaseLost],
+        "the stale holder must not release the new lock",
+        within(Duration::from_secs(5), "stale release", guard.release()).await,
     );
     assert!(new_guard.is_held());
     new_guard.release().await.expect("new holder releases");
@@ -282,16 +275,13 @@ async fn wrong_password_is_unauthorized() {
             .with_username("nobody")
             .with_password("right-password"),
     ] {
-        let err = support::fails_with(
+        let err = lock_testkit::assert::fails_within(
+            Duration::from_secs(5),
             ErrorKind::Unauthorized,
             "bad credentials",
-            within(
-                Duration::from_secs(5),
-                "connect with bad credentials",
-                RedisBackend::connect(config),
-            )
-            .await,
-        );
+            RedisBackend::connect(config),
+        )
+        .await;
         assert!(err.to_string().contains(&server.addr()), "{err}");
         assert!(!err.to_string().contains("wrong-password"), "{err}");
     }
@@ -313,16 +303,13 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     };
     let connect_timeout = Duration::from_millis(700);
     let refused = RedisConfig::new("127.0.0.1", port).with_connect_timeout(connect_timeout);
-    let err = support::fails_with(
+    let err = lock_testkit::assert::fails_within(
+        Duration::from_secs(3),
         ErrorKind::Unavailable,
         "nothing listens",
-        within(
-            Duration::from_secs(3),
-            "refused",
-            RedisBackend::connect(refused),
-        )
-        .await,
-    );
+        RedisBackend::connect(refused),
+    )
+    .await;
     assert!(
         err.to_string().contains(&format!("127.0.0.1:{port}")),
         "{err}"
@@ -334,20 +321,17 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     let silent =
         RedisConfig::new("127.0.0.1", proxy.addr().port()).with_connect_timeout(connect_timeout);
     let started = Instant::now();
-    let err = support::fails_with(
+    let err = lock_testkit::assert::fails_within(
+        Duration::from_secs(3),
         ErrorKind::Unavailable,
         "nothing answers",
-        within(
-            Duration::from_secs(3),
-            "silent",
-            RedisBackend::connect(silent),
-        )
-        .await,
-    );
+        RedisBackend::connect(silent),
+    )
+    .await;
     assert!(started.elapsed() < connect_timeout + Duration::from_millis(500));
     assert!(err.to_string().contains(&proxy.addr().to_string()), "{err}");
 
-    support::fails_with(
+    lock_testkit::assert::fails_with(
         ErrorKind::Unavailable,
         "two of three unreachable",
         RedlockBackend::connect_url(&format!(
@@ -366,17 +350,17 @@ async fn zero_ttl_is_invalid_config() {
     let client = support::client(&server).await;
     let name = LockName::new("faults/zero-ttl").unwrap();
     let zero = AcquireOptions::new().ttl(Duration::ZERO).wait(Wait::No);
-    support::fails_with(
+    lock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "zero TTL",
         client.acquire(&name, &zero).await,
     );
-    support::fails_with(
+    lock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "zero default TTL",
         RedisBackend::connect(support::config_for(&server).with_default_ttl(Duration::ZERO)).await,
     );
-    support::fails_with(
+    lock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "zero TTL in the URL",
         RedisBackend::connect_url(&format!("{}?ttl=0", server.url())).await,
@@ -387,7 +371,7 @@ async fn zero_ttl_is_invalid_config() {
 #[tokio::test]
 async fn missing_database_is_invalid_config() {
     let server = support::start_redis().await;
-    support::fails_with(
+    lock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "no such database",
         RedisBackend::connect(support::config_for(&server).with_db(4242)).await,
@@ -583,16 +567,13 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
         .with_password("secret")
         .with_connect_timeout(Duration::from_secs(3));
     let started = Instant::now();
-    let err = support::fails_with(
+    let err = lock_testkit::assert::fails_within(
+        Duration::from_secs(5),
         ErrorKind::Unauthorized,
         "no channel permission",
-        within(
-            Duration::from_secs(5),
-            "connect without channel permission",
-            RedisBackend::connect(config),
-        )
-        .await,
-    );
+        RedisBackend::connect(config),
+    )
+    .await;
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "refused only after {:?}: {err}",

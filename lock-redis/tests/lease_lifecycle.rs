@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use lock_core::{DynLockBackend, ErrorKind, LockBackendExt};
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
+use lock_testkit::assert::within;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::RedisServers;
-use support::within;
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(1500);

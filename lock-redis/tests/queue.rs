@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_redis::RedisBackend;
+use lock_testkit::assert::within;
 use lock_testkit::servers::{RedisServer, RespReply};
-use support::within;
 
 const QUEUE: &str = "distlock:lock:{queue/test}:queue";
 const WAITERS: &str = "distlock:lock:{queue/test}:waiters";

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_redis::RedisBackend;
-use support::within;
+use lock_testkit::assert::within;
 
 /// A `redis-server` child serving TLS only; killed on drop.
 struct TlsRedis {
@@ -189,11 +189,9 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     support::lock_and_release(&client, "tls/insecure").await;
 
     let plain = format!("redis://localhost:{}?connect_timeout=1s", server.port);
-    let err = RedisBackend::connect_url(&plain)
-        .await
-        .expect_err("plain text to a TLS port");
-    assert!(
-        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
-        "{err}"
+    lock_testkit::assert::fails_with_one_of(
+        &[ErrorKind::Unavailable, ErrorKind::Timeout],
+        "plain text to a TLS port",
+        RedisBackend::connect_url(&plain).await,
     );
 }

@@ -1,10 +1,12 @@
 //! Test kit for distlock backends: the conformance suite, real-server
-//! launchers, a fault proxy, and a contention workload runner.
+//! launchers, a fault proxy, shared assertions, and a contention workload
+//! runner.
 //!
 //! Backend crates run the whole conformance suite with one macro call and
 //! start real etcd, Redis and ZooKeeper servers as child processes on loopback
 //! ports, with temporary data directories.
 
+pub mod assert;
 pub mod conformance;
 #[cfg(feature = "fault-matrix")]
 pub mod fault_matrix;

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use lock_core::raw::LeaderFilter;
 use lock_core::{
-    AcquireOptions, Capabilities, ElectionBackend, ErrorKind, FencingToken, LeaderInfo,
-    LeaderStream, Leadership, LockName, Result,
+    AcquireOptions, ElectionBackend, ErrorKind, FencingToken, LeaderInfo, LeaderStream, Leadership,
+    LockName, Result,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -19,10 +20,6 @@ use crate::session::Session;
 
 #[async_trait]
 impl ElectionBackend for ZkBackend {
-    fn capabilities(&self) -> Capabilities {
-        self.caps()
-    }
-
     /// Joins the election's queue with `value` as the node's data and waits
     /// until our node is the lowest.
     ///
@@ -86,7 +83,7 @@ impl ElectionBackend for ZkBackend {
             session,
             dir,
             action: format!("observing election {name}"),
-            last: None,
+            filter: LeaderFilter::new(),
             done: false,
         };
         Ok(
@@ -190,7 +187,7 @@ struct Observer {
     session: Arc<Session>,
     dir: String,
     action: String,
-    last: Option<LeaderInfo>,
+    filter: LeaderFilter,
     done: bool,
 }
 
@@ -200,20 +197,8 @@ impl Observer {
         let doing = crate::errors::doing(&self.action, &self.session.settings.connect_string);
         loop {
             let watcher = match read_leader(&self.session, &self.dir, true).await {
-                Ok(Some(Read::Leader(info, watcher))) => {
-                    let newer = match &self.last {
-                        None => true,
-                        Some(last) => {
-                            info.token > last.token
-                                || (info.token == last.token && info.value != last.value)
-                        }
-                    };
-                    if newer {
-                        self.last = Some(info.clone());
-                        return Ok(info);
-                    }
-                    watcher
-                }
+                Ok(Some(Read::Leader(info, _))) if self.filter.admit(&info) => return Ok(info),
+                Ok(Some(Read::Leader(_, watcher))) => watcher,
                 Ok(Some(Read::Empty(watcher))) => watcher,
                 Ok(None) | Err(ReadError::Retry) => continue,
                 Err(ReadError::Zk(e)) if session_over(&e) => return Err(doing.client_error(e)),

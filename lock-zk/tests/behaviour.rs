@@ -488,13 +488,10 @@ async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
     let key = guard.key().to_owned();
     let signal = guard.lost_signal();
     proxy.blackhole();
-    let err = guard
-        .release()
-        .await
-        .expect_err("the delete is not confirmed");
-    assert!(
-        matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
-        "{err}"
+    lock_testkit::assert::fails_with_one_of(
+        &[ErrorKind::Unavailable, ErrorKind::Timeout],
+        "the delete is not confirmed",
+        guard.release().await,
     );
     assert_eq!(
         signal.reason(),

@@ -8,11 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
 use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
-use tokio::time::timeout;
 
 use curator::CuratorPeer;
 use support::{Standalone, config, joined, standalone, until_children};
@@ -166,11 +164,8 @@ async fn leader_latch_and_distlock_agree_on_the_leader() {
     assert_curator_node(&leader.key, path, "latch-");
     assert_eq!(leader.token.0, czxid(&admin, &leader.key).await);
     let mut observed = distlock.observe(&name).await.expect("observe");
-    let first = timeout(EVENT, observed.next())
-        .await
-        .expect("the current leader is observed")
-        .unwrap()
-        .unwrap();
+    let first =
+        lock_testkit::assert::next_ok(EVENT, "the current leader is observed", &mut observed).await;
     assert_eq!(first.value_lossy(), "curator-1");
 
     // distlock queues behind Curator and leads once Curator's latch closes.
@@ -195,11 +190,8 @@ async fn leader_latch_and_distlock_agree_on_the_leader() {
         .await
         .expect("distlock leads");
     assert_curator_node(leadership.key(), path, "latch-");
-    let next = timeout(EVENT, observed.next())
-        .await
-        .expect("the new leader is observed")
-        .unwrap()
-        .unwrap();
+    let next =
+        lock_testkit::assert::next_ok(EVENT, "the new leader is observed", &mut observed).await;
     assert_eq!(next.value_lossy(), "distlock-1");
 
     // distlock leads: Curator reports distlock's value, and a new latch

@@ -12,9 +12,5 @@ use crate::guarded::Native;
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let file = FileConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = FileBackend::connect(file).await?;
-    Ok((
-        Arc::new(backend.clone()),
-        Some(Arc::new(backend)),
-        Native::Plain,
-    ))
+    Ok((Arc::new(backend), Native::Plain))
 }

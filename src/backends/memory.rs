@@ -35,9 +35,5 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
         Some(ttl) => shared.with_default_ttl(ttl)?,
         None => shared,
     };
-    Ok((
-        Arc::new(backend.clone()),
-        Some(Arc::new(backend)),
-        Native::Plain,
-    ))
+    Ok((Arc::new(backend), Native::Plain))
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use lock_core::{DynElectionBackend, DynLockBackend, Result};
+use lock_core::{DynElectionBackend, Result};
 
 use crate::config::Config;
 use crate::guarded::Native;
@@ -18,9 +18,9 @@ mod redis;
 #[cfg(feature = "zk")]
 mod zk;
 
-/// The lock service, the election service where there is one, and the
-/// concrete client where the facade offers more (guarded writes).
-pub(crate) type Services = (Arc<DynLockBackend>, Option<Arc<DynElectionBackend>>, Native);
+/// The client (it locks, and elects where its capabilities say so), and
+/// the concrete client where the facade offers more (guarded writes).
+pub(crate) type Services = (Arc<DynElectionBackend>, Native);
 
 /// Connects the backend for `scheme`. The caller has checked that it is compiled in.
 pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Result<Services> {

@@ -13,19 +13,11 @@ use crate::guarded::Native;
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let redis = RedisConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = RedisBackend::connect(redis).await?;
-    Ok((
-        Arc::new(backend.clone()),
-        Some(Arc::new(backend)),
-        Native::Plain,
-    ))
+    Ok((Arc::new(backend), Native::Plain))
 }
 
 pub(super) async fn connect_redlock(url: &str, config: &Config) -> Result<Services> {
     let redlock = RedlockConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = RedlockBackend::connect(redlock).await?;
-    Ok((
-        Arc::new(backend.clone()),
-        Some(Arc::new(backend)),
-        Native::Plain,
-    ))
+    Ok((Arc::new(backend), Native::Plain))
 }

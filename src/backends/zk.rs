@@ -15,11 +15,7 @@ use crate::guarded::Native;
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let zk = ZkConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = ZkBackend::connect(zk).await?;
-    Ok((
-        Arc::new(backend.clone()),
-        Some(Arc::new(backend.clone())),
-        Native::Zk(backend),
-    ))
+    Ok((Arc::new(backend.clone()), Native::Zk(backend)))
 }
 
 #[cfg(test)]

@@ -41,33 +41,26 @@ pub fn file_fixture() -> Fixture {
 
 #[cfg(feature = "etcd")]
 pub async fn etcd_fixture() -> Fixture {
-    let cluster = lock_testkit::servers::EtcdCluster::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
     Fixture::new(format!("etcd://{}", cluster.endpoints().join(",")), cluster)
 }
 
 #[cfg(feature = "redis")]
 pub async fn redis_fixture() -> Fixture {
-    let server = lock_testkit::servers::RedisServer::start()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let server = lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
     Fixture::new(server.url(), server)
 }
 
 #[cfg(feature = "redis")]
 pub async fn redlock_fixture() -> Fixture {
-    let servers = lock_testkit::servers::RedisServers::start(3)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let servers =
+        lock_testkit::assert::started(lock_testkit::servers::RedisServers::start(3)).await;
     Fixture::new(format!("redlock://{}", servers.addrs().join(",")), servers)
 }
 
 #[cfg(feature = "zk")]
 pub async fn zk_fixture() -> Fixture {
-    let ensemble = lock_testkit::servers::ZkEnsemble::start(1)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
     Fixture::new(format!("zk://{}", ensemble.connect_string()), ensemble)
 }
 

@@ -7,18 +7,14 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::MemoryBackend;
 use super::table::Space;
-use crate::capabilities::Capabilities;
 use crate::election::{ElectionBackend, LeaderInfo, LeaderStream, Leadership};
 use crate::error::Result;
+use crate::leader_filter::LeaderFilter;
 use crate::name::LockName;
 use crate::options::AcquireOptions;
 
 #[async_trait]
 impl ElectionBackend for MemoryBackend {
-    fn capabilities(&self) -> Capabilities {
-        MemoryBackend::caps()
-    }
-
     async fn campaign(
         &self,
         name: &LockName,
@@ -37,8 +33,12 @@ impl ElectionBackend for MemoryBackend {
 
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
         let leaders = WatchStream::new(self.table.watch_leader(name));
+        let mut filter = LeaderFilter::new();
         Ok(leaders
-            .filter_map(|leader| async move { leader.map(Ok) })
+            .filter_map(move |leader| {
+                let newer = leader.filter(|l| filter.admit(l));
+                async move { newer.map(Ok) }
+            })
             .boxed())
     }
 }

@@ -5,13 +5,16 @@
 
 pub mod etcdctl;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use etcd_client::{EventType, WatchOptions, WatchStream};
+use lock_core::{DynElectionBackend, LockGuard};
 use lock_etcd::{EtcdBackend, EtcdConfig, KeyLayout, lease_of_key};
 use lock_testkit::conformance::Target;
+use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::EtcdCluster;
 
 /// Lease TTL of the tests: etcd's minimum, to keep expiry tests short.
@@ -54,6 +57,61 @@ pub async fn backend(cluster: &EtcdCluster) -> EtcdBackend {
         .expect("connect to the test etcd")
 }
 
+/// Two independent backends on `cluster`, as two processes would have.
+pub async fn two_backends(cluster: &EtcdCluster) -> (EtcdBackend, EtcdBackend) {
+    (backend(cluster).await, backend(cluster).await)
+}
+
+/// A fault proxy in front of member 0 of `cluster`, and a backend that
+/// reaches etcd only through it, configured by `config` for the proxy's
+/// endpoint.
+pub async fn behind_proxy(
+    cluster: &EtcdCluster,
+    config: impl FnOnce(Vec<String>) -> EtcdConfig,
+) -> (FaultProxy, EtcdBackend) {
+    let upstream: SocketAddr = cluster.endpoints()[0].parse().unwrap();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let backend = EtcdBackend::connect(config(vec![proxy.addr().to_string()]))
+        .await
+        .expect("connect through the proxy");
+    (proxy, backend)
+}
+
+/// The queue directory (with its trailing `/`) that holder key `key` is in.
+pub fn queue_of(key: &str) -> String {
+    key.rsplit_once('/').unwrap().0.to_owned() + "/"
+}
+
+/// Watches every key of `queue`, from once the watch is confirmed.
+pub async fn watch_queue(raw: &mut etcd_client::Client, queue: &str) -> WatchStream {
+    let mut events = raw
+        .watch(queue, Some(WatchOptions::new().with_prefix()))
+        .await
+        .expect("watch the queue");
+    events.message().await.expect("created");
+    events
+}
+
+/// The key of the next put `events` reports.
+pub async fn next_put_key(events: &mut WatchStream) -> String {
+    loop {
+        let message = events.message().await.unwrap().unwrap();
+        if let Some(put) = message
+            .events()
+            .iter()
+            .find(|e| e.event_type() == EventType::Put)
+        {
+            return put.kv().unwrap().key_str().unwrap().to_owned();
+        }
+    }
+}
+
+/// The cluster's current revision, read through `raw`.
+pub async fn revision(raw: &mut etcd_client::Client) -> i64 {
+    let resp = raw.get("x", None).await.expect("read the revision");
+    resp.header().expect("a response header").revision()
+}
+
 /// A raw etcd client, for acting on the server from outside the backend.
 pub async fn raw_client(cluster: &EtcdCluster) -> etcd_client::Client {
     etcd_client::Client::connect(cluster.endpoints(), None)
@@ -84,12 +142,8 @@ pub async fn etcd_target() -> EtcdTarget {
 
 #[async_trait]
 impl Target for EtcdTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
         Arc::new(backend(&self.cluster).await)
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(backend(&self.cluster).await))
     }
 
     fn ttl(&self) -> Duration {

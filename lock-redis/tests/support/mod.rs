@@ -5,7 +5,6 @@
 
 pub mod target;
 
-use std::future::Future;
 use std::time::Duration;
 
 use lock_core::LockBackendExt;
@@ -87,24 +86,4 @@ pub async fn proxy_to(server: &RedisServer) -> FaultProxy {
 pub fn through_proxy(mut config: RedlockConfig, index: usize, proxy: &FaultProxy) -> RedlockConfig {
     config.servers[index] = ServerAddr::new("127.0.0.1", proxy.addr().port());
     config
-}
-
-/// The error `result` must have failed with, of `kind`; `what` names what
-/// should have failed.
-pub fn fails_with<T: std::fmt::Debug>(
-    kind: lock_core::ErrorKind,
-    what: &str,
-    result: lock_core::Result<T>,
-) -> lock_core::Error {
-    let err = result.expect_err(what);
-    assert_eq!(err.kind(), kind, "{what}: {err}");
-    err
-}
-
-/// Awaits `fut`, panicking with `what` if it takes longer than `bound`.
-pub async fn within<T>(bound: Duration, what: &str, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(bound, fut).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what}: did not happen within {bound:?}"),
-    }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{DynElectionBackend, LockGuard};
 use lock_testkit::conformance::Target;
 use lock_testkit::servers::{RedisServers, RespReply};
 
@@ -36,19 +36,11 @@ impl RedisTarget {
 
 #[async_trait]
 impl Target for RedisTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
         if self.is_redlock() {
             Arc::new(super::redlock_client(&self.servers).await)
         } else {
             Arc::new(super::client(self.servers.server(0)).await)
-        }
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        if self.is_redlock() {
-            Some(Arc::new(super::redlock_client(&self.servers).await))
-        } else {
-            Some(Arc::new(super::client(self.servers.server(0)).await))
         }
     }
 

@@ -4,29 +4,47 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use lock_core::{AcquireOptions, DynElectionBackend, LockName};
+use lock_core::{
+    AcquireOptions, DynElectionBackend, LeaderInfo, LeaderStream, Leadership, LockName, Result,
+};
+use tokio::task::JoinHandle;
 
 use super::{SLACK, Target, within};
 
+/// `n` election clients, or `None` (saying so) where the backend's
+/// capabilities declare no election.
 async fn election_clients(target: &dyn Target, n: usize) -> Option<Vec<Arc<DynElectionBackend>>> {
     let caps = super::capabilities_of(target).await;
+    if !caps.election {
+        eprintln!("{} declares no election; nothing to check", caps.backend);
+        return None;
+    }
     let mut clients = Vec::new();
     for _ in 0..n {
-        match target.election_client().await {
-            Some(client) => clients.push(client),
-            None => {
-                assert!(
-                    !caps.election,
-                    "{} declares election but gives no client",
-                    caps.backend
-                );
-                eprintln!("{} has no election; nothing to check", caps.backend);
-                return None;
-            }
-        }
+        let client = target.election_client().await;
+        assert!(
+            client.capabilities().election,
+            "{}'s election client does not declare election",
+            caps.backend
+        );
+        clients.push(client);
     }
     Some(clients)
+}
+
+/// `client` campaigns for `name` with `value` in a task of its own.
+fn spawn_campaign(
+    client: &Arc<DynElectionBackend>,
+    name: &LockName,
+    value: &[u8],
+) -> JoinHandle<Result<Leadership>> {
+    let (client, name, value) = (client.clone(), name.clone(), value.to_vec());
+    tokio::spawn(async move { client.campaign(&name, value, &AcquireOptions::new()).await })
+}
+
+/// The next leader `observed` yields, within a bound.
+async fn next_leader(observed: &mut LeaderStream) -> LeaderInfo {
+    crate::assert::next_ok(SLACK * 2, "observed leader", observed).await
 }
 
 /// Three candidates campaign at once; each leads in turn, never two at once,
@@ -60,11 +78,12 @@ pub async fn election_has_one_leader_at_a_time(target: &dyn Target) {
             leadership.resign().await.expect("resign");
         }));
     }
-    for task in tasks {
-        within(Duration::from_secs(60), "all candidates lead in turn", task)
-            .await
-            .expect("candidate panicked");
-    }
+    super::join_within(
+        Duration::from_secs(60),
+        "all candidates lead in turn",
+        tasks,
+    )
+    .await;
     let tokens = tokens.lock().unwrap();
     assert_eq!(tokens.len(), 3);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
@@ -77,40 +96,26 @@ pub async fn election_observe_sees_leaders_in_order(target: &dyn Target) {
     };
     let name = LockName::new("conformance/election/observe").unwrap();
     let mut observed = clients[2].observe(&name).await.expect("observe");
-    let mut next_value = async || {
-        within(SLACK * 2, "observed leader", observed.next())
-            .await
-            .expect("stream ended")
-            .expect("observe error")
-    };
     let opts = AcquireOptions::new();
     let first = clients[0]
         .campaign(&name, b"a".to_vec(), &opts)
         .await
         .expect("campaign a");
-    let seen = next_value().await;
+    let seen = next_leader(&mut observed).await;
     assert_eq!(
         (seen.value.as_slice(), seen.token),
         (&b"a"[..], first.token())
     );
     first.proclaim(b"a2".to_vec()).await.expect("proclaim");
-    let seen = next_value().await;
+    let seen = next_leader(&mut observed).await;
     assert_eq!(
         (seen.value.as_slice(), seen.token),
         (&b"a2"[..], first.token())
     );
-    let waiting = {
-        let client = clients[1].clone();
-        let name = name.clone();
-        tokio::spawn(async move {
-            client
-                .campaign(&name, b"b".to_vec(), &AcquireOptions::new())
-                .await
-        })
-    };
+    let waiting = spawn_campaign(&clients[1], &name, b"b");
     let first_token = first.token();
     first.resign().await.expect("resign");
-    let seen = next_value().await;
+    let seen = next_leader(&mut observed).await;
     assert_eq!(seen.value, b"b".to_vec());
     let second = within(SLACK, "second leader", waiting)
         .await
@@ -134,15 +139,7 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
         .await
         .expect("campaign");
     assert!(first.is_leader());
-    let follower = {
-        let client = clients[1].clone();
-        let name = name.clone();
-        tokio::spawn(async move {
-            client
-                .campaign(&name, b"second".to_vec(), &AcquireOptions::new())
-                .await
-        })
-    };
+    let follower = spawn_campaign(&clients[1], &name, b"second");
     let current = clients[1]
         .leader(&name)
         .await
@@ -171,4 +168,33 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
         after.is_none(),
         "no leader after the last resign, got {after:?}"
     );
+}
+
+/// Re-proclaiming the value already published yields nothing to observers:
+/// after the leader proclaims `a` again and then `b`, the next thing an
+/// observer sees is `b`, with the same token.
+pub async fn election_reproclaiming_the_same_value_yields_nothing(target: &dyn Target) {
+    let Some(clients) = election_clients(target, 2).await else {
+        return;
+    };
+    let name = LockName::new("conformance/election/reproclaim").unwrap();
+    let mut observed = clients[1].observe(&name).await.expect("observe");
+    let leader = clients[0]
+        .campaign(&name, b"a".to_vec(), &AcquireOptions::new())
+        .await
+        .expect("campaign");
+    let seen = next_leader(&mut observed).await;
+    assert_eq!((seen.value, seen.token), (b"a".to_vec(), leader.token()));
+    leader
+        .proclaim(b"a".to_vec())
+        .await
+        .expect("proclaim a again");
+    leader.proclaim(b"b".to_vec()).await.expect("proclaim b");
+    let seen = next_leader(&mut observed).await;
+    assert_eq!(
+        (seen.value_lossy(), seen.token),
+        ("b".to_owned(), leader.token()),
+        "re-proclaiming \"a\" must yield nothing; the next leader seen is \"b\""
+    );
+    leader.resign().await.expect("resign");
 }

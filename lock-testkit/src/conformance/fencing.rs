@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use lock_core::LockBackendExt;
 
-use super::{SLACK, Target, within};
+use super::Target;
 
 /// Tokens strictly increase across 50 successive holders on two clients.
 pub async fn tokens_increase_across_successive_holders(target: &dyn Target) {
@@ -27,18 +27,10 @@ pub async fn tokens_increase_across_successive_holders(target: &dyn Target) {
 /// A holder that stops renewing is taken over after its TTL by a holder with a
 /// greater token.
 pub async fn tokens_increase_after_expiry_takeover(target: &dyn Target) {
-    let (a, b) = (target.client().await, target.client().await);
+    let (a, b) = super::two_clients(target).await;
     let first = a.lock("conformance/takeover-token").await.expect("lock");
     let first_token = first.token();
-    target.crash(first).await;
-    let bound = target.ttl() * 3 + SLACK;
-    let second = within(
-        bound,
-        "takeover after expiry",
-        b.lock("conformance/takeover-token"),
-    )
-    .await
-    .expect("lock after expiry");
+    let second = super::take_over_after_crash(target, first, &*b).await;
     assert!(
         second.token() > first_token,
         "takeover token {} not above expired holder's {first_token}",

@@ -46,11 +46,7 @@ pub async fn mutual_exclusion_under_contention(target: &dyn Target) {
             }
         }));
     }
-    for task in tasks {
-        within(Duration::from_secs(120), "contention run", task)
-            .await
-            .expect("contender panicked");
-    }
+    super::join_within(Duration::from_secs(120), "contention run", tasks).await;
     assert_eq!(counter.load(Ordering::SeqCst), (CONTENDERS * ROUNDS) as u64);
     let tokens = tokens.lock().unwrap();
     assert!(
@@ -61,7 +57,7 @@ pub async fn mutual_exclusion_under_contention(target: &dyn Target) {
 
 /// `try_lock` on a lock held by another client fails at once with `WouldBlock`.
 pub async fn try_lock_on_held_lock_would_block(target: &dyn Target) {
-    let (a, b) = (target.client().await, target.client().await);
+    let (a, b) = super::two_clients(target).await;
     let held = a.try_lock("conformance/try").await.expect("first try_lock");
     let err = within(SLACK, "try_lock", b.try_lock("conformance/try"))
         .await
@@ -79,7 +75,7 @@ pub async fn try_lock_on_held_lock_would_block(target: &dyn Target) {
 /// A bounded wait on a held lock fails with `Timeout` no earlier than the
 /// wait and not much later.
 pub async fn wait_timeout_returns_timeout_within_bound(target: &dyn Target) {
-    let (a, b) = (target.client().await, target.client().await);
+    let (a, b) = super::two_clients(target).await;
     let held = a.lock("conformance/timeout").await.expect("lock");
     let wait = Duration::from_millis(500);
     let start = Instant::now();
@@ -106,7 +102,7 @@ pub async fn wait_timeout_returns_timeout_within_bound(target: &dyn Target) {
 /// claim) behind.
 pub async fn failed_attempts_leave_nothing_behind(target: &dyn Target) {
     let name = "conformance/refused";
-    let (a, b) = (target.client().await, target.client().await);
+    let (a, b) = super::two_clients(target).await;
     let held = a.lock(name).await.expect("lock");
     let err = within(SLACK, "try_lock", b.try_lock(name))
         .await
@@ -126,7 +122,7 @@ pub async fn failed_attempts_leave_nothing_behind(target: &dyn Target) {
 
 /// Locks with different names are independent.
 pub async fn different_names_do_not_block(target: &dyn Target) {
-    let (a, b) = (target.client().await, target.client().await);
+    let (a, b) = super::two_clients(target).await;
     let x = a.try_lock("conformance/names/x").await.expect("x");
     let y = b
         .try_lock("conformance/names/y")

@@ -22,11 +22,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+use tokio::task::JoinHandle;
 
 pub use election::{
     election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
-    election_resign_hands_over,
+    election_reproclaiming_the_same_value_yields_nothing, election_resign_hands_over,
 };
 pub use fencing::{
     tokens_increase_across_successive_holders, tokens_increase_after_expiry_takeover,
@@ -54,12 +55,18 @@ pub const SLACK: Duration = Duration::from_secs(3);
 #[async_trait]
 pub trait Target: Send + Sync + 'static {
     /// A new, independent client: its own connections and session, as a
-    /// separate process would have.
-    async fn client(&self) -> Arc<DynLockBackend>;
+    /// separate process would have. Every client of the suite's backends
+    /// also elects, so this is [`election_client`](Self::election_client);
+    /// a backend without election overrides it.
+    async fn client(&self) -> Arc<DynLockBackend> {
+        self.election_client().await
+    }
 
-    /// A new, independent election client, or `None` if the backend has no
-    /// election (its capabilities must then say so).
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>>;
+    /// A new, independent election client, as [`client`](Self::client).
+    ///
+    /// The election cases call it only where [`Capabilities::election`]
+    /// declares election, and skip the backend otherwise.
+    async fn election_client(&self) -> Arc<DynElectionBackend>;
 
     /// The lease TTL the tests use: short, but at least the backend's minimum.
     fn ttl(&self) -> Duration;
@@ -112,6 +119,7 @@ macro_rules! conformance_tests {
             cancelled_waiter_in_an_exiting_program_gives_up_its_place,
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
+            election_reproclaiming_the_same_value_yields_nothing,
             election_resign_hands_over
         );
     };
@@ -126,10 +134,36 @@ macro_rules! conformance_tests {
     };
 }
 
-/// Awaits `fut`, panicking with `what` if it takes longer than `bound`.
-pub(crate) async fn within<T>(bound: Duration, what: &str, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(bound, fut).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what}: did not happen within {bound:?}"),
+pub(crate) use crate::assert::within;
+
+/// Two independent clients of `target`, as two processes would have.
+pub(crate) async fn two_clients(target: &dyn Target) -> (Arc<DynLockBackend>, Arc<DynLockBackend>) {
+    (target.client().await, target.client().await)
+}
+
+/// Waits for every task, all within `bound`; a task that panicked fails
+/// the case.
+pub(crate) async fn join_within(bound: Duration, what: &str, tasks: Vec<JoinHandle<()>>) {
+    for task in tasks {
+        within(bound, what, task)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: a task failed: {e}"));
     }
+}
+
+/// Crashes `held`'s holder and waits for `other` to take the lock over
+/// once its TTL has run out (within three TTLs, not never).
+pub(crate) async fn take_over_after_crash(
+    target: &dyn Target,
+    held: LockGuard,
+    other: &DynLockBackend,
+) -> LockGuard {
+    let name = held.name().clone();
+    target.crash(held).await;
+    let bound = target.ttl() * 3 + SLACK;
+    within(bound, "take over after the holder's TTL", async {
+        other.acquire(&name, &AcquireOptions::new()).await
+    })
+    .await
+    .expect("lock after expiry")
 }

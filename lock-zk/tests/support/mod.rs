@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, DynLockBackend, LockBackendExt, LockGuard};
+use lock_core::{DynElectionBackend, LockBackendExt, LockGuard};
 use lock_testkit::conformance::Target;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::ZkEnsemble;
@@ -199,12 +199,8 @@ impl ZkTarget {
 
 #[async_trait]
 impl Target for ZkTarget {
-    async fn client(&self) -> Arc<DynLockBackend> {
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
         Arc::new(self.new_backend().await)
-    }
-
-    async fn election_client(&self) -> Option<Arc<DynElectionBackend>> {
-        Some(Arc::new(self.new_backend().await))
     }
 
     fn ttl(&self) -> Duration {
