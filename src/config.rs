@@ -78,6 +78,10 @@ pub struct Config {
     /// Apache Curator's recipes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
+    /// Holder description stored with every grant, shown to operators by
+    /// `distlock status` (default `host:pid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
     /// `fsync` record writes (file backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fsync: Option<bool>,
@@ -119,6 +123,7 @@ impl fmt::Debug for Config {
             .field("password", &secret(&self.password))
             .field("prefix", &self.prefix)
             .field("layout", &self.layout)
+            .field("holder", &self.holder)
             .field("fsync", &self.fsync)
             .field("tls", &self.tls)
             .finish()
@@ -193,6 +198,7 @@ impl Config {
             password: get("DISTLOCK_PASSWORD"),
             prefix: get("DISTLOCK_PREFIX"),
             layout: get("DISTLOCK_LAYOUT"),
+            holder: get("DISTLOCK_HOLDER"),
             fsync,
             tls: TlsConfig {
                 ca: get("DISTLOCK_TLS_CA").map(PathBuf::from),
@@ -228,6 +234,7 @@ impl Config {
             password: over.password.or(self.password),
             prefix: over.prefix.or(self.prefix),
             layout: over.layout.or(self.layout),
+            holder: over.holder.or(self.holder),
             fsync: over.fsync.or(self.fsync),
             tls: TlsConfig {
                 ca: over.tls.ca.or(self.tls.ca),
@@ -266,6 +273,7 @@ impl Config {
             password: self.password.clone(),
             prefix: self.prefix.clone(),
             layout: self.layout.clone(),
+            holder: self.holder.clone(),
             fsync: self.fsync,
             tls_ca: self.tls.ca.clone(),
             tls_cert: self.tls.cert.clone(),

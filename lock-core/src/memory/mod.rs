@@ -91,6 +91,17 @@ impl MemoryBackend {
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
     ) -> Result<LockGuard> {
+        crate::raw::observe_acquire("memory", name, self.grant_in(space, name, options, value))
+            .await
+    }
+
+    async fn grant_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<Vec<u8>>,
+    ) -> Result<LockGuard> {
         let ttl = options.ttl_for(self.default_ttl, &Self::caps())?;
         let notifier = LossNotifier::new();
         let grant = self

@@ -12,6 +12,7 @@
 //! capability (FIFO, election) check [`Capabilities`] first and say so when
 //! they do not apply.
 
+mod admin;
 mod election;
 mod fencing;
 mod lease;
@@ -24,6 +25,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::{Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
 
+pub use admin::{
+    force_release_evicts_the_holder_and_the_next_token_is_higher,
+    holder_is_described_by_host_and_pid_by_default, inspect_shows_the_holder_and_its_waiters,
+    list_finds_every_held_name_under_a_prefix,
+};
 pub use election::{
     election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
     election_resign_hands_over,
@@ -112,7 +118,11 @@ macro_rules! conformance_tests {
             cancelled_waiter_in_an_exiting_program_gives_up_its_place,
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
-            election_resign_hands_over
+            election_resign_hands_over,
+            inspect_shows_the_holder_and_its_waiters,
+            holder_is_described_by_host_and_pid_by_default,
+            list_finds_every_held_name_under_a_prefix,
+            force_release_evicts_the_holder_and_the_next_token_is_higher
         );
     };
     (@cases $target:expr; $($case:ident),* $(,)?) => {

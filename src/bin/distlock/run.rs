@@ -57,6 +57,7 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
             Some(d) if d.is_zero() => Wait::No,
             Some(d) => Wait::Timeout(d),
         },
+        holder: None,
     };
     let notice = waiting::notice(
         std::io::stderr().is_terminal(),
