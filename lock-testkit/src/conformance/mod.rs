@@ -18,6 +18,7 @@ mod fencing;
 mod lease;
 mod locking;
 mod scope;
+mod telemetry;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,7 @@ pub use scope::{
     cancelled_waiter_in_an_exiting_program_gives_up_its_place,
     release_completes_before_a_runtime_shuts_down, with_lock_releases_before_returning,
 };
+pub use telemetry::metrics_and_spans_are_the_same_on_every_backend;
 
 /// Extra time allowed on top of a protocol bound before a test calls it a hang.
 pub const SLACK: Duration = Duration::from_secs(3);
@@ -122,7 +124,8 @@ macro_rules! conformance_tests {
             inspect_shows_the_holder_and_its_waiters,
             holder_is_described_by_host_and_pid_by_default,
             list_finds_every_held_name_under_a_prefix,
-            force_release_evicts_the_holder_and_the_next_token_is_higher
+            force_release_evicts_the_holder_and_the_next_token_is_higher,
+            metrics_and_spans_are_the_same_on_every_backend
         );
     };
     (@cases $target:expr; $($case:ident),* $(,)?) => {
