@@ -45,8 +45,8 @@ pub(crate) struct TargetArgs {
     pub(crate) url: Vec<String>,
 
     /// TOML config file (url, ttl, connect_timeout, request_timeout,
-    /// username, password, prefix, [tls] ca/cert/key). DISTLOCK_* variables
-    /// override it.
+    /// username, password, prefix, layout, holder, fsync, [tls]
+    /// ca/cert/key). DISTLOCK_* variables override it.
     #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_CONFIG")]
     pub(crate) config: Option<PathBuf>,
 
