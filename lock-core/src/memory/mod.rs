@@ -248,3 +248,38 @@ impl MemoryLease {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::election::ElectionBackend;
+    use crate::lost::LostReason;
+
+    fn name(text: &str) -> LockName {
+        LockName::new(text).unwrap()
+    }
+
+    /// A name used only as an election is operated on as one: inspect shows
+    /// its leader, and a break ends the leadership with `Revoked` at once.
+    #[tokio::test]
+    async fn an_election_in_use_is_inspected_and_broken_by_its_name() {
+        let backend = MemoryBackend::new().with_holder("scheduler-1");
+        let lead = backend
+            .campaign(&name("sched"), b"me".to_vec(), &AcquireOptions::new())
+            .await
+            .unwrap();
+        let status = backend.inspect(&name("sched")).await.unwrap();
+        let holder = status.holder.expect("the leader");
+        assert_eq!(holder.token, lead.token());
+        assert_eq!(holder.description.as_deref(), Some("scheduler-1"));
+        let evicted = backend.force_release(&name("sched")).await.unwrap();
+        assert_eq!(evicted.map(|h| h.token), Some(lead.token()));
+        assert!(
+            lead.lost_signal().is_lost(),
+            "fired before force_release returned"
+        );
+        assert_eq!(lead.lost().await, LostReason::Revoked);
+        assert_eq!(backend.leader(&name("sched")).await.unwrap(), None);
+        assert!(!backend.inspect(&name("sched")).await.unwrap().is_held());
+    }
+}
