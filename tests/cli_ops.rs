@@ -14,6 +14,19 @@ use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
 use tokio::process::Child;
 
 const BOUND: Duration = Duration::from_secs(30);
+/// The holders' lease: renewed every third of it, so a break is noticed
+/// within about 700 ms, and long enough for renewals to keep up on a busy
+/// two-core machine.
+const TTL: &str = "2s";
+const TTL_MS: u64 = 2000;
+
+/// A fresh lock directory; records are not `fsync`ed, which these tests do
+/// not need and which would slow renewals under load.
+fn fixture() -> common::Fixture {
+    let dir = file_fixture();
+    let url = format!("{}?fsync=false", dir.url);
+    common::Fixture::new(url, dir)
+}
 
 /// Exit codes documented in `distlock --help`.
 const FREE: i32 = 1;
@@ -40,7 +53,7 @@ impl Holder {
             stop = stop.display()
         );
         let mut cmd = distlock(Some(url));
-        cmd.args(["run", "--ttl", "900ms", name, "--", "sh", "-c", &script]);
+        cmd.args(["run", "--ttl", TTL, name, "--", "sh", "-c", &script]);
         for (key, value) in env {
             cmd.env(key, value);
         }
@@ -96,7 +109,7 @@ fn json(output: &Output) -> serde_json::Value {
 
 #[tokio::test]
 async fn status_shows_the_run_of_another_process_then_free() {
-    let fixture = file_fixture();
+    let fixture = fixture();
     let holder = Holder::start(&fixture.url, "jobs/status", &[]).await;
 
     let shown = cli(&fixture.url, &["status", "jobs/status", "--json"]).await;
@@ -110,7 +123,7 @@ async fn status_shows_the_run_of_another_process_then_free() {
         "{label}"
     );
     let left = status["holder"]["lease_left_ms"].as_u64().unwrap();
-    assert!(left <= 900, "{status}");
+    assert!(left <= TTL_MS, "{status}");
     assert!(status["holder"]["acquired_at"].is_string(), "{status}");
 
     let text = cli(&fixture.url, &["status", "jobs/status"]).await;
@@ -127,7 +140,7 @@ async fn status_shows_the_run_of_another_process_then_free() {
 
 #[tokio::test]
 async fn ls_lists_the_held_names_under_a_prefix_and_holder_labels_come_from_the_env() {
-    let fixture = file_fixture();
+    let fixture = fixture();
     let labelled = [("DISTLOCK_HOLDER", "billing-worker-3")];
     let a = Holder::start(&fixture.url, "jobs/a", &labelled).await;
     let b = Holder::start(&fixture.url, "jobs/b/c", &[]).await;
@@ -165,19 +178,26 @@ async fn ls_lists_the_held_names_under_a_prefix_and_holder_labels_come_from_the_
 
 #[tokio::test]
 async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_token_is_higher() {
-    let fixture = file_fixture();
-    let holder = Holder::start(&fixture.url, "jobs/stuck", &[]).await;
+    let fixture = fixture();
+    breaks_the_run_of_another_process(&fixture.url).await;
+}
+
+/// `break` refuses without `--yes`; with it, evicts the holder a `distlock
+/// run` of another process started at `url`, which exits 76, and the next
+/// run's token is higher.
+async fn breaks_the_run_of_another_process(url: &str) {
+    let holder = Holder::start(url, "jobs/stuck", &[]).await;
     let evicted_token = holder.token();
 
-    let refused = cli(&fixture.url, &["break", "jobs/stuck"]).await;
+    let refused = cli(url, &["break", "jobs/stuck"]).await;
     assert_eq!(refused.status.code(), Some(USAGE), "{}", stderr(&refused));
     let err = stderr(&refused);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--yes"), "{err}");
-    let still = cli(&fixture.url, &["status", "jobs/stuck"]).await;
+    let still = cli(url, &["status", "jobs/stuck"]).await;
     assert_eq!(still.status.code(), Some(0), "refused, yet not held");
 
-    let broke = cli(&fixture.url, &["break", "jobs/stuck", "--yes"]).await;
+    let broke = cli(url, &["break", "jobs/stuck", "--yes"]).await;
     assert_eq!(broke.status.code(), Some(0), "{}", stderr(&broke));
     let out = String::from_utf8_lossy(&broke.stdout);
     assert!(
@@ -194,7 +214,7 @@ async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_tok
     );
 
     let next = cli(
-        &fixture.url,
+        url,
         &[
             "run",
             "--wait",
@@ -217,6 +237,6 @@ async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_tok
         "{token} after evicted {evicted_token}"
     );
 
-    let free = cli(&fixture.url, &["break", "jobs/stuck", "--yes"]).await;
+    let free = cli(url, &["break", "jobs/stuck", "--yes"]).await;
     assert_eq!(free.status.code(), Some(FREE), "{}", stderr(&free));
 }
