@@ -12,7 +12,7 @@ use crate::duration::{parse_duration, serde_opt};
 use crate::redact::{redact_url, secret};
 
 /// Environment variables read by [`Config::from_env`].
-pub const ENV_VARS: [&str; 12] = [
+pub const ENV_VARS: [&str; 13] = [
     "DISTLOCK_URL",
     "DISTLOCK_TTL",
     "DISTLOCK_CONNECT_TIMEOUT",
@@ -21,6 +21,7 @@ pub const ENV_VARS: [&str; 12] = [
     "DISTLOCK_PASSWORD",
     "DISTLOCK_PREFIX",
     "DISTLOCK_LAYOUT",
+    "DISTLOCK_HOLDER",
     "DISTLOCK_TLS_CA",
     "DISTLOCK_TLS_CERT",
     "DISTLOCK_TLS_KEY",
@@ -334,6 +335,24 @@ mod tests {
         assert_eq!(config.fsync, Some(false));
         let debug = format!("{config:?}");
         assert!(!debug.contains("pw1") && !debug.contains("pw2"), "{debug}");
+    }
+
+    /// Tools clear [`ENV_VARS`] to run distlock in a clean environment (the
+    /// CLI tests do): a variable read but not listed would leak through.
+    #[test]
+    fn env_vars_lists_every_variable_read() {
+        let read = std::sync::Mutex::new(Vec::new());
+        Config::from_lookup(|key| {
+            read.lock().unwrap().push(key.to_owned());
+            None
+        })
+        .unwrap();
+        let mut read = read.into_inner().unwrap();
+        read.sort();
+        read.dedup();
+        let mut listed: Vec<String> = ENV_VARS.iter().map(|v| (*v).to_owned()).collect();
+        listed.sort();
+        assert_eq!(read, listed);
     }
 
     #[test]
