@@ -14,7 +14,7 @@ use lock_core::{
 use lock_zk::{NodeLayout, ZkBackend, zk};
 use tokio::time::timeout;
 
-use support::{Standalone, config, connect, joined, standalone, wait_until};
+use support::{Proxied, Standalone, config, connect, joined, proxied, standalone, wait_until};
 
 const SESSION: Duration = Duration::from_secs(2);
 /// How long any expected event may take beyond its protocol bound.
@@ -146,21 +146,34 @@ async fn a_session_expired_from_outside_stays_expired() {
     let Standalone {
         server: _server,
         addrs,
-        admin: _,
+        admin,
     } = standalone().await;
-    let backend = connect(&addrs, "/expired", SESSION).await;
+    // Long enough that the lock stays vouched for while its connection is
+    // cut for the few round trips below.
+    let session = Duration::from_secs(6);
+    let Proxied { backend, proxy } = proxied(&addrs[0], "/expired", session).await;
     let guard = backend.lock("held").await.expect("lock");
     until_watches(&addrs[0], 1).await;
-    // Take the session over with its id and password, then close it: the
-    // server ends the session and deletes its nodes.
+    // Cut the holder off (so it cannot win its session back), take the
+    // session over with its id and password and close it: the server ends
+    // the session and deletes its node.
+    proxy.cut();
     let thief = zk::Client::connector()
-        .with_session_timeout(SESSION)
+        .with_session_timeout(session)
+        .with_connection_timeout(SLACK)
         .with_session(backend.client().into_session())
         .connect(&addrs[0])
         .await
         .expect("take the session over");
     drop(thief);
-    let reason = timeout(SESSION * 2 + SLACK, guard.lost())
+    let key = guard.key().to_owned();
+    wait_until(SLACK, "the closed session's node is gone", async || {
+        admin.check_stat(&key).await.expect("stat").is_none()
+    })
+    .await;
+    assert!(guard.lost_signal().reason().is_none(), "lost too early");
+    proxy.restore();
+    let reason = timeout(session + SLACK, guard.lost())
         .await
         .expect("lost signal");
     assert_eq!(reason, LostReason::Expired);
