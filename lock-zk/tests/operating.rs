@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{
@@ -246,4 +247,86 @@ async fn curator_paths_are_listed_inspected_and_broken_under_a_prefix() {
     for guard in guards.into_iter().skip(1) {
         guard.release().await.expect("release");
     }
+}
+
+/// The spans created while it is the thread's subscriber: each name with
+/// its `backend` field.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<Seen>>>);
+
+/// A span's name and its `backend` field.
+type Seen = (String, Option<String>);
+
+/// Picks the `backend` field out of a span's fields.
+struct BackendField(Option<String>);
+
+impl tracing::field::Visit for BackendField {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "backend" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "backend" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut backend = BackendField(None);
+        attrs.record(&mut backend);
+        let name = attrs.metadata().name().to_owned();
+        self.0.lock().unwrap().push((name, backend.0));
+    }
+}
+
+/// On the current thread only, so that the subscriber sees every span.
+#[tokio::test(flavor = "current_thread")]
+async fn locks_and_campaigns_are_traced_once_as_distlock_acquire() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = Spans::default();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let Standalone {
+        server: _server,
+        addrs,
+        admin: _,
+    } = standalone().await;
+    let backend = connect(&addrs, "/traced", SESSION).await;
+    backend
+        .lock("traced")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+    backend
+        .campaign(&name("traced"), b"me".to_vec(), &AcquireOptions::new())
+        .await
+        .expect("campaign")
+        .resign()
+        .await
+        .expect("resign");
+    let seen = spans.0.lock().unwrap().clone();
+    let acquires: Vec<_> = seen
+        .iter()
+        .filter(|(name, _)| name == "distlock.acquire")
+        .collect();
+    assert_eq!(acquires.len(), 2, "{seen:?}");
+    assert!(
+        acquires.iter().all(|(_, b)| b.as_deref() == Some("zk")),
+        "{seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|(name, _)| name.starts_with("zk.")),
+        "no backend span duplicates it: {seen:?}"
+    );
 }
