@@ -1,6 +1,6 @@
 //! `distlock break NAME --yes`: evict a stuck holder.
 
-use distlock::LockName;
+use distlock::{LockBackend, LockName};
 
 use crate::cli::{BreakArgs, TargetArgs};
 use crate::exit::{FREE, Failure};
@@ -16,7 +16,7 @@ pub(crate) async fn break_lock(args: BreakArgs, target: &TargetArgs) -> Result<u
         )));
     }
     let backend = target::connect_shared(target, "break").await?;
-    match backend.lock_backend().force_release(&name).await? {
+    match backend.force_release(&name).await? {
         Some(evicted) => {
             println!(
                 "broke lock {name}: evicted token={} holder={}",

@@ -10,7 +10,7 @@ use crate::target;
 
 pub(crate) async fn ls(args: LsArgs, target: &TargetArgs) -> Result<u8, Failure> {
     let backend = target::connect_shared(target, "ls").await?;
-    let listed = backend.lock_backend().list_all(&args.prefix).await?;
+    let listed = backend.list_all(&args.prefix).await?;
     if args.json {
         let entries: Vec<_> = listed.iter().map(entry_json).collect();
         println!("{}", serde_json::Value::Array(entries));

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use distlock::LockName;
+use distlock::{LockBackend, LockName};
 use lock_core::{HolderInfo, LockStatus};
 use serde_json::{Value, json};
 
@@ -15,7 +15,7 @@ use crate::timestamp::{rfc3339, unix_ms};
 pub(crate) async fn status(args: StatusArgs, target: &TargetArgs) -> Result<u8, Failure> {
     let name = LockName::new(args.name.as_str())?;
     let backend = target::connect_shared(target, "status").await?;
-    let status = backend.lock_backend().inspect(&name).await?;
+    let status = backend.inspect(&name).await?;
     let text = if args.json {
         to_json(&status).to_string()
     } else {
