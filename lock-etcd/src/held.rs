@@ -5,9 +5,9 @@
 //! not be renewed before the local validity deadline), or when its key is
 //! deleted or recreated behind its back: `Revoked` when someone else ended
 //! it while its lease should still be alive (the key was broken with
-//! `force_release`, or the lease revoked), `Deleted` otherwise. Release deletes the key only if
-//! it still has our create revision (one Txn), so a stale guard never
-//! deletes a key that is not its own.
+//! `force_release`, or the lease revoked), `Deleted` otherwise. Release
+//! deletes the key only if it still has our create revision (one Txn), so
+//! a stale guard never deletes a key that is not its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,11 +119,10 @@ impl EtcdHeld {
 
     /// Why our key is not ours any more although the guard had not seen
     /// it go: while our lease lives, only someone else can have deleted it.
-    fn taken_away(&self) -> LostReason {
-        match self.lease.as_ref().map(Lease::lost_signal) {
-            Some(lost) => lost.reason().unwrap_or(LostReason::Revoked),
-            None => LostReason::Revoked,
-        }
+    fn taken_away(lease: Option<&Lease>) -> LostReason {
+        lease
+            .and_then(|lease| lease.lost_signal().reason())
+            .unwrap_or(LostReason::Revoked)
     }
 
     fn lost_error(&self, reason: &LostReason) -> Error {
@@ -199,10 +198,10 @@ impl HeldLock for EtcdHeld {
                 Ok(())
             }
             Ok((false, _)) => {
+                let reason = lost_before.unwrap_or_else(|| Self::taken_away(lease.as_ref()));
                 self.inner
                     .pool
                     .revoke_in_background(lease.into_iter().collect());
-                let reason = lost_before.unwrap_or_else(|| self.taken_away());
                 self.notifier.fire(reason.clone());
                 Err(self.lost_error(&reason))
             }
@@ -252,7 +251,7 @@ impl HeldLock for EtcdHeld {
         if resp.succeeded() {
             Ok(())
         } else {
-            let reason = self.taken_away();
+            let reason = Self::taken_away(self.lease.as_ref());
             self.notifier.fire(reason.clone());
             Err(self.lost_error(&reason))
         }
