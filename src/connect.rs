@@ -125,6 +125,27 @@ impl LockBackend for Backend {
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.client.acquire(name, options).await
     }
+
+    /// # Cancel safety
+    ///
+    /// As the underlying backend's [`LockBackend::inspect`].
+    async fn inspect(&self, name: &LockName) -> Result<lock_core::LockStatus> {
+        self.client.inspect(name).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// As the underlying backend's [`LockBackend::list`].
+    async fn list(&self, options: &lock_core::ListOptions) -> Result<lock_core::ListPage> {
+        self.client.list(options).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// As the underlying backend's [`LockBackend::force_release`].
+    async fn force_release(&self, name: &LockName) -> Result<Option<lock_core::HolderInfo>> {
+        self.client.force_release(name).await
+    }
 }
 
 #[async_trait]

@@ -18,12 +18,14 @@ pub use guarded::Owner;
 // What users of locks and elections need. What backend authors need lives
 // in `lock_core::raw`, and is not re-exported here.
 pub use lock_core::memory;
+pub use lock_core::telemetry;
 pub use lock_core::{
     AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
     ElectionBackendExt, Error, ErrorKind, FencingStrength, FencingToken, Held, LeaderInfo,
     LeaderStream, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard, LockName,
     LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, Result, Wait, check_ttl, wait_for_background,
 };
+pub use lock_core::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
 pub use redact::redact_url;
 pub use scheme::Scheme;
 

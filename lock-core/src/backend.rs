@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus};
 use crate::capabilities::Capabilities;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{Held, LockGuard};
@@ -48,6 +49,61 @@ pub trait LockBackend: fmt::Debug + Send + Sync + 'static {
     /// and in any case expires with its lease, so it never blocks other
     /// contenders beyond the TTL.
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard>;
+
+    /// The holder of `name` and its waiters, as an operator needs them.
+    ///
+    /// [`Capabilities::admin`] says which fields this backend fills. The
+    /// default is `Unsupported`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+        let _ = name;
+        Err(admin_unsupported(&self.capabilities(), "inspect"))
+    }
+
+    /// One page of the locks and elections that exist under
+    /// `options.prefix`, held or waited for. Loop with
+    /// [`LockBackendExt::list_all`] for every page.
+    ///
+    /// The default is `Unsupported`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        let _ = options;
+        Err(admin_unsupported(&self.capabilities(), "list"))
+    }
+
+    /// Breaks `name`: removes its holder, whoever it is, and returns what
+    /// it was (`None` if nobody held it).
+    ///
+    /// For an operator whose job is stuck behind a holder that is alive but
+    /// not progressing. The next grant's token is greater than the evicted
+    /// one's, so a fenced resource rejects the evicted holder's late writes,
+    /// and the evicted guard fires its lost signal with
+    /// [`LostReason::Revoked`](crate::LostReason::Revoked) within the
+    /// backend's usual detection bound. Waiters stay queued.
+    ///
+    /// The default is `Unsupported`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have evicted the holder.
+    async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        let _ = name;
+        Err(admin_unsupported(&self.capabilities(), "force_release"))
+    }
+}
+
+fn admin_unsupported(caps: &Capabilities, operation: &str) -> Error {
+    Error::unsupported(format!(
+        "the {} backend does not implement {operation}",
+        caps.backend
+    ))
+    .with_site(caps.backend, operation.to_owned())
 }
 
 /// A lock backend chosen at run time.
@@ -86,6 +142,24 @@ pub trait LockBackendExt: LockBackend {
         let name = LockName::new(name)?;
         let options = AcquireOptions::new().wait(Wait::Timeout(wait));
         self.acquire(&name, &options).await
+    }
+
+    /// Every lock and election under `prefix`, page after page.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list_all(&self, prefix: &str) -> Result<Vec<ListedLock>> {
+        let mut options = ListOptions::prefix(prefix);
+        let mut all = Vec::new();
+        loop {
+            let page = self.list(&options).await?;
+            all.extend(page.locks);
+            match page.next {
+                Some(next) => options = options.after(Some(next)),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// Runs `work` while holding `name`, then releases the lock before

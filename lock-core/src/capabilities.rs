@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::admin::AdminCapabilities;
+
 /// How far a backend's fencing tokens can be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -40,6 +42,10 @@ pub struct Capabilities {
     pub min_ttl: Duration,
     /// TTLs are rounded up to a multiple of this (etcd: whole seconds).
     pub ttl_granularity: Duration,
+    /// What [`inspect`](crate::LockBackend::inspect) reports, and whether
+    /// [`list`](crate::LockBackend::list) and
+    /// [`force_release`](crate::LockBackend::force_release) work.
+    pub admin: AdminCapabilities,
 }
 
 impl Capabilities {
@@ -54,6 +60,7 @@ impl Capabilities {
             per_lock_lease: true,
             min_ttl: crate::options::MIN_TTL,
             ttl_granularity: Duration::from_millis(1),
+            admin: AdminCapabilities::default(),
         }
     }
 
@@ -78,6 +85,12 @@ impl Capabilities {
     /// Sets [`per_lock_lease`](Self::per_lock_lease).
     pub fn with_per_lock_lease(mut self, per_lock_lease: bool) -> Self {
         self.per_lock_lease = per_lock_lease;
+        self
+    }
+
+    /// Sets [`admin`](Self::admin).
+    pub fn with_admin(mut self, admin: AdminCapabilities) -> Self {
+        self.admin = admin;
         self
     }
 

@@ -10,6 +10,7 @@ use crate::fencing::FencingToken;
 use crate::lost::{LostReason, LostSignal};
 use crate::name::LockName;
 use crate::renewal::Validity;
+use crate::telemetry::{self, Hold};
 
 /// The backend's side of a held lock. Implemented by backends; users hold a [`LockGuard`].
 #[async_trait]
@@ -80,6 +81,7 @@ pub struct LockGuard {
     lost: LostSignal,
     validity: Option<Validity>,
     held: Option<Box<dyn HeldLock>>,
+    hold: Option<Hold>,
 }
 
 impl fmt::Debug for LockGuard {
@@ -112,6 +114,7 @@ impl LockGuard {
             lost,
             validity: None,
             held: Some(held),
+            hold: None,
         }
     }
 
@@ -197,10 +200,20 @@ impl LockGuard {
     /// Not cancel safe: a cancelled release may or may not have deleted the
     /// lock. Either way the lease is no longer renewed, so the TTL frees it.
     pub async fn release(mut self) -> Result<()> {
+        let backend = self.hold.as_ref().map_or("unknown", Hold::backend);
         match self.held.take() {
-            Some(held) => held.release().await,
+            Some(held) => {
+                let release = held.release();
+                telemetry::observe_release(backend, &self.name, self.token.get(), release).await
+            }
             None => Ok(()),
         }
+    }
+
+    /// Counts this guard's hold under `backend` in the metrics.
+    pub(crate) fn observed(mut self, backend: &'static str) -> Self {
+        self.hold = Some(Hold::start(backend, self.lost.clone()));
+        self
     }
 
     /// Stops renewing without releasing, as if this process had crashed.

@@ -29,6 +29,7 @@ use crate::guard::{HeldLock, LockGuard};
 use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
 use crate::renewal::{RenewalTask, Validity, spawn_renewal};
+use crate::telemetry;
 
 /// A backend's round trips on one granted lease.
 ///
@@ -143,14 +144,17 @@ impl LockGuard {
             )));
         }
         let notifier = grant.notifier.clone().unwrap_or_default();
+        let backend = telemetry::current_backend().unwrap_or("unknown");
         let renewal = spawn_renewal(grant.ttl, validity.clone(), notifier.clone(), {
-            let lease = lease.clone();
+            let (lease, name, token) = (lease.clone(), grant.name.clone(), grant.token.get());
             Box::new(move || {
-                let lease = lease.clone();
-                async move { lease.renew().await }.boxed()
+                let (lease, name) = (lease.clone(), name.clone());
+                async move { telemetry::observe_renewal(backend, &name, token, lease.renew()).await }
+                    .boxed()
             })
         });
         let held = Leased {
+            backend,
             lease,
             name: grant.name.clone(),
             token: grant.token,
@@ -174,6 +178,7 @@ impl LockGuard {
 /// A lease kept by lock-core: the backend's round trips plus validity,
 /// renewal and the lost signal.
 struct Leased {
+    backend: &'static str,
     lease: Arc<dyn Lease>,
     name: LockName,
     token: FencingToken,
@@ -228,7 +233,9 @@ impl HeldLock for Leased {
     async fn renew(&self) -> Result<()> {
         self.ensure_held()?;
         let sent = SentAt::now_on(self.validity.clock().clone());
-        match self.lease.renew().await {
+        let renewal = self.lease.renew();
+        match telemetry::observe_renewal(self.backend, &self.name, self.token.get(), renewal).await
+        {
             Ok(()) if self.validity.renewed_at(&sent, self.ttl) => Ok(()),
             Ok(()) => {
                 self.notifier.fire(LostReason::DeadlineMissed);

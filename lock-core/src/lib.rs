@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 mod backend;
 mod background;
 mod capabilities;
@@ -49,8 +50,10 @@ pub mod raw;
 mod renewal;
 mod settings;
 mod site;
+pub mod telemetry;
 mod url_parts;
 
+pub use admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};

@@ -27,6 +27,10 @@ pub enum LostReason {
     /// The local validity deadline (TTL minus a safety margin since the last
     /// successful renewal) passed without a renewal.
     DeadlineMissed,
+    /// Someone else ended the lock: an operator broke it
+    /// ([`force_release`](crate::LockBackend::force_release)), or its lease
+    /// or session was revoked from outside.
+    Revoked,
 }
 
 impl fmt::Display for LostReason {
@@ -38,6 +42,7 @@ impl fmt::Display for LostReason {
             LostReason::Deleted => f.write_str("lock key deleted or taken over"),
             LostReason::Disconnected => f.write_str("disconnected past the safe window"),
             LostReason::DeadlineMissed => f.write_str("validity deadline passed without renewal"),
+            LostReason::Revoked => f.write_str("broken or revoked by someone else"),
         }
     }
 }

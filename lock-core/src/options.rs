@@ -1,5 +1,6 @@
 //! How long a lease lives and how long an acquisition may wait.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -45,13 +46,17 @@ impl Wait {
 ///     .wait(Wait::Timeout(Duration::from_secs(3)));
 /// assert_eq!(opts.ttl, Some(Duration::from_secs(10)));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcquireOptions {
     /// Lease time-to-live: how long the lock outlives a holder that stops
     /// renewing. `None` takes the backend's configured default.
     pub ttl: Option<Duration>,
     /// How long to wait for a held lock.
     pub wait: Wait,
+    /// Who is acquiring, as operators will see it in
+    /// [`inspect`](crate::LockBackend::inspect). `None` takes the backend's
+    /// configured `holder`, else `host:pid`.
+    pub holder: Option<Arc<str>>,
 }
 
 impl Default for AcquireOptions {
@@ -59,6 +64,7 @@ impl Default for AcquireOptions {
         AcquireOptions {
             ttl: None,
             wait: Wait::Forever,
+            holder: None,
         }
     }
 }
@@ -79,6 +85,18 @@ impl AcquireOptions {
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
         self
+    }
+
+    /// Sets the holder description stored with the grant.
+    pub fn holder(mut self, holder: impl Into<Arc<str>>) -> Self {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    /// The description to store with the grant: ours, else `configured`,
+    /// else `host:pid`.
+    pub fn holder_description(&self, configured: Option<&str>) -> String {
+        crate::admin::holder_description(self.holder.as_deref(), configured)
     }
 
     /// The TTL to use: ours, or `default`, checked by [`check_ttl`].

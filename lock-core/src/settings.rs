@@ -29,6 +29,9 @@ pub struct Settings {
     pub prefix: Option<String>,
     /// `layout`: whose key layout to use, to share locks with other clients.
     pub layout: Option<String>,
+    /// `holder`: the holder description stored with every grant, for
+    /// operators (default `host:pid`).
+    pub holder: Option<String>,
     /// `fsync`: make record writes durable (file backend).
     pub fsync: Option<bool>,
     /// `tls.ca`: CA certificates to trust (PEM).
@@ -50,6 +53,7 @@ impl Settings {
             ("password", self.password.is_some()),
             ("prefix", self.prefix.is_some()),
             ("layout", self.layout.is_some()),
+            ("holder", self.holder.is_some()),
             ("fsync", self.fsync.is_some()),
             ("tls.ca", self.tls_ca.is_some()),
             ("tls.cert", self.tls_cert.is_some()),
@@ -96,6 +100,7 @@ impl fmt::Debug for Settings {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("prefix", &self.prefix)
             .field("layout", &self.layout)
+            .field("holder", &self.holder)
             .field("fsync", &self.fsync)
             .field("tls_ca", &self.tls_ca)
             .field("tls_cert", &self.tls_cert)

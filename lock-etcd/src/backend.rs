@@ -5,19 +5,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::admin::AdminCapabilities;
 use lock_core::{
-    AcquireOptions, Capabilities, FencingStrength, LockBackend, LockGuard, LockName, Result,
+    AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage, LockBackend,
+    LockGuard, LockName, LockStatus, Result,
 };
-use tracing::Instrument;
 
 use crate::config::EtcdConfig;
 use crate::connect::connect;
-use crate::held;
 use crate::hub::WatchHub;
 use crate::keys::{KeySpace, Space};
 use crate::pool::LeasePool;
-use crate::queue;
 use crate::rpc::Rpc;
+use crate::{admin, held, listing, queue};
 
 /// A distributed lock and election service on etcd.
 ///
@@ -101,9 +101,13 @@ impl EtcdBackend {
             .with_fifo(true)
             .with_election(true)
             .with_ttl_limits(Duration::from_secs(1), Duration::from_secs(1))
+            // etcd keeps no time with a key: when the holder got the lock
+            // is not known.
+            .with_admin(AdminCapabilities::all().with_acquired_at(false))
     }
 
-    /// Acquires `name` in `space`, publishing `value` with the key.
+    /// Acquires `name` in `space`, publishing `value` with the key, inside
+    /// lock-core's `distlock.acquire` span and metrics.
     pub(crate) async fn acquire_in(
         &self,
         space: Space,
@@ -111,10 +115,10 @@ impl EtcdBackend {
         options: &AcquireOptions,
         value: Vec<u8>,
     ) -> Result<LockGuard> {
-        let ttl = options.ttl_for(self.inner.config.default_ttl, &Self::caps())?;
-        let secs = whole_seconds(ttl);
-        let span = tracing::debug_span!("etcd.acquire", backend = "etcd", lock = %name, space = space.noun());
-        async {
+        let caps = Self::caps();
+        lock_core::raw::observe_acquire(caps.backend, name, async {
+            let ttl = options.ttl_for(self.inner.config.default_ttl, &caps)?;
+            let secs = whole_seconds(ttl);
             let queue = self.inner.keys.queue(space, name);
             let won = queue::acquire(
                 &self.inner,
@@ -126,11 +130,22 @@ impl EtcdBackend {
                 options.wait,
             )
             .await?;
-            tracing::debug!(token = won.rev, key = won.key, "etcd lock acquired");
+            tracing::debug!(
+                token = won.rev,
+                key = won.key,
+                space = space.noun(),
+                "etcd lock acquired"
+            );
             Ok(held::guard(self.inner.clone(), space, name.clone(), won))
-        }
-        .instrument(span)
+        })
         .await
+    }
+
+    /// What a lock's key holds: the description of its holder.
+    fn description(&self, options: &AcquireOptions) -> Vec<u8> {
+        options
+            .holder_description(self.inner.config.holder.as_deref())
+            .into_bytes()
     }
 }
 
@@ -154,8 +169,41 @@ impl LockBackend for EtcdBackend {
     /// other contenders (and would expire with its TTL even if etcd could
     /// not be reached).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, Vec::new())
+        self.acquire_in(Space::Lock, name, options, self.description(options))
             .await
+    }
+
+    /// The holder (its key's value is its description, its lease says how
+    /// long the lock outlives it) and the waiters in queue order: one range
+    /// read of the queue and one lease read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+        admin::inspect(&self.inner, name).await
+    }
+
+    /// One page of the locks and elections under the prefix, read from the
+    /// key range where the last page stopped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        listing::list(&self.inner, options).await
+    }
+
+    /// Deletes the holder's key (if it is still the one read), leaving its
+    /// lease alone; the evicted guard's watch on that key fires its lost
+    /// signal with `Revoked`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have deleted the
+    /// holder's key.
+    async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        admin::force_release(&self.inner, name).await
     }
 }
 

@@ -88,6 +88,11 @@ pub struct EtcdConfig {
     /// often than its `--grpc-keepalive-min-time` (5 s by default).
     #[serde(with = "serde_humane::optional", default)]
     pub keepalive_interval: Option<Duration>,
+    /// Who this backend's locks are held by, as operators see it in
+    /// `inspect`: stored with every lock this backend takes, unless the
+    /// acquire sets its own. `None` means `host:pid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 fn default_prefix() -> String {
@@ -122,6 +127,7 @@ impl fmt::Debug for EtcdConfig {
             .field("client_cert", &self.client_cert)
             .field("client_key", &self.client_key)
             .field("keepalive_interval", &self.keepalive_interval)
+            .field("holder", &self.holder)
             .finish()
     }
 }
@@ -148,6 +154,7 @@ impl EtcdConfig {
             client_cert: None,
             client_key: None,
             keepalive_interval: None,
+            holder: None,
         }
     }
 
@@ -177,9 +184,16 @@ impl EtcdConfig {
         self
     }
 
+    /// Sets the holder description stored with every lock (unless an
+    /// acquire sets its own), for operators; the default is `host:pid`.
+    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
+        self
+    }
+
     /// Applies the [`Settings`] etcd honours over these (all but `fsync`):
     /// `ttl`, `connect_timeout`, `request_timeout`, `username`, `password`,
-    /// `prefix`, `layout` and the TLS files.
+    /// `prefix`, `layout`, `holder` and the TLS files.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
         settings.refuse_others(
             "etcd",
@@ -191,6 +205,7 @@ impl EtcdConfig {
                 "password",
                 "prefix",
                 "layout",
+                "holder",
                 "tls.ca",
                 "tls.cert",
                 "tls.key",
@@ -207,6 +222,7 @@ impl EtcdConfig {
         self.prefix = settings.prefix.unwrap_or(self.prefix);
         self.username = settings.username.or(self.username);
         self.password = settings.password.or(self.password);
+        self.holder = settings.holder.or(self.holder);
         if let Some(ca) = settings.tls_ca {
             self = self.with_ca_cert(ca);
         }
@@ -314,6 +330,12 @@ impl EtcdConfig {
                 )));
             }
         }
+        if self.holder.as_deref().is_some_and(str::is_empty) {
+            return Err(Error::invalid_config(
+                "etcd holder is empty; give a label such as \"billing-worker-3\", or leave it \
+                 out for host:pid",
+            ));
+        }
         if self.keepalive_interval.is_some_and(|d| d.is_zero()) {
             return Err(Error::invalid_config(
                 "etcd keepalive_interval must be greater than zero (or unset)",
@@ -420,6 +442,31 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+
+    #[test]
+    fn the_holder_setting_is_honoured_and_must_not_be_empty() {
+        let settings = Settings {
+            holder: Some("billing-worker-3".into()),
+            ..Settings::default()
+        };
+        let config = EtcdConfig::new(["a:2379"])
+            .with_settings(&settings)
+            .unwrap();
+        assert_eq!(config.holder.as_deref(), Some("billing-worker-3"));
+        let text = toml::to_string(&config).unwrap();
+        assert!(text.contains(r#"holder = "billing-worker-3""#), "{text}");
+        assert!(
+            !toml::to_string(&EtcdConfig::new(["a:2379"]))
+                .unwrap()
+                .contains("holder")
+        );
+        let err = EtcdConfig::new(["a:2379"])
+            .with_holder("")
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("holder"), "{err}");
     }
 
     #[test]

@@ -3,16 +3,18 @@
 //!
 //! The guard is lost when its lease is (keepalive answered TTL 0, or could
 //! not be renewed before the local validity deadline), or when its key is
-//! deleted or recreated behind its back. Release deletes the key only if
-//! it still has our create revision (one Txn), so a stale guard never
-//! deletes a key that is not its own.
+//! deleted or recreated behind its back: `Revoked` when someone else ended
+//! it while its lease should still be alive (the key was broken with
+//! `force_release`, or the lease revoked), `Deleted` otherwise. Release
+//! deletes the key only if it still has our create revision (one Txn), so
+//! a stale guard never deletes a key that is not its own.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
-use lock_core::raw::{HeldLock, LossNotifier};
+use lock_core::raw::{HeldLock, LossNotifier, Validity};
 use lock_core::{Error, FencingToken, LockGuard, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::sleep;
@@ -44,12 +46,17 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
     } = won;
     let span = tracing::debug_span!("etcd.held", backend = "etcd", lock = %name, token = rev);
     let delay = MONITOR_DELAY.min(lease.ttl() / 10);
+    let watched = Watched {
+        key: key.clone(),
+        rev,
+        seen_at,
+        lease: lease.id(),
+        validity: lease.validity().clone(),
+    };
     let monitor = tokio::spawn(
         monitor(
             inner.clone(),
-            key.clone(),
-            rev,
-            seen_at,
+            watched,
             delay,
             lease.lost_signal(),
             notifier.clone(),
@@ -108,6 +115,14 @@ impl EtcdHeld {
     /// The compare that holds while our key is still ours.
     fn is_ours(&self) -> Compare {
         Compare::create_revision(self.key.clone(), CompareOp::Equal, self.rev)
+    }
+
+    /// Why our key is not ours any more although the guard had not seen
+    /// it go: while our lease lives, only someone else can have deleted it.
+    fn taken_away(lease: Option<&Lease>) -> LostReason {
+        lease
+            .and_then(|lease| lease.lost_signal().reason())
+            .unwrap_or(LostReason::Revoked)
     }
 
     fn lost_error(&self, reason: &LostReason) -> Error {
@@ -183,10 +198,10 @@ impl HeldLock for EtcdHeld {
                 Ok(())
             }
             Ok((false, _)) => {
+                let reason = lost_before.unwrap_or_else(|| Self::taken_away(lease.as_ref()));
                 self.inner
                     .pool
                     .revoke_in_background(lease.into_iter().collect());
-                let reason = lost_before.unwrap_or(LostReason::Deleted);
                 self.notifier.fire(reason.clone());
                 Err(self.lost_error(&reason))
             }
@@ -236,18 +251,35 @@ impl HeldLock for EtcdHeld {
         if resp.succeeded() {
             Ok(())
         } else {
-            self.notifier.fire(LostReason::Deleted);
-            Err(self.lost_error(&LostReason::Deleted))
+            let reason = Self::taken_away(self.lease.as_ref());
+            self.notifier.fire(reason.clone());
+            Err(self.lost_error(&reason))
         }
     }
+}
+
+/// The held key the monitor watches, and the lease it was written under.
+struct Watched {
+    key: String,
+    rev: i64,
+    seen_at: i64,
+    lease: i64,
+    validity: Validity,
+}
+
+/// How our key went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gone {
+    /// Deleted.
+    Deleted,
+    /// Deleted and written again: not the key we hold.
+    Replaced,
 }
 
 /// Fires `notifier` when the lease is lost or our key is deleted.
 async fn monitor(
     inner: Arc<Inner>,
-    key: String,
-    rev: i64,
-    seen_at: i64,
+    watched: Watched,
     delay: Duration,
     lease_lost: LostSignal,
     notifier: LossNotifier,
@@ -256,24 +288,49 @@ async fn monitor(
         reason = lease_lost.lost() => {
             notifier.fire(reason);
         }
-        () = async {
+        reason = async {
             sleep(delay).await;
-            until_key_gone(&inner, &key, rev, seen_at).await;
+            let gone = until_key_gone(&inner, &watched).await;
+            why_gone(&inner, &watched, gone).await
         } => {
-            notifier.fire(LostReason::Deleted);
+            notifier.fire(reason);
+        }
+    }
+}
+
+/// Why our key went: `Revoked` if someone else ended it while our lease
+/// was alive (an operator deleted the key, or revoked the lease before
+/// it could expire), `Deleted` if that cannot be told.
+async fn why_gone(inner: &Inner, watched: &Watched, gone: Gone) -> LostReason {
+    if gone == Gone::Replaced {
+        return LostReason::Deleted;
+    }
+    let left = crate::lease::time_left(&inner.rpc, watched.lease).await;
+    match left {
+        // The lease lives: the key was deleted on its own.
+        Ok(Some(_)) => LostReason::Revoked,
+        // The lease ended while our keepalives still vouched for it, so it
+        // cannot have expired: it was revoked.
+        Ok(None) if !watched.validity.remaining().is_zero() => LostReason::Revoked,
+        Ok(None) => LostReason::Expired,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the lease of the deleted held key");
+            LostReason::Deleted
         }
     }
 }
 
 /// Returns once our key (with create revision `rev`) is gone.
-async fn until_key_gone(inner: &Inner, key: &str, rev: i64, mut seen_at: i64) {
+async fn until_key_gone(inner: &Inner, watched: &Watched) -> Gone {
+    let Watched { key, rev, .. } = watched;
+    let (key, rev, mut seen_at) = (key.as_str(), *rev, watched.seen_at);
     let op = format!("watch held key {key}");
     let rpc = &inner.rpc;
     loop {
         match DeletionWatch::open(&inner.hub, rpc, &op, key, Some(seen_at + 1)).await {
             Ok(mut watch) => {
                 if let Woken::Deleted(_) = watch.deleted().await {
-                    return;
+                    return Gone::Deleted;
                 }
             }
             Err(e) => tracing::debug!(error = %e, "could not watch the held key; re-reading"),
@@ -285,16 +342,11 @@ async fn until_key_gone(inner: &Inner, key: &str, rev: i64, mut seen_at: i64) {
             })
             .await;
         match check {
-            Ok(resp) => {
-                if resp
-                    .kvs()
-                    .first()
-                    .is_none_or(|kv| kv.create_revision() != rev)
-                {
-                    return;
-                }
-                seen_at = resp.header().map_or(seen_at, |h| h.revision());
-            }
+            Ok(resp) => match resp.kvs().first() {
+                None => return Gone::Deleted,
+                Some(kv) if kv.create_revision() != rev => return Gone::Replaced,
+                Some(_) => seen_at = resp.header().map_or(seen_at, |h| h.revision()),
+            },
             Err(e) => tracing::debug!(error = %e, "could not read the held key; retrying"),
         }
     }

@@ -158,6 +158,65 @@ impl KeySpace {
     pub(crate) fn entry(queue: &str, lease: i64) -> String {
         format!("{queue}{lease:x}")
     }
+
+    pub(crate) fn layout(&self) -> KeyLayout {
+        self.layout
+    }
+
+    /// Where the keys of every queue of `space` start: `<prefix>/lock/`
+    /// (`distlock`), nothing (`concurrency`).
+    fn space_root(&self, space: Space) -> String {
+        match self.layout {
+            KeyLayout::Distlock => format!("{}/{}/", self.root, space.segment()),
+            KeyLayout::Concurrency => String::new(),
+        }
+    }
+
+    /// The first key of the range holding the queues of every name of
+    /// `space` that starts with `prefix`; the range ends at
+    /// [`range_end`] of it.
+    pub(crate) fn names_from(&self, space: Space, prefix: &str) -> String {
+        match self.layout {
+            KeyLayout::Distlock => format!("{}{}", self.space_root(space), escape(prefix)),
+            KeyLayout::Concurrency => prefix.to_owned(),
+        }
+    }
+
+    /// The name whose queue holds the contender key `key` of `space`
+    /// written under `lease`, or `None` if `key` is no contender key: its
+    /// last segment must be its own lease id, as this crate and Go's
+    /// `concurrency` package write it.
+    pub(crate) fn name_of_entry(&self, space: Space, key: &[u8], lease: i64) -> Option<LockName> {
+        let key = std::str::from_utf8(key).ok()?;
+        let (queue, hex) = key.rsplit_once('/')?;
+        if lease <= 0 || hex != format!("{lease:x}") {
+            return None;
+        }
+        let name = match self.layout {
+            KeyLayout::Distlock => {
+                let escaped = queue.strip_prefix(&self.space_root(space))?;
+                if escaped.contains('/') {
+                    return None;
+                }
+                unescape(escaped)?
+            }
+            KeyLayout::Concurrency => queue.to_owned(),
+        };
+        LockName::new(name).ok()
+    }
+}
+
+/// The end of etcd's range of every key that starts with `prefix`
+/// (`"\0"`, etcd's "to the end", when no key is greater).
+pub(crate) fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
 }
 
 /// The lease id in the last segment of a contender key, as written by this
@@ -178,6 +237,24 @@ fn escape(name: &str) -> String {
         }
     }
     out
+}
+
+/// Undoes [`escape`]; `None` for text [`escape`] never writes.
+fn unescape(escaped: &str) -> Option<String> {
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let code = rest.get(at..at + 3)?;
+        out.push(match code {
+            "%25" => '%',
+            "%2F" => '/',
+            _ => return None,
+        });
+        rest = &rest[at + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -229,6 +306,57 @@ mod tests {
         assert_eq!(key, "interop/694da233b2163c05");
         assert_eq!(lease_of_key(&key), Some(0x694d_a233_b216_3c05));
         assert!(!keys.probe().must_be_readable);
+    }
+
+    #[test]
+    fn entry_keys_give_back_their_names_and_other_keys_none() {
+        let lease = 0x694d_8a3b_22c1_0f07;
+        let keys = KeySpace::new("/p", KeyLayout::Distlock);
+        for text in ["a", "a/b", "100%", "%2F", "x/"] {
+            let name = LockName::new(text).unwrap();
+            for space in [Space::Lock, Space::Election] {
+                let key = KeySpace::entry(&keys.queue(space, &name), lease);
+                assert_eq!(
+                    keys.name_of_entry(space, key.as_bytes(), lease),
+                    Some(name.clone()),
+                    "{key}"
+                );
+                assert!(key.starts_with(&keys.names_from(space, text)), "{key}");
+            }
+            let key = KeySpace::entry(&keys.queue(Space::Lock, &name), lease);
+            assert_eq!(
+                keys.name_of_entry(Space::Election, key.as_bytes(), lease),
+                None
+            );
+            assert_eq!(
+                keys.name_of_entry(Space::Lock, key.as_bytes(), lease + 1),
+                None
+            );
+        }
+        for stray in [
+            "/p/lock/a/b/694d8a3b22c10f07",
+            "/p/lock/a%2/694d8a3b22c10f07",
+            "/q/lock/a/694d8a3b22c10f07",
+        ] {
+            assert_eq!(
+                keys.name_of_entry(Space::Lock, stray.as_bytes(), lease),
+                None,
+                "{stray}"
+            );
+        }
+        let go = KeySpace::new("/ignored", KeyLayout::Concurrency);
+        let name = go.name_of_entry(Space::Lock, b"/jobs/a/694d8a3b22c10f07", lease);
+        assert_eq!(name, Some(LockName::new("/jobs/a").unwrap()));
+        assert_eq!(go.name_of_entry(Space::Lock, b"/config/db", 0), None);
+        assert_eq!(go.names_from(Space::Lock, "/jobs/"), "/jobs/");
+    }
+
+    #[test]
+    fn range_ends_follow_etcds_prefix_rule() {
+        assert_eq!(range_end(b"/p/lock/"), b"/p/lock0");
+        assert_eq!(range_end(b"a\xff"), b"b");
+        assert_eq!(range_end(b""), b"\0");
+        assert_eq!(range_end(b"\xff\xff"), b"\0");
     }
 
     #[test]

@@ -162,6 +162,22 @@ pub(crate) async fn revoke_id(rpc: &Rpc, id: i64) -> Result<()> {
     result
 }
 
+/// The time left on lease `id`, by etcd's count (whole seconds), or `None`
+/// if the lease is gone.
+pub(crate) async fn time_left(rpc: &Rpc, id: i64) -> Result<Option<Duration>> {
+    let op = format!("read the time left on lease {id:x}");
+    let ttl = rpc
+        .call(&op, Retry::Idempotent, |client, _| async move {
+            match client.lease_client().time_to_live(id, None).await {
+                Ok(resp) => Ok(resp.ttl()),
+                Err(err) if is_lease_gone(&err) => Ok(-1),
+                Err(err) => Err(err),
+            }
+        })
+        .await?;
+    Ok(u64::try_from(ttl).ok().map(Duration::from_secs))
+}
+
 /// The keepalive stream of one lease, opened on first use and reopened
 /// after a failure.
 ///

@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod admin;
 mod backend;
 mod config;
 mod connect;
@@ -9,6 +10,7 @@ mod held;
 mod hub;
 mod keys;
 mod lease;
+mod listing;
 mod observe;
 mod ownership;
 mod pool;

@@ -70,6 +70,7 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
             "ca_cert" => config.ca_cert = Some(value.into()),
             "client_cert" => config.client_cert = Some(value.into()),
             "client_key" => config.client_key = Some(value.into()),
+            "holder" => config.holder = Some(value),
             "layout" => {
                 config.layout = value
                     .parse()
@@ -78,7 +79,7 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
             other => {
                 return Err(bad(format!(
                     "unknown option {other:?}; known: ttl, connect_timeout, request_timeout, \
-                     keepalive_interval, ca_cert, client_cert, client_key, layout"
+                     keepalive_interval, ca_cert, client_cert, client_key, layout, holder"
                 )));
             }
         }
@@ -143,6 +144,16 @@ mod tests {
             config.ca_cert.as_deref(),
             Some(std::path::Path::new("/etc/ca.pem"))
         );
+    }
+
+    #[test]
+    fn holder_option_sets_the_description_percent_decoded() {
+        let config =
+            EtcdConfig::from_url("etcd://h:2379?holder=distlock%20run%20backup%40web-1").unwrap();
+        assert_eq!(config.holder.as_deref(), Some("distlock run backup@web-1"));
+        assert_eq!(EtcdConfig::from_url("etcd://h:2379").unwrap().holder, None);
+        let err = EtcdConfig::from_url("etcd://h:2379?holder=").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
     }
 
     #[test]

@@ -7,7 +7,9 @@ mod support;
 use std::time::Duration;
 
 use futures::StreamExt;
-use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
+use lock_core::{
+    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+};
 use lock_etcd::etcd_client::GetOptions;
 use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
 use lock_testkit::servers::etcd::EtcdUser;
@@ -152,6 +154,57 @@ async fn etcdctl_lock_waits_for_distlock_to_release() {
 }
 
 #[tokio::test]
+async fn inspect_and_list_show_an_etcdctl_holder_without_a_description() {
+    let cluster = support::start_cluster(1).await;
+    let etcdctl = Etcdctl::for_cluster(&cluster);
+    let backend = concurrency_backend(&cluster).await;
+    let name = LockName::new("/interop/ops").unwrap();
+    let (mut holder, shell) = etcdctl_holding(&etcdctl, name.as_str()).await;
+    let (go_key, go_rev, _) = queue(&cluster, "/interop/ops/").await.remove(0);
+    let waiter = tokio::spawn({
+        let (backend, name) = (backend.clone(), name.clone());
+        async move {
+            let options = AcquireOptions::new()
+                .holder("distlock-waiter")
+                .wait(Wait::Timeout(BOUND));
+            backend.acquire(&name, &options).await
+        }
+    });
+    until_queued(&cluster, "/interop/ops/", 2).await;
+
+    let status = backend.inspect(&name).await.expect("inspect");
+    let shown = status.holder.as_ref().expect("etcdctl holds it");
+    assert_eq!(shown.key, go_key);
+    assert_eq!(shown.token.get(), u64::try_from(go_rev).unwrap());
+    assert_eq!(shown.description, None, "etcdctl stores no description");
+    // `etcdctl lock` keeps a session lease of `--ttl` 10 s alive.
+    let left = shown.lease_left.expect("lease left");
+    assert!(
+        left > Duration::ZERO && left <= Duration::from_secs(10),
+        "{left:?}"
+    );
+    assert_eq!(status.waiting, 1, "{status:?}");
+    assert_eq!(
+        status.waiters[0].description.as_deref(),
+        Some("distlock-waiter")
+    );
+    let listed = backend.list_all("/interop/").await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].name, name);
+    assert_eq!(listed[0].holder_token, Some(shown.token));
+    assert_eq!(listed[0].waiting, 1);
+
+    Running::signal_pid(shell, "TERM").await;
+    assert!(holder.exit().await.success());
+    let guard = timeout(BOUND, waiter)
+        .await
+        .expect("distlock gets the lock after etcdctl")
+        .unwrap()
+        .expect("acquire");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
 async fn a_name_ending_in_slash_is_the_same_lock_as_in_etcdctl() {
     // Go's `NewMutex(s, "jobs/")` writes `jobs//<lease>`; so does distlock.
     let cluster = support::start_cluster(1).await;
@@ -248,7 +301,11 @@ async fn a_lock_and_an_election_of_one_name_share_a_queue() {
         .expect("read the leader")
         .expect("the lock holder is the leader, as in Go");
     assert_eq!(leader.key, guard.key());
-    assert!(leader.value.is_empty());
+    // A lock's value is its holder's description, which Go never reads.
+    assert_eq!(
+        leader.value,
+        lock_core::admin::default_holder_description().as_bytes()
+    );
     guard.release().await.expect("release");
 }
 

@@ -12,7 +12,7 @@ use crate::clock::ttl_ms;
 use crate::errors::io_error;
 use crate::flock::{Bound, CancelOnDrop};
 use crate::paths::LockPaths;
-use crate::store::{self, Attempt};
+use crate::store::{self, Attempt, Claim};
 use crate::wakeups;
 
 /// One in-flight acquisition attempt. If it is dropped before its outcome was
@@ -33,7 +33,7 @@ impl PendingAttempt {
         paths: &LockPaths,
         holder: &str,
         ttl: Duration,
-        value: Option<Vec<u8>>,
+        claim: Claim,
         limit: Duration,
     ) -> Self {
         let fsync = backend.config().fsync;
@@ -41,7 +41,7 @@ impl PendingAttempt {
         let cancel = bound.cancel_on_drop();
         let handle = tokio::task::spawn_blocking({
             let (paths, holder) = (paths.clone(), holder.to_owned());
-            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), value, fsync, &bound)
+            move || store::try_acquire(&paths, &holder, ttl_ms(ttl), claim, fsync, &bound)
         });
         PendingAttempt {
             handle: Some(handle),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::Grant;
-use lock_core::raw::SentAt;
+use lock_core::admin::AdminCapabilities;
+use lock_core::raw::{Grant, LossNotifier, SentAt};
 use lock_core::{
-    AcquireOptions, Capabilities, Error, FencingStrength, LockBackend, LockGuard, LockName, Result,
-    Wait,
+    AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions, ListPage,
+    LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -22,7 +22,7 @@ use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::paths::{LockPaths, Space};
 use crate::place::Place;
-use crate::store::Attempt;
+use crate::store::{Attempt, Claim};
 use crate::wakeups;
 
 /// First poll interval of a waiter; it doubles up to [`MAX_BACKOFF`].
@@ -157,6 +157,7 @@ impl FileBackend {
             .with_election(true)
             .with_cross_process(true)
             .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
+            .with_admin(AdminCapabilities::all())
     }
 
     /// Runs a blocking file operation off the runtime, bounded by the
@@ -199,8 +200,20 @@ impl FileBackend {
         }
     }
 
-    /// Acquires `name` in `space`, publishing `value` for elections.
+    /// Acquires `name` in `space`, publishing `value` for elections, inside
+    /// lock-core's `distlock.acquire` span and metrics.
     pub(crate) async fn acquire_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<Vec<u8>>,
+    ) -> Result<LockGuard> {
+        lock_core::raw::observe_acquire("file", name, self.grant_in(space, name, options, value))
+            .await
+    }
+
+    async fn grant_in(
         &self,
         space: Space,
         name: &LockName,
@@ -210,10 +223,15 @@ impl FileBackend {
         let ttl = options.effective_ttl(self.config.default_ttl)?;
         let paths = self.paths(space, name);
         let holder = uuid::Uuid::new_v4().simple().to_string();
-        let mut place = Place::new(self, &paths, &holder);
+        let description = options.holder_description(self.config.holder.as_deref());
+        let mut place = Place::new(self, &paths, &holder, Some(description.clone()));
+        let claim = Claim {
+            value,
+            description: Some(description),
+        };
         let acquired = self
             .poll_until_granted(
-                space, name, options, value, &paths, &holder, ttl, &mut place,
+                space, name, options, claim, &paths, &holder, ttl, &mut place,
             )
             .await;
         match &acquired {
@@ -231,7 +249,7 @@ impl FileBackend {
         space: Space,
         name: &LockName,
         options: &AcquireOptions,
-        value: Option<Vec<u8>>,
+        claim: Claim,
         paths: &LockPaths,
         holder: &str,
         ttl: Duration,
@@ -255,7 +273,7 @@ impl FileBackend {
                     .saturating_duration_since(sent)
                     .clamp(MAX_BACKOFF, request),
             };
-            let mut pending = PendingAttempt::start(self, paths, holder, ttl, value.clone(), limit);
+            let mut pending = PendingAttempt::start(self, paths, holder, ttl, claim.clone(), limit);
             let (remaining, max_backoff) = match pending.outcome(name).await? {
                 Attempt::Granted { token } => {
                     if space == Space::Election {
@@ -319,6 +337,7 @@ impl FileBackend {
         sent: Instant,
     ) -> Result<LockGuard> {
         let key = format!("{}#{token}", paths.record.display());
+        let notifier = LossNotifier::new();
         let lease = FileLease {
             backend: self.clone(),
             space,
@@ -327,9 +346,11 @@ impl FileBackend {
             holder,
             token,
             ttl,
+            notifier: notifier.clone(),
         };
         tracing::debug!(backend = "file", lock = %name, token, "acquired");
-        let grant = Grant::new(name.clone(), token, key, ttl, SentAt::from_instant(sent));
+        let grant = Grant::new(name.clone(), token, key, ttl, SentAt::from_instant(sent))
+            .with_notifier(notifier);
         LockGuard::leased(grant, lease)
     }
 }
@@ -354,5 +375,35 @@ impl LockBackend for FileBackend {
     /// backstop if the process exits first).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.acquire_in(Space::Lock, name, options, None).await
+    }
+
+    /// The holder and waiters of `name`'s lock (or of its election, if only
+    /// that is in use), read from its record and queue.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+        Ok(self.status_of(name).await?.1)
+    }
+
+    /// The locks and elections held or waited for under `options.prefix`,
+    /// found by walking the directory.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        self.list_page(options).await
+    }
+
+    /// Frees `name`, keeping its fencing counter; the evicted guard learns
+    /// at its next renewal (within a third of its TTL).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have evicted the holder.
+    async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        self.break_lock(name).await
     }
 }

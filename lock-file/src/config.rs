@@ -16,8 +16,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Configuration of a [`FileBackend`](crate::FileBackend).
 ///
 /// Serialized as `dir`, `ttl`, `request_timeout` (durations such as `"10s"`
-/// or `"500ms"`; a bare number is seconds) and `fsync`, the names every
-/// distlock config uses. There are no credentials: access is governed by
+/// or `"500ms"`; a bare number is seconds), `fsync` and `holder`, the names
+/// every distlock config uses. There are no credentials: access is governed by
 /// the directory's file permissions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +36,10 @@ pub struct FileConfig {
     /// what keeps the fencing counter from going back after an OS crash.
     #[serde(default = "default_fsync")]
     pub fsync: bool,
+    /// The holder description stored with grants whose acquire options set
+    /// none, shown to operators by `inspect` (default `host:pid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 fn default_ttl() -> Duration {
@@ -58,6 +62,7 @@ impl FileConfig {
             default_ttl: DEFAULT_TTL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             fsync: true,
+            holder: None,
         }
     }
 
@@ -90,7 +95,7 @@ impl FileConfig {
         dir
     }
 
-    /// Parses `file:///abs/dir[?fsync=false]`.
+    /// Parses `file:///abs/dir[?ttl=10s&request_timeout=5s&fsync=false&holder=LABEL]`.
     ///
     /// The path must be absolute (three slashes). Percent-escapes in the path
     /// are decoded.
@@ -146,9 +151,11 @@ impl FileConfig {
                         }
                     }
                 }
+                "holder" => config.holder = Some(value.into_owned()),
                 other => {
                     return Err(Error::invalid_config(format!(
-                        "unknown file URL option {other:?}; known: ttl, request_timeout, fsync"
+                        "unknown file URL option {other:?}; known: ttl, request_timeout, fsync, \
+                         holder"
                     )));
                 }
             }
@@ -165,8 +172,17 @@ impl FileConfig {
         if url.ends_with('/') && url.len() > "file:///".len() {
             url.pop();
         }
+        let mut options = Vec::new();
         if !self.fsync {
-            url.push_str("?fsync=false");
+            options.push("fsync=false".to_owned());
+        }
+        if let Some(holder) = &self.holder {
+            let holder: String = url::form_urlencoded::byte_serialize(holder.as_bytes()).collect();
+            options.push(format!("holder={holder}"));
+        }
+        if !options.is_empty() {
+            url.push('?');
+            url.push_str(&options.join("&"));
         }
         url
     }
@@ -178,13 +194,15 @@ impl FileConfig {
     }
 
     /// Applies the [`Settings`] the file backend honours over these (`ttl`,
-    /// `request_timeout`, `fsync`), and refuses the others: access follows
-    /// the directory's permissions, and the URL's directory holds the locks.
+    /// `request_timeout`, `fsync`, `holder`), and refuses the others: access
+    /// follows the directory's permissions, and the URL's directory holds
+    /// the locks.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-        settings.refuse_others("file", &["ttl", "request_timeout", "fsync"])?;
+        settings.refuse_others("file", &["ttl", "request_timeout", "fsync", "holder"])?;
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
         self.request_timeout = settings.request_timeout.unwrap_or(self.request_timeout);
         self.fsync = settings.fsync.unwrap_or(self.fsync);
+        self.holder = settings.holder.clone().or(self.holder);
         self.validate()?;
         Ok(self)
     }
@@ -192,6 +210,12 @@ impl FileConfig {
     /// Sets the bound on each file operation.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the holder description of grants whose options set none.
+    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
         self
     }
 
@@ -230,6 +254,14 @@ mod tests {
         assert_eq!(config.dir, PathBuf::from("/var/lib/dist lock"));
         assert!(!config.fsync);
         assert_eq!(config.to_url(), "file:///var/lib/dist%20lock?fsync=false");
+        let labelled = FileConfig::from_url("file:///x?holder=billing%20worker%263").unwrap();
+        assert_eq!(labelled.holder.as_deref(), Some("billing worker&3"));
+        assert_eq!(
+            FileConfig::from_url(&labelled.to_url()).unwrap(),
+            labelled,
+            "{}",
+            labelled.to_url()
+        );
     }
 
     #[test]
@@ -266,6 +298,7 @@ mod tests {
         let settings = Settings {
             ttl: Some(Duration::from_secs(4)),
             fsync: Some(false),
+            holder: Some("billing-worker-3".into()),
             ..Settings::default()
         };
         let config = config.with_settings(&settings).unwrap();
@@ -273,6 +306,7 @@ mod tests {
             (config.default_ttl, config.fsync),
             (Duration::from_secs(4), false)
         );
+        assert_eq!(config.holder.as_deref(), Some("billing-worker-3"));
         let prefix = Settings {
             prefix: Some("p".into()),
             ..Settings::default()

@@ -48,6 +48,10 @@ pub(crate) fn gone_error(gone: Gone, op: &str, name: &LockName, token: u64) -> E
         Gone::Released => Error::not_held(format!(
             "file backend: cannot {op} lock {name} (token {token}): it was already released"
         )),
+        Gone::Revoked => Error::lease_lost(format!(
+            "file backend: cannot {op} lock {name} (token {token}): it was broken by an \
+             operator (force_release); acquire it again"
+        )),
     }
 }
 

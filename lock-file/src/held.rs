@@ -4,14 +4,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{Error, LockName, Result};
+use lock_core::raw::LossNotifier;
+use lock_core::{Error, LockName, LostReason, Result};
 
 use crate::backend::FileBackend;
 use crate::clock::ttl_ms;
 use crate::errors::gone_error;
 use crate::flock::Bound;
 use crate::paths::{LockPaths, Space};
-use crate::store;
+use crate::store::{self, Gone};
 use crate::wakeups;
 
 /// One acquisition: whose it is (`holder`) and where its record lives.
@@ -24,6 +25,19 @@ pub(crate) struct FileLease {
     pub(crate) holder: String,
     pub(crate) token: u64,
     pub(crate) ttl: Duration,
+    /// The guard's lost signal, fired with `Revoked` when an operator broke
+    /// the lock (the renewal loop would only know that it failed).
+    pub(crate) notifier: LossNotifier,
+}
+
+impl FileLease {
+    /// The error for `gone`, telling the guard first if it was revoked.
+    fn gone(&self, gone: Gone, op: &str) -> Error {
+        if gone == Gone::Revoked {
+            self.notifier.fire(LostReason::Revoked);
+        }
+        gone_error(gone, op, &self.name, self.token)
+    }
 }
 
 #[async_trait]
@@ -37,7 +51,7 @@ impl lock_core::raw::Lease for FileLease {
                 store::renew(&paths, &holder, ttl, fsync, bound)
             })
             .await?
-            .map_err(|gone| gone_error(gone, "renew", &self.name, self.token))
+            .map_err(|gone| self.gone(gone, "renew"))
     }
 
     async fn release(&self) -> Result<()> {
@@ -55,7 +69,7 @@ impl lock_core::raw::Lease for FileLease {
                 tracing::debug!(backend = "file", lock = %self.name, token = self.token, "released");
                 Ok(())
             }
-            Err(gone) => Err(gone_error(gone, "release", &self.name, self.token)),
+            Err(gone) => Err(self.gone(gone, "release")),
         }
     }
 
@@ -91,7 +105,7 @@ impl lock_core::raw::Lease for FileLease {
                 move |bound| store::proclaim(&paths, &holder, value, fsync, bound),
             )
             .await?
-            .map_err(|gone| gone_error(gone, "proclaim on", &self.name, self.token))?;
+            .map_err(|gone| self.gone(gone, "proclaim on"))?;
         wakeups::notify(&self.paths.record);
         Ok(())
     }

@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod admin;
 mod attempt;
 mod backend;
 mod case;

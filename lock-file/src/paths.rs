@@ -30,6 +30,8 @@ pub(crate) enum Space {
 }
 
 impl Space {
+    pub(crate) const ALL: [Space; 2] = [Space::Lock, Space::Election];
+
     pub(crate) fn dir(self) -> &'static str {
         match self {
             Space::Lock => "locks",
@@ -86,6 +88,33 @@ fn files(root: &Path, space: Space, escaped: &str) -> LockPaths {
         queue: dir.join(format!("{last}.queue")),
         legacy_record: None,
     }
+}
+
+/// The lock name stored in the file at `relative` (its path under the
+/// space's directory: directory levels, then `STEM.rec` or `STEM.queue`),
+/// or `None` for any other file. Reverses [`LockPaths::new`] on either case.
+pub(crate) fn name_of(relative: &Path) -> Option<LockName> {
+    let mut parts: Vec<&str> = relative.iter().map(|p| p.to_str()).collect::<Option<_>>()?;
+    let last = parts.pop()?;
+    let stem = last
+        .strip_suffix(".rec")
+        .or_else(|| last.strip_suffix(".queue"))?;
+    parts.push(stem);
+    let escaped = parts.concat();
+    let bytes = escaped.as_bytes();
+    let mut name = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = escaped.get(i + 1..i + 3)?;
+            name.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            name.push(bytes[i]);
+            i += 1;
+        }
+    }
+    LockName::new(String::from_utf8(name).ok()?).ok()
 }
 
 fn escape(name: &str, case: Case) -> String {
@@ -211,6 +240,25 @@ mod tests {
         assert_eq!(lower.record, paths("jobs/nightly").record);
         assert_eq!(lower.legacy_record, None);
         assert_eq!(paths("Job").legacy_record, None);
+    }
+
+    #[test]
+    fn names_are_read_back_from_their_files() {
+        let long = "é".repeat(250);
+        for name in ["jobs/nightly-report.v2", "..", "Job", long.as_str()] {
+            for case in [Case::Sensitive, Case::Insensitive] {
+                let p = paths_on(name, case);
+                for file in [&p.record, &p.queue] {
+                    let relative = file.strip_prefix("/r/locks").unwrap();
+                    let back = name_of(relative).map(|n| n.as_str().to_owned());
+                    assert_eq!(back.as_deref(), Some(name), "{}", file.display());
+                }
+                for other in [&p.lock, &p.tmp] {
+                    assert_eq!(name_of(other.strip_prefix("/r/locks").unwrap()), None);
+                }
+            }
+        }
+        assert_eq!(name_of(Path::new(".case-probe-1")), None);
     }
 
     #[test]

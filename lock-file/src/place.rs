@@ -20,16 +20,24 @@ const LEAVE_WAIT: Duration = Duration::from_millis(50);
 pub(crate) struct Place {
     paths: LockPaths,
     holder: String,
+    /// How the waiter is described to operators.
+    description: Option<String>,
     request_timeout: Duration,
     /// When the place was last taken or renewed; `None` while it has none.
     renewed: Option<Instant>,
 }
 
 impl Place {
-    pub(crate) fn new(backend: &FileBackend, paths: &LockPaths, holder: &str) -> Self {
+    pub(crate) fn new(
+        backend: &FileBackend,
+        paths: &LockPaths,
+        holder: &str,
+        description: Option<String>,
+    ) -> Self {
         Place {
             paths: paths.clone(),
             holder: holder.to_owned(),
+            description,
             request_timeout: backend.config().request_timeout,
             renewed: None,
         }
@@ -47,10 +55,11 @@ impl Place {
         limit: Duration,
     ) -> Result<()> {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
+        let description = self.description.clone();
         let at = Instant::now();
         backend
             .blocking_within(limit, "queue for", name, &self.paths.queue, move |bound| {
-                store::enroll(&paths, &holder, bound)
+                store::enroll(&paths, &holder, description.as_deref(), bound)
             })
             .await?;
         self.renewed = Some(at);

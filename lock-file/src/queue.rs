@@ -44,6 +44,16 @@ struct Entry {
     deadline_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     boot: Option<BootDeadline>,
+    /// Who waits, for operators (the description it will hold the lock with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+}
+
+/// One waiter as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    pub(crate) id: String,
+    pub(crate) description: Option<String>,
 }
 
 impl Queue {
@@ -87,7 +97,7 @@ impl Queue {
     }
 
     /// Enrolls `id` at the back, or renews its place if it has one.
-    pub(crate) fn enroll(&mut self, id: &str, now: &Now) {
+    pub(crate) fn enroll(&mut self, id: &str, description: Option<&str>, now: &Now) {
         let lease_ms = u64::try_from(ENTRY_LEASE.as_millis()).unwrap_or(u64::MAX);
         let (deadline_ms, boot) = deadline_after(now, lease_ms);
         match self.waiters.iter_mut().find(|e| e.id == id) {
@@ -99,8 +109,20 @@ impl Queue {
                 id: id.to_owned(),
                 deadline_ms,
                 boot,
+                description: description.map(str::to_owned),
             }),
         }
+    }
+
+    /// The waiters, first come first.
+    pub(crate) fn waiting(&self) -> Vec<Waiting> {
+        self.waiters
+            .iter()
+            .map(|e| Waiting {
+                id: e.id.clone(),
+                description: e.description.clone(),
+            })
+            .collect()
     }
 
     /// Removes `id`; returns whether it was there.
@@ -127,12 +149,12 @@ mod tests {
     fn first_come_first_served_and_lapsed_places_are_dropped() {
         let mut queue = Queue::default();
         assert!(queue.turn_of("anyone"));
-        queue.enroll("a", &at(0));
-        queue.enroll("b", &at(10));
-        queue.enroll("a", &at(20));
+        queue.enroll("a", None, &at(0));
+        queue.enroll("b", None, &at(10));
+        queue.enroll("a", None, &at(20));
         assert!(queue.turn_of("a") && !queue.turn_of("b"));
         // a stops renewing; b renews; a's place lapses.
-        queue.enroll("b", &at(300));
+        queue.enroll("b", None, &at(300));
         assert!(queue.prune(&at(420)));
         assert!(queue.turn_of("b"));
         assert!(queue.leave("b") && !queue.leave("b"));

@@ -31,6 +31,28 @@ pub(crate) struct Record {
     /// The published value when the name is an election.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) value: Option<Vec<u8>>,
+    /// Who holds it, for operators: the holder's label, by default `host:pid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) description: Option<String>,
+    /// When the holder took the lock, in wall-clock milliseconds since the
+    /// Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) acquired_ms: Option<u64>,
+    /// Holders evicted by an operator whose leases would still be running:
+    /// kept (across later grants) until then, so that each learns it was
+    /// revoked rather than that its lease ran out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) revoked: Vec<Revoked>,
+}
+
+/// A holder evicted by `force_release`, remembered until its lease would
+/// have ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Revoked {
+    pub(crate) holder: String,
+    pub(crate) deadline_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) boot: Option<BootDeadline>,
 }
 
 /// A lease deadline on `CLOCK_BOOTTIME`, valid only in the boot (and time
@@ -90,6 +112,48 @@ impl Record {
     pub(crate) fn end_lease(&mut self) {
         self.deadline_ms = 0;
         self.boot = None;
+    }
+
+    /// Whether `holder` was evicted by an operator (and its lease would
+    /// still be running).
+    pub(crate) fn was_revoked(&self, holder: &str, now: &Now) -> bool {
+        self.revoked
+            .iter()
+            .any(|r| r.holder == holder && remaining_ms(r.deadline_ms, r.boot.as_ref(), now) > 0)
+    }
+
+    /// Evicts the running holder: frees the lock, keeps the fencing counter,
+    /// and remembers whom it evicted. Returns the evicted record.
+    pub(crate) fn revoke(&mut self, now: &Now) -> Option<Record> {
+        let holder = self.live_holder(now)?.to_owned();
+        let evicted = self.clone();
+        self.revoked
+            .retain(|r| remaining_ms(r.deadline_ms, r.boot.as_ref(), now) > 0);
+        self.revoked.push(Revoked {
+            holder,
+            deadline_ms: self.deadline_ms,
+            boot: self.boot.clone(),
+        });
+        self.free();
+        Some(evicted)
+    }
+
+    /// No holder, no lease, no value; the counter and the evictions stay.
+    pub(crate) fn free(&mut self) {
+        self.holder = None;
+        self.end_lease();
+        self.value = None;
+        self.description = None;
+        self.acquired_ms = None;
+    }
+
+    /// The evictions still worth remembering at `now`, for the next record.
+    pub(crate) fn live_revocations(&self, now: &Now) -> Vec<Revoked> {
+        self.revoked
+            .iter()
+            .filter(|r| remaining_ms(r.deadline_ms, r.boot.as_ref(), now) > 0)
+            .cloned()
+            .collect()
     }
 }
 

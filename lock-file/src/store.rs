@@ -37,9 +37,14 @@ pub(crate) enum Gone {
     TakenOver,
     /// The lock was released.
     Released,
+    /// An operator broke the lock (`force_release`).
+    Revoked,
 }
 
-fn gone(record: &Record, holder: &str) -> Gone {
+fn gone(record: &Record, holder: &str, now: &Now) -> Gone {
+    if record.was_revoked(holder, now) {
+        return Gone::Revoked;
+    }
     match record.holder.as_deref() {
         Some(h) if h == holder => Gone::Expired,
         Some(_) => Gone::TakenOver,
@@ -106,11 +111,19 @@ fn held(record: &Record, now: &Now, next: bool) -> Option<Attempt> {
 /// A lock that is held, or free but not `holder`'s turn, is seen from plain
 /// reads (records and queues are replaced atomically), so a waiter's poll
 /// takes no `flock`: a waiter stopped mid-poll blocks no one.
+/// What a grant stores besides the holder id: the election value and the
+/// holder's description.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Claim {
+    pub(crate) value: Option<Vec<u8>>,
+    pub(crate) description: Option<String>,
+}
+
 pub(crate) fn try_acquire(
     paths: &LockPaths,
     holder: &str,
     ttl_ms: u64,
-    value: Option<Vec<u8>>,
+    claim: Claim,
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Attempt> {
@@ -144,7 +157,10 @@ pub(crate) fn try_acquire(
         record = Record {
             holder: Some(holder.to_owned()),
             token,
-            value,
+            value: claim.value,
+            description: claim.description,
+            acquired_ms: Some(now.wall_ms),
+            revoked: record.live_revocations(&now),
             ..Record::default()
         };
         record.set_deadline(&now, ttl_ms);
@@ -156,13 +172,19 @@ pub(crate) fn try_acquire(
     })
 }
 
-/// Enrolls `holder` as a waiter on the lock, or renews its place.
-pub(crate) fn enroll(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Result<()> {
+/// Enrolls `holder` (described as `description`) as a waiter on the lock,
+/// or renews its place.
+pub(crate) fn enroll(
+    paths: &LockPaths,
+    holder: &str,
+    description: Option<&str>,
+    bound: &Bound,
+) -> io::Result<()> {
     locked(paths, bound, || {
         let now = clock::now();
         let mut queue = Queue::read(paths)?;
         queue.prune(&now);
-        queue.enroll(holder, &now);
+        queue.enroll(holder, description, &now);
         queue.write(paths)
     })
 }
@@ -192,7 +214,7 @@ fn while_held(
             change(record, now);
             (Ok(()), true)
         } else {
-            (Err(gone(record, holder)), false)
+            (Err(gone(record, holder, now)), false)
         }
     })
 }
@@ -218,10 +240,24 @@ pub(crate) fn release(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    while_held(paths, holder, fsync, bound, |record, _| {
-        record.holder = None;
-        record.end_lease();
-        record.value = None;
+    while_held(paths, holder, fsync, bound, |record, _| record.free())
+}
+
+/// Evicts whoever holds the lock now (an operator breaking it): frees it,
+/// keeps the fencing counter, and remembers the evicted holder so that its
+/// next renewal learns it was revoked. Returns the evicted record.
+pub(crate) fn force_release(
+    paths: &LockPaths,
+    fsync: bool,
+    bound: &Bound,
+) -> io::Result<Option<Record>> {
+    if !paths.lock.exists() {
+        return Ok(None);
+    }
+    transact(paths, fsync, bound, |record, now| {
+        let evicted = record.revoke(now);
+        let changed = evicted.is_some();
+        (evicted, changed)
     })
 }
 
@@ -288,7 +324,7 @@ mod tests {
         let mut last = 0;
         for holder in ["x", "y"] {
             let Attempt::Granted { token } =
-                try_acquire(&before, holder, 60_000, None, false, &b()).unwrap()
+                try_acquire(&before, holder, 60_000, Claim::default(), false, &b()).unwrap()
             else {
                 panic!("free lock not granted");
             };
@@ -298,7 +334,7 @@ mod tests {
         let after = LockPaths::new(dir.path(), Space::Lock, &name, Case::Insensitive);
         assert_ne!(after.record, before.record);
         assert_eq!(
-            try_acquire(&after, "z", 60_000, None, false, &b()).unwrap(),
+            try_acquire(&after, "z", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Granted { token: last + 1 }
         );
     }
@@ -308,16 +344,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
         assert_eq!(
-            try_acquire(&p, "x", 60_000, None, false, &b()).unwrap(),
+            try_acquire(&p, "x", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Granted { token: 1 }
         );
         assert!(matches!(
-            try_acquire(&p, "y", 60_000, None, false, &b()).unwrap(),
+            try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Held { .. }
         ));
         assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
         assert_eq!(
-            try_acquire(&p, "y", 60_000, None, false, &b()).unwrap(),
+            try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Granted { token: 2 }
         );
         assert!(expire(&p, false, &b()).unwrap());
@@ -326,7 +362,7 @@ mod tests {
             Err(Gone::Expired)
         );
         assert_eq!(
-            try_acquire(&p, "z", 60_000, None, false, &b()).unwrap(),
+            try_acquire(&p, "z", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Granted { token: 3 }
         );
         assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::TakenOver));
@@ -334,12 +370,49 @@ mod tests {
     }
 
     #[test]
+    fn a_broken_lock_keeps_its_counter_and_its_evicted_holder_learns_it_was_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(&dir);
+        assert_eq!(force_release(&p, false, &b()).unwrap(), None);
+        let claim = Claim {
+            value: None,
+            description: Some("stuck".into()),
+        };
+        assert_eq!(
+            try_acquire(&p, "x", 60_000, claim, false, &b()).unwrap(),
+            Attempt::Granted { token: 1 }
+        );
+        let evicted = force_release(&p, false, &b()).unwrap().expect("a holder");
+        assert_eq!(
+            (evicted.token, evicted.description.as_deref()),
+            (1, Some("stuck"))
+        );
+        assert_eq!(
+            force_release(&p, false, &b()).unwrap(),
+            None,
+            "already free"
+        );
+        // Someone takes over before the evicted holder renews: it still
+        // learns that it was revoked, and cannot touch the new holder.
+        assert_eq!(
+            try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap(),
+            Attempt::Granted { token: 2 }
+        );
+        assert_eq!(
+            renew(&p, "x", 60_000, false, &b()).unwrap(),
+            Err(Gone::Revoked)
+        );
+        assert_eq!(release(&p, "x", false, &b()).unwrap(), Err(Gone::Revoked));
+        assert!(read(&p).unwrap().is_held_by("y", &clock::now()));
+    }
+
+    #[test]
     fn corrupt_record_is_an_error_not_a_reset() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
-        try_acquire(&p, "x", 60_000, None, false, &b()).unwrap();
+        try_acquire(&p, "x", 60_000, Claim::default(), false, &b()).unwrap();
         fs::write(&p.record, b"{not json").unwrap();
-        let err = try_acquire(&p, "y", 60_000, None, false, &b()).unwrap_err();
+        let err = try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 }

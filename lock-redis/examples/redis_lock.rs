@@ -1,4 +1,5 @@
-//! Take a Redis lock, use its fencing token, and watch for its loss.
+//! Take a Redis lock, use its fencing token, see it as an operator would
+//! (`inspect`), and watch for its loss.
 //!
 //! ```text
 //! cargo run -p lock-redis --example redis_lock -- redis://127.0.0.1:6379
@@ -31,6 +32,18 @@ async fn main() -> lock_core::Result<()> {
         guard.name(),
         guard.token()
     );
+    // What `distlock status` shows: the holder's description (here the
+    // default `host:pid`), token and lease left.
+    let status = backend.inspect(guard.name()).await?;
+    if let Some(holder) = &status.holder {
+        println!(
+            "inspect: held by {} (token {}, {:?} left), {} waiting",
+            holder.description.as_deref().unwrap_or("?"),
+            holder.token,
+            holder.lease_left,
+            status.waiting
+        );
+    }
 
     // Do the work, but stop as soon as the lock is lost (renewal failed,
     // key deleted, or the local validity deadline passed).

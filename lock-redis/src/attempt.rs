@@ -31,6 +31,9 @@ pub(crate) struct Mode<'a> {
     pub(crate) waiter: &'a str,
     /// Join (or refresh our place in) the queue when the lock is taken.
     pub(crate) enqueue: bool,
+    /// Register (or refresh) our waiter id outside the queue when the lock
+    /// is taken, so operators see us waiting (Redlock, whose waiters race).
+    pub(crate) register: bool,
     /// Honour the queue (single server); Redlock ignores it.
     pub(crate) fair: bool,
     /// Publish an election's leader record at once (single server); Redlock
@@ -46,8 +49,13 @@ pub(crate) fn run(
 ) -> impl Future<Output = Result<Outcome>> + Send + 'static + use<> {
     let keys = &request.keys;
     let ttl_ms = millis(request.ttl).to_string();
-    let mut flags = String::with_capacity(3);
-    for (on, flag) in [(mode.enqueue, 'q'), (mode.fair, 'f'), (mode.confirmed, 'c')] {
+    let mut flags = String::with_capacity(4);
+    for (on, flag) in [
+        (mode.enqueue, 'q'),
+        (mode.register, 'w'),
+        (mode.fair, 'f'),
+        (mode.confirmed, 'c'),
+    ] {
         if on {
             flags.push(flag);
         }
@@ -57,12 +65,15 @@ pub(crate) fn run(
         keys.fence.as_str(),
         keys.queue.as_str(),
         keys.waiters.as_str(),
+        keys.holder.as_str(),
+        keys.labels.as_str(),
     ];
     let mut args = vec![
         mode.owner.as_bytes(),
         ttl_ms.as_bytes(),
         mode.waiter.as_bytes(),
         flags.as_bytes(),
+        request.about.as_bytes(),
     ];
     if let Some(value) = request.value {
         key_list.push(&keys.leader);

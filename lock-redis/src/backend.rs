@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::admin::AdminCapabilities;
 use lock_core::{
-    AcquireOptions, Capabilities, ElectionBackend, FencingStrength, LeaderInfo, LeaderStream,
-    Leadership, LockBackend, LockGuard, LockName, Result,
+    AcquireOptions, Capabilities, ElectionBackend, FencingStrength, HolderInfo, LeaderInfo,
+    LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus,
+    Result,
 };
 
 use crate::config::{RedisConfig, RedlockConfig};
@@ -31,6 +33,10 @@ fn capabilities(servers: &Servers) -> Capabilities {
         .with_fifo(servers.nodes.len() == 1)
         .with_election(true)
         .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
+        // Every grant stores its holder record (description, token, grant
+        // time by the server clock) beside the owner key, and waiters their
+        // descriptions; the lease left is the key's PTTL.
+        .with_admin(AdminCapabilities::all())
 }
 
 /// A lock service on one Redis server (`redis://` or `rediss://`).
@@ -147,6 +153,37 @@ macro_rules! impl_backend {
                 options: &AcquireOptions,
             ) -> Result<LockGuard> {
                 self.servers.acquire(Space::Lock, name, options, None).await
+            }
+
+            /// The holder (by majority on Redlock) and the waiters of `name`,
+            /// one script call per server.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+                self.servers.inspect(Space::Lock, name).await
+            }
+
+            /// Locks and elections under the prefix: `SCAN` of every server,
+            /// then one inspect per listed name.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+                self.servers.list(options).await
+            }
+
+            /// Deletes the holder's key on every server and remembers its
+            /// owner id, so its next renewal reports `Revoked`.
+            ///
+            /// # Cancel safety
+            ///
+            /// Not cancel safe: a cancelled call may have broken the lock on
+            /// some servers; calling again finishes it.
+            async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+                self.servers.force_release(name).await
             }
         }
 

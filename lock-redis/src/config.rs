@@ -94,6 +94,10 @@ pub struct CommonConfig {
     /// Limit on one command round trip.
     #[serde(with = "serde_humane")]
     pub request_timeout: Duration,
+    /// The holder description stored with every grant, for operators
+    /// (`inspect`), unless the acquire sets its own; `None` is `host:pid`.
+    /// URL: `?holder=billing-worker-3`.
+    pub holder: Option<String>,
 }
 
 impl Default for CommonConfig {
@@ -107,6 +111,7 @@ impl Default for CommonConfig {
             default_ttl: DEFAULT_TTL,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            holder: None,
         }
     }
 }
@@ -143,7 +148,7 @@ impl CommonConfig {
 
     /// Applies the [`Settings`] Redis honours over these (`ttl`,
     /// `connect_timeout`, `request_timeout`, `username`, `password`,
-    /// `prefix`, `tls.ca`), and refuses the others.
+    /// `prefix`, `holder`, `tls.ca`), and refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
         settings.refuse_others(
             "Redis",
@@ -154,6 +159,7 @@ impl CommonConfig {
                 "username",
                 "password",
                 "prefix",
+                "holder",
                 "tls.ca",
             ],
         )?;
@@ -164,6 +170,7 @@ impl CommonConfig {
             username,
             password,
             prefix,
+            holder,
             tls_ca,
             ..
         } = settings.clone();
@@ -173,6 +180,7 @@ impl CommonConfig {
         self.username = username.or(self.username.take());
         self.password = password.or(self.password.take());
         self.prefix = prefix.unwrap_or(std::mem::take(&mut self.prefix));
+        self.holder = holder.or(self.holder.take());
         if let Some(ca) = tls_ca {
             self.tls.enabled = true;
             self.tls.ca_file = Some(ca);
@@ -188,6 +196,7 @@ impl CommonConfig {
         for option in parsed.options {
             match option {
                 UrlOption::Prefix(prefix) => self.prefix = prefix,
+                UrlOption::Holder(holder) => self.holder = Some(holder),
                 UrlOption::DefaultTtl(ttl) => self.default_ttl = ttl,
                 UrlOption::ConnectTimeout(t) => self.connect_timeout = t,
                 UrlOption::RequestTimeout(t) => self.request_timeout = t,
@@ -206,7 +215,8 @@ impl CommonConfig {
             .field("prefix", &self.prefix)
             .field("default_ttl", &self.default_ttl)
             .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout);
+            .field("request_timeout", &self.request_timeout)
+            .field("holder", &self.holder);
     }
 }
 
@@ -223,8 +233,8 @@ impl fmt::Debug for CommonConfig {
 /// URL form: `redis://[user][:password@]host[:port][/db][?option=value&...]`,
 /// or `rediss://` for TLS. Options: `ttl`, `connect_timeout`,
 /// `request_timeout` (durations such as `500ms` or `30s`; a bare number is
-/// seconds), `prefix`, `tls` (`true` is the same as `rediss://`),
-/// `tls_insecure`, `tls_ca_file`.
+/// seconds), `prefix`, `holder` (the description operators see), `tls`
+/// (`true` is the same as `rediss://`), `tls_insecure`, `tls_ca_file`.
 ///
 /// ```
 /// use lock_redis::RedisConfig;
@@ -289,6 +299,13 @@ macro_rules! common_builders {
         /// Sets the password.
         pub fn with_password(mut self, password: impl Into<String>) -> Self {
             self.common.password = Some(password.into());
+            self
+        }
+
+        /// Sets the holder description stored with every grant (default
+        /// `host:pid`; an acquire's own label wins).
+        pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
+            self.common.holder = Some(holder.into());
             self
         }
 
@@ -450,7 +467,7 @@ mod tests {
     #[test]
     fn redis_url_with_credentials_db_and_options() {
         let c = RedisConfig::from_url(
-            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&ttl=1500ms&request_timeout=0.25#insecure",
+            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&ttl=1500ms&request_timeout=0.25&holder=billing-worker-3#insecure",
         )
         .unwrap();
         assert_eq!(c.server, ServerAddr::new("cache.example", 6390));
@@ -461,6 +478,7 @@ mod tests {
         assert_eq!(c.common.prefix, "x:");
         assert_eq!(c.common.default_ttl, Duration::from_millis(1500));
         assert_eq!(c.common.request_timeout, Duration::from_millis(250));
+        assert_eq!(c.common.holder.as_deref(), Some("billing-worker-3"));
     }
 
     #[test]
@@ -542,15 +560,17 @@ mod tests {
         let settings = Settings {
             ttl: Some(Duration::from_secs(7)),
             prefix: Some("jobs:".into()),
+            holder: Some("nightly-report".into()),
             tls_ca: Some("/ca.pem".into()),
             ..Settings::default()
         };
-        let c = RedisConfig::from_url("redis://h?ttl=3s&prefix=x:")
+        let c = RedisConfig::from_url("redis://h?ttl=3s&prefix=x:&holder=url-label")
             .unwrap()
             .with_settings(&settings)
             .unwrap();
         assert_eq!(c.common.default_ttl, Duration::from_secs(7));
         assert_eq!(c.common.prefix, "jobs:");
+        assert_eq!(c.common.holder.as_deref(), Some("nightly-report"));
         assert!(c.common.tls.enabled);
         for refused in [
             Settings {

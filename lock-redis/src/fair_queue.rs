@@ -59,6 +59,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
         owner: &owner,
         waiter: &waiter,
         enqueue: waiting,
+        register: false,
         fair: true,
         confirmed: true,
     };

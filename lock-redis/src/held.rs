@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::SentAt;
-use lock_core::raw::{Grant, Lease};
-use lock_core::{Error, LockGuard, LockName, Result};
+use lock_core::raw::{Grant, Lease, LossNotifier, SentAt};
+use lock_core::{Error, LockGuard, LockName, LostReason, Result};
 
 use crate::keys::LockKeys;
-use crate::servers::{Granted, Request, Servers};
+use crate::servers::{Granted, RenewFailure, Request, Servers};
 
 /// Builds the guard of a granted acquisition; lock-core starts its renewal.
 /// Fails with `LeaseLost` if the grant's validity ran out while acquiring.
@@ -27,7 +26,10 @@ pub(crate) fn guard(
         request.ttl,
         SentAt::from_instant(granted.sent),
     );
+    let notifier = LossNotifier::new();
+    let grant = grant.with_notifier(notifier.clone());
     let lease = RedisLease {
+        notifier,
         servers,
         name: request.name.clone(),
         keys: request.keys.clone(),
@@ -42,6 +44,9 @@ pub(crate) fn guard(
 /// The Redis side of a held lock or leadership.
 #[derive(Debug)]
 struct RedisLease {
+    /// The guard's lost signal, fired with `Revoked` when a renewal learns
+    /// that the lock was broken.
+    notifier: LossNotifier,
     servers: Arc<Servers>,
     name: LockName,
     keys: LockKeys,
@@ -55,9 +60,18 @@ struct RedisLease {
 #[async_trait]
 impl Lease for RedisLease {
     async fn renew(&self) -> Result<()> {
-        self.servers
+        match self
+            .servers
             .renew(&self.name, &self.keys, &self.owner, self.ttl)
             .await
+        {
+            Ok(()) => Ok(()),
+            Err(RenewFailure::Revoked(e)) => {
+                self.notifier.fire(LostReason::Revoked);
+                Err(e)
+            }
+            Err(RenewFailure::Other(e)) => Err(e),
+        }
     }
 
     async fn release(&self) -> Result<()> {

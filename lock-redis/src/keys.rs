@@ -9,12 +9,15 @@
 //! | `<prefix>lock:{<name>}:fence` | the fencing counter (never expires) |
 //! | `<prefix>lock:{<name>}:queue` | waiter ids in arrival order (list) |
 //! | `<prefix>lock:{<name>}:waiters` | waiter id → expiry in server ms (sorted set) |
+//! | `<prefix>lock:{<name>}:holder` | the holder's record: owner, token, grant time, description, TTL (hash, `PX ttl`) |
+//! | `<prefix>lock:{<name>}:labels` | waiter id → description (hash) |
+//! | `<prefix>lock:{<name>}:revoked` | owner ids evicted by `force_release`, for a while (set) |
 //! | `<prefix>lock:{<name>}:leader` | elections only: owner, token, value, version |
 //!
 //! Elections use the same layout under `<prefix>election:`. Channels are not
 //! scoped by database in Redis, so their names carry the database number.
 
-use lock_core::LockName;
+use lock_core::{LockName, Primitive};
 
 /// Locks and elections live in separate key spaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +33,18 @@ impl Space {
             Space::Election => "election",
         }
     }
+
+    /// The listing's name for this space.
+    pub(crate) fn primitive(self) -> Primitive {
+        match self {
+            Space::Lock => Primitive::Lock,
+            Space::Election => Primitive::Election,
+        }
+    }
 }
+
+/// The key suffixes that mean a lock exists: it is held, or waited for.
+const LIVE_SUFFIXES: [&str; 2] = [":owner", ":waiters"];
 
 /// The key and channel layout of one backend (prefix and database).
 #[derive(Debug, Clone)]
@@ -61,6 +75,9 @@ impl KeySpace {
             fence: format!("{base}:fence"),
             queue: format!("{base}:queue"),
             waiters: format!("{base}:waiters"),
+            holder: format!("{base}:holder"),
+            labels: format!("{base}:labels"),
+            revoked: format!("{base}:revoked"),
             leader: format!("{base}:leader"),
             released_channel: format!("{channel_base}:released"),
             leader_channel: format!("{channel_base}:leader"),
@@ -73,6 +90,44 @@ impl KeySpace {
     pub(crate) fn wake_prefix(&self) -> String {
         format!("{}wake:", self.channel_prefix)
     }
+
+    /// The `SCAN MATCH` pattern of every key of every lock (or election)
+    /// whose name starts with `name_prefix`.
+    pub(crate) fn scan_pattern(&self, space: Space, name_prefix: &str) -> String {
+        format!(
+            "{}{}:{{{}*",
+            glob_escape(&self.prefix),
+            space.as_str(),
+            glob_escape(name_prefix)
+        )
+    }
+
+    /// The name of the lock that `key` (from a scan of `space`) shows to
+    /// exist: held (`:owner`) or waited for (`:waiters`). Other keys (the
+    /// fence, which outlives every lock) say nothing.
+    pub(crate) fn live_name(&self, space: Space, key: &[u8]) -> Option<LockName> {
+        let key = std::str::from_utf8(key).ok()?;
+        let rest = key
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix(space.as_str())?
+            .strip_prefix(":{")?;
+        let name = LIVE_SUFFIXES
+            .iter()
+            .find_map(|suffix| rest.strip_suffix(suffix)?.strip_suffix('}'))?;
+        LockName::new(name).ok()
+    }
+}
+
+/// `text` with the glob characters of `SCAN MATCH` escaped.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The keys and channels of one lock or election.
@@ -82,6 +137,12 @@ pub(crate) struct LockKeys {
     pub(crate) fence: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
+    /// The holder's record (owner, token, since, about, ttl, ok).
+    pub(crate) holder: String,
+    /// Waiter id → description.
+    pub(crate) labels: String,
+    /// Owner ids recently evicted by `force_release`.
+    pub(crate) revoked: String,
     pub(crate) leader: String,
     /// Published on every release (Redlock waiters listen here).
     pub(crate) released_channel: String,
@@ -116,7 +177,9 @@ mod tests {
             let k = space.of(Space::Lock, &LockName::new(name).unwrap());
             let tag = hash_tag(&k.owner);
             assert!(!tag.is_empty());
-            for key in [&k.fence, &k.queue, &k.waiters, &k.leader] {
+            for key in [
+                &k.fence, &k.queue, &k.waiters, &k.holder, &k.labels, &k.revoked, &k.leader,
+            ] {
                 assert_eq!(hash_tag(key), tag, "{key}");
             }
         }
@@ -130,5 +193,29 @@ mod tests {
             space.of(Space::Lock, &name).owner,
             space.of(Space::Election, &name).owner
         );
+    }
+
+    #[test]
+    fn scanned_keys_give_back_the_names_of_live_locks() {
+        let space = KeySpace::new("app:", 0);
+        for text in ["jobs/a", "we}ird{name", "st*r?[x]\\"] {
+            let name = LockName::new(text).unwrap();
+            let k = space.of(Space::Lock, &name);
+            for live in [&k.owner, &k.waiters] {
+                assert_eq!(
+                    space.live_name(Space::Lock, live.as_bytes()),
+                    Some(name.clone())
+                );
+            }
+            for other in [&k.fence, &k.queue, &k.holder, &k.labels, &k.revoked] {
+                assert_eq!(
+                    space.live_name(Space::Lock, other.as_bytes()),
+                    None,
+                    "{other}"
+                );
+            }
+            assert_eq!(space.live_name(Space::Election, k.owner.as_bytes()), None);
+        }
+        assert_eq!(space.scan_pattern(Space::Lock, "a*b"), "app:lock:{a\\*b*");
     }
 }

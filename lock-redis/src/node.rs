@@ -251,6 +251,42 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Every key matching `pattern`: `SCAN` with `MATCH`, page after page
+    /// (`COUNT` 1000), each page within the request timeout. Costs one
+    /// round trip per 1000 keys of the whole database.
+    pub(crate) async fn scan(&self, pattern: &str, what: &str) -> Result<Vec<Vec<u8>>> {
+        let inner = &self.inner;
+        let site = Site {
+            backend: inner.backend,
+            address: &inner.addr,
+            operation: what,
+        };
+        let mut conn = inner.conn.clone();
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let page = scan.query_async::<(u64, Vec<Vec<u8>>)>(&mut conn);
+            let (next, found) = match timeout(inner.request_timeout, page).await {
+                Ok(Ok(page)) => page,
+                Ok(Err(e)) => return Err(site.client_error(e)),
+                Err(_) => return Err(site.timed_out(inner.request_timeout)),
+            };
+            keys.extend(found);
+            if next == 0 {
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+}
+
 /// The server's eviction settings.
 struct Eviction {
     /// Bytes; 0 means no limit, so nothing is evicted.

@@ -54,11 +54,19 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     } else {
         Vec::new()
     };
-    let mut pending = Pending::new(servers, &request.keys, &owner, "");
+    // Waiters register their id (outside any queue: they race) so that
+    // operators see who waits; the clean-up removes it if we give up.
+    let waiter = if waiting {
+        servers.next_waiter_id(&owner, request.ttl)
+    } else {
+        String::new()
+    };
+    let mut pending = Pending::new(servers, &request.keys, &owner, &waiter);
     let mode = Mode {
         owner: &owner,
-        waiter: "",
+        waiter: &waiter,
         enqueue: false,
+        register: waiting,
         fair: false,
         confirmed: false,
     };
@@ -91,6 +99,9 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
             let token = tokens.iter().copied().max().unwrap_or(0);
             match confirm(servers, request, &owner, token).await {
                 Ok(()) if Instant::now() < valid_until => {
+                    if waiting {
+                        forget_waiter(servers, request, &waiter);
+                    }
                     pending.disarm();
                     return Ok(Granted { owner, token, sent });
                 }
@@ -172,6 +183,19 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     }
 }
 
+/// Removes our waiter entry in the background from the servers that did
+/// not grant us (the granting ones removed it in the acquire script); it
+/// would otherwise show us waiting for one more TTL.
+fn forget_waiter(servers: &Arc<Servers>, request: &Request<'_>, waiter: &str) {
+    let (servers, keys, waiter) = (servers.clone(), request.keys.clone(), waiter.to_owned());
+    lock_core::raw::spawn_background(async move {
+        // An owner id no lock has: this deletes only the waiter entry.
+        if let Err(e) = servers.release(&keys, "", &waiter).await {
+            tracing::debug!(key = %keys.owner, error = %e, "removing a served waiter entry failed; it expires after one TTL");
+        }
+    });
+}
+
 /// Raises every server's fencing counter to `token` (and confirms an
 /// election's leader record); `Ok` when a quorum did, counting for an
 /// election only servers that hold and confirmed our leader record.
@@ -186,7 +210,7 @@ async fn confirm(servers: &Servers, request: &Request<'_>, owner: &str, token: u
         .map(|node| {
             node.eval::<i64>(
                 &SCRIPTS.confirm,
-                &[&keys.fence, &keys.owner, &keys.leader],
+                &[&keys.fence, &keys.owner, &keys.leader, &keys.holder],
                 &[
                     token.as_bytes(),
                     owner.as_bytes(),

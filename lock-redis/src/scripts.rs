@@ -22,15 +22,19 @@ local function next_token(fence)
 end
 "#;
 
-/// The server clock in milliseconds, and the queue's live head: waiters
-/// whose entry has expired are dropped off the head first. `live_head`
-/// returns the head (or false) and the time if it read it (or false).
-const LIVE_HEAD: &str = r#"
+/// The server clock in milliseconds.
+const NOW: &str = r#"
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function live_head(queue, waiters)
+"#;
+
+/// The queue's live head: waiters whose entry has expired are dropped off
+/// the head first (with their description). `live_head` returns the head
+/// (or false) and the time if it read it (or false).
+const LIVE_HEAD: &str = r#"
+local function live_head(queue, waiters, labels)
   local head = redis.call('LINDEX', queue, 0)
   local now = false
   while head do
@@ -39,9 +43,21 @@ local function live_head(queue, waiters)
     if expiry and tonumber(expiry) > now then break end
     redis.call('LPOP', queue)
     redis.call('ZREM', waiters, head)
+    redis.call('HDEL', labels, head)
     head = redis.call('LINDEX', queue, 0)
   end
   return head, now
+end
+"#;
+
+/// Writes the holder record of a grant beside the owner key, with the same
+/// lease: who (`about`), its token, when (server ms) and its TTL. `ok` marks
+/// the token final (Redlock's confirm round sets it).
+const RECORD_HOLDER: &str = r#"
+local function record_holder(holder, owner, token, about, ttl, now, ok)
+  redis.call('HSET', holder, 'owner', owner, 'token', string.format('%d', token),
+    'since', string.format('%d', now), 'about', about, 'ttl', ttl, 'ok', ok)
+  redis.call('PEXPIRE', holder, ttl)
 end
 "#;
 
@@ -55,15 +71,18 @@ end
 /// - without (elections, whose leader value the waiter writes), the message
 ///   only wakes it to run the acquire script.
 const HAND_OVER: &str = r#"
-local function hand_over(queue, waiters, wake_prefix, owner_key, fence, handoff)
-  local head = live_head(queue, waiters)
+local function hand_over(queue, waiters, labels, holder, wake_prefix, owner_key, fence, handoff)
+  local head, now = live_head(queue, waiters, labels)
   if not head then return end
   local instance, owner, ttl = string.match(head, '^([^/]*)/[^/]*/([^/]*)/(%d+)$')
   if handoff and instance then
     redis.call('LPOP', queue)
     redis.call('ZREM', waiters, head)
+    local about = redis.call('HGET', labels, head) or ''
+    redis.call('HDEL', labels, head)
     redis.call('SET', owner_key, owner, 'PX', ttl)
     local token = next_token(fence)
+    record_holder(holder, owner, token, about, ttl, now, '1')
     redis.call('PUBLISH', wake_prefix .. instance, head .. ' ' .. string.format('%d', token))
   else
     redis.call('PUBLISH', wake_prefix .. string.match(head, '^[^/]*'), head)
@@ -73,11 +92,14 @@ end
 
 /// Acquire, or join the queue.
 ///
-/// KEYS: owner, fence, queue, waiters, and for elections leader.
-/// ARGV: 1 owner id, 2 ttl ms (also the lease of a queue entry), 3 waiter id
-/// (or ''), 4 flags: `q` join the queue, `f` honour the queue (single
-/// server), `c` publish an election's leader record at once (Redlock
-/// confirms it later); elections add 5 leader value, 6 leader channel.
+/// KEYS: owner, fence, queue, waiters, holder, labels, and for elections
+/// leader. ARGV: 1 owner id, 2 ttl ms (also the lease of a queue entry), 3
+/// waiter id (or ''), 4 flags: `q` join the queue, `w` only register as a
+/// waiter, outside the queue (Redlock, whose waiters race), `f` honour the
+/// queue (single server), `c` the grant is final: publish an election's
+/// leader record at once and mark the holder record's token (Redlock
+/// confirms both later); 5 the holder description; elections add 6 leader
+/// value, 7 leader channel.
 ///
 /// Returns `{1, token}` when acquired, else `{0, wait_ms, fence}`: how long
 /// until the holder's lease ends (or the queue head's entry expires), -1 or
@@ -86,8 +108,9 @@ end
 /// stale (its lease ran out before this script ran, or this script would
 /// have found our key).
 const ACQUIRE: &str = r#"
-local owner_key, fence, queue, waiters, leader = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local owner, ttl, waiter, flags = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local owner_key, fence, queue, waiters, holder, labels, leader = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local owner, ttl, waiter, flags, about = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local final = string.find(flags, 'c', 1, true) and '1' or '0'
 local current = redis.call('GET', owner_key)
 if current == owner then
   -- We already hold it: an earlier attempt of this acquisition got through
@@ -99,47 +122,58 @@ if current == owner then
   redis.call('PEXPIRE', owner_key, ttl)
   redis.call('LREM', queue, 0, waiter)
   redis.call('ZREM', waiters, waiter)
+  redis.call('HDEL', labels, waiter)
   local token = next_token(fence)
+  if redis.call('HGET', holder, 'owner') == owner then
+    redis.call('HSET', holder, 'token', string.format('%d', token), 'ok', final)
+    redis.call('PEXPIRE', holder, ttl)
+  else
+    record_holder(holder, owner, token, about, ttl, now_ms(), final)
+  end
   if leader and redis.call('HGET', leader, 'owner') == owner then
     local text = string.format('%d', token)
     redis.call('HSET', leader, 'token', text)
     redis.call('PEXPIRE', leader, ttl)
-    if redis.call('HGET', leader, 'ok') == '1' then redis.call('PUBLISH', ARGV[6], text) end
+    if redis.call('HGET', leader, 'ok') == '1' then redis.call('PUBLISH', ARGV[7], text) end
   end
   return {1, token}
 end
 local now = false
 local head = false
 if string.find(flags, 'f', 1, true) then
-  head, now = live_head(queue, waiters)
+  head, now = live_head(queue, waiters, labels)
 end
 if not current and (not head or head == waiter) then
   redis.call('SET', owner_key, owner, 'PX', ttl)
-  if head then
-    redis.call('LPOP', queue)
+  if head then redis.call('LPOP', queue) end
+  if waiter ~= '' then
     redis.call('ZREM', waiters, waiter)
+    redis.call('HDEL', labels, waiter)
   end
   local token = next_token(fence)
+  record_holder(holder, owner, token, about, ttl, now or now_ms(), final)
   if leader then
     local text = string.format('%d', token)
-    local confirmed = string.find(flags, 'c', 1, true) and '1' or '0'
-    redis.call('HSET', leader, 'owner', owner, 'token', text, 'value', ARGV[5], 'version', '0', 'ok', confirmed)
+    redis.call('HSET', leader, 'owner', owner, 'token', text, 'value', ARGV[6], 'version', '0', 'ok', final)
     redis.call('PEXPIRE', leader, ttl)
-    if confirmed == '1' then redis.call('PUBLISH', ARGV[6], text) end
+    if final == '1' then redis.call('PUBLISH', ARGV[7], text) end
   end
   return {1, token}
 end
-if waiter ~= '' and string.find(flags, 'q', 1, true) then
+local queued = string.find(flags, 'q', 1, true)
+if waiter ~= '' and (queued or string.find(flags, 'w', 1, true)) then
   if not now then now = now_ms() end
   local lease = tonumber(ttl)
-  if redis.call('ZADD', waiters, string.format('%d', now + lease), waiter) == 1 then
+  if redis.call('ZADD', waiters, string.format('%d', now + lease), waiter) == 1 and queued then
     redis.call('RPUSH', queue, waiter)
   end
-  if redis.call('PTTL', queue) < lease then
-    redis.call('PEXPIRE', queue, lease)
-    redis.call('PEXPIRE', waiters, lease)
+  redis.call('HSET', labels, waiter, about)
+  -- Each key lives as long as its longest-lived entry.
+  for _, key in ipairs({queue, waiters, labels}) do
+    local left = redis.call('PTTL', key)
+    if left ~= -2 and left < lease then redis.call('PEXPIRE', key, lease) end
   end
-  if not head then head = waiter end
+  if queued and not head then head = waiter end
 end
 local wait = redis.call('PTTL', owner_key)
 if wait < 0 and head and head ~= waiter then
@@ -151,10 +185,10 @@ return {0, wait, tonumber(redis.call('GET', fence) or '0')}
 /// Release (owner-checked delete), or give up waiting, or both; then serve
 /// the next waiter if the lock is free.
 ///
-/// KEYS: owner, queue, waiters, fence, and for elections leader.
-/// ARGV: 1 owner id, 2 waiter id (or ''), 3 wake prefix, 4 flags: `h` hand
-/// the lock over to the next waiter, `r` publish on the released channel;
-/// 5 released channel (or ''); elections add 6 leader channel.
+/// KEYS: owner, queue, waiters, fence, holder, labels, and for elections
+/// leader. ARGV: 1 owner id, 2 waiter id (or ''), 3 wake prefix, 4 flags:
+/// `h` hand the lock over to the next waiter, `r` publish on the released
+/// channel; 5 released channel (or ''); elections add 6 leader channel.
 ///
 /// Returns 1 if it deleted our lock, 0 if the lock was not ours (touching
 /// nothing of anyone else's).
@@ -163,8 +197,9 @@ local freed = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   freed = 1
-  if KEYS[5] then
-    if redis.call('HGET', KEYS[5], 'owner') == ARGV[1] then redis.call('DEL', KEYS[5]) end
+  if redis.call('HGET', KEYS[5], 'owner') == ARGV[1] then redis.call('DEL', KEYS[5]) end
+  if KEYS[7] then
+    if redis.call('HGET', KEYS[7], 'owner') == ARGV[1] then redis.call('DEL', KEYS[7]) end
     redis.call('PUBLISH', ARGV[6], '0')
   end
 end
@@ -172,29 +207,37 @@ local removed = 0
 if ARGV[2] ~= '' then
   removed = redis.call('LREM', KEYS[2], 0, ARGV[2])
   redis.call('ZREM', KEYS[3], ARGV[2])
+  redis.call('HDEL', KEYS[6], ARGV[2])
 end
 if freed == 1 or (removed > 0 and redis.call('EXISTS', KEYS[1]) == 0) then
-  hand_over(KEYS[2], KEYS[3], ARGV[3], KEYS[1], KEYS[4], string.find(ARGV[4], 'h', 1, true))
+  hand_over(KEYS[2], KEYS[3], KEYS[6], KEYS[5], ARGV[3], KEYS[1], KEYS[4], string.find(ARGV[4], 'h', 1, true))
 end
 if freed == 1 and string.find(ARGV[4], 'r', 1, true) then redis.call('PUBLISH', ARGV[5], '1') end
 return freed
 "#;
 
-/// Owner-checked `PEXPIRE`; never re-creates a key that is gone.
+/// Owner-checked `PEXPIRE` of the owner key and the holder record; never
+/// re-creates a key that is gone.
 ///
-/// KEYS: owner, and for elections leader. ARGV: 1 owner id, 2 ttl ms.
-/// Returns 1 if renewed.
+/// KEYS: owner, holder, revoked, and for elections leader. ARGV: 1 owner
+/// id, 2 ttl ms. Returns 1 if renewed, 0 if the lock is not ours, 2 if it
+/// is not ours because it was broken (`revoked` names our owner id).
 const RENEW: &str = r#"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 2 end
+  return 0
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+if redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+if KEYS[4] and redis.call('HGET', KEYS[4], 'owner') == ARGV[1] then redis.call('PEXPIRE', KEYS[4], ARGV[2]) end
 return 1
 "#;
 
-/// Redlock: raise the fence to the quorum's token, and mark an election's
-/// leader record as confirmed with that token.
+/// Redlock: raise the fence to the quorum's token, write it into our holder
+/// record, and mark an election's leader record as confirmed with it.
 ///
-/// KEYS: fence, owner, leader. ARGV: 1 token, 2 owner id, 3 election, 4 leader channel.
+/// KEYS: fence, owner, leader, holder. ARGV: 1 token, 2 owner id, 3
+/// election, 4 leader channel.
 ///
 /// Returns 1 when this server now shows the confirmed leader record (always
 /// for plain locks), 0 when it raised the fence but does not hold our
@@ -203,13 +246,91 @@ return 1
 const CONFIRM: &str = r#"
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+local ours = redis.call('GET', KEYS[2]) == ARGV[2]
+if ours and redis.call('HGET', KEYS[4], 'owner') == ARGV[2] then
+  redis.call('HSET', KEYS[4], 'token', ARGV[1], 'ok', '1')
+end
 if ARGV[3] ~= '1' then return 1 end
-if redis.call('GET', KEYS[2]) == ARGV[2] and redis.call('HGET', KEYS[3], 'owner') == ARGV[2] then
+if ours and redis.call('HGET', KEYS[3], 'owner') == ARGV[2] then
   redis.call('HSET', KEYS[3], 'token', ARGV[1], 'ok', '1')
   redis.call('PUBLISH', ARGV[4], ARGV[1])
   return 1
 end
 return 0
+"#;
+
+/// What an operator sees of one lock on this server, read atomically.
+///
+/// KEYS: owner, fence, queue, waiters, holder, labels.
+///
+/// Returns a flat list of strings: owner id ('' when free), token, grant
+/// time in server ms ('' unknown), description, `ok` ('1' when the token
+/// is final), lease left in ms, then pairs of waiter id and description,
+/// queued waiters first in queue order, then the others (Redlock's).
+/// Expired waiter entries are skipped. A holder without a record (a client
+/// that writes none) shows the fence as its token.
+const INSPECT: &str = r#"
+local owner = redis.call('GET', KEYS[1])
+local now = now_ms()
+local out
+if owner then
+  local h = redis.call('HMGET', KEYS[5], 'owner', 'token', 'since', 'about', 'ok')
+  local left = string.format('%d', redis.call('PTTL', KEYS[1]))
+  if h[1] == owner then
+    out = {owner, h[2] or '0', h[3] or '', h[4] or '', h[5] or '1', left}
+  else
+    out = {owner, redis.call('GET', KEYS[2]) or '0', '', '', '1', left}
+  end
+else
+  out = {'', '0', '', '', '0', '0'}
+end
+local seen = {}
+local function add(waiter)
+  if seen[waiter] then return end
+  seen[waiter] = true
+  local expiry = redis.call('ZSCORE', KEYS[4], waiter)
+  if expiry and tonumber(expiry) > now then
+    table.insert(out, waiter)
+    table.insert(out, redis.call('HGET', KEYS[6], waiter) or '')
+  end
+end
+for _, waiter in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do add(waiter) end
+for _, waiter in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. string.format('%d', now), '+inf')) do add(waiter) end
+return out
+"#;
+
+/// Breaks a lock: deletes its owner key and holder record whoever holds
+/// it, remembers the evicted owner id in the `revoked` set (so its next
+/// renewal learns it was broken, not merely expired), and serves the next
+/// waiter as a release does. The fence is untouched, so the next grant's
+/// token is higher.
+///
+/// KEYS: owner, queue, waiters, fence, holder, labels, revoked. ARGV: 1
+/// wake prefix, 2 flags as for release, 3 released channel (or '').
+///
+/// Returns false when the lock was free, else what it was, as INSPECT
+/// (without waiters).
+const FORCE_RELEASE: &str = r#"
+local owner = redis.call('GET', KEYS[1])
+if not owner then return false end
+local h = redis.call('HMGET', KEYS[5], 'owner', 'token', 'since', 'about', 'ok', 'ttl')
+local left = redis.call('PTTL', KEYS[1])
+local out
+if h[1] == owner then
+  out = {owner, h[2] or '0', h[3] or '', h[4] or '', h[5] or '1', string.format('%d', left)}
+  redis.call('DEL', KEYS[5])
+else
+  out = {owner, redis.call('GET', KEYS[2]) or '0', '', '', '1', string.format('%d', left)}
+end
+redis.call('DEL', KEYS[1])
+-- Long enough for the evicted holder's next renewal: it renews every
+-- TTL/3 while its lease is valid, and its lease ends within `left`.
+local keep = math.max(2 * (tonumber(h[6]) or 0), 2 * left, 1000)
+redis.call('SADD', KEYS[7], owner)
+if redis.call('PTTL', KEYS[7]) < keep then redis.call('PEXPIRE', KEYS[7], keep) end
+hand_over(KEYS[2], KEYS[3], KEYS[6], KEYS[5], ARGV[1], KEYS[1], KEYS[4], string.find(ARGV[2], 'h', 1, true))
+if string.find(ARGV[2], 'r', 1, true) then redis.call('PUBLISH', ARGV[3], '1') end
+return out
 "#;
 
 /// Publish a new leader value if we still lead.
@@ -243,11 +364,13 @@ pub(crate) struct Scripts {
     pub(crate) confirm: Script,
     pub(crate) proclaim: Script,
     pub(crate) leader: Script,
+    pub(crate) inspect: Script,
+    pub(crate) force_release: Script,
 }
 
 impl Scripts {
     /// Every script, for loading them at connect.
-    pub(crate) fn all(&self) -> [&Script; 6] {
+    pub(crate) fn all(&self) -> [&Script; 8] {
         [
             &self.acquire,
             &self.release,
@@ -255,20 +378,27 @@ impl Scripts {
             &self.confirm,
             &self.proclaim,
             &self.leader,
+            &self.inspect,
+            &self.force_release,
         ]
     }
 }
 
 /// The scripts, shared by every backend in the process.
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(&format!("{NEXT_TOKEN}\n{LIVE_HEAD}\n{ACQUIRE}")),
-    release: Script::new(&format!(
-        "{NEXT_TOKEN}\n{LIVE_HEAD}\n{HAND_OVER}\n{RELEASE}"
-    )),
-    renew: Script::new(RENEW),
-    confirm: Script::new(CONFIRM),
-    proclaim: Script::new(PROCLAIM),
-    leader: Script::new(LEADER),
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let serve = format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{HAND_OVER}");
+    Scripts {
+        acquire: Script::new(&format!(
+            "{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{ACQUIRE}"
+        )),
+        release: Script::new(&format!("{serve}\n{RELEASE}")),
+        renew: Script::new(RENEW),
+        confirm: Script::new(CONFIRM),
+        proclaim: Script::new(PROCLAIM),
+        leader: Script::new(LEADER),
+        inspect: Script::new(&format!("{NOW}\n{INSPECT}")),
+        force_release: Script::new(&format!("{serve}\n{FORCE_RELEASE}")),
+    }
 });
 
 #[cfg(test)]
@@ -276,14 +406,21 @@ mod tests {
     use super::*;
     use lock_testkit::servers::RedisServer;
 
-    const KEYS: [&str; 4] = ["t:{x}:owner", "t:{x}:fence", "t:{x}:queue", "t:{x}:waiters"];
+    const KEYS: [&str; 6] = [
+        "t:{x}:owner",
+        "t:{x}:fence",
+        "t:{x}:queue",
+        "t:{x}:waiters",
+        "t:{x}:holder",
+        "t:{x}:labels",
+    ];
 
     async fn acquire(conn: &mut redis::aio::MultiplexedConnection, owner: &str) -> Vec<i64> {
         let mut call = SCRIPTS.acquire.prepare_invoke();
         for key in KEYS {
             call.key(key);
         }
-        call.arg(owner).arg("5000").arg("").arg("");
+        call.arg(owner).arg("5000").arg("").arg("").arg("test");
         call.invoke_async(conn).await.expect("acquire script")
     }
 
@@ -309,6 +446,7 @@ mod tests {
             .key(KEYS[1])
             .key(KEYS[0])
             .key("t:{x}:leader")
+            .key(KEYS[4])
             .arg(theirs)
             .arg("theirs")
             .arg("0")

@@ -16,7 +16,6 @@ use lock_core::raw::drift_allowance;
 use lock_core::{
     AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
-use tracing::Instrument;
 
 use crate::config::{CommonConfig, ServerAddr};
 use crate::keys::{KeySpace, LockKeys, Space};
@@ -47,6 +46,8 @@ pub(crate) struct Request<'a> {
     pub(crate) wait: lock_core::Wait,
     /// The leader value, for elections.
     pub(crate) value: Option<&'a [u8]>,
+    /// The holder description stored with the grant.
+    pub(crate) about: String,
 }
 
 /// The servers of one backend instance.
@@ -59,6 +60,8 @@ pub(crate) struct Servers {
     pub(crate) default_ttl: Duration,
     /// Limit on one command, also on waiting for subscriptions.
     pub(crate) request_timeout: Duration,
+    /// The configured holder description (`holder` setting).
+    holder: Option<String>,
     instance: String,
     waiter_seq: AtomicU64,
 }
@@ -113,6 +116,7 @@ impl Servers {
             keys,
             default_ttl: common.default_ttl,
             request_timeout: common.request_timeout,
+            holder: common.holder.clone(),
             instance,
             waiter_seq: AtomicU64::new(0),
         }))
@@ -150,20 +154,17 @@ impl Servers {
             ttl,
             wait: options.wait,
             value,
+            about: options.holder_description(self.holder.as_deref()),
         };
-        let span = tracing::debug_span!("acquire", backend = self.backend, lock = %name, token = tracing::field::Empty);
-        async {
+        let acquisition = async {
             let granted = if self.nodes.len() == 1 {
                 fair_queue::acquire(self, &request).await?
             } else {
                 redlock::acquire(self, &request).await?
             };
-            tracing::Span::current().record("token", granted.token);
-            tracing::debug!("acquired");
             held::guard(self.clone(), &request, granted)
-        }
-        .instrument(span)
-        .await
+        };
+        lock_core::raw::observe_acquire(self.backend, name, acquisition).await
     }
 
     /// Owner-checked delete on every server, and (with `waiter`) removal of
@@ -220,6 +221,8 @@ impl Servers {
             keys.queue.clone(),
             keys.waiters.clone(),
             keys.fence.clone(),
+            keys.holder.clone(),
+            keys.labels.clone(),
         ];
         let mut args = vec![
             owner.as_bytes().to_vec(),
@@ -238,29 +241,29 @@ impl Servers {
     }
 
     /// Owner-checked `PEXPIRE` on every server. `Ok` when a quorum renewed;
-    /// `LeaseLost` when too many servers no longer hold our key for a
-    /// quorum to be possible; another error when the outcome is unknown.
+    /// `Err(Lost)` when too many servers no longer hold our key for a quorum
+    /// to be possible, saying whether a server knew it was broken
+    /// (`force_release`); `Err(Failed)` when the outcome is unknown.
     pub(crate) async fn renew(
         &self,
         name: &LockName,
         keys: &LockKeys,
         owner: &str,
         ttl: Duration,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), RenewFailure> {
         let ttl_ms = millis(ttl).to_string();
         let what = format!("renewing lock {name}");
-        let key_list: &[&str] = if keys.is_election() {
-            &[&keys.owner, &keys.leader]
-        } else {
-            &[&keys.owner]
-        };
+        let mut key_list = vec![keys.owner.as_str(), &keys.holder, &keys.revoked];
+        if keys.is_election() {
+            key_list.push(&keys.leader);
+        }
         let calls = self
             .nodes
             .iter()
             .map(|node| {
                 node.eval::<i64>(
                     &SCRIPTS.renew,
-                    key_list,
+                    &key_list,
                     &[owner.as_bytes(), ttl_ms.as_bytes()],
                     &what,
                 )
@@ -268,11 +271,17 @@ impl Servers {
             .collect();
         let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
         let answered = results.iter().filter(|r| r.is_ok()).count();
-        let renewed = self.count_votes(results, &what);
-        match renewed {
+        let revoked = results.iter().any(|r| matches!(r, Ok(2)));
+        match self.count_votes(results, &what) {
             Ok(n) if n >= self.quorum => Ok(()),
-            Ok(n) => Err(self.lease_lost(name, n, answered)),
-            Err(e) => Err(e),
+            Ok(n) if revoked => Err(RenewFailure::Revoked(Error::lease_lost(format!(
+                "lock {name} on {} at {}: it was broken (force_release) and is no longer ours ({n} of {answered} servers that answered still hold it, {} needed); acquire it again for a new fencing token",
+                self.backend,
+                self.addrs(),
+                self.quorum
+            )))),
+            Ok(n) => Err(RenewFailure::Other(self.lease_lost(name, n, answered))),
+            Err(e) => Err(RenewFailure::Other(e)),
         }
     }
 
@@ -446,6 +455,15 @@ impl Servers {
             key: keys.owner.clone(),
         }))
     }
+}
+
+/// Why a renewal failed.
+#[derive(Debug)]
+pub(crate) enum RenewFailure {
+    /// The lock was broken by an operator: the lease is gone.
+    Revoked(Error),
+    /// The lease is gone (`LeaseLost`), or the outcome is unknown.
+    Other(Error),
 }
 
 /// `Unavailable`: too few servers answered for a quorum.

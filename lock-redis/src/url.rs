@@ -13,12 +13,13 @@ use crate::config::{DEFAULT_PORT, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
 const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, tls, tls_insecure, tls_ca_file";
+    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls_ca_file";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum UrlOption {
     Prefix(String),
+    Holder(String),
     DefaultTtl(Duration),
     ConnectTimeout(Duration),
     RequestTimeout(Duration),
@@ -103,6 +104,7 @@ fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, Stri
     };
     Ok(match key {
         "prefix" => UrlOption::Prefix(value),
+        "holder" => UrlOption::Holder(value),
         "ttl" => UrlOption::DefaultTtl(duration(&value)?),
         "connect_timeout" => UrlOption::ConnectTimeout(duration(&value)?),
         "request_timeout" => UrlOption::RequestTimeout(duration(&value)?),

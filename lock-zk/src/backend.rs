@@ -5,13 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::admin::AdminCapabilities;
 use lock_core::raw::Validity;
 use lock_core::{
-    AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, LockBackend, LockGuard,
-    LockName, LostReason, Result,
+    AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, HolderInfo,
+    ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, LostReason, Result,
 };
 use tokio::time::Instant;
-use tracing::Instrument;
 use zookeeper_client as zk;
 
 use crate::cleanup::Leftover;
@@ -139,18 +139,46 @@ impl ZkBackend {
 
     /// The TTL is the session timeout: at least [`MIN_SESSION_TIMEOUT`], in
     /// whole milliseconds, and granted exactly as requested or `connect`
-    /// fails (see [`Session::open`]).
+    /// fails (see [`Session::open`]). `inspect` reads the holder's and the
+    /// waiters' nodes: their data (the description), `czxid` (the token)
+    /// and `ctime` (when the holder's node was created); another client's
+    /// session timeout is not visible, so there is no `lease_left`.
     pub(crate) fn caps(&self) -> Capabilities {
-        Capabilities::new("zk", FencingStrength::Strong)
+        Capabilities::new(crate::errors::BACKEND, FencingStrength::Strong)
             .with_fifo(true)
             .with_election(true)
             .with_per_lock_lease(false)
             .with_ttl_limits(MIN_SESSION_TIMEOUT, Duration::from_millis(1))
+            .with_admin(AdminCapabilities::all().with_lease_left(false))
+    }
+
+    /// The description a lock acquired with `options` stores as its node's
+    /// data: the acquisition's label, else the configured `holder`, else
+    /// `host:pid`. A label that is empty or too long is `InvalidConfig`.
+    pub(crate) fn holder_description(&self, options: &AcquireOptions) -> Result<String> {
+        let description = options.holder_description(self.inner.settings.holder.as_deref());
+        crate::config::check_holder(&description)?;
+        Ok(description)
     }
 
     /// Joins the queue of `name` in `space` and builds the guard once our
-    /// node heads it.
+    /// node heads it, inside lock-core's `distlock.acquire` span and metrics.
     pub(crate) async fn acquire_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        data: &[u8],
+    ) -> Result<LockGuard> {
+        lock_core::raw::observe_acquire(
+            crate::errors::BACKEND,
+            name,
+            self.acquire_observed(space, name, options, data),
+        )
+        .await
+    }
+
+    async fn acquire_observed(
         &self,
         space: Space,
         name: &LockName,
@@ -225,7 +253,6 @@ impl ZkBackend {
         }
         let action = action(space, name);
         let doing = crate::errors::doing(&action, &session.settings.connect_string);
-        let span = tracing::info_span!("zk.acquire", backend = "zk", lock = %name, token = tracing::field::Empty);
         let head = queue::join_and_wait(
             &session,
             &session.settings.layout,
@@ -235,10 +262,8 @@ impl ZkBackend {
             deadline,
             &doing,
         )
-        .instrument(span.clone())
         .await?;
-        span.record("token", head.czxid);
-        span.in_scope(|| tracing::debug!(path = %head.path, "zk lock acquired"));
+        tracing::debug!(path = %head.path, token = head.czxid, "zk node heads the queue");
         // Vouched for by the leader's evidence only: the create's answer came
         // from our server, which may have lost the leader since.
         let validity = Validity::starting(session.evidence(), session.timing.trusted_for());
@@ -306,7 +331,8 @@ impl LockBackend for ZkBackend {
         self.session_timeout()
     }
 
-    /// Joins the lock's queue and waits until our node is the lowest.
+    /// Joins the lock's queue and waits until our node is the lowest. The
+    /// node's data is the holder description (see [`AcquireOptions::holder`]).
     ///
     /// A TTL in `options` is checked (zero is `InvalidConfig`) but the lock
     /// lives as long as the session: the guard's `ttl()` is the session
@@ -320,6 +346,51 @@ impl LockBackend for ZkBackend {
     /// arrived, the node is found by its GUID first. It never blocks others
     /// beyond the session timeout.
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, &[]).await
+        let description = match self.holder_description(options) {
+            Ok(description) => description,
+            // Counted and traced like any other refused acquisition.
+            Err(e) => {
+                return lock_core::raw::observe_acquire(crate::errors::BACKEND, name, async {
+                    Err(e)
+                })
+                .await;
+            }
+        };
+        self.acquire_in(Space::Lock, name, options, description.as_bytes())
+            .await
+    }
+
+    /// The lowest node of the lock's queue and the nodes behind it, each
+    /// with its data as the description. Two round trips: `sync` and
+    /// `getChildren` (pipelined), then one `getData` per node (pipelined).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+        crate::admin::inspect(self, name).await
+    }
+
+    /// The locks and elections with at least one node, under
+    /// `options.prefix`, one page of them. See the crate documentation
+    /// (Operating) for what is walked in each layout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        crate::admin::list(self, options).await
+    }
+
+    /// Deletes the holder's node. The holder's own-node watch then fires
+    /// `LostReason::Revoked`; the next node in the queue becomes the holder,
+    /// with a higher `czxid`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have deleted the
+    /// holder's node.
+    async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        crate::admin::force_release(self, name).await
     }
 }

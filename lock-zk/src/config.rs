@@ -68,6 +68,10 @@ pub struct ZkConfig {
     pub username: Option<String>,
     /// Digest-auth password; never printed by `Debug`.
     pub password: Option<String>,
+    /// Who holds this client's locks, as operators see it in `inspect`
+    /// (the URL's `holder` option): stored as each lock node's data.
+    /// `None` stores `host:pid`; an acquisition's own label wins.
+    pub holder: Option<String>,
 }
 
 impl Default for ZkConfig {
@@ -82,6 +86,7 @@ impl Default for ZkConfig {
             request_timeout: Duration::from_secs(5),
             username: None,
             password: None,
+            holder: None,
         }
     }
 }
@@ -98,6 +103,7 @@ impl fmt::Debug for ZkConfig {
             .field("request_timeout", &self.request_timeout)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("holder", &self.holder)
             .finish()
     }
 }
@@ -156,12 +162,20 @@ impl ZkConfig {
         self
     }
 
+    /// Sets the holder description stored with every lock this client
+    /// takes (default `host:pid`).
+    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
+        self
+    }
+
     /// Parses `zk://[user:password@]host[:port][,host[:port]...][/lock/root][?options]`.
     ///
     /// Options: `ttl` (alias `session_timeout`; both set the session
     /// timeout), `connect_timeout`, `request_timeout` (durations such as
     /// `500ms` or `2s`; a bare number is seconds), `username`, `password`, `layout` (`distlock` or
-    /// `curator`; see [`NodeLayout`]). A malformed URL gives
+    /// `curator`; see [`NodeLayout`]), `holder` (the description stored
+    /// with each lock). A malformed URL gives
     /// `InvalidConfig` naming what is wrong.
     pub fn from_url(url: &str) -> Result<Self> {
         crate::url::parse(url)
@@ -174,7 +188,8 @@ impl ZkConfig {
 
     /// Applies the [`Settings`] ZooKeeper honours over these (`ttl`, which is
     /// the session timeout, `connect_timeout`, `request_timeout`,
-    /// `username`, `password`, `prefix`, `layout`), and refuses the others.
+    /// `username`, `password`, `prefix`, `layout`, `holder`), and refuses
+    /// the others.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
         settings.refuse_others(
             "ZooKeeper",
@@ -186,6 +201,7 @@ impl ZkConfig {
                 "password",
                 "prefix",
                 "layout",
+                "holder",
             ],
         )?;
         if let Some(ttl) = settings.ttl {
@@ -209,6 +225,9 @@ impl ZkConfig {
         }
         if let Some(layout) = &settings.layout {
             self.layout = layout.parse()?;
+        }
+        if let Some(holder) = &settings.holder {
+            self.holder = Some(holder.clone());
         }
         self.validate()?;
         Ok(self)
@@ -285,6 +304,9 @@ impl ZkConfig {
                 ));
             }
         };
+        if let Some(holder) = &self.holder {
+            check_holder(holder)?;
+        }
         Ok(Resolved {
             connect_string: self.servers.join(","),
             layout,
@@ -292,8 +314,30 @@ impl ZkConfig {
             connect_timeout: self.connect_timeout,
             request_timeout: self.request_timeout,
             credentials,
+            holder: self.holder.clone(),
         })
     }
+}
+
+/// The longest holder description: node data is read whole by every
+/// `inspect`, so it stays a label, not a payload.
+pub(crate) const MAX_HOLDER_LEN: usize = 1024;
+
+/// A holder description must say something and stay a label.
+pub(crate) fn check_holder(holder: &str) -> Result<()> {
+    if holder.trim().is_empty() {
+        return Err(Error::invalid_config(
+            "zk holder description is empty; set a label such as billing-worker-3, or leave it \
+             unset for host:pid",
+        ));
+    }
+    if holder.len() > MAX_HOLDER_LEN {
+        return Err(Error::invalid_config(format!(
+            "zk holder description is {} bytes long; at most {MAX_HOLDER_LEN} are allowed",
+            holder.len()
+        )));
+    }
+    Ok(())
 }
 
 fn check_server(server: &str) -> Result<()> {
@@ -345,6 +389,8 @@ pub(crate) struct Resolved {
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) credentials: Option<Credentials>,
+    /// The configured holder description, if any.
+    pub(crate) holder: Option<String>,
 }
 
 impl Resolved {
@@ -442,6 +488,25 @@ mod tests {
                 .message()
                 .contains("without a password")
         );
+    }
+
+    #[test]
+    fn holder_comes_from_settings_and_must_be_a_label() {
+        let settings = Settings {
+            holder: Some("billing-worker-3".into()),
+            ..Settings::default()
+        };
+        let config = ZkConfig::default().with_settings(&settings).unwrap();
+        assert_eq!(config.holder.as_deref(), Some("billing-worker-3"));
+        assert_eq!(
+            config.resolve().unwrap().holder.as_deref(),
+            Some("billing-worker-3")
+        );
+        for (bad, needle) in [("  ", "empty"), (&*"x".repeat(1025), "at most 1024")] {
+            let err = ZkConfig::default().with_holder(bad).resolve().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+            assert!(err.message().contains(needle), "{needle}: {err}");
+        }
     }
 
     #[test]

@@ -21,7 +21,9 @@ use crate::session::Session;
 #[async_trait]
 impl ElectionBackend for ZkBackend {
     /// Joins the election's queue with `value` as the node's data and waits
-    /// until our node is the lowest.
+    /// until our node is the lowest. The value is the candidate's only
+    /// description (`options.holder` is not stored): Curator's `LeaderLatch`
+    /// reads the same data as its participant id.
     ///
     /// # Cancel safety
     ///

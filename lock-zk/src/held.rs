@@ -70,10 +70,11 @@ impl ZkHeld {
     fn gone(&self, action: &str) -> Error {
         let doing = self.doing(action);
         match self.signal.reason() {
-            Some(LostReason::Deleted) => doing.fail(
+            Some(LostReason::Revoked | LostReason::Deleted) => doing.fail(
                 ErrorKind::NotHeld,
                 format!(
-                    "node {} was deleted behind our back; nothing was changed",
+                    "node {} was deleted by another client while our session lived (the lock \
+                     was broken); nothing was changed",
                     self.path
                 ),
             ),
@@ -113,9 +114,11 @@ impl ZkHeld {
         }
     }
 
-    /// Our node was found deleted: the lock is lost, and `action` fails.
+    /// Our node was found deleted by an answer on our session, so the
+    /// session lives and another client deleted it: the lock was revoked,
+    /// and `action` fails.
     fn node_deleted(&self, action: &str) -> Error {
-        self.lost(LostReason::Deleted);
+        self.lost(LostReason::Revoked);
         self.gone(action)
     }
 
@@ -148,8 +151,9 @@ impl HeldLock for ZkHeld {
     }
 
     /// Deletes our node. The lost signal fires once the outcome is known:
-    /// `Released` after the delete succeeded, `Deleted` if the node was
-    /// already gone, and, if the reply was lost, only once the retried
+    /// `Released` after the delete succeeded, `Revoked` if the node was
+    /// already gone (another client deleted it: the answer came on our live
+    /// session), and, if the reply was lost, only once the retried
     /// delete succeeds in the background.
     async fn release(mut self: Box<Self>) -> Result<()> {
         let action = self.action("releasing");
@@ -187,10 +191,10 @@ impl HeldLock for ZkHeld {
                 Ok(())
             }
             Err(zk::Error::NoNode) => {
-                finish(LostReason::Deleted);
+                finish(LostReason::Revoked);
                 Err(doing.fail(
                     ErrorKind::NotHeld,
-                    format!("node {path} was already gone (deleted behind our back, or the session expired); nothing was deleted"),
+                    format!("node {path} was already gone (deleted by another client: the lock was broken); nothing was deleted"),
                 ))
             }
             Err(e) if session_over(&e) => {
@@ -279,8 +283,9 @@ impl Drop for Interrupted<'_> {
     }
 }
 
-/// Watches our own node: its deletion (by another client, or by the server
-/// when the session expires) fires the lost signal.
+/// Watches our own node: its deletion fires the lost signal, `Revoked`
+/// when another client deleted it while our session lives (an operator
+/// broke the lock), `Expired` when the session ended.
 ///
 /// The watch is armed [`Timing::arm_delay`](crate::session::Timing::arm_delay)
 /// after the node is created, and not at all if the lock is released or
@@ -324,12 +329,13 @@ pub(crate) async fn watch_own_node(
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
-                    zk::EventType::NodeDeleted => return lost(LostReason::Deleted),
+                    zk::EventType::NodeDeleted => return lost(why_deleted(&session).await),
                     zk::EventType::Session => return lost(session_end(event.session_state)),
                     _ => {}
                 }
             }
-            Err(zk::Error::NoNode) => return lost(LostReason::Deleted),
+            // Answered on our session, so it lives: another client deleted it.
+            Err(zk::Error::NoNode) => return lost(LostReason::Revoked),
             Err(e) if session_over(&e) => return lost(LostReason::Expired),
             Err(_) => {
                 let Some(strong) = session.upgrade() else {
@@ -346,6 +352,35 @@ pub(crate) async fn watch_own_node(
             }
         }
     }
+}
+
+/// Why our node was deleted: `Revoked` if our session is still alive
+/// (another client deleted the node), `Expired` if the deletion was the
+/// session's end. A request answered on the session after the deletion
+/// proves it lives, since an expired session never comes back.
+async fn why_deleted(session: &Weak<Session>) -> LostReason {
+    let Some(strong) = session.upgrade() else {
+        return LostReason::Revoked;
+    };
+    let (client, timing) = (strong.client.clone(), strong.timing);
+    let root = strong.settings.layout.root().to_owned();
+    drop(strong);
+    for _ in 0..2 {
+        match tokio::time::timeout(timing.request, client.sync(&root)).await {
+            Ok(Ok(()) | Err(zk::Error::NoNode)) => return LostReason::Revoked,
+            Ok(Err(e)) if session_over(&e) => return LostReason::Expired,
+            _ => {
+                let until = Instant::now() + timing.session;
+                if let Err(e) = crate::session::wait_connected(&client, until).await
+                    && session_over(&e)
+                {
+                    return LostReason::Expired;
+                }
+            }
+        }
+    }
+    // Connected again (or still trying) and never told the session ended.
+    LostReason::Revoked
 }
 
 fn session_end(state: zk::SessionState) -> LostReason {

@@ -1,6 +1,7 @@
 #![doc = include_str!("../docs.md")]
 
 mod acl;
+mod admin;
 mod backend;
 mod cleanup;
 mod config;

@@ -61,6 +61,7 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
             "request_timeout" => config.request_timeout = duration()?,
             "username" => config.username = Some(value),
             "password" => config.password = Some(value),
+            "holder" => config.holder = Some(value),
             "layout" => {
                 config.layout = value
                     .parse()
@@ -69,7 +70,7 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
             other => {
                 return Err(bad(format!(
                     "unknown option {other:?}; known: ttl, session_timeout, connect_timeout, \
-                     request_timeout, username, password, layout"
+                     request_timeout, username, password, layout, holder"
                 )));
             }
         }
@@ -107,6 +108,8 @@ mod tests {
         let curator = ZkConfig::from_url("zk://h:2181?layout=curator").unwrap();
         assert_eq!(curator.layout, NodeLayout::Curator);
         assert_eq!(curator.servers, ["h:2181"]);
+        let labelled = ZkConfig::from_url("zk://h?holder=billing%20worker").unwrap();
+        assert_eq!(labelled.holder.as_deref(), Some("billing worker"));
     }
 
     #[test]

@@ -153,7 +153,11 @@ async fn other_identities_cannot_delete_lock_nodes() {
             .expect_err("another identity must not delete alice's node");
         assert_eq!(err, zk::Error::NoAuth, "{auth:?}");
         let (data, _) = other.get_data(guard.key()).await.expect("others may read");
-        assert!(data.is_empty());
+        let holder = String::from_utf8(data).expect("the description is text");
+        assert!(
+            holder.ends_with(&format!(":{}", std::process::id())),
+            "others see who holds it: {holder:?}"
+        );
     }
     assert!(guard.is_held());
     let alice_again =
@@ -202,7 +206,7 @@ async fn guarded_write_commits_only_while_held() {
     let reason = timeout(SESSION + SLACK, guard.lost())
         .await
         .expect("lost signal");
-    assert_eq!(reason, LostReason::Deleted);
+    assert_eq!(reason, LostReason::Revoked);
     let err = backend
         .guarded_write(&guard)
         .set_data(entry.clone(), b"stale".to_vec(), None)
@@ -459,7 +463,7 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
         assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
         assert_eq!(
             signal.reason(),
-            Some(LostReason::Deleted),
+            Some(LostReason::Revoked),
             "the lost signal hides that the lock was taken away"
         );
     }

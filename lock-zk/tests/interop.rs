@@ -8,7 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockBackendExt, LockName, Wait};
+use lock_core::{
+    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+};
 use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
 
@@ -272,5 +274,65 @@ async fn bad_layouts_and_paths_are_refused_before_any_io() {
     // does not tell clients apart from persistent nodes).
     let guard = distlock.try_lock("/fresh/locks/x").await.expect("lock");
     assert_curator_node(guard.key(), "/fresh/locks/x", "lock-");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_list_show_a_curator_mutex_holder_and_a_distlock_waiter() {
+    let Interop {
+        server: _server,
+        addrs: _,
+        admin,
+        distlock,
+        mut peer,
+    } = Interop::start().await;
+    let path = "/interop/locks/inspected";
+    let name = LockName::new(path).unwrap();
+    let answer = peer.ask(&format!("mutex {path} 5000"), EVENT).await;
+    let node = answer
+        .strip_prefix("acquired ")
+        .unwrap_or_else(|| panic!("Curator did not acquire: {answer}"))
+        .to_owned();
+    let waiter = tokio::spawn({
+        let (distlock, name) = (distlock.clone(), name.clone());
+        async move {
+            let options = AcquireOptions::new()
+                .holder("distlock-waiter")
+                .wait(Wait::Timeout(EVENT));
+            distlock.acquire(&name, &options).await
+        }
+    });
+    until_children(&admin, path, 2, EVENT).await;
+
+    let status = distlock.inspect(&name).await.expect("inspect");
+    let holder = status.holder.clone().expect("Curator holds it");
+    assert_eq!(holder.key, node, "{status:?}");
+    assert_eq!(holder.token.0, czxid(&admin, &node).await);
+    // What Curator stores in a mutex node: its client's default data, the
+    // local IP address unless the application configures another.
+    let (data, _) = admin.get_data(&node).await.expect("read Curator's node");
+    let description = holder.description.expect("Curator's node has data");
+    assert_eq!(description.as_bytes(), data);
+    assert!(
+        description.parse::<std::net::IpAddr>().is_ok(),
+        "Curator's default data is an IP address: {description:?}"
+    );
+    assert!(holder.acquired_at.is_some() && holder.lease_left.is_none());
+    assert_eq!(status.waiting, 1, "{status:?}");
+    assert_eq!(
+        status.waiters[0].description.as_deref(),
+        Some("distlock-waiter")
+    );
+    let listed = distlock.list_all("/interop/").await.expect("list");
+    let entries: Vec<_> = listed
+        .iter()
+        .map(|l| (l.name.as_str(), l.holder_token, l.waiting))
+        .collect();
+    assert_eq!(entries, [(path, Some(holder.token), 1)], "{listed:?}");
+
+    assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
+    let guard = joined(EVENT, "distlock gets in after Curator", waiter)
+        .await
+        .expect("distlock acquires");
     guard.release().await.expect("release");
 }

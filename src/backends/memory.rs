@@ -23,7 +23,9 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
             "memory URL {url:?} takes no options or credentials; use memory:// or memory://NAME"
         )));
     }
-    config.settings().refuse_others("memory", &["ttl"])?;
+    config
+        .settings()
+        .refuse_others("memory", &["ttl", "holder"])?;
     let name = rest.trim_end_matches('/').to_owned();
     let shared = tables()
         .lock()
@@ -34,6 +36,10 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = match config.ttl {
         Some(ttl) => shared.with_default_ttl(ttl)?,
         None => shared,
+    };
+    let backend = match &config.holder {
+        Some(holder) => backend.with_holder(holder.as_str()),
+        None => backend,
     };
     Ok((Arc::new(backend), Native::Plain))
 }

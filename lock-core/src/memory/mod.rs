@@ -4,6 +4,14 @@
 //! server would. Leases expire on Tokio's clock, so tests can run with paused
 //! time. It is FIFO, supports election, and its tokens are process-local.
 //!
+//! It reports everything an operator asks for: [`inspect`](LockBackend::inspect)
+//! gives the holder (description, token, key, when it took the lock, lease
+//! left) and every waiter's description in queue order; `list` every name
+//! held or waited for; `force_release` evicts the holder at once, and its
+//! guard's lost signal fires [`LostReason::Revoked`](crate::LostReason::Revoked)
+//! before the call returns. `inspect` and `force_release` look at the lock
+//! of that name, or, when nobody holds or waits for it, at the election.
+//!
 //! Use it for unit tests of code that takes a lock and for examples; it does
 //! not coordinate separate processes.
 
@@ -17,6 +25,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::admin::{AdminCapabilities, HolderInfo, ListOptions, ListPage, LockStatus};
 use crate::backend::LockBackend;
 use crate::capabilities::{Capabilities, FencingStrength};
 use crate::clock::{LeaseClock, SentAt, TokioClock};
@@ -27,7 +36,7 @@ use crate::lost::LossNotifier;
 use crate::name::LockName;
 use crate::options::AcquireOptions;
 
-use table::{Space, Table};
+use table::{Request, Space, Table};
 #[cfg(feature = "testing")]
 pub use testing::expire_key;
 
@@ -41,6 +50,8 @@ pub struct MemoryBackend {
     default_ttl: Duration,
     /// The table expires leases on Tokio's clock, so validity is measured on it too.
     clock: Arc<dyn LeaseClock>,
+    /// The holder description of grants whose options set none.
+    holder: Option<Arc<str>>,
 }
 
 impl Default for MemoryBackend {
@@ -59,7 +70,15 @@ impl MemoryBackend {
             table,
             default_ttl: DEFAULT_TTL,
             clock: Arc::new(TokioClock::new()),
+            holder: None,
         }
+    }
+
+    /// Sets the holder description stored with grants whose
+    /// [`AcquireOptions::holder`] is unset (default `host:pid`).
+    pub fn with_holder(mut self, holder: impl Into<Arc<str>>) -> Self {
+        self.holder = Some(holder.into());
+        self
     }
 
     /// Sets the default TTL used when acquire options leave it unset.
@@ -82,6 +101,21 @@ impl MemoryBackend {
             .with_fifo(true)
             .with_election(true)
             .with_cross_process(false)
+            .with_admin(AdminCapabilities::all())
+    }
+
+    /// The space `name` is operated on in: its lock, unless only its
+    /// election is in use.
+    fn space_of(&self, name: &LockName) -> (Space, LockStatus) {
+        let lock = self.table.inspect(Space::Lock, name);
+        if lock.is_held() || lock.waiting > 0 {
+            return (Space::Lock, lock);
+        }
+        let election = self.table.inspect(Space::Election, name);
+        if election.is_held() || election.waiting > 0 {
+            return (Space::Election, election);
+        }
+        (Space::Lock, lock)
     }
 
     async fn acquire_in(
@@ -91,12 +125,27 @@ impl MemoryBackend {
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
     ) -> Result<LockGuard> {
+        crate::raw::observe_acquire("memory", name, self.grant_in(space, name, options, value))
+            .await
+    }
+
+    async fn grant_in(
+        &self,
+        space: Space,
+        name: &LockName,
+        options: &AcquireOptions,
+        value: Option<Vec<u8>>,
+    ) -> Result<LockGuard> {
         let ttl = options.ttl_for(self.default_ttl, &Self::caps())?;
         let notifier = LossNotifier::new();
-        let grant = self
-            .table
-            .acquire(space, name, ttl, options.wait, notifier.clone(), value)
-            .await?;
+        let request = Request {
+            ttl,
+            wait: options.wait,
+            notifier: notifier.clone(),
+            value,
+            description: options.holder_description(self.holder.as_deref()),
+        };
+        let grant = self.table.acquire(space, name, request).await?;
         let sent = SentAt::from_instant_on(self.clock.clone(), grant.granted_at);
         let key = table::key_of(space, name, grant.lease);
         let lease = MemoryLease {
@@ -125,6 +174,29 @@ impl LockBackend for MemoryBackend {
 
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.acquire_in(Space::Lock, name, options, None).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+        Ok(self.space_of(name).1)
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        Ok(options.page(self.table.list()))
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it does not wait, so it has either evicted the holder or
+    /// not started.
+    async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        let (space, _) = self.space_of(name);
+        Ok(self.table.force_release(space, name))
     }
 }
 
@@ -174,5 +246,40 @@ impl MemoryLease {
                 self.name, self.grant.token
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::election::ElectionBackend;
+    use crate::lost::LostReason;
+
+    fn name(text: &str) -> LockName {
+        LockName::new(text).unwrap()
+    }
+
+    /// A name used only as an election is operated on as one: inspect shows
+    /// its leader, and a break ends the leadership with `Revoked` at once.
+    #[tokio::test]
+    async fn an_election_in_use_is_inspected_and_broken_by_its_name() {
+        let backend = MemoryBackend::new().with_holder("scheduler-1");
+        let lead = backend
+            .campaign(&name("sched"), b"me".to_vec(), &AcquireOptions::new())
+            .await
+            .unwrap();
+        let status = backend.inspect(&name("sched")).await.unwrap();
+        let holder = status.holder.expect("the leader");
+        assert_eq!(holder.token, lead.token());
+        assert_eq!(holder.description.as_deref(), Some("scheduler-1"));
+        let evicted = backend.force_release(&name("sched")).await.unwrap();
+        assert_eq!(evicted.map(|h| h.token), Some(lead.token()));
+        assert!(
+            lead.lost_signal().is_lost(),
+            "fired before force_release returned"
+        );
+        assert_eq!(lead.lost().await, LostReason::Revoked);
+        assert_eq!(backend.leader(&name("sched")).await.unwrap(), None);
+        assert!(!backend.inspect(&name("sched")).await.unwrap().is_held());
     }
 }

@@ -1,18 +1,19 @@
 //! The shared lock table behind every clone of a `MemoryBackend`.
 //!
-//! One entry per (space, name): the holder with its lease, a FIFO queue of
-//! waiter ids, a change notification for waiters, and the published leader for
-//! elections. Expiry is lazy (checked on every access) plus timed wake-ups of
+//! One entry per (space, name): the holder with its lease and description, a
+//! FIFO queue of waiters, a change notification for waiters, and the published
+//! leader for elections. Expiry is lazy (checked on every access) plus timed wake-ups of
 //! waiters at the holder's expiry instant.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
+use crate::admin::{HolderInfo, ListedLock, LockStatus, Primitive, WaiterInfo};
 use crate::election::LeaderInfo;
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
@@ -29,9 +30,13 @@ pub(super) enum Space {
 
 impl Space {
     pub(super) fn as_str(self) -> &'static str {
+        self.primitive().as_str()
+    }
+
+    fn primitive(self) -> Primitive {
         match self {
-            Space::Lock => "lock",
-            Space::Election => "election",
+            Space::Lock => Primitive::Lock,
+            Space::Election => Primitive::Election,
         }
     }
 }
@@ -71,7 +76,7 @@ struct State {
 #[derive(Debug)]
 struct Entry {
     holder: Option<Holder>,
-    queue: VecDeque<u64>,
+    queue: VecDeque<Waiter>,
     changed: watch::Sender<()>,
     leader: watch::Sender<Option<LeaderInfo>>,
 }
@@ -83,6 +88,37 @@ struct Holder {
     expires_at: Instant,
     notifier: LossNotifier,
     value: Option<Vec<u8>>,
+    description: String,
+    acquired_at: SystemTime,
+}
+
+impl Holder {
+    fn info(&self, space: Space, name: &LockName, now: Instant) -> HolderInfo {
+        HolderInfo {
+            key: key_of(space, name, self.lease),
+            token: FencingToken(self.token),
+            description: Some(self.description.clone()),
+            acquired_at: Some(self.acquired_at),
+            lease_left: Some(self.expires_at.saturating_duration_since(now)),
+        }
+    }
+}
+
+/// A queued acquisition: its id and who it is for.
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    description: String,
+}
+
+/// What one acquisition asks for besides the name.
+#[derive(Debug)]
+pub(super) struct Request {
+    pub(super) ttl: Duration,
+    pub(super) wait: Wait,
+    pub(super) notifier: LossNotifier,
+    pub(super) value: Option<Vec<u8>>,
+    pub(super) description: String,
 }
 
 impl Entry {
@@ -102,10 +138,26 @@ impl Entry {
         }
     }
 
-    fn end_holder(&mut self, reason: LostReason) {
-        if let Some(holder) = self.holder.take() {
-            holder.notifier.fire(reason);
-            self.changed.send_replace(());
+    fn end_holder(&mut self, reason: LostReason) -> Option<Holder> {
+        let holder = self.holder.take()?;
+        holder.notifier.fire(reason);
+        self.changed.send_replace(());
+        Some(holder)
+    }
+
+    fn status(&self, space: Space, name: &LockName, now: Instant) -> LockStatus {
+        LockStatus {
+            name: name.clone(),
+            holder: self.holder.as_ref().map(|h| h.info(space, name, now)),
+            waiting: self.queue.len(),
+            waiters: self
+                .queue
+                .iter()
+                .map(|w| WaiterInfo {
+                    key: Some(format!("memory:{}/{}~{}", space.as_str(), name, w.id)),
+                    description: Some(w.description.clone()),
+                })
+                .collect(),
         }
     }
 
@@ -145,7 +197,7 @@ impl Drop for QueueSlot<'_> {
     fn drop(&mut self) {
         let mut state = self.table.lock();
         if let Some(entry) = state.entries.get_mut(&self.key)
-            && let Some(pos) = entry.queue.iter().position(|&w| w == self.id)
+            && let Some(pos) = entry.queue.iter().position(|w| w.id == self.id)
         {
             entry.queue.remove(pos);
             entry.changed.send_replace(());
@@ -163,11 +215,15 @@ impl Table {
         &self,
         space: Space,
         name: &LockName,
-        ttl: Duration,
-        wait: Wait,
-        notifier: LossNotifier,
-        value: Option<Vec<u8>>,
+        request: Request,
     ) -> Result<Grant> {
+        let Request {
+            ttl,
+            wait,
+            notifier,
+            value,
+            description,
+        } = request;
         let key = (space, name.clone());
         let deadline = wait.deadline_from(Instant::now());
         let id = LAST_ID.fetch_add(1, Ordering::Relaxed) + 1;
@@ -183,15 +239,17 @@ impl Table {
                 let next_token = state.last_token + 1;
                 let entry = state.entries.entry(key.clone()).or_insert_with(Entry::new);
                 entry.expire_if_due(now);
-                let our_turn = entry.queue.front().is_none_or(|&w| w == id);
+                let our_turn = entry.queue.front().is_none_or(|w| w.id == id);
                 if entry.holder.is_none() && our_turn {
-                    entry.queue.retain(|&w| w != id);
+                    entry.queue.retain(|w| w.id != id);
                     entry.holder = Some(Holder {
                         lease: id,
                         token: next_token,
                         expires_at: now + ttl,
                         notifier,
                         value,
+                        description,
+                        acquired_at: SystemTime::now(),
                     });
                     entry.publish_leader(&key);
                     state.last_token = next_token;
@@ -206,8 +264,11 @@ impl Table {
                         "lock {name} is held by another client"
                     )));
                 }
-                if !entry.queue.contains(&id) {
-                    entry.queue.push_back(id);
+                if !entry.queue.iter().any(|w| w.id == id) {
+                    entry.queue.push_back(Waiter {
+                        id,
+                        description: description.clone(),
+                    });
                 }
                 (
                     entry.changed.subscribe(),
@@ -290,12 +351,54 @@ impl Table {
     pub(super) fn expire_holder(&self, space: Space, name: &LockName) -> bool {
         let mut state = self.lock();
         match state.entries.get_mut(&(space, name.clone())) {
-            Some(entry) if entry.holder.is_some() => {
-                entry.end_holder(LostReason::Expired);
-                true
-            }
-            _ => false,
+            Some(entry) => entry.end_holder(LostReason::Expired).is_some(),
+            None => false,
         }
+    }
+
+    /// The holder and waiters of `name` now.
+    pub(super) fn inspect(&self, space: Space, name: &LockName) -> LockStatus {
+        let mut state = self.lock();
+        let now = Instant::now();
+        match state.entries.get_mut(&(space, name.clone())) {
+            Some(entry) => {
+                entry.expire_if_due(now);
+                entry.status(space, name, now)
+            }
+            None => LockStatus::free(name.clone()),
+        }
+    }
+
+    /// Every name that is held or waited for.
+    pub(super) fn list(&self) -> Vec<ListedLock> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state
+            .entries
+            .iter_mut()
+            .filter_map(|((space, name), entry)| {
+                entry.expire_if_due(now);
+                (entry.holder.is_some() || !entry.queue.is_empty()).then(|| ListedLock {
+                    name: name.clone(),
+                    primitive: space.primitive(),
+                    holder_token: entry.holder.as_ref().map(|h| FencingToken(h.token)),
+                    waiting: entry.queue.len(),
+                })
+            })
+            .collect()
+    }
+
+    /// Evicts whoever holds `name`, firing its lost signal with
+    /// [`LostReason::Revoked`], and returns what it was. The token counter is
+    /// untouched, so the next grant's token is higher; waiters stay queued.
+    pub(super) fn force_release(&self, space: Space, name: &LockName) -> Option<HolderInfo> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let entry = state.entries.get_mut(&(space, name.clone()))?;
+        entry.expire_if_due(now);
+        let info = entry.holder.as_ref()?.info(space, name, now);
+        entry.end_holder(LostReason::Revoked);
+        Some(info)
     }
 
     /// Ends the lease whose guard key is `key`, if it still holds its lock.

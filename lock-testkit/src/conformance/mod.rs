@@ -12,11 +12,13 @@
 //! capability (FIFO, election) check [`Capabilities`] first and say so when
 //! they do not apply.
 
+mod admin;
 mod election;
 mod fencing;
 mod lease;
 mod locking;
 mod scope;
+mod telemetry;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +27,11 @@ use async_trait::async_trait;
 use lock_core::{AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
 use tokio::task::JoinHandle;
 
+pub use admin::{
+    force_release_evicts_the_holder_and_the_next_token_is_higher,
+    holder_is_described_by_host_and_pid_by_default, inspect_shows_the_holder_and_its_waiters,
+    list_finds_every_held_name_under_a_prefix,
+};
 pub use election::{
     election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
     election_reproclaiming_the_same_value_yields_nothing, election_resign_hands_over,
@@ -47,6 +54,7 @@ pub use scope::{
     cancelled_waiter_in_an_exiting_program_gives_up_its_place,
     release_completes_before_a_runtime_shuts_down, with_lock_releases_before_returning,
 };
+pub use telemetry::metrics_and_spans_are_the_same_on_every_backend;
 
 /// Extra time allowed on top of a protocol bound before a test calls it a hang.
 pub const SLACK: Duration = Duration::from_secs(3);
@@ -120,7 +128,12 @@ macro_rules! conformance_tests {
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
             election_reproclaiming_the_same_value_yields_nothing,
-            election_resign_hands_over
+            election_resign_hands_over,
+            inspect_shows_the_holder_and_its_waiters,
+            holder_is_described_by_host_and_pid_by_default,
+            list_finds_every_held_name_under_a_prefix,
+            force_release_evicts_the_holder_and_the_next_token_is_higher,
+            metrics_and_spans_are_the_same_on_every_backend
         );
     };
     (@cases $target:expr; $($case:ident),* $(,)?) => {

@@ -45,8 +45,8 @@ pub(crate) struct TargetArgs {
     pub(crate) url: Vec<String>,
 
     /// TOML config file (url, ttl, connect_timeout, request_timeout,
-    /// username, password, prefix, [tls] ca/cert/key). DISTLOCK_* variables
-    /// override it.
+    /// username, password, prefix, layout, holder, fsync, [tls]
+    /// ca/cert/key). DISTLOCK_* variables override it.
     #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_CONFIG")]
     pub(crate) config: Option<PathBuf>,
 
@@ -90,6 +90,58 @@ pub(crate) enum Command {
     /// has its own connection, as separate processes would.
     #[command(after_help = exit::help(Topic::Bench))]
     Bench(BenchArgs),
+    /// Show who holds a lock, since when, how long its lease has left and
+    /// who waits for it.
+    ///
+    /// Exits 0 when the lock is held and 1 when it is free, so scripts can
+    /// test it. A name whose lock is unused but whose election is in use
+    /// shows the election's leader.
+    #[command(after_help = exit::help(Topic::Status))]
+    Status(StatusArgs),
+    /// List the locks and elections held or waited for, one per line
+    /// (kind, name, holder's token, waiters).
+    #[command(after_help = exit::help(Topic::Ls))]
+    Ls(LsArgs),
+    /// Break a lock whose holder is stuck: remove the holder and print the
+    /// evicted token.
+    ///
+    /// The evicted holder's guard learns within its backend's detection
+    /// bound (a `distlock run` holding it stops its command and exits 76),
+    /// and the next holder's token is higher, so fenced writes of the
+    /// evicted holder are rejected. Waiters keep their places. Needs --yes.
+    #[command(name = "break", after_help = exit::help(Topic::Break))]
+    Break(BreakArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Print JSON (name, held, holder, waiting, waiters) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// The lock's name.
+    pub(crate) name: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LsArgs {
+    /// Print a JSON array instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// Only names that start with this. Default: every name.
+    #[arg(default_value = "")]
+    pub(crate) prefix: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BreakArgs {
+    /// Confirm: the holder loses the lock while it may still be working.
+    #[arg(long)]
+    pub(crate) yes: bool,
+
+    /// The lock's name.
+    pub(crate) name: String,
 }
 
 #[derive(Debug, Args)]

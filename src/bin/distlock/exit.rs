@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use distlock::{Error, ErrorKind};
 
+/// `status`: the lock is free; `break`: nobody held it.
+pub(crate) const FREE: u8 = 1;
 /// Bad arguments or configuration: malformed URL, unknown scheme, backend not
 /// compiled in, invalid name, zero TTL, missing command (sysexits `EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
@@ -35,6 +37,9 @@ pub(crate) enum Topic {
     Run,
     Elect,
     Bench,
+    Status,
+    Ls,
+    Break,
 }
 
 // One line (or a few) per code. Each command lists only the codes it can
@@ -46,12 +51,27 @@ const BENCH_SUCCESS: &str =
 const USAGE_RUN: &str =
     "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
          compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`";
+const USAGE_ALL: &str =
+    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`,
+         break without --yes, an operation the backend does not implement";
 const USAGE_ELECT: &str =
     "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
          compiled in, invalid name, --ttl 0, memory://, no leader election";
 const USAGE_BENCH: &str =
     "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
          compiled in, --plot not ending in .svg";
+const STATUS_HELD: &str = "  0      the lock is held (its holder is shown)";
+const STATUS_FREE: &str = "  1      the lock is free";
+const LS_SUCCESS: &str = "  0      listed (possibly nothing)";
+const BREAK_EVICTED: &str = "  0      the holder was evicted; its token is printed";
+const BREAK_FREE: &str = "  1      the lock was free; nothing was broken";
+const FREE_ANY: &str =
+    "  1      status: the lock is free; break: the lock was free, nothing was broken";
+const USAGE_OPS: &str =
+    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid name, memory://, break without --yes, an operation
+         the backend does not implement";
 const BACKEND: &str = "  69     backend unavailable: unreachable server, timeout, backend error";
 const BACKEND_BENCH: &str =
     "  69     a backend failed or violated mutual exclusion (see the table)";
@@ -86,7 +106,8 @@ pub(crate) fn help(topic: Topic) -> String {
     let lines: &[&str] = match topic {
         Topic::All => &[
             "  0-255  distlock run: the command's own exit status (128+N if it died of signal N)",
-            USAGE_RUN,
+            FREE_ANY,
+            USAGE_ALL,
             BACKEND,
             CANNOT_CREATE_LINE,
             NOT_ACQUIRED_LINE,
@@ -124,6 +145,9 @@ pub(crate) fn help(topic: Topic) -> String {
             BACKEND_BENCH,
             CANNOT_CREATE_LINE,
         ],
+        Topic::Status => &[STATUS_HELD, STATUS_FREE, USAGE_OPS, BACKEND, CREDENTIALS],
+        Topic::Ls => &[LS_SUCCESS, USAGE_OPS, BACKEND, CREDENTIALS],
+        Topic::Break => &[BREAK_EVICTED, BREAK_FREE, USAGE_OPS, BACKEND, CREDENTIALS],
     };
     let mut text = format!("Exit codes:\n{}", lines.join("\n"));
     if let Topic::All = topic {

@@ -1,14 +1,19 @@
-//! `distlock`: run commands under a distributed lock, elect leaders and
-//! compare backends, from the shell. See `distlock --help`.
+//! `distlock`: run commands under a distributed lock, elect leaders,
+//! operate locks (status, ls, break) and compare backends, from the shell.
+//! See `distlock --help`.
 
 mod bench;
+mod breaking;
 mod child;
 mod cli;
 mod defaults;
 mod elect;
 mod exit;
+mod listing;
 mod run;
+mod status;
 mod target;
+mod timestamp;
 mod waiting;
 
 use std::io::IsTerminal as _;
@@ -63,6 +68,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Run(args) => run::run(args, &cli.target).await,
         Command::Elect(args) => elect::elect(args, &cli.target).await,
         Command::Bench(args) => bench::bench(args, &cli.target).await,
+        Command::Status(args) => status::status(args, &cli.target).await,
+        Command::Ls(args) => listing::ls(args, &cli.target).await,
+        Command::Break(args) => breaking::break_lock(args, &cli.target).await,
     }
 }
 

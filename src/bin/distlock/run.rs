@@ -57,6 +57,7 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
             Some(d) if d.is_zero() => Wait::No,
             Some(d) => Wait::Timeout(d),
         },
+        holder: Some(holder_label(&config, &args.command).into()),
     };
     let notice = waiting::notice(
         std::io::stderr().is_terminal(),
@@ -335,6 +336,31 @@ pub(crate) async fn connect_with_ttl(
     Ok(distlock::connect_with(config).await?)
 }
 
+/// Longest command shown in a holder label; longer ones end in `...`.
+const LABEL_COMMAND_MAX: usize = 120;
+
+/// The holder description operators see in `distlock status`: the
+/// configured `holder` (config file or DISTLOCK_HOLDER), else
+/// `distlock run COMMAND@host:pid`.
+fn holder_label(config: &Config, command: &[std::ffi::OsString]) -> String {
+    if let Some(label) = &config.holder {
+        return label.clone();
+    }
+    let mut shown = command.iter().map(shell_word).collect::<Vec<_>>().join(" ");
+    if shown.len() > LABEL_COMMAND_MAX {
+        let mut cut = LABEL_COMMAND_MAX;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push_str("...");
+    }
+    format!(
+        "distlock run {shown}@{}",
+        lock_core::admin::default_holder_description()
+    )
+}
+
 /// `word` as a shell would need it typed: quoted when it holds anything
 /// but plain characters.
 fn shell_word(word: impl AsRef<OsStr>) -> String {
@@ -349,7 +375,29 @@ fn shell_word(word: impl AsRef<OsStr>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{holder_label, shell_word};
+    use distlock::Config;
+
+    #[test]
+    fn the_holder_label_names_the_command_and_process_unless_configured() {
+        let command = ["sh".into(), "-c".into(), "echo hi".into()];
+        let label = holder_label(&Config::default(), &command);
+        assert!(
+            label.starts_with("distlock run sh -c 'echo hi'@"),
+            "{label}"
+        );
+        assert!(
+            label.ends_with(&format!(":{}", std::process::id())),
+            "{label}"
+        );
+        let configured = Config {
+            holder: Some("billing-worker-3".into()),
+            ..Config::default()
+        };
+        assert_eq!(holder_label(&configured, &command), "billing-worker-3");
+        let long = ["é".repeat(100).into()];
+        assert!(holder_label(&Config::default(), &long).contains("...@"));
+    }
 
     #[test]
     fn shell_words_are_quoted_only_when_needed() {

@@ -1,7 +1,7 @@
 //! Which backend to use: `--url`, then `DISTLOCK_URL`, then `--config FILE`,
 //! then the embedded default (lock files in the per-user state directory).
 
-use distlock::{Config, Scheme};
+use distlock::{Backend, Config, Scheme};
 
 use crate::cli::TargetArgs;
 use crate::exit::Failure;
@@ -54,4 +54,10 @@ pub(crate) fn shared(target: &TargetArgs, command: &str) -> Result<Config, Failu
 /// [`Config::from_env`]; its errors name the variable at fault.
 fn from_env() -> Result<Config, Failure> {
     Ok(Config::from_env()?)
+}
+
+/// Connects to the one backend of `distlock COMMAND` (see [`shared`]).
+pub(crate) async fn connect_shared(target: &TargetArgs, command: &str) -> Result<Backend, Failure> {
+    let config = shared(target, command)?;
+    Ok(distlock::connect_with(&config).await?)
 }

@@ -1,0 +1,272 @@
+//! Metrics and tracing for every backend, emitted from this one place.
+//!
+//! Backends wrap their acquisitions in [`observe_acquire`]; lock-core's
+//! guard and renewal loop record the rest (holds, losses, renewals,
+//! releases). So the names, labels and spans below are the same on every
+//! backend, and a backend cannot forget one.
+//!
+//! Metrics go through the [`metrics`] facade: install the exporter you
+//! already run (Prometheus, OpenTelemetry, ...) and they appear; with no
+//! recorder installed they cost next to nothing.
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `distlock_acquisitions_total` | counter | `backend`, `result` | acquire attempts by result: `acquired`, `would_block`, `timeout`, `error`, `cancelled` |
+//! | `distlock_acquire_wait_seconds` | histogram | `backend`, `result` | time from the call to its result |
+//! | `distlock_waiting` | gauge | `backend` | acquisitions in progress |
+//! | `distlock_held` | gauge | `backend` | locks held by this process |
+//! | `distlock_hold_seconds` | histogram | `backend` | from grant to release or loss |
+//! | `distlock_losses_total` | counter | `backend`, `reason` | locks lost, by [`LostReason`] label |
+//! | `distlock_renewals_total` | counter | `backend`, `result` | lease renewals: `ok`, `lost`, `error` |
+//! | `distlock_renewal_seconds` | histogram | `backend` | renewal round trips |
+//!
+//! Spans, all with the fields `backend`, `lock`, `token` and `outcome`:
+//! `distlock.acquire`, `distlock.renew` and `distlock.release`.
+//!
+//! Backends whose leases are sessions (ZooKeeper) renew the session, not
+//! each lock, so they record no per-lock renewals.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use metrics::{counter, gauge, histogram};
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use crate::error::{ErrorKind, Result};
+use crate::guard::LockGuard;
+use crate::lost::{LostReason, LostSignal};
+use crate::name::LockName;
+
+/// Acquire attempts by backend and result.
+pub const ACQUISITIONS: &str = "distlock_acquisitions_total";
+/// Time from an acquire call to its result.
+pub const ACQUIRE_WAIT: &str = "distlock_acquire_wait_seconds";
+/// Acquisitions in progress.
+pub const WAITING: &str = "distlock_waiting";
+/// Locks held by this process.
+pub const HELD: &str = "distlock_held";
+/// From grant to release or loss.
+pub const HOLD_TIME: &str = "distlock_hold_seconds";
+/// Locks lost, by reason.
+pub const LOSSES: &str = "distlock_losses_total";
+/// Lease renewals by result.
+pub const RENEWALS: &str = "distlock_renewals_total";
+/// Renewal round trips.
+pub const RENEWAL_TIME: &str = "distlock_renewal_seconds";
+
+tokio::task_local! {
+    /// The backend whose acquisition is running, so that the guard and its
+    /// renewal loop, built inside it, carry the backend's label.
+    static BACKEND: &'static str;
+}
+
+/// Runs `acquire`, a backend's acquisition of `name`, inside the
+/// `distlock.acquire` span, and records its result, its wait and the
+/// hold that follows.
+///
+/// Every backend calls it from its `acquire` (and its campaign), with
+/// the name its [`Capabilities`](crate::Capabilities) give.
+///
+/// # Cancel safety
+///
+/// As `acquire`: cancelling drops it, and the attempt counts as `cancelled`.
+pub async fn observe_acquire<F>(
+    backend: &'static str,
+    name: &LockName,
+    acquire: F,
+) -> Result<LockGuard>
+where
+    F: Future<Output = Result<LockGuard>>,
+{
+    let span = tracing::info_span!("distlock.acquire", backend, lock = %name, token = Empty, outcome = Empty);
+    let mut attempt = Attempt::start(backend);
+    let result = BACKEND
+        .scope(backend, acquire)
+        .instrument(span.clone())
+        .await;
+    let outcome = match &result {
+        Ok(_) => "acquired",
+        Err(e) => match e.kind() {
+            ErrorKind::WouldBlock => "would_block",
+            ErrorKind::Timeout => "timeout",
+            _ => "error",
+        },
+    };
+    attempt.finish(outcome);
+    span.record("outcome", outcome);
+    let guard = result?;
+    span.record("token", guard.token().get());
+    Ok(guard.observed(backend))
+}
+
+/// The backend label of the acquisition running now, if any.
+pub(crate) fn current_backend() -> Option<&'static str> {
+    BACKEND.try_with(|backend| *backend).ok()
+}
+
+/// An acquisition in progress: counted in [`WAITING`] until it ends.
+struct Attempt {
+    backend: &'static str,
+    started: Instant,
+    finished: bool,
+}
+
+impl Attempt {
+    fn start(backend: &'static str) -> Self {
+        gauge!(WAITING, "backend" => backend).increment(1.0);
+        Attempt {
+            backend,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    fn finish(&mut self, outcome: &'static str) {
+        self.finished = true;
+        let backend = self.backend;
+        gauge!(WAITING, "backend" => backend).decrement(1.0);
+        counter!(ACQUISITIONS, "backend" => backend, "result" => outcome).increment(1);
+        histogram!(ACQUIRE_WAIT, "backend" => backend, "result" => outcome)
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finish("cancelled");
+        }
+    }
+}
+
+/// A held lock as metrics see it: counted in [`HELD`] from the grant until
+/// the lock is released, lost or its guard dropped, whichever comes first.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    state: Arc<HoldState>,
+    _watch: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+#[derive(Debug)]
+struct HoldState {
+    backend: &'static str,
+    started: Instant,
+    ended: AtomicBool,
+}
+
+impl HoldState {
+    fn end(&self, reason: Option<&LostReason>) {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let backend = self.backend;
+        gauge!(HELD, "backend" => backend).decrement(1.0);
+        histogram!(HOLD_TIME, "backend" => backend).record(self.started.elapsed().as_secs_f64());
+        if let Some(reason) = reason.filter(|r| **r != LostReason::Released) {
+            counter!(LOSSES, "backend" => backend, "reason" => reason_label(reason)).increment(1);
+        }
+    }
+}
+
+impl Hold {
+    /// Starts counting a hold, and watches `lost` so that a loss is counted
+    /// when it happens rather than when the guard is dropped.
+    pub(crate) fn start(backend: &'static str, lost: LostSignal) -> Self {
+        gauge!(HELD, "backend" => backend).increment(1.0);
+        let state = Arc::new(HoldState {
+            backend,
+            started: Instant::now(),
+            ended: AtomicBool::new(false),
+        });
+        let watch = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let state = state.clone();
+            runtime.spawn(async move {
+                tokio::select! {
+                    reason = lost.lost() => state.end(Some(&reason)),
+                    _ = stopped => {}
+                }
+            });
+            stop
+        });
+        Hold {
+            state,
+            _watch: watch,
+        }
+    }
+
+    /// The backend label.
+    pub(crate) fn backend(&self) -> &'static str {
+        self.state.backend
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.state.end(None);
+    }
+}
+
+/// The `reason` label of a [`LostReason`].
+pub fn reason_label(reason: &LostReason) -> &'static str {
+    match reason {
+        LostReason::Released => "released",
+        LostReason::Expired => "expired",
+        LostReason::RenewalFailed(_) => "renewal_failed",
+        LostReason::Deleted => "deleted",
+        LostReason::Disconnected => "disconnected",
+        LostReason::DeadlineMissed => "deadline_missed",
+        LostReason::Revoked => "revoked",
+    }
+}
+
+/// Runs one renewal of `name`'s lease inside the `distlock.renew` span and
+/// records its result and latency.
+pub(crate) async fn observe_renewal<F>(
+    backend: &'static str,
+    name: &LockName,
+    token: u64,
+    renew: F,
+) -> Result<()>
+where
+    F: Future<Output = Result<()>>,
+{
+    let span =
+        tracing::debug_span!("distlock.renew", backend, lock = %name, token, outcome = Empty);
+    let started = Instant::now();
+    let result = renew.instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(()) => "ok",
+        Err(e) if matches!(e.kind(), ErrorKind::LeaseLost | ErrorKind::NotHeld) => "lost",
+        Err(_) => "error",
+    };
+    span.record("outcome", outcome);
+    counter!(RENEWALS, "backend" => backend, "result" => outcome).increment(1);
+    histogram!(RENEWAL_TIME, "backend" => backend).record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Runs a release of `name` inside the `distlock.release` span.
+pub(crate) async fn observe_release<F>(
+    backend: &'static str,
+    name: &LockName,
+    token: u64,
+    release: F,
+) -> Result<()>
+where
+    F: Future<Output = Result<()>>,
+{
+    let span =
+        tracing::debug_span!("distlock.release", backend, lock = %name, token, outcome = Empty);
+    let result = release.instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(()) => "released",
+        Err(e) if matches!(e.kind(), ErrorKind::LeaseLost | ErrorKind::NotHeld) => "not_held",
+        Err(_) => "error",
+    };
+    span.record("outcome", outcome);
+    result
+}

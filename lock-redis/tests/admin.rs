@@ -1,0 +1,274 @@
+//! The operator's view on real servers beyond the conformance suite: the
+//! configured holder label, the holder record's lifetime, the queue as
+//! inspect shows it, breaking a lock with waiters, Redlock's majority view,
+//! and listing under a prefix with glob characters.
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use lock_core::{AcquireOptions, LockBackend, LockBackendExt, LockName, LockStatus, LostReason};
+use lock_redis::RedisBackend;
+use lock_testkit::assert::within;
+use lock_testkit::servers::{RedisServer, RespReply};
+use support::TTL;
+
+/// Generous bound on anything that should happen at once.
+const SOON: Duration = Duration::from_secs(5);
+
+fn name(text: &str) -> LockName {
+    LockName::new(text).expect("valid name")
+}
+
+fn labelled(label: &str) -> AcquireOptions {
+    AcquireOptions::new().holder(label)
+}
+
+/// Polls `inspect` until `done` holds, or panics after [`SOON`].
+async fn inspect_until(
+    client: &impl LockBackend,
+    lock: &LockName,
+    what: &str,
+    done: impl Fn(&LockStatus) -> bool,
+) -> LockStatus {
+    within(SOON, what, async {
+        loop {
+            let status = client.inspect(lock).await.expect("inspect");
+            if done(&status) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+async fn integer(server: &RedisServer, args: &[&str]) -> i64 {
+    match server.command(args).await.expect("redis command") {
+        RespReply::Integer(n) => n,
+        other => panic!("{args:?}: expected an integer, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_configured_holder_describes_grants_unless_the_acquire_has_its_own() {
+    let server = support::start_redis().await;
+    let configured = RedisBackend::connect_url(&format!(
+        "redis://127.0.0.1:{}?holder=billing-worker-3&ttl=600ms",
+        server.port()
+    ))
+    .await
+    .expect("connect");
+    let observer = support::client(&server).await;
+    let (plain, own) = (name("admin/holder/plain"), name("admin/holder/own"));
+    let a = configured
+        .acquire(&plain, &AcquireOptions::new())
+        .await
+        .expect("lock");
+    let b = configured
+        .acquire(&own, &labelled("per-acquire"))
+        .await
+        .expect("lock");
+    for (lock, expected) in [(&plain, "billing-worker-3"), (&own, "per-acquire")] {
+        let status = observer.inspect(lock).await.expect("inspect");
+        let holder = status.holder.expect("held");
+        assert_eq!(holder.description.as_deref(), Some(expected), "{lock}");
+    }
+    a.release().await.expect("release");
+    b.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn the_holder_record_lives_exactly_as_long_as_the_lock() {
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
+    let lock = name("admin/record");
+    let owner_key = "distlock:lock:{admin/record}:owner";
+    let record_key = "distlock:lock:{admin/record}:holder";
+    let guard = client
+        .acquire(&lock, &labelled("short-lived"))
+        .await
+        .expect("lock");
+    // Across renewals the record keeps the owner key's lease.
+    for _ in 0..3 {
+        tokio::time::sleep(TTL / 2).await;
+        let owner_left = integer(&server, &["PTTL", owner_key]).await;
+        let record_left = integer(&server, &["PTTL", record_key]).await;
+        assert!(owner_left > 0, "owner key PTTL {owner_left}");
+        assert!(
+            (record_left - owner_left).abs() <= 50,
+            "record PTTL {record_left} vs owner key PTTL {owner_left}"
+        );
+    }
+    guard.abandon();
+    within(TTL * 3, "the abandoned owner key expires", async {
+        while integer(&server, &["EXISTS", owner_key]).await == 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    within(
+        Duration::from_millis(100),
+        "the record expires with it",
+        async {
+            while integer(&server, &["EXISTS", record_key]).await == 1 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+    )
+    .await;
+    let status = client.inspect(&lock).await.expect("inspect");
+    assert!(!status.is_held(), "{status:?}");
+}
+
+#[tokio::test]
+async fn breaking_a_lock_hands_it_to_the_first_waiter_and_revokes_the_holder() {
+    let server = support::start_redis().await;
+    let (holder, operator) = (
+        support::client(&server).await,
+        support::client(&server).await,
+    );
+    let lock = name("admin/queue");
+    let stuck = holder
+        .acquire(&lock, &labelled("stuck"))
+        .await
+        .expect("lock");
+    let mut waiters = Vec::new();
+    for (i, label) in ["first", "second"].into_iter().enumerate() {
+        let client = support::client(&server).await;
+        let wanted = lock.clone();
+        waiters.push(tokio::spawn(async move {
+            client.acquire(&wanted, &labelled(label)).await
+        }));
+        inspect_until(&operator, &lock, "the waiter queues", |s| {
+            s.waiting == i + 1
+        })
+        .await;
+    }
+    let status = operator.inspect(&lock).await.expect("inspect");
+    let labels: Vec<_> = status
+        .waiters
+        .iter()
+        .map(|w| w.description.as_deref())
+        .collect();
+    assert_eq!(labels, [Some("first"), Some("second")], "{status:?}");
+    let since = status
+        .holder
+        .as_ref()
+        .and_then(|h| h.acquired_at)
+        .expect("grant time");
+    let age = SystemTime::now().duration_since(since).unwrap_or_default();
+    assert!(age < Duration::from_secs(30), "acquired {age:?} ago");
+
+    let evicted = operator
+        .force_release(&lock)
+        .await
+        .expect("break")
+        .expect("a holder");
+    assert_eq!(
+        (evicted.token, evicted.description.as_deref()),
+        (stuck.token(), Some("stuck"))
+    );
+    let first = within(SOON, "the first waiter gets the lock", waiters.remove(0))
+        .await
+        .expect("join")
+        .expect("first waiter acquires");
+    assert!(
+        first.token() > evicted.token,
+        "{} after {}",
+        first.token(),
+        evicted.token
+    );
+    // The evicted holder learns it at its next renewal, every TTL/3.
+    let reason = within(TTL, "the evicted holder's lost signal", stuck.lost()).await;
+    assert_eq!(reason, LostReason::Revoked);
+    let status = operator.inspect(&lock).await.expect("inspect");
+    assert_eq!(status.holder.map(|h| h.token), Some(first.token()));
+    assert_eq!(status.waiting, 1, "the second waiter keeps its place");
+    assert!(
+        stuck.release().await.is_err(),
+        "the evicted guard holds nothing"
+    );
+    assert!(first.is_held());
+    first.release().await.expect("release");
+    let second = within(SOON, "the second waiter follows", waiters.remove(0))
+        .await
+        .expect("join")
+        .expect("second waiter acquires");
+    second.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn redlock_reports_the_holder_a_majority_shows() {
+    let servers = support::start_redises(3).await;
+    let (holder, observer) = (
+        support::redlock_client(&servers).await,
+        support::redlock_client(&servers).await,
+    );
+    let lock = name("admin/redlock");
+    let guard = holder
+        .acquire(&lock, &labelled("redlock-holder"))
+        .await
+        .expect("lock");
+    let waiter = support::redlock_client(&servers).await;
+    let queued = tokio::spawn({
+        let lock = lock.clone();
+        async move { waiter.acquire(&lock, &labelled("redlock-waiter")).await }
+    });
+    let status = inspect_until(&observer, &lock, "the waiter registers", |s| s.waiting == 1).await;
+    let shown = status.holder.clone().expect("held");
+    assert_eq!(shown.token, guard.token(), "{status:?}");
+    assert_eq!(shown.description.as_deref(), Some("redlock-holder"));
+    assert!(shown.lease_left.expect("lease left") <= TTL, "{shown:?}");
+    assert!(shown.acquired_at.is_some(), "{shown:?}");
+    assert_eq!(
+        status.waiters[0].description.as_deref(),
+        Some("redlock-waiter"),
+        "{status:?}"
+    );
+    // One server losing the key leaves a majority; a second does not.
+    guard.abandon();
+    let owner_key = "distlock:lock:{admin/redlock}:owner";
+    servers
+        .server(0)
+        .command(&["DEL", owner_key])
+        .await
+        .expect("DEL");
+    let status = observer.inspect(&lock).await.expect("inspect");
+    assert_eq!(status.holder.map(|h| h.token), Some(shown.token));
+    servers
+        .server(1)
+        .command(&["DEL", owner_key])
+        .await
+        .expect("DEL");
+    let status = observer.inspect(&lock).await.expect("inspect");
+    assert!(status.holder.is_none(), "{status:?}");
+    let next = within(SOON, "the waiter gets in", queued)
+        .await
+        .expect("join")
+        .expect("waiter acquires");
+    assert!(next.token() > shown.token);
+    let status = inspect_until(&observer, &lock, "the served waiter is gone", |s| {
+        s.waiting == 0
+    })
+    .await;
+    assert_eq!(status.holder.map(|h| h.token), Some(next.token()));
+    next.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn listing_takes_the_prefix_literally() {
+    let server = support::start_redis().await;
+    let client = support::client(&server).await;
+    let mut guards = Vec::new();
+    for text in ["admin/st*r/a", "admin/stXr/b", "admin/st*r"] {
+        guards.push(client.lock(text).await.expect("lock"));
+    }
+    let listed = client.list_all("admin/st*r/").await.expect("list");
+    let names: Vec<_> = listed.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["admin/st*r/a"], "{listed:?}");
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    assert!(client.list_all("admin/").await.expect("list").is_empty());
+}

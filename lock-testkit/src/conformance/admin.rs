@@ -1,0 +1,312 @@
+//! Properties of the operator's view: inspect, list and force_release.
+
+use std::time::{Duration, SystemTime};
+
+use lock_core::{
+    AcquireOptions, DynLockBackend, ErrorKind, LockBackendExt, LockName, LostReason, Primitive,
+    Wait,
+};
+
+use super::{SLACK, Target, within};
+
+fn name(text: &str) -> LockName {
+    LockName::new(text).expect("valid name")
+}
+
+fn labelled(label: &str) -> AcquireOptions {
+    AcquireOptions::new().holder(label)
+}
+
+/// Polls `inspect` until `done` holds for its answer, or panics after `bound`.
+async fn inspect_until(
+    client: &DynLockBackend,
+    lock: &LockName,
+    bound: Duration,
+    what: &str,
+    done: impl Fn(&lock_core::LockStatus) -> bool,
+) -> lock_core::LockStatus {
+    within(bound, what, async {
+        loop {
+            let status = client.inspect(lock).await.expect("inspect");
+            if done(&status) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// `true` when the backend declares no support; then the call must say
+/// `Unsupported` rather than pretend.
+async fn declared_unsupported(client: &DynLockBackend, supported: bool, what: &str) -> bool {
+    if supported {
+        return false;
+    }
+    let lock = name("conformance/admin/unsupported");
+    let err = match what {
+        "inspect" => client.inspect(&lock).await.map(|_| ()),
+        "list" => client.list_all("conformance/").await.map(|_| ()),
+        _ => client.force_release(&lock).await.map(|_| ()),
+    }
+    .expect_err("an undeclared admin operation must fail");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    eprintln!(
+        "{} has no {what}; nothing more to check",
+        client.capabilities().backend
+    );
+    true
+}
+
+/// `inspect` shows the real holder (its description, token and key, and
+/// its lease and start where declared) and counts the waiters queued
+/// behind it; a free lock shows nobody.
+pub async fn inspect_shows_the_holder_and_its_waiters(target: &dyn Target) {
+    let (holder, waiter, observer) = (
+        target.client().await,
+        target.client().await,
+        target.client().await,
+    );
+    let caps = observer.capabilities();
+    if declared_unsupported(&*observer, caps.admin.inspect, "inspect").await {
+        return;
+    }
+    let lock = name("conformance/admin/inspect");
+    let free = observer.inspect(&lock).await.expect("inspect a free lock");
+    assert!(free.holder.is_none() && free.waiting == 0, "{free:?}");
+
+    let before = SystemTime::now() - Duration::from_secs(60);
+    let guard = holder
+        .acquire(&lock, &labelled("conformance-holder"))
+        .await
+        .expect("lock");
+    let queued = tokio::spawn({
+        let lock = lock.clone();
+        async move { waiter.acquire(&lock, &labelled("conformance-waiter")).await }
+    });
+    let status = inspect_until(&*observer, &lock, SLACK, "the waiter shows", |s| {
+        s.waiting == 1
+    })
+    .await;
+    let shown = status.holder.as_ref().expect("a holder");
+    assert_eq!(shown.token, guard.token(), "{status:?}");
+    assert_eq!(shown.key, guard.key(), "{status:?}");
+    assert_eq!(
+        shown.description.as_deref(),
+        Some("conformance-holder"),
+        "{status:?}"
+    );
+    if caps.admin.lease_left {
+        let left = shown.lease_left.expect("declared lease_left");
+        assert!(
+            left <= guard.ttl() + SLACK,
+            "{left:?} left of {:?}",
+            guard.ttl()
+        );
+    }
+    if caps.admin.acquired_at {
+        let at = shown.acquired_at.expect("declared acquired_at");
+        let after = SystemTime::now() + Duration::from_secs(60);
+        assert!(before < at && at < after, "acquired at {at:?}");
+    }
+    if caps.admin.waiters {
+        assert_eq!(status.waiters.len(), 1, "{status:?}");
+        assert_eq!(
+            status.waiters[0].description.as_deref(),
+            Some("conformance-waiter"),
+            "{status:?}"
+        );
+    }
+
+    guard.release().await.expect("release");
+    let next = within(SLACK, "the waiter gets in", queued)
+        .await
+        .expect("join")
+        .expect("waiter acquires");
+    let status = inspect_until(
+        &*observer,
+        &lock,
+        SLACK,
+        "the waiter shows as holder",
+        |s| s.holder.as_ref().map(|h| h.token) == Some(next.token()),
+    )
+    .await;
+    assert_eq!(status.waiting, 0, "{status:?}");
+    next.release().await.expect("release");
+    inspect_until(&*observer, &lock, SLACK, "the lock shows free", |s| {
+        !s.is_held()
+    })
+    .await;
+}
+
+/// Without a label, a grant is described by `host:pid`, so an operator can
+/// find the process.
+pub async fn holder_is_described_by_host_and_pid_by_default(target: &dyn Target) {
+    let client = target.client().await;
+    if declared_unsupported(&*client, client.capabilities().admin.inspect, "inspect").await {
+        return;
+    }
+    let lock = name("conformance/admin/default-holder");
+    let guard = client
+        .acquire(&lock, &AcquireOptions::new())
+        .await
+        .expect("lock");
+    let status = client.inspect(&lock).await.expect("inspect");
+    let description = status
+        .holder
+        .and_then(|h| h.description)
+        .expect("a description");
+    assert!(
+        description.ends_with(&format!(":{}", std::process::id())),
+        "{description}"
+    );
+    guard.release().await.expect("release");
+}
+
+/// `list` finds every held name under a prefix, with its holder's token,
+/// and nothing outside it; elections are listed as such.
+pub async fn list_finds_every_held_name_under_a_prefix(target: &dyn Target) {
+    let client = target.client().await;
+    let caps = client.capabilities();
+    if declared_unsupported(&*client, caps.admin.list, "list").await {
+        return;
+    }
+    let mut guards = Vec::new();
+    for text in [
+        "conformance/admin/list/a",
+        "conformance/admin/list/b/c",
+        "conformance/admin/other",
+    ] {
+        guards.push(client.lock(text).await.expect("lock"));
+    }
+    let leadership = if caps.election {
+        let election = target.election_client().await;
+        let leader = election
+            .campaign(
+                &name("conformance/admin/list/e"),
+                b"leader".to_vec(),
+                &AcquireOptions::new(),
+            )
+            .await
+            .expect("campaign");
+        Some(leader)
+    } else {
+        None
+    };
+    let listed = client
+        .list_all("conformance/admin/list/")
+        .await
+        .expect("list");
+    let mut locks: Vec<_> = listed
+        .iter()
+        .filter(|l| l.primitive == Primitive::Lock)
+        .map(|l| (l.name.as_str().to_owned(), l.holder_token))
+        .collect();
+    locks.sort();
+    assert_eq!(
+        locks,
+        [
+            (
+                "conformance/admin/list/a".to_owned(),
+                Some(guards[0].token())
+            ),
+            (
+                "conformance/admin/list/b/c".to_owned(),
+                Some(guards[1].token())
+            ),
+        ],
+        "{listed:?}"
+    );
+    if let Some(leadership) = leadership {
+        let elections: Vec<_> = listed
+            .iter()
+            .filter(|l| l.primitive == Primitive::Election)
+            .map(|l| (l.name.as_str(), l.holder_token))
+            .collect();
+        assert_eq!(
+            elections,
+            [("conformance/admin/list/e", Some(leadership.token()))],
+            "{listed:?}"
+        );
+        leadership.resign().await.expect("resign");
+    }
+    let paged = client
+        .list(&lock_core::ListOptions::prefix("conformance/admin/list/").limit(1))
+        .await
+        .expect("list one page");
+    assert_eq!(paged.locks.len(), 1, "{paged:?}");
+    assert!(
+        paged.next.is_some(),
+        "a page of one must continue: {paged:?}"
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+/// `force_release` evicts a holder of another client: it returns the
+/// evicted token, the evicted guard's lost signal fires with `Revoked`
+/// within its detection bound, and the next grant's token is higher.
+/// Breaking a free lock evicts nobody.
+pub async fn force_release_evicts_the_holder_and_the_next_token_is_higher(target: &dyn Target) {
+    let (holder, operator) = (target.client().await, target.client().await);
+    if declared_unsupported(
+        &*operator,
+        operator.capabilities().admin.force_release,
+        "force_release",
+    )
+    .await
+    {
+        return;
+    }
+    let lock = name("conformance/admin/break");
+    assert_eq!(
+        operator
+            .force_release(&lock)
+            .await
+            .expect("break a free lock"),
+        None
+    );
+    let guard = holder
+        .acquire(&lock, &labelled("stuck"))
+        .await
+        .expect("lock");
+    let evicted = operator
+        .force_release(&lock)
+        .await
+        .expect("force_release")
+        .expect("a holder was evicted");
+    assert_eq!(evicted.token, guard.token(), "{evicted:?}");
+    assert_eq!(evicted.description.as_deref(), Some("stuck"), "{evicted:?}");
+    let reason = within(
+        target.ttl() * 2 + SLACK,
+        "the evicted holder's lost signal",
+        guard.lost(),
+    )
+    .await;
+    assert_eq!(reason, LostReason::Revoked);
+    assert!(!guard.is_held());
+    let next = operator
+        .acquire(&lock, &AcquireOptions::new().wait(Wait::Timeout(SLACK)))
+        .await
+        .expect("the broken lock is free");
+    assert!(
+        next.token() > evicted.token,
+        "{} after evicted {}",
+        next.token(),
+        evicted.token
+    );
+    let err = guard
+        .release()
+        .await
+        .expect_err("the evicted guard holds nothing");
+    assert!(
+        matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
+        "{err}"
+    );
+    assert!(
+        next.is_held(),
+        "releasing the evicted guard must not touch the new holder"
+    );
+    next.release().await.expect("release");
+}

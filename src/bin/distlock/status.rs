@@ -1,0 +1,139 @@
+//! `distlock status NAME [--json]`: who holds a lock and who waits.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use distlock::{LockBackend, LockName};
+use lock_core::{HolderInfo, LockStatus};
+use serde_json::{Value, json};
+
+use crate::cli::{StatusArgs, TargetArgs};
+use crate::exit::{FREE, Failure};
+use crate::target;
+use crate::timestamp::{rfc3339, unix_ms};
+
+pub(crate) async fn status(args: StatusArgs, target: &TargetArgs) -> Result<u8, Failure> {
+    let name = LockName::new(args.name.as_str())?;
+    let backend = target::connect_shared(target, "status").await?;
+    let status = backend.inspect(&name).await?;
+    let text = if args.json {
+        to_json(&status).to_string()
+    } else {
+        to_text(&status, backend.description(), SystemTime::now())
+    };
+    println!("{}", text.trim_end());
+    Ok(if status.is_held() { 0 } else { FREE })
+}
+
+/// The holder as JSON; fields the backend does not know are `null`.
+pub(crate) fn holder_json(holder: &HolderInfo) -> Value {
+    json!({
+        "key": holder.key,
+        "token": holder.token.get(),
+        "description": holder.description,
+        "acquired_at": holder.acquired_at.map(rfc3339),
+        "acquired_at_unix_ms": holder.acquired_at.map(unix_ms),
+        "lease_left_ms": holder.lease_left.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    })
+}
+
+fn to_json(status: &LockStatus) -> Value {
+    json!({
+        "name": status.name.as_str(),
+        "held": status.is_held(),
+        "holder": status.holder.as_ref().map(holder_json),
+        "waiting": status.waiting,
+        "waiters": status.waiters.iter().map(|w| json!({
+            "key": w.key,
+            "description": w.description,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn to_text(status: &LockStatus, url: &str, now: SystemTime) -> String {
+    let mut out = String::new();
+    let state = if status.is_held() { "held" } else { "free" };
+    let _ = writeln!(out, "lock {} on {url}: {state}", status.name);
+    if let Some(holder) = &status.holder {
+        let unknown = || "unknown".to_owned();
+        let _ = writeln!(
+            out,
+            "  holder:     {}",
+            holder.description.clone().unwrap_or_else(unknown)
+        );
+        let _ = writeln!(out, "  token:      {}", holder.token);
+        let _ = writeln!(out, "  key:        {}", holder.key);
+        let since = holder.acquired_at.map_or_else(unknown, |at| {
+            let ago = now.duration_since(at).unwrap_or_default();
+            format!("{} ({} ago)", rfc3339(at), to_millis(ago))
+        });
+        let _ = writeln!(out, "  since:      {since}");
+        let left = holder.lease_left.map_or_else(unknown, to_millis);
+        let _ = writeln!(out, "  lease left: {left}");
+    }
+    let _ = writeln!(out, "  waiting:    {}", status.waiting);
+    for (i, waiter) in status.waiters.iter().enumerate() {
+        let who = waiter
+            .description
+            .as_deref()
+            .or(waiter.key.as_deref())
+            .unwrap_or("unknown");
+        let _ = writeln!(out, "    {}. {who}", i + 1);
+    }
+    out
+}
+
+/// A duration for people: whole milliseconds, no microseconds.
+fn to_millis(d: Duration) -> String {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    distlock::format_duration(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use lock_core::FencingToken;
+    use lock_core::admin::WaiterInfo;
+
+    use super::*;
+
+    #[test]
+    fn text_shows_holder_lease_and_waiters() {
+        let at = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let status = LockStatus {
+            name: LockName::new("jobs/a").unwrap(),
+            holder: Some(HolderInfo {
+                key: "k#3".into(),
+                token: FencingToken(3),
+                description: Some("worker-1".into()),
+                acquired_at: Some(at),
+                lease_left: None,
+            }),
+            waiting: 1,
+            waiters: vec![WaiterInfo {
+                key: None,
+                description: Some("worker-2".into()),
+            }],
+        };
+        let text = to_text(&status, "file:///x", at + Duration::from_secs(5));
+        assert!(
+            text.starts_with("lock jobs/a on file:///x: held\n"),
+            "{text}"
+        );
+        for line in [
+            "holder:     worker-1",
+            "token:      3",
+            "(5s ago)",
+            "lease left: unknown",
+            "waiting:    1",
+            "1. worker-2",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
+        let json = to_json(&status);
+        assert_eq!(json["holder"]["token"], 3);
+        assert_eq!(json["holder"]["lease_left_ms"], Value::Null);
+        assert_eq!(json["waiters"][0]["description"], "worker-2");
+    }
+}
