@@ -149,8 +149,10 @@ impl LockGuard {
             let (lease, name, token) = (lease.clone(), grant.name.clone(), grant.token.get());
             Box::new(move || {
                 let (lease, name) = (lease.clone(), name.clone());
-                async move { telemetry::observe_renewal(backend, &name, token, lease.renew()).await }
-                    .boxed()
+                async move {
+                    telemetry::observe_renewal(backend, Some((&name, token)), lease.renew()).await
+                }
+                .boxed()
             })
         });
         let held = Leased {
@@ -234,7 +236,12 @@ impl HeldLock for Leased {
         self.ensure_held()?;
         let sent = SentAt::now_on(self.validity.clock().clone());
         let renewal = self.lease.renew();
-        match telemetry::observe_renewal(self.backend, &self.name, self.token.get(), renewal).await
+        match telemetry::observe_renewal(
+            self.backend,
+            Some((&self.name, self.token.get())),
+            renewal,
+        )
+        .await
         {
             Ok(()) if self.validity.renewed_at(&sent, self.ttl) => Ok(()),
             Ok(()) => {

@@ -22,7 +22,7 @@ pub use crate::options::ttl_for;
 pub use crate::renewal::{RenewFn, RenewalTask, Validity, drift_allowance, spawn_renewal};
 pub use crate::settings::Settings;
 pub use crate::site::Site;
-pub use crate::telemetry::observe_acquire;
+pub use crate::telemetry::{observe_acquire, observe_renewal};
 pub use crate::url_parts::{
     UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };

@@ -223,19 +223,35 @@ pub fn reason_label(reason: &LostReason) -> &'static str {
     }
 }
 
-/// Runs one renewal of `name`'s lease inside the `distlock.renew` span and
-/// records its result and latency.
-pub(crate) async fn observe_renewal<F>(
+/// Runs one lease renewal inside the `distlock.renew` span and records its
+/// result and latency. `held` is the lock and token the lease carries;
+/// `None` for a lease renewed between locks (etcd's pooled leases).
+///
+/// lock-core's renewal loop calls it for leases it keeps; a backend that
+/// renews a lease of its own wraps each renewal in it.
+///
+/// # Cancel safety
+///
+/// As `renew`; a cancelled renewal is recorded as nothing.
+pub async fn observe_renewal<F>(
     backend: &'static str,
-    name: &LockName,
-    token: u64,
+    held: Option<(&LockName, u64)>,
     renew: F,
 ) -> Result<()>
 where
     F: Future<Output = Result<()>>,
 {
-    let span =
-        tracing::debug_span!("distlock.renew", backend, lock = %name, token, outcome = Empty);
+    let span = tracing::debug_span!(
+        "distlock.renew",
+        backend,
+        lock = Empty,
+        token = Empty,
+        outcome = Empty
+    );
+    if let Some((name, token)) = held {
+        span.record("lock", tracing::field::display(name));
+        span.record("token", token);
+    }
     let started = Instant::now();
     let result = renew.instrument(span.clone()).await;
     let outcome = match &result {

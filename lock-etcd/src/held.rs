@@ -147,7 +147,10 @@ impl HeldLock for EtcdHeld {
             return Err(self.lost_error(&reason));
         }
         match &self.lease {
-            Some(lease) => lease.renew_now().await,
+            Some(lease) => {
+                let held = Some((&self.name, self.rev.unsigned_abs()));
+                lock_core::raw::observe_renewal("etcd", held, lease.renew_now()).await
+            }
             None => Err(Error::not_held(format!("{} was released", self.what()))),
         }
     }

@@ -63,7 +63,11 @@ impl Lease {
             let keepalive = keepalive.clone();
             Box::new(move || {
                 let keepalive = keepalive.clone();
-                async move { keepalive.lock().await.renew(attempt_timeout).await }.boxed()
+                async move {
+                    let renewal = async { keepalive.lock().await.renew(attempt_timeout).await };
+                    lock_core::raw::observe_renewal("etcd", None, renewal).await
+                }
+                .boxed()
             })
         };
         let renewal = spawn_renewal(ttl, validity.clone(), lost.clone(), renew);
