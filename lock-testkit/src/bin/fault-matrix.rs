@@ -92,6 +92,15 @@ fn problems(cells: &[Cell]) -> Vec<String> {
                 c.fenced_violations, c.token_regressions
             )),
             "measured"
+                if c.strong_tokens && vouches_while_running(c) && c.late_lost_signals > 0 =>
+            {
+                out.push(format!(
+                    "{at}: {} lost signals fired only after another client was granted the lock: \
+                     a running holder's guard vouched for a lock someone else held",
+                    c.late_lost_signals
+                ))
+            }
+            "measured"
                 if c.backend == Row::Broken.id()
                     && c.fault == 1
                     && (c.overlaps == 0 || c.fenced_violations == 0) =>
@@ -106,6 +115,18 @@ fn problems(cells: &[Cell]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether the victim keeps running through the cell's fault while the
+/// servers can end its lease: the partition, slow network, leader and
+/// member faults. Then a backend whose tokens are strong must fire the lost
+/// signal before anyone else is granted the lock. A paused victim cannot
+/// (it learns on waking), nor can a lock broken from outside (the victim
+/// learns right after the next grant), nor a restart of every server (the
+/// new grant may come the moment the servers are back); those are
+/// reported, not judged.
+fn vouches_while_running(cell: &Cell) -> bool {
+    (3..=8).contains(&cell.fault) && cell.fault != 5
 }
 
 /// Prints the table and writes the files asked for; false if one failed.
