@@ -182,6 +182,27 @@ async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_tok
     breaks_the_run_of_another_process(&fixture.url).await;
 }
 
+#[cfg(feature = "etcd")]
+#[tokio::test]
+async fn break_evicts_the_run_of_another_process_on_etcd() {
+    let fixture = common::etcd_fixture().await;
+    breaks_the_run_of_another_process(&fixture.url).await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn break_evicts_the_run_of_another_process_on_redis() {
+    let fixture = common::redis_fixture().await;
+    breaks_the_run_of_another_process(&fixture.url).await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn break_evicts_the_run_of_another_process_on_redlock() {
+    let fixture = common::redlock_fixture().await;
+    breaks_the_run_of_another_process(&fixture.url).await;
+}
+
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock
 /// run` of another process started at `url`, which exits 76, and the next
 /// run's token is higher.
