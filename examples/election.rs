@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use distlock::{AcquireOptions, Config, ElectionBackend, FencingToken, LockName};
+use distlock::{Candidacy, Config, ElectionBackend, FencingToken, LockName};
 use futures::StreamExt;
 use tokio::sync::watch;
 
@@ -51,9 +51,7 @@ async fn main() -> distlock::Result<()> {
         let backend = distlock::connect_with(&config).await?;
         let name = name.clone();
         candidates.push(tokio::spawn(async move {
-            let leadership = backend
-                .campaign(&name, id.as_bytes().to_vec(), &AcquireOptions::new())
-                .await?;
+            let leadership = backend.campaign(&name, Candidacy::new(id)).await?;
             println!("{id}: elected with token {}", leadership.token());
             tokio::time::sleep(Duration::from_millis(100)).await;
             leadership.proclaim(format!("{id} (still leading)")).await?;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{
-    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend, Error,
-    LeaderInfo, LeaderStream, Leadership, LockBackend, LockGuard, LockName, Result,
+    AcquireOptions, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
+    Error, LeaderInfo, LeaderStream, Leadership, LockBackend, LockGuard, LockName, Result,
 };
 
 use crate::backends;
@@ -153,13 +153,8 @@ impl ElectionBackend for Backend {
     /// # Cancel safety
     ///
     /// As the underlying backend's [`ElectionBackend::campaign`].
-    async fn campaign(
-        &self,
-        name: &LockName,
-        value: Vec<u8>,
-        options: &AcquireOptions,
-    ) -> Result<Leadership> {
-        self.election()?.campaign(name, value, options).await
+    async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
+        self.election()?.campaign(name, bid).await
     }
 
     /// # Cancel safety

@@ -20,7 +20,7 @@ pub use guarded::Owner;
 pub use lock_core::memory;
 pub use lock_core::telemetry;
 pub use lock_core::{
-    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
+    AcquireOptions, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
     ElectionBackendExt, Error, ErrorKind, FencingStrength, FencingToken, Held, LeaderInfo,
     LeaderStream, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard, LockName,
     LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, Result, Wait, check_ttl, wait_for_background,

@@ -64,12 +64,7 @@ pub trait ElectionBackend: LockBackend {
     ///
     /// Cancelling gives up the candidacy; a queue entry left behind is removed
     /// in the background and in any case expires with its lease.
-    async fn campaign(
-        &self,
-        name: &LockName,
-        value: Vec<u8>,
-        options: &AcquireOptions,
-    ) -> Result<Leadership>;
+    async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership>;
 
     /// The current leader, if there is one.
     ///
@@ -84,6 +79,32 @@ pub trait ElectionBackend: LockBackend {
     ///
     /// Cancel safe: dropping the future or the stream just stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream>;
+}
+
+/// A bid to lead an election: the value to publish once elected, and how
+/// to wait for it.
+#[derive(Debug, Clone, Default)]
+pub struct Candidacy {
+    /// Published as the leader's value once this candidate wins.
+    pub value: Vec<u8>,
+    /// The leadership's TTL and the bound on the wait, as for a lock.
+    pub options: AcquireOptions,
+}
+
+impl Candidacy {
+    /// A candidacy publishing `value`, with the default options.
+    pub fn new(value: impl Into<Vec<u8>>) -> Self {
+        Candidacy {
+            value: value.into(),
+            options: AcquireOptions::new(),
+        }
+    }
+
+    /// The same candidacy with `options` (TTL, wait bound, holder).
+    pub fn with_options(mut self, options: AcquireOptions) -> Self {
+        self.options = options;
+        self
+    }
 }
 
 /// An election backend chosen at run time.

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
 
-use crate::election::{ElectionBackend, LeaderInfo, LeaderStream, Leadership};
+use crate::election::{Candidacy, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
 use crate::error::Result;
 use crate::name::LockName;
 use crate::options::AcquireOptions;
@@ -55,7 +55,8 @@ pub trait ElectionBackendExt: ElectionBackend {
         options: &AcquireOptions,
     ) -> Result<Leadership> {
         let name = LockName::new(name)?;
-        self.campaign(&name, value.into(), options).await
+        self.campaign(&name, Candidacy::new(value).with_options(options.clone()))
+            .await
     }
 
     /// The current leader of `name`, if there is one.
@@ -129,7 +130,7 @@ impl Stream for Leaders {
 mod tests {
     use crate::memory::MemoryBackend;
     use crate::{
-        AcquireOptions, ElectionBackend, ElectionBackendExt, LockBackend, LockBackendExt, LockName,
+        Candidacy, ElectionBackend, ElectionBackendExt, LockBackend, LockBackendExt, LockName,
     };
 
     /// All four traits in scope at once: each call resolves to one method
@@ -140,10 +141,7 @@ mod tests {
         let backend = MemoryBackend::new();
         assert!(backend.capabilities().election);
         let name = LockName::new("scope/leader").unwrap();
-        let leadership = backend
-            .campaign(&name, b"a".to_vec(), &AcquireOptions::new())
-            .await
-            .unwrap();
+        let leadership = backend.campaign(&name, Candidacy::new("a")).await.unwrap();
         assert_eq!(
             backend.leader_of("scope/leader").await.unwrap(),
             backend.leader(&name).await.unwrap()

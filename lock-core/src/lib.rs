@@ -33,6 +33,7 @@ pub mod admin;
 mod backend;
 mod background;
 mod capabilities;
+mod client_config;
 mod clock;
 mod duration;
 mod election;
@@ -57,7 +58,9 @@ pub use admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primi
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
-pub use election::{DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
+pub use election::{
+    Candidacy, DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership,
+};
 pub use election_ext::{ElectionBackendExt, Leaders};
 pub use error::{BoxError, Error, ErrorKind, ErrorSite, Result};
 pub use fencing::FencingToken;

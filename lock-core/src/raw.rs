@@ -12,6 +12,7 @@
 pub use crate::background::{
     in_flight, spawn as spawn_background, spawn_on as spawn_background_on,
 };
+pub use crate::client_config::CLIENT_SETTINGS;
 pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};
 pub use crate::duration::{format_duration, parse_duration, serde_humane};
 pub use crate::guard::HeldLock;
@@ -26,3 +27,4 @@ pub use crate::telemetry::{observe_acquire, observe_renewal};
 pub use crate::url_parts::{
     UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };
+pub use crate::{apply_client_settings, client_config_builders};

@@ -75,6 +75,17 @@ impl Settings {
     /// assert!(err.message().contains("fsync"));
     /// ```
     pub fn refuse_others(&self, backend: &str, honoured: &[&str]) -> Result<()> {
+        self.refuse_others_in(backend, &[honoured])
+    }
+
+    /// [`refuse_others`](Self::refuse_others) for a networked backend: it
+    /// honours [`CLIENT_SETTINGS`](crate::raw::CLIENT_SETTINGS) and `extra`.
+    pub fn refuse_others_than_client(&self, backend: &str, extra: &[&str]) -> Result<()> {
+        self.refuse_others_in(backend, &[&crate::raw::CLIENT_SETTINGS, extra])
+    }
+
+    fn refuse_others_in(&self, backend: &str, groups: &[&[&str]]) -> Result<()> {
+        let honoured = groups.concat();
         match self
             .names_set()
             .into_iter()

@@ -164,11 +164,7 @@ impl EtcdConfig {
         crate::url::parse(url)
     }
 
-    /// Sets the key prefix.
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
+    lock_core::raw::client_config_builders!();
 
     /// Sets the key layout.
     pub fn with_layout(mut self, layout: KeyLayout) -> Self {
@@ -184,45 +180,18 @@ impl EtcdConfig {
         self
     }
 
-    /// Sets the holder description stored with every lock (unless an
-    /// acquire sets its own), for operators; the default is `host:pid`.
-    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
-        self.holder = Some(holder.into());
-        self
-    }
-
     /// Applies the [`Settings`] etcd honours over these (all but `fsync`):
     /// `ttl`, `connect_timeout`, `request_timeout`, `username`, `password`,
     /// `prefix`, `layout`, `holder` and the TLS files.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-        settings.refuse_others(
-            "etcd",
-            &[
-                "ttl",
-                "connect_timeout",
-                "request_timeout",
-                "username",
-                "password",
-                "prefix",
-                "layout",
-                "holder",
-                "tls.ca",
-                "tls.cert",
-                "tls.key",
-            ],
-        )?;
+        settings.refuse_others_than_client("etcd", &["layout", "tls.ca", "tls.cert", "tls.key"])?;
+        lock_core::raw::apply_client_settings!(&mut self, settings);
         let settings = settings.clone();
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
-        self.connect_timeout = settings.connect_timeout.unwrap_or(self.connect_timeout);
-        self.request_timeout = settings.request_timeout.unwrap_or(self.request_timeout);
         if let Some(layout) = settings.layout {
             // `distlock` or `concurrency`; ZooKeeper's `curator` is unknown here.
             self.layout = layout.parse()?;
         }
-        self.prefix = settings.prefix.unwrap_or(self.prefix);
-        self.username = settings.username.or(self.username);
-        self.password = settings.password.or(self.password);
-        self.holder = settings.holder.or(self.holder);
         if let Some(ca) = settings.tls_ca {
             self = self.with_ca_cert(ca);
         }
@@ -233,29 +202,6 @@ impl EtcdConfig {
         }
         self.validate()?;
         Ok(self)
-    }
-
-    /// Sets the connect timeout.
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-request timeout.
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// Sets the user name and password.
-    pub fn with_credentials(
-        mut self,
-        username: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
-        self.username = Some(username.into());
-        self.password = Some(password.into());
-        self
     }
 
     /// Turns TLS on with this CA certificate (PEM).

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use etcd_client::{GetOptions, SortOrder, SortTarget};
 use lock_core::{
-    AcquireOptions, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
+    Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };
 
@@ -23,16 +23,9 @@ impl ElectionBackend for EtcdBackend {
     ///
     /// Cancelling gives up the candidacy: the candidate's lease is revoked
     /// in the background, which deletes its key.
-    async fn campaign(
-        &self,
-        name: &LockName,
-        value: Vec<u8>,
-        options: &AcquireOptions,
-    ) -> Result<Leadership> {
-        let guard = self
-            .acquire_in(Space::Election, name, options, value.clone())
-            .await?;
-        Ok(Leadership::new(guard, value))
+    async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
+        let guard = self.acquire_in(Space::Election, name, &bid.options, bid.value.clone());
+        Ok(Leadership::new(guard.await?, bid.value))
     }
 
     /// The oldest key of the election's queue: one round trip.

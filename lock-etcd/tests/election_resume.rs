@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use futures::StreamExt;
-use lock_core::{AcquireOptions, ElectionBackend, LockName};
+use lock_core::{Candidacy, ElectionBackend, LockName};
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(6);
@@ -32,7 +32,7 @@ async fn observe_resumes_after_a_break_and_compaction() {
     };
 
     let first = a
-        .campaign(&name, b"a1".to_vec(), &AcquireOptions::new())
+        .campaign(&name, Candidacy::new("a1"))
         .await
         .expect("campaign a");
     seen.push(next().await);
@@ -43,10 +43,7 @@ async fn observe_resumes_after_a_break_and_compaction() {
     first.proclaim(b"a2".to_vec()).await.expect("proclaim");
     let waiting = {
         let (b, name) = (b.clone(), name.clone());
-        tokio::spawn(async move {
-            b.campaign(&name, b"b1".to_vec(), &AcquireOptions::new())
-                .await
-        })
+        tokio::spawn(async move { b.campaign(&name, Candidacy::new("b1")).await })
     };
     first.resign().await.expect("resign");
     let second = timeout(SLACK, waiting)

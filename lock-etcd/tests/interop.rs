@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lock_core::{
-    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
+    Wait,
 };
 use lock_etcd::etcd_client::GetOptions;
 use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
@@ -256,7 +257,10 @@ async fn elections_are_shared_with_etcdctl_elect_both_ways() {
         async move {
             let options = AcquireOptions::new().wait(Wait::Timeout(BOUND));
             backend
-                .campaign(&election, b"distlock-value".to_vec(), &options)
+                .campaign(
+                    &election,
+                    Candidacy::new("distlock-value").with_options(options.clone()),
+                )
                 .await
         }
     });

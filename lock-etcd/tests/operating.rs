@@ -6,8 +6,8 @@ mod support;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ElectionBackend, ErrorKind, ListOptions, LockBackend, LockBackendExt, LockName,
-    LostReason, Primitive, Wait,
+    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, ListOptions, LockBackend,
+    LockBackendExt, LockName, LostReason, Primitive, Wait,
 };
 use lock_etcd::{EtcdBackend, EtcdConfig};
 use tokio::time::{Instant, sleep, timeout};
@@ -147,11 +147,7 @@ async fn small_pages_list_every_name_once_with_its_holder_and_waiters() {
     });
     until_waiting(&backend, &name("ops/list/z"), 1).await;
     let leadership = backend
-        .campaign(
-            &name("ops/list/leader"),
-            b"value".to_vec(),
-            &AcquireOptions::new(),
-        )
+        .campaign(&name("ops/list/leader"), Candidacy::new("value"))
         .await
         .expect("campaign");
 

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use lock_core::raw::LeaderFilter;
 use lock_core::{
-    AcquireOptions, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
+    Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };
 use tokio::time::timeout;
@@ -46,16 +46,10 @@ impl ElectionBackend for FileBackend {
     ///
     /// As [`LockBackend::acquire`](lock_core::LockBackend::acquire): a
     /// cancelled campaign leaves nothing behind.
-    async fn campaign(
-        &self,
-        name: &LockName,
-        value: Vec<u8>,
-        options: &AcquireOptions,
-    ) -> Result<Leadership> {
-        let guard = self
-            .acquire_in(Space::Election, name, options, Some(value.clone()))
-            .await?;
-        Ok(Leadership::new(guard, value))
+    async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
+        let value = Some(bid.value.clone());
+        let guard = self.acquire_in(Space::Election, name, &bid.options, value);
+        Ok(Leadership::new(guard.await?, bid.value))
     }
 
     /// # Cancel safety

@@ -8,9 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::admin::AdminCapabilities;
 use lock_core::{
-    AcquireOptions, Capabilities, ElectionBackend, FencingStrength, HolderInfo, LeaderInfo,
-    LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus,
-    Result,
+    AcquireOptions, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
+    LeaderInfo, LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName,
+    LockStatus, Result,
 };
 
 use crate::config::{RedisConfig, RedlockConfig};
@@ -195,13 +195,8 @@ macro_rules! impl_backend {
             ///
             /// As [`LockBackend::acquire`]: the candidacy's queue entry is
             /// removed in the background.
-            async fn campaign(
-                &self,
-                name: &LockName,
-                value: Vec<u8>,
-                options: &AcquireOptions,
-            ) -> Result<Leadership> {
-                election::campaign(&self.servers, name, value, options).await
+            async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
+                election::campaign(&self.servers, name, bid).await
             }
 
             /// The leader a quorum of servers agrees on, if any.

@@ -150,38 +150,10 @@ impl CommonConfig {
     /// `connect_timeout`, `request_timeout`, `username`, `password`,
     /// `prefix`, `holder`, `tls.ca`), and refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
-        settings.refuse_others(
-            "Redis",
-            &[
-                "ttl",
-                "connect_timeout",
-                "request_timeout",
-                "username",
-                "password",
-                "prefix",
-                "holder",
-                "tls.ca",
-            ],
-        )?;
-        let Settings {
-            ttl,
-            connect_timeout,
-            request_timeout,
-            username,
-            password,
-            prefix,
-            holder,
-            tls_ca,
-            ..
-        } = settings.clone();
-        self.default_ttl = ttl.unwrap_or(self.default_ttl);
-        self.connect_timeout = connect_timeout.unwrap_or(self.connect_timeout);
-        self.request_timeout = request_timeout.unwrap_or(self.request_timeout);
-        self.username = username.or(self.username.take());
-        self.password = password.or(self.password.take());
-        self.prefix = prefix.unwrap_or(std::mem::take(&mut self.prefix));
-        self.holder = holder.or(self.holder.take());
-        if let Some(ca) = tls_ca {
+        settings.refuse_others_than_client("Redis", &["tls.ca"])?;
+        lock_core::raw::apply_client_settings!(&mut *self, settings);
+        self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
+        if let Some(ca) = settings.tls_ca.clone() {
             self.tls.enabled = true;
             self.tls.ca_file = Some(ca);
         }
@@ -264,21 +236,11 @@ impl Default for RedisConfig {
 /// The builder methods both configurations share, writing to their `common` settings.
 macro_rules! common_builders {
     () => {
+        lock_core::raw::client_config_builders!(common);
+
         /// Sets the default lease TTL.
         pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
             self.common.default_ttl = ttl;
-            self
-        }
-
-        /// Sets the connect timeout.
-        pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-            self.common.connect_timeout = timeout;
-            self
-        }
-
-        /// Sets the per-command timeout.
-        pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-            self.common.request_timeout = timeout;
             self
         }
 
@@ -299,19 +261,6 @@ macro_rules! common_builders {
         /// Sets the password.
         pub fn with_password(mut self, password: impl Into<String>) -> Self {
             self.common.password = Some(password.into());
-            self
-        }
-
-        /// Sets the holder description stored with every grant (default
-        /// `host:pid`; an acquire's own label wins).
-        pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
-            self.common.holder = Some(holder.into());
-            self
-        }
-
-        /// Sets the key prefix.
-        pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-            self.common.prefix = prefix.into();
             self
         }
     };

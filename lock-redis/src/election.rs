@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::select_all;
 use lock_core::raw::LeaderFilter;
-use lock_core::{AcquireOptions, LeaderStream, Leadership, LockName, Result};
+use lock_core::{Candidacy, LeaderStream, Leadership, LockName, Result};
 
 use crate::keys::Space;
 use crate::servers::Servers;
@@ -22,13 +22,10 @@ use crate::wakeups::{ChannelWatch, subscribed};
 pub(crate) async fn campaign(
     servers: &Arc<Servers>,
     name: &LockName,
-    value: Vec<u8>,
-    options: &AcquireOptions,
+    bid: Candidacy,
 ) -> Result<Leadership> {
-    let guard = servers
-        .acquire(Space::Election, name, options, Some(&value))
-        .await?;
-    Ok(Leadership::new(guard, value))
+    let guard = servers.acquire(Space::Election, name, &bid.options, Some(&bid.value));
+    Ok(Leadership::new(guard.await?, bid.value))
 }
 
 /// What an observer has yielded so far.

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use futures::StreamExt;
-use lock_core::{AcquireOptions, ElectionBackend, ErrorKind, LockName};
+use lock_core::{Candidacy, ElectionBackend, ErrorKind, LockName};
 use lock_testkit::assert::within;
 use support::TTL;
 
@@ -23,7 +23,7 @@ async fn observer_sees_takeover_after_leader_crash() {
     let name = LockName::new("election/crash").unwrap();
     let mut leaders = watcher.observe(&name).await.expect("observe");
     let first = a
-        .campaign(&name, b"a".to_vec(), &AcquireOptions::new())
+        .campaign(&name, Candidacy::new("a"))
         .await
         .expect("campaign a");
     let seen = within(Duration::from_secs(3), "first leader", leaders.next())
@@ -33,10 +33,7 @@ async fn observer_sees_takeover_after_leader_crash() {
     assert_eq!((seen.value, seen.token), (b"a".to_vec(), first.token()));
     let follower = {
         let name = name.clone();
-        tokio::spawn(async move {
-            b.campaign(&name, b"b".to_vec(), &AcquireOptions::new())
-                .await
-        })
+        tokio::spawn(async move { b.campaign(&name, Candidacy::new("b")).await })
     };
     let first_token = first.token();
     first.abandon();
@@ -59,7 +56,7 @@ async fn deposed_leader_cannot_proclaim() {
     let client = support::client(&server).await;
     let name = LockName::new("election/deposed").unwrap();
     let leadership = client
-        .campaign(&name, b"v1".to_vec(), &AcquireOptions::new())
+        .campaign(&name, Candidacy::new("v1"))
         .await
         .expect("campaign");
     server

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lock_core::{
-    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
+    Wait,
 };
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend};
 use lock_testkit::assert::within;
@@ -520,7 +521,7 @@ async fn silent_redlock_member_does_not_delay_waiting_acquires() {
     let leadership = within(
         Duration::from_secs(5),
         "campaign",
-        client.campaign(&election, b"a".to_vec(), &AcquireOptions::new()),
+        client.campaign(&election, Candidacy::new("a")),
     )
     .await
     .expect("leader on the two live members");

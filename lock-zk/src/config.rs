@@ -117,12 +117,6 @@ impl ZkConfig {
         }
     }
 
-    /// Sets the lock root path.
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
     /// Sets the node layout; [`NodeLayout::Curator`] shares locks and
     /// elections with Apache Curator clients.
     pub fn with_layout(mut self, layout: NodeLayout) -> Self {
@@ -138,36 +132,7 @@ impl ZkConfig {
         self
     }
 
-    /// Sets the connect timeout.
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-request timeout.
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// Authenticates with `addauth digest user:password` and protects lock
-    /// nodes with an ACL for this identity.
-    pub fn with_credentials(
-        mut self,
-        username: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
-        self.username = Some(username.into());
-        self.password = Some(password.into());
-        self
-    }
-
-    /// Sets the holder description stored with every lock this client
-    /// takes (default `host:pid`).
-    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
-        self.holder = Some(holder.into());
-        self
-    }
+    lock_core::raw::client_config_builders!();
 
     /// Parses `zk://[user:password@]host[:port][,host[:port]...][/lock/root][?options]`.
     ///
@@ -191,43 +156,14 @@ impl ZkConfig {
     /// `username`, `password`, `prefix`, `layout`, `holder`), and refuses
     /// the others.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-        settings.refuse_others(
-            "ZooKeeper",
-            &[
-                "ttl",
-                "connect_timeout",
-                "request_timeout",
-                "username",
-                "password",
-                "prefix",
-                "layout",
-                "holder",
-            ],
-        )?;
+        settings.refuse_others_than_client("ZooKeeper", &["layout"])?;
+        lock_core::raw::apply_client_settings!(&mut self, settings);
         if let Some(ttl) = settings.ttl {
             lock_core::check_ttl(ttl)?;
             self = self.with_session_timeout(ttl);
         }
-        if let Some(timeout) = settings.connect_timeout {
-            self.connect_timeout = timeout;
-        }
-        if let Some(timeout) = settings.request_timeout {
-            self.request_timeout = timeout;
-        }
-        if let Some(username) = &settings.username {
-            self.username = Some(username.clone());
-        }
-        if let Some(password) = &settings.password {
-            self.password = Some(password.clone());
-        }
-        if let Some(prefix) = &settings.prefix {
-            self.prefix = prefix.clone();
-        }
         if let Some(layout) = &settings.layout {
             self.layout = layout.parse()?;
-        }
-        if let Some(holder) = &settings.holder {
-            self.holder = Some(holder.clone());
         }
         self.validate()?;
         Ok(self)

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use lock_core::raw::LeaderFilter;
 use lock_core::{
-    AcquireOptions, ElectionBackend, ErrorKind, FencingToken, LeaderInfo, LeaderStream, Leadership,
+    Candidacy, ElectionBackend, ErrorKind, FencingToken, LeaderInfo, LeaderStream, Leadership,
     LockName, Result,
 };
 use tokio::time::Instant;
@@ -29,16 +29,9 @@ impl ElectionBackend for ZkBackend {
     ///
     /// Cancelling gives up the candidacy; the candidate node is deleted at
     /// once, or when the connection returns.
-    async fn campaign(
-        &self,
-        name: &LockName,
-        value: Vec<u8>,
-        options: &AcquireOptions,
-    ) -> Result<Leadership> {
-        let guard = self
-            .acquire_in(Space::Election, name, options, &value)
-            .await?;
-        Ok(Leadership::new(guard, value))
+    async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
+        let guard = self.acquire_in(Space::Election, name, &bid.options, &bid.value);
+        Ok(Leadership::new(guard.await?, bid.value))
     }
 
     /// The lowest candidate node and its data. Two round trips.

@@ -9,7 +9,8 @@ mod support;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
+    Wait,
 };
 use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
@@ -177,7 +178,10 @@ async fn leader_latch_and_distlock_agree_on_the_leader() {
         async move {
             let options = AcquireOptions::new().wait(Wait::Timeout(EVENT));
             distlock
-                .campaign(&name, b"distlock-1".to_vec(), &options)
+                .campaign(
+                    &name,
+                    Candidacy::new("distlock-1").with_options(options.clone()),
+                )
                 .await
         }
     });

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ElectionBackend, LockBackendExt, LockName};
+use lock_core::{Candidacy, ElectionBackend, LockBackendExt, LockName};
 use support::{proxied, start_zk};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -35,11 +35,7 @@ async fn a_lapsed_lock_is_never_held_again_when_the_connection_returns() {
     let guard = client.backend.try_lock("quiet").await.expect("lock");
     let leader = client
         .backend
-        .campaign(
-            &LockName::new("quiet-leader").unwrap(),
-            b"a".to_vec(),
-            &AcquireOptions::new(),
-        )
+        .campaign(&LockName::new("quiet-leader").unwrap(), Candidacy::new("a"))
         .await
         .expect("campaign");
     client.proxy.blackhole();

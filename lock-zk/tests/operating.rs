@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName, LostReason,
-    Primitive, Wait,
+    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
+    LostReason, Primitive, Wait,
 };
 use lock_zk::{NodeLayout, ZkBackend, zk};
 use tokio::time::timeout;
@@ -199,7 +199,7 @@ async fn curator_paths_are_listed_inspected_and_broken_under_a_prefix() {
         guards.push(client.lock(path).await.expect("lock"));
     }
     let leadership = client
-        .campaign(&name("/ops/leader"), b"me".to_vec(), &AcquireOptions::new())
+        .campaign(&name("/ops/leader"), Candidacy::new("me"))
         .await
         .expect("campaign");
     let listed = operator.list_all("/ops/").await.expect("list");
@@ -309,7 +309,7 @@ async fn locks_and_campaigns_are_traced_once_as_distlock_acquire() {
         .await
         .expect("release");
     backend
-        .campaign(&name("traced"), b"me".to_vec(), &AcquireOptions::new())
+        .campaign(&name("traced"), Candidacy::new("me"))
         .await
         .expect("campaign")
         .resign()

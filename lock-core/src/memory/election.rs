@@ -7,24 +7,17 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::MemoryBackend;
 use super::table::Space;
-use crate::election::{ElectionBackend, LeaderInfo, LeaderStream, Leadership};
+use crate::election::{Candidacy, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
 use crate::error::Result;
 use crate::leader_filter::LeaderFilter;
 use crate::name::LockName;
-use crate::options::AcquireOptions;
 
 #[async_trait]
 impl ElectionBackend for MemoryBackend {
-    async fn campaign(
-        &self,
-        name: &LockName,
-        value: Vec<u8>,
-        options: &AcquireOptions,
-    ) -> Result<Leadership> {
-        let guard = self
-            .acquire_in(Space::Election, name, options, Some(value.clone()))
-            .await?;
-        Ok(Leadership::new(guard, value))
+    async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
+        let value = Some(bid.value.clone());
+        let guard = self.acquire_in(Space::Election, name, &bid.options, value);
+        Ok(Leadership::new(guard.await?, bid.value))
     }
 
     async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {

@@ -252,7 +252,7 @@ impl MemoryLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::election::ElectionBackend;
+    use crate::election::{Candidacy, ElectionBackend};
     use crate::lost::LostReason;
 
     fn name(text: &str) -> LockName {
@@ -265,7 +265,7 @@ mod tests {
     async fn an_election_in_use_is_inspected_and_broken_by_its_name() {
         let backend = MemoryBackend::new().with_holder("scheduler-1");
         let lead = backend
-            .campaign(&name("sched"), b"me".to_vec(), &AcquireOptions::new())
+            .campaign(&name("sched"), Candidacy::new("me"))
             .await
             .unwrap();
         let status = backend.inspect(&name("sched")).await.unwrap();

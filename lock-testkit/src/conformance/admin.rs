@@ -3,8 +3,8 @@
 use std::time::{Duration, SystemTime};
 
 use lock_core::{
-    AcquireOptions, DynLockBackend, ErrorKind, LockBackendExt, LockName, LostReason, Primitive,
-    Wait,
+    AcquireOptions, Candidacy, DynLockBackend, ErrorKind, LockBackendExt, LockName, LostReason,
+    Primitive, Wait,
 };
 
 use super::{SLACK, Target, within};
@@ -182,11 +182,7 @@ pub async fn list_finds_every_held_name_under_a_prefix(target: &dyn Target) {
     let leadership = if caps.election {
         let election = target.election_client().await;
         let leader = election
-            .campaign(
-                &name("conformance/admin/list/e"),
-                b"leader".to_vec(),
-                &AcquireOptions::new(),
-            )
+            .campaign(&name("conformance/admin/list/e"), Candidacy::new("leader"))
             .await
             .expect("campaign");
         Some(leader)

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, DynElectionBackend, LeaderInfo, LeaderStream, Leadership, LockName, Result,
+    AcquireOptions, Candidacy, DynElectionBackend, LeaderInfo, LeaderStream, Leadership, LockName,
+    Result,
 };
 use tokio::task::JoinHandle;
 
@@ -39,7 +40,7 @@ fn spawn_campaign(
     value: &[u8],
 ) -> JoinHandle<Result<Leadership>> {
     let (client, name, value) = (client.clone(), name.clone(), value.to_vec());
-    tokio::spawn(async move { client.campaign(&name, value, &AcquireOptions::new()).await })
+    tokio::spawn(async move { client.campaign(&name, Candidacy::new(value)).await })
 }
 
 /// The next leader `observed` yields, within a bound.
@@ -62,7 +63,7 @@ pub async fn election_has_one_leader_at_a_time(target: &dyn Target) {
         tasks.push(tokio::spawn(async move {
             let value = format!("candidate-{i}").into_bytes();
             let leadership = client
-                .campaign(&name, value, &AcquireOptions::new())
+                .campaign(&name, Candidacy::new(value))
                 .await
                 .expect("campaign");
             assert!(!leading.swap(true, Ordering::SeqCst), "two leaders at once");
@@ -98,7 +99,7 @@ pub async fn election_observe_sees_leaders_in_order(target: &dyn Target) {
     let mut observed = clients[2].observe(&name).await.expect("observe");
     let opts = AcquireOptions::new();
     let first = clients[0]
-        .campaign(&name, b"a".to_vec(), &opts)
+        .campaign(&name, Candidacy::new("a").with_options(opts.clone()))
         .await
         .expect("campaign a");
     let seen = next_leader(&mut observed).await;
@@ -135,7 +136,7 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
     let name = LockName::new("conformance/election/resign").unwrap();
     let opts = AcquireOptions::new();
     let first = clients[0]
-        .campaign(&name, b"first".to_vec(), &opts)
+        .campaign(&name, Candidacy::new("first").with_options(opts.clone()))
         .await
         .expect("campaign");
     assert!(first.is_leader());
@@ -180,7 +181,7 @@ pub async fn election_reproclaiming_the_same_value_yields_nothing(target: &dyn T
     let name = LockName::new("conformance/election/reproclaim").unwrap();
     let mut observed = clients[1].observe(&name).await.expect("observe");
     let leader = clients[0]
-        .campaign(&name, b"a".to_vec(), &AcquireOptions::new())
+        .campaign(&name, Candidacy::new("a"))
         .await
         .expect("campaign");
     let seen = next_leader(&mut observed).await;

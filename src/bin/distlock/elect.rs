@@ -2,7 +2,7 @@
 
 use std::io::{IsTerminal as _, Write as _};
 
-use distlock::{AcquireOptions, ElectionBackend, LockName};
+use distlock::{AcquireOptions, Candidacy, ElectionBackend, LockName};
 use futures::StreamExt;
 
 use crate::cli::{ElectArgs, TargetArgs};
@@ -56,7 +56,7 @@ pub(crate) async fn elect(args: ElectArgs, target: &TargetArgs) -> Result<u8, Fa
         None,
     );
     let leadership = tokio::select! {
-        won = waiting::noting(backend.campaign(&name, value.clone().into_bytes(), &options), notice) => won?,
+        won = waiting::noting(backend.campaign(&name, Candidacy::new(value.clone()).with_options(options)), notice) => won?,
         _ = sigint.recv() => return Ok(give_up(INTERRUPTED, &config).await),
         _ = sigterm.recv() => return Ok(give_up(TERMINATED, &config).await),
     };
