@@ -15,8 +15,8 @@ pub trait Member: Send + Sync {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the signal is sent before the first await; a cancelled
-    /// kill leaves the child to be reaped when it is dropped.
+    /// Cancel safe: `SIGKILL` goes out before the first await; a kill
+    /// cancelled after that leaves the dead child unreaped.
     fn kill(&self) -> BoxFuture<'_, ()>;
 
     /// Kills the server if it runs, starts it again on the same ports and
@@ -24,7 +24,8 @@ pub trait Member: Send + Sync {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the server is left running or down, never half started.
+    /// Cancel safe: the server is left down, or started but perhaps not yet
+    /// serving.
     fn restart(&self) -> BoxFuture<'_, Result<(), LaunchError>>;
 
     /// Freezes the server with `SIGSTOP`.
