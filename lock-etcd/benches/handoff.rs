@@ -4,24 +4,20 @@
 //! Run with `cargo bench -p lock-etcd --bench handoff`. `BENCH_SECS` sets
 //! the length of each run (default 4 s). The peer is `etcd-client`'s
 //! `lock()`/`unlock()`, each client with its own lease (kept alive in the
-//! background), wrapped in a small `LockBackend` so the same workload
-//! runner measures both.
+//! background), run as a `LockBackend` by `lock_testkit::peer` so the same
+//! workload runner measures both.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Client, LockOptions};
-use futures::FutureExt;
-use lock_core::raw::{HeldLock, LossNotifier};
-use lock_core::{
-    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken,
-    LockBackend, LockGuard, LockName, LostReason, Result, Wait,
-};
+use lock_core::{Capabilities, Error, FencingStrength, LockName, Result};
 use lock_etcd::{EtcdBackend, EtcdConfig};
+use lock_testkit::peer::{PeerBackend, PeerLock};
 use lock_testkit::servers::EtcdCluster;
 use lock_testkit::workload::{
-    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+    Progress, WorkloadConfig, WorkloadReport, client_factory, run_workload,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -43,26 +39,21 @@ async fn main() {
         "etcd at {endpoints:?}; {secs} s per scenario in {ROUNDS} alternating rounds, hold 0, one lock name\n"
     );
 
-    let ours: ClientFactory = {
+    let ours = {
         let endpoints = endpoints.clone();
-        Arc::new(move || {
-            let config = EtcdConfig::new(endpoints.clone()).with_prefix("/bench-ours");
-            async move {
-                let backend = EtcdBackend::connect(config).await?;
-                Ok(Arc::new(backend) as Arc<DynLockBackend>)
-            }
-            .boxed()
+        client_factory(move || {
+            EtcdBackend::connect(EtcdConfig::new(endpoints.clone()).with_prefix("/bench-ours"))
         })
     };
-    let peer: ClientFactory = {
+    let peer = {
         let endpoints = endpoints.clone();
-        Arc::new(move || {
+        client_factory(move || {
             let endpoints = endpoints.clone();
             async move {
-                let backend = PeerLockRpc::connect(&endpoints).await?;
-                Ok(Arc::new(backend) as Arc<DynLockBackend>)
+                let caps = Capabilities::new("etcd-lock-rpc", FencingStrength::Strong);
+                let peer = PeerLockRpc::connect(&endpoints).await?;
+                Ok(PeerBackend::new(peer, caps.with_fifo(true), TTL))
             }
-            .boxed()
         })
     };
 
@@ -169,7 +160,7 @@ fn ratio(ours: &WorkloadReport, peer: &WorkloadReport) -> f64 {
     }
 }
 
-/// etcd's server-side Lock RPC as a `LockBackend`: one lease per client,
+/// etcd's server-side Lock RPC: one lease per client,
 /// kept alive by a background task, used for every acquisition.
 struct PeerLockRpc {
     client: Client,
@@ -224,76 +215,32 @@ impl Drop for PeerLockRpc {
 }
 
 #[async_trait]
-impl LockBackend for PeerLockRpc {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::new("etcd-lock-rpc", FencingStrength::Strong).with_fifo(true)
-    }
+impl PeerLock for PeerLockRpc {
+    /// A client to unlock with, and the key of the lock.
+    type Grant = (Client, Vec<u8>);
 
-    fn default_ttl(&self) -> Duration {
-        TTL
-    }
-
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+    async fn lock(&self, name: &LockName) -> Result<(u64, String, Self::Grant)> {
         let mut lock_client = self.client.lock_client();
-        let request = lock_client.lock(
-            name.as_str(),
-            Some(LockOptions::new().with_lease(self.lease)),
-        );
-        let response = match options.wait {
-            Wait::Timeout(wait) => tokio::time::timeout(wait, request)
-                .await
-                .map_err(|_| Error::timeout("peer lock wait timed out"))?,
-            _ => request.await,
-        }
-        .map_err(|e| Error::backend(format!("peer lock: {e}")))?;
+        let options = LockOptions::new().with_lease(self.lease);
+        let response = lock_client
+            .lock(name.as_str(), Some(options))
+            .await
+            .map_err(|e| Error::backend(format!("peer lock: {e}")))?;
         let token = response.header().map_or(0, |h| h.revision());
         let key = response.key().to_vec();
-        let notifier = LossNotifier::new();
-        let held = PeerHeld {
-            client: self.client.clone(),
-            key: key.clone(),
-            notifier: notifier.clone(),
-        };
-        Ok(LockGuard::new(
-            name.clone(),
-            FencingToken(u64::try_from(token).unwrap_or(0)),
+        Ok((
+            u64::try_from(token).unwrap_or(0),
             String::from_utf8_lossy(&key).into_owned(),
-            TTL,
-            notifier.signal(),
-            Box::new(held),
+            (self.client.clone(), key),
         ))
     }
-}
 
-struct PeerHeld {
-    client: Client,
-    key: Vec<u8>,
-    notifier: LossNotifier,
-}
-
-impl std::fmt::Debug for PeerHeld {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PeerHeld")
-            .field("key", &String::from_utf8_lossy(&self.key))
-            .finish()
-    }
-}
-
-#[async_trait]
-impl HeldLock for PeerHeld {
-    async fn renew(&self) -> Result<()> {
-        Ok(())
-    }
-
-    async fn release(self: Box<Self>) -> Result<()> {
-        self.notifier.fire(LostReason::Released);
-        self.client
+    async fn unlock((client, key): Self::Grant) -> Result<()> {
+        client
             .lock_client()
-            .unlock(self.key.clone())
+            .unlock(key)
             .await
             .map(|_| ())
             .map_err(|e| Error::backend(format!("peer unlock: {e}")))
     }
-
-    fn abandon(self: Box<Self>) {}
 }

@@ -10,6 +10,7 @@ pub mod assert;
 pub mod conformance;
 #[cfg(feature = "fault-matrix")]
 pub mod fault_matrix;
+pub mod peer;
 pub mod proxy;
 pub mod servers;
 

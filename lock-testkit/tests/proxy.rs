@@ -65,6 +65,17 @@ async fn round_trip(conn: &mut TcpStream, message: &[u8]) -> std::io::Result<Vec
     Ok(reply)
 }
 
+/// Reads `expected` from `conn` within [`PROMPTLY`]; `what` says why it
+/// should arrive.
+async fn arrives(conn: &mut TcpStream, expected: &[u8], what: &str) {
+    let mut got = vec![0; expected.len()];
+    tokio::time::timeout(PROMPTLY, conn.read_exact(&mut got))
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+        .unwrap_or_else(|e| panic!("read: {what}: {e}"));
+    assert_eq!(got, expected, "{what}");
+}
+
 /// True if the connection is closed or reset: a read gives EOF or an error.
 async fn is_closed(conn: &mut TcpStream) -> bool {
     let mut byte = [0; 1];
@@ -182,22 +193,12 @@ async fn blackhole_holds_bytes_until_restored() {
     );
 
     proxy.restore();
-    let mut held = [0; 5];
-    tokio::time::timeout(PROMPTLY, conn.read_exact(&mut held))
-        .await
-        .expect("held bytes delivered after restore")
-        .expect("read");
-    assert_eq!(&held, b"lost?");
+    arrives(&mut conn, b"lost?", "held bytes delivered after restore").await;
     assert_eq!(
         round_trip(&mut conn, b"after").await.expect("echo"),
         b"after"
     );
-    let mut held = [0; 6];
-    tokio::time::timeout(PROMPTLY, fresh.read_exact(&mut held))
-        .await
-        .expect("new connection flows after restore")
-        .expect("read");
-    assert_eq!(&held, b"hello?");
+    arrives(&mut fresh, b"hello?", "new connection flows after restore").await;
 }
 
 #[tokio::test]

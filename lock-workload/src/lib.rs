@@ -6,19 +6,33 @@
 //! checks mutual exclusion and token order, so a benchmark that goes fast by
 //! being wrong shows up as violations.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
-use lock_core::{AcquireOptions, DynLockBackend, ErrorKind, LockName, Result, Wait};
+use lock_core::{AcquireOptions, DynLockBackend, ErrorKind, LockBackend, LockName, Result, Wait};
 use serde::Serialize;
 use tokio::time::Instant;
 
 /// Makes one new client of the backend under test.
 pub type ClientFactory =
     Arc<dyn Fn() -> BoxFuture<'static, Result<Arc<DynLockBackend>>> + Send + Sync>;
+
+/// A [`ClientFactory`] that makes each client with `connect`.
+pub fn client_factory<B, F>(connect: impl Fn() -> F + Send + Sync + 'static) -> ClientFactory
+where
+    B: LockBackend,
+    F: Future<Output = Result<B>> + Send + 'static,
+{
+    Arc::new(move || {
+        let connecting = connect();
+        async move { Ok(Arc::new(connecting.await?) as Arc<DynLockBackend>) }.boxed()
+    })
+}
 
 /// What to run.
 #[derive(Debug, Clone)]

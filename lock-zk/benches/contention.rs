@@ -11,72 +11,34 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::FutureExt;
-use lock_core::raw::{HeldLock, LossNotifier};
-use lock_core::{
-    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken,
-    LockBackend, LockGuard, LockName, LostReason, Result, Wait,
-};
+use lock_core::{Capabilities, Error, FencingStrength, LockName, Result};
+use lock_testkit::peer::{PeerBackend, PeerLock};
 use lock_testkit::servers::ZkEnsemble;
 use lock_testkit::workload::{
-    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+    ClientFactory, Progress, WorkloadConfig, WorkloadReport, client_factory, run_workload,
 };
 use lock_zk::{ZkBackend, ZkConfig, zk};
 
 const SESSION: Duration = Duration::from_secs(10);
 
 /// `zookeeper-client`'s lock recipe (`Client::lock` with Curator-style
-/// prefixes), wrapped as a `LockBackend`. Its token is the node's sequence
-/// number, and release is its drop (a background delete).
-struct PeerBackend {
+/// prefixes). Its token is the node's sequence number, and release is its
+/// drop (a background delete).
+struct PeerRecipe {
     client: zk::Client,
 }
 
-impl fmt::Debug for PeerBackend {
+impl fmt::Debug for PeerRecipe {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PeerBackend")
-    }
-}
-
-struct PeerHeld {
-    lock: std::sync::Mutex<Option<zk::OwnedLockClient>>,
-    notifier: LossNotifier,
-}
-
-impl fmt::Debug for PeerHeld {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PeerHeld")
+        f.write_str("PeerRecipe")
     }
 }
 
 #[async_trait]
-impl HeldLock for PeerHeld {
-    async fn renew(&self) -> Result<()> {
-        Ok(())
-    }
+impl PeerLock for PeerRecipe {
+    type Grant = std::sync::Mutex<zk::OwnedLockClient>;
 
-    async fn release(self: Box<Self>) -> Result<()> {
-        self.notifier.fire(LostReason::Released);
-        drop(self.lock.lock().unwrap().take());
-        Ok(())
-    }
-
-    fn abandon(self: Box<Self>) {
-        std::mem::forget(self.lock.lock().unwrap().take());
-    }
-}
-
-#[async_trait]
-impl LockBackend for PeerBackend {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::new("zk-recipe", FencingStrength::Strong).with_fifo(true)
-    }
-
-    fn default_ttl(&self) -> Duration {
-        SESSION
-    }
-
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+    async fn lock(&self, name: &LockName) -> Result<(u64, String, Self::Grant)> {
         let dir = format!("/bench-peer/{}", name.as_str().replace('/', "_"));
         let prefix = zk::LockPrefix::new_curator(&dir, "lock-")
             .map_err(|e| Error::backend(e.to_string()))?;
@@ -84,49 +46,42 @@ impl LockBackend for PeerBackend {
         let lock_options = zk::LockOptions::new(acls)
             .with_ancestor_options(zk::CreateMode::Persistent.with_acls(acls))
             .map_err(|e| Error::backend(e.to_string()))?;
-        let locking = self.client.lock(prefix, b"", lock_options);
-        let lock = match options.wait {
-            Wait::Timeout(wait) => tokio::time::timeout(wait, locking)
-                .await
-                .map_err(|_| Error::timeout("peer lock wait timed out"))?,
-            _ => locking.await,
-        }
-        .map_err(|e| Error::backend(e.to_string()))?
-        .into_owned();
+        let lock = self
+            .client
+            .lock(prefix, b"", lock_options)
+            .await
+            .map_err(|e| Error::backend(e.to_string()))?
+            .into_owned();
         let path = lock.lock_path().to_owned();
         let sequence: u64 = path
             .rsplit('-')
             .next()
             .and_then(|digits| digits.parse().ok())
             .unwrap_or_default();
-        let notifier = LossNotifier::new();
-        let held = PeerHeld {
-            lock: std::sync::Mutex::new(Some(lock)),
-            notifier: notifier.clone(),
-        };
-        Ok(LockGuard::new(
-            name.clone(),
-            FencingToken(sequence),
-            path,
-            SESSION,
-            notifier.signal(),
-            Box::new(held),
-        ))
+        Ok((sequence, path, std::sync::Mutex::new(lock)))
+    }
+
+    async fn unlock(grant: Self::Grant) -> Result<()> {
+        drop(grant);
+        Ok(())
+    }
+
+    fn abandon(grant: Self::Grant) {
+        std::mem::forget(grant);
     }
 }
 
 fn ours(servers: String) -> ClientFactory {
-    Arc::new(move || {
+    client_factory(move || {
         let config = ZkConfig::new([servers.clone()])
             .with_prefix("/bench-ours")
             .with_session_timeout(SESSION);
-        async move { Ok(Arc::new(ZkBackend::connect(config).await?) as Arc<DynLockBackend>) }
-            .boxed()
+        ZkBackend::connect(config)
     })
 }
 
 fn peer(servers: String) -> ClientFactory {
-    Arc::new(move || {
+    client_factory(move || {
         let servers = servers.clone();
         async move {
             let client = zk::Client::connector()
@@ -134,9 +89,13 @@ fn peer(servers: String) -> ClientFactory {
                 .connect(&servers)
                 .await
                 .map_err(|e| Error::unavailable(e.to_string()))?;
-            Ok(Arc::new(PeerBackend { client }) as Arc<DynLockBackend>)
+            let caps = Capabilities::new("zk-recipe", FencingStrength::Strong);
+            Ok(PeerBackend::new(
+                PeerRecipe { client },
+                caps.with_fifo(true),
+                SESSION,
+            ))
         }
-        .boxed()
     })
 }
 

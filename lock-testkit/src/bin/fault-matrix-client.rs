@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use lock_testkit::fault_matrix::client::{ClientArgs, run};
+use lock_testkit::fault_matrix::usage::args_or_exit;
 
 fn parse() -> Result<ClientArgs, String> {
     let mut args = std::env::args().skip(1);
@@ -54,13 +55,7 @@ fn parse() -> Result<ClientArgs, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse() {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("fault-matrix-client: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = args_or_exit("fault-matrix-client", parse());
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

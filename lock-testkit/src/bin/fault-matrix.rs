@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use lock_testkit::fault_matrix::report::{self, Document};
+use lock_testkit::fault_matrix::usage::args_or_exit;
 use lock_testkit::fault_matrix::{Cell, Fault, Plan, Row, run_row};
 
 #[derive(Debug, Default)]
@@ -164,13 +165,7 @@ fn publish(args: &Args, document: &Document, json: bool) -> bool {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse() {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("fault-matrix: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = args_or_exit("fault-matrix", parse());
     if let Some(path) = &args.from_json {
         let document: Document = match std::fs::read_to_string(path)
             .map_err(|e| e.to_string())

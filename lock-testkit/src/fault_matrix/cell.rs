@@ -156,7 +156,7 @@ impl Cell {
         cell.stale_rejected = record.stale_rejected;
         cell.fenced_violations = record.fenced_violations;
         cell.writes_after_loss_seen = record.writes_after_loss_seen;
-        cell.victim = t.victim;
+        cell.victim = t.victim.map(|v| v.client);
         cell.notes = t.notes.clone();
         for (what, _) in &record.errors {
             *cell.errors.entry(what.clone()).or_default() += 1;
@@ -177,10 +177,8 @@ impl Cell {
             let relevant: Vec<_> = record
                 .lost
                 .iter()
-                .filter(|l| match (t.victim, t.victim_token) {
-                    (Some(v), Some(token)) if fault.targets_holder() => {
-                        l.client == v && l.token == token
-                    }
+                .filter(|l| match t.victim {
+                    Some(v) if fault.targets_holder() => l.client == v.client && l.token == v.token,
                     _ => l.at_ns >= t.start_ns,
                 })
                 .collect();
@@ -207,9 +205,9 @@ impl Cell {
             };
             let first = by_grant
                 .iter()
-                .find(|g| g.granted_ns >= from && Some(g.client) != t.victim);
+                .find(|g| g.granted_ns >= from && Some(g.client) != cell.victim);
             cell.recovery_ms = first.map(|g| {
-                let base = match t.victim_release_ns {
+                let base = match t.victim.and_then(|v| v.release_ns) {
                     Some(release) if !fault.targets_holder() && g.granted_ns >= release => {
                         release.max(from)
                     }
@@ -219,7 +217,7 @@ impl Cell {
             });
         }
 
-        let window_start = t.victim_release_ns.unwrap_or(t.heal_ns).max(t.heal_ns);
+        let window_start = t.resume_ns();
         cell.stuck_window_ms = ms_between(window_start, ended_ns);
         cell.stuck_clients = (0..clients)
             .filter(|c| {

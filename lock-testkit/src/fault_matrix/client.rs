@@ -21,7 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Mutex;
 
 use super::clock::now_ns;
-use super::protocol::{Message, Phase, Reply};
+use super::protocol::{Message, Phase, Reply, Section};
 
 /// How often an extended section checks whether it may end.
 const EXTEND_POLL: Duration = Duration::from_millis(2);
@@ -164,22 +164,23 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
                 let _ = watcher_events.lock().await.send(&message).await;
             }
         });
-        let key = guard.key().to_owned();
-        let write = |phase, held| Message::Write {
+        let section = Section {
             client,
             token,
             seq,
-            phase,
             granted_ns,
-            held,
-            key: key.clone(),
+            key: guard.key().to_owned(),
         };
-        writes.send(&write(Phase::Begin, guard.is_held())).await?;
+        writes
+            .send(&section.write(Phase::Begin, guard.is_held()))
+            .await?;
         tokio::time::sleep(args.hold).await;
         while extend.load(Ordering::Relaxed) {
             tokio::time::sleep(EXTEND_POLL).await;
         }
-        writes.send(&write(Phase::End, guard.is_held())).await?;
+        writes
+            .send(&section.write(Phase::End, guard.is_held()))
+            .await?;
         if let Err(e) = guard.release().await {
             report_error(&mut writes, args.client, "release", &e).await?;
         }

@@ -6,6 +6,8 @@ use std::time::Duration;
 use lock_core::LockName;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 use super::clock::now_ns;
 use super::faults::Fault;
@@ -15,6 +17,8 @@ use crate::proxy::FaultProxy;
 
 /// How long the runner tries to catch a client inside its section.
 const CATCH_TIMEOUT: Duration = Duration::from_secs(15);
+/// Seeds the slow network's delays, so that every run draws the same ones.
+const JITTER_SEED: u64 = 0x5eed_fa17;
 
 /// When the fault happened, whom it hit and when it was over.
 #[derive(Debug, Clone, Default)]
@@ -24,13 +28,29 @@ pub struct Timeline {
     /// When it was healed (or, for a broken lock, when it struck).
     pub heal_ns: u64,
     /// The client kept inside its critical section through the fault.
-    pub victim: Option<u32>,
-    /// The victim's token.
-    pub victim_token: Option<u64>,
-    /// When the victim was let out of its section.
-    pub victim_release_ns: Option<u64>,
+    pub victim: Option<Victim>,
     /// What else the runner noticed.
     pub notes: Vec<String>,
+}
+
+/// The client a fault kept inside its critical section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Victim {
+    /// Its client number.
+    pub client: u32,
+    /// The token of the section it was kept in.
+    pub token: u64,
+    /// When it was let out of that section.
+    pub release_ns: Option<u64>,
+}
+
+impl Timeline {
+    /// When every client runs freely again: the heal, or the victim's
+    /// release if that came later.
+    pub fn resume_ns(&self) -> u64 {
+        let release = self.victim.and_then(|v| v.release_ns);
+        release.unwrap_or(self.heal_ns).max(self.heal_ns)
+    }
 }
 
 /// What a fault acts on.
@@ -69,7 +89,7 @@ async fn sleep(d: Duration) {
 impl Target<'_> {
     /// Keeps a client inside its critical section (`SIGUSR1`) and waits
     /// until it is in one; `only` picks the client, else the holder now.
-    async fn catch_holder(&self, only: Option<u32>) -> Result<(u32, u64), String> {
+    async fn catch_holder(&self, only: Option<u32>) -> Result<Victim, String> {
         let deadline = tokio::time::Instant::now() + CATCH_TIMEOUT;
         loop {
             let candidate = match only {
@@ -84,7 +104,11 @@ impl Target<'_> {
                     if let Some((seq, token)) = self.resource.open_section(client) {
                         sleep(self.hold + Duration::from_millis(50)).await;
                         if self.resource.is_open(client, seq) {
-                            return Ok((client, token));
+                            return Ok(Victim {
+                                client,
+                                token,
+                                release_ns: None,
+                            });
                         }
                     }
                     sleep(Duration::from_millis(5)).await;
@@ -100,9 +124,13 @@ impl Target<'_> {
         }
     }
 
-    fn let_go(&self, client: u32, timeline: &mut Timeline) {
-        signal(self.pids[client as usize], Signal::SIGUSR2);
-        timeline.victim_release_ns = Some(now_ns());
+    /// Lets the victim out of its section and records it in `timeline`.
+    fn let_go(&self, victim: Victim, timeline: &mut Timeline) {
+        signal(self.pids[victim.client as usize], Signal::SIGUSR2);
+        timeline.victim = Some(Victim {
+            release_ns: Some(now_ns()),
+            ..victim
+        });
     }
 
     /// Runs `fault` from start to heal.
@@ -121,9 +149,8 @@ impl Target<'_> {
                 t.heal_ns = t.start_ns;
             }
             Fault::PauseHolder => {
-                let (victim, token) = self.catch_holder(None).await?;
-                (t.victim, t.victim_token) = (Some(victim), Some(token));
-                let pid = self.pids[victim as usize];
+                let victim = self.catch_holder(None).await?;
+                let pid = self.pids[victim.client as usize];
                 signal(pid, Signal::SIGSTOP);
                 t.start_ns = now_ns();
                 sleep(self.span).await;
@@ -132,9 +159,8 @@ impl Target<'_> {
                 self.let_go(victim, &mut t);
             }
             Fault::PartitionHolder => {
-                let (victim, token) = self.catch_holder(None).await?;
-                (t.victim, t.victim_token) = (Some(victim), Some(token));
-                let proxies = &self.proxies[victim as usize];
+                let victim = self.catch_holder(None).await?;
+                let proxies = &self.proxies[victim.client as usize];
                 proxies.iter().for_each(FaultProxy::blackhole);
                 t.start_ns = now_ns();
                 sleep(self.span).await;
@@ -148,8 +174,7 @@ impl Target<'_> {
                 t.heal_ns = now_ns();
             }
             Fault::KillServer => {
-                let (victim, token) = self.catch_holder(None).await?;
-                (t.victim, t.victim_token) = (Some(victim), Some(token));
+                let victim = self.catch_holder(None).await?;
                 t.start_ns = now_ns();
                 self.service.kill_all().await;
                 sleep(ttl).await;
@@ -163,22 +188,20 @@ impl Target<'_> {
             }
             Fault::KillLeader | Fault::FreezeMember | Fault::IsolateFollower => {
                 let only = (fault == Fault::IsolateFollower).then_some(0);
-                let (victim, token) = self.catch_holder(only).await?;
-                (t.victim, t.victim_token) = (Some(victim), Some(token));
+                let victim = self.catch_holder(only).await?;
                 self.member_fault(fault, &mut t).await?;
                 sleep(ttl).await;
                 self.let_go(victim, &mut t);
             }
             Fault::BreakLock => {
-                let (victim, token) = self.catch_holder(None).await?;
-                (t.victim, t.victim_token) = (Some(victim), Some(token));
+                let victim = self.catch_holder(None).await?;
                 let key = self
                     .resource
                     .record()
                     .grants
                     .iter()
                     .rev()
-                    .find(|g| g.client == victim && g.token == token)
+                    .find(|g| g.client == victim.client && g.token == victim.token)
                     .map(|g| g.key.clone())
                     .ok_or("the victim's grant was not recorded")?;
                 t.start_ns = now_ns();
@@ -194,15 +217,11 @@ impl Target<'_> {
     /// Latency of 0 to TTL/4 on every proxy, drawn afresh every 20 ms.
     async fn jitter(&self, length: Duration) {
         let max = (self.ttl / 4).as_micros() as u64;
-        let mut seed = now_ns() | 1;
+        let mut rng = StdRng::seed_from_u64(JITTER_SEED);
         let until = tokio::time::Instant::now() + length;
         while tokio::time::Instant::now() < until {
             for proxy in self.proxies.iter().flatten() {
-                // xorshift64: any spread will do.
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                proxy.delay(Duration::from_micros(seed % max.max(1)));
+                proxy.delay(Duration::from_micros(rng.random_range(0..max.max(1))));
             }
             sleep(Duration::from_millis(20)).await;
         }
@@ -211,91 +230,56 @@ impl Target<'_> {
         }
     }
 
+    /// Kills or freezes the leader (Redlock: server 0), or cuts the chosen
+    /// follower off its peers, and heals it.
     async fn member_fault(&self, fault: Fault, t: &mut Timeline) -> Result<(), String> {
-        let ttl = self.ttl;
-        match (fault, self.service) {
-            (Fault::KillLeader, Service::Etcd(cluster)) => {
-                let leader = cluster.leader_index().await.ok_or("no etcd leader")?;
-                t.notes
-                    .push(format!("killed etcd member {leader} (the leader)"));
-                t.start_ns = now_ns();
-                cluster.member(leader).kill().await;
-                sleep(2 * ttl).await;
-                cluster
-                    .member(leader)
-                    .restart()
-                    .await
-                    .map_err(|e| e.to_string())?;
+        let service = self.service;
+        if !matches!(
+            service,
+            Service::Etcd(_) | Service::Zk(_) | Service::Redlock(_)
+        ) {
+            return Err(format!("fault {fault} has no form for {service:?}"));
+        }
+        if fault == Fault::IsolateFollower {
+            let f = self.follower.ok_or("no follower chosen")?;
+            t.notes
+                .push(format!("cut {} off its peers", service.member_name(f)));
+            t.start_ns = now_ns();
+            service.isolate(f, true)?;
+            sleep(self.span).await;
+            service.isolate(f, false)?;
+            t.heal_ns = now_ns();
+            return Ok(());
+        }
+        let (index, what) = match service {
+            Service::Redlock(_) => (0, service.member_name(0)),
+            _ => {
+                let leader = service.leader_index().await.ok_or("no leader")?;
+                (
+                    leader,
+                    format!("{} (the leader)", service.member_name(leader)),
+                )
             }
-            (Fault::KillLeader, Service::Zk(ensemble)) => {
-                let leader = ensemble.leader_index().await.ok_or("no ZooKeeper leader")?;
-                t.notes
-                    .push(format!("killed ZooKeeper server {leader} (the leader)"));
-                t.start_ns = now_ns();
-                ensemble.member(leader).kill().await;
-                sleep(2 * ttl).await;
-                ensemble
-                    .member(leader)
-                    .restart()
-                    .await
-                    .map_err(|e| e.to_string())?;
+        };
+        let member = service.member(index).ok_or("no such member")?;
+        t.start_ns = now_ns();
+        match fault {
+            Fault::KillLeader => {
+                let empty = if service.restarts_empty() {
+                    "; it restarts empty"
+                } else {
+                    ""
+                };
+                t.notes.push(format!("killed {what}{empty}"));
+                member.kill().await;
+                sleep(2 * self.ttl).await;
+                member.restart().await.map_err(|e| e.to_string())?;
             }
-            (Fault::KillLeader, Service::Redlock(servers)) => {
-                t.notes
-                    .push("killed Redis server 0 of 3; it restarts empty".into());
-                t.start_ns = now_ns();
-                servers.server(0).kill().await;
-                sleep(2 * ttl).await;
-                servers
-                    .server(0)
-                    .restart()
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            (Fault::FreezeMember, Service::Etcd(cluster)) => {
-                let leader = cluster.leader_index().await.ok_or("no etcd leader")?;
-                t.notes
-                    .push(format!("froze etcd member {leader} (the leader)"));
-                t.start_ns = now_ns();
-                cluster.member(leader).pause();
+            _ => {
+                t.notes.push(format!("froze {what}"));
+                member.pause();
                 sleep(self.span).await;
-                cluster.member(leader).resume();
-            }
-            (Fault::FreezeMember, Service::Zk(ensemble)) => {
-                let leader = ensemble.leader_index().await.ok_or("no ZooKeeper leader")?;
-                t.notes
-                    .push(format!("froze ZooKeeper server {leader} (the leader)"));
-                t.start_ns = now_ns();
-                ensemble.member(leader).pause();
-                sleep(self.span).await;
-                ensemble.member(leader).resume();
-            }
-            (Fault::FreezeMember, Service::Redlock(servers)) => {
-                t.notes.push("froze Redis server 0 of 3".into());
-                t.start_ns = now_ns();
-                servers.server(0).pause();
-                sleep(self.span).await;
-                servers.server(0).resume();
-            }
-            (Fault::IsolateFollower, Service::Etcd(cluster)) => {
-                let f = self.follower.ok_or("no follower chosen")?;
-                t.notes.push(format!("cut etcd member {f} off its peers"));
-                t.start_ns = now_ns();
-                cluster.isolate(f);
-                sleep(self.span).await;
-                cluster.rejoin(f);
-            }
-            (Fault::IsolateFollower, Service::Zk(ensemble)) => {
-                let f = self.follower.ok_or("no follower chosen")?;
-                t.notes
-                    .push(format!("cut ZooKeeper server {f} off its peers"));
-                t.start_ns = now_ns();
-                ensemble.isolate(f);
-                sleep(self.span).await;
-                ensemble.rejoin(f);
-            }
-            (fault, service) => {
-                return Err(format!("fault {fault} has no form for {service:?}"));
+                member.resume();
             }
         }
         t.heal_ns = now_ns();

@@ -21,6 +21,7 @@ pub mod report;
 pub mod resource;
 pub mod row;
 pub mod run;
+pub mod usage;
 
 pub use cell::Cell;
 pub use faults::Fault;

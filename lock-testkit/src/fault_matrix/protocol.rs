@@ -13,6 +13,32 @@ pub enum Phase {
     End,
 }
 
+/// One critical section of a client: what both of its writes carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Section {
+    /// The client's number.
+    pub client: u32,
+    /// The fencing token of the acquisition.
+    pub token: u64,
+    /// The client's acquisition counter.
+    pub seq: u64,
+    /// When the lock was granted ([`now_ns`](super::clock::now_ns)).
+    pub granted_ns: u64,
+    /// The backend key (or node path) of the acquisition.
+    pub key: String,
+}
+
+impl Section {
+    /// The `phase` write of this section; `held` is what the guard says.
+    pub fn write(&self, phase: Phase, held: bool) -> Message {
+        Message::Write {
+            section: self.clone(),
+            phase,
+            held,
+        }
+    }
+}
+
 /// A message from a workload client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -26,20 +52,13 @@ pub enum Message {
     },
     /// A write to the protected resource, carrying the fencing token.
     Write {
-        /// The client's number.
-        client: u32,
-        /// The fencing token of the acquisition.
-        token: u64,
-        /// The client's acquisition counter.
-        seq: u64,
+        /// The section the write belongs to.
+        #[serde(flatten)]
+        section: Section,
         /// Which write of the section.
         phase: Phase,
-        /// When the lock was granted ([`now_ns`](super::clock::now_ns)).
-        granted_ns: u64,
         /// Whether the guard still said it was held when writing.
         held: bool,
-        /// The backend key (or node path) of the acquisition.
-        key: String,
     },
     /// The lost signal fired.
     Lost {
@@ -74,4 +93,29 @@ pub enum Reply {
     /// The fenced register rejected the write: its token is lower than one
     /// it accepted already.
     Stale,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_one_flat_json_object() {
+        let line = r#"{"type":"write","client":1,"token":10,"seq":2,"granted_ns":5,"key":"k","phase":"end","held":false}"#;
+        let message: Message = serde_json::from_str(line).expect("a write parses");
+        let section = Section {
+            client: 1,
+            token: 10,
+            seq: 2,
+            granted_ns: 5,
+            key: "k".into(),
+        };
+        assert_eq!(message, section.write(Phase::End, false));
+        let text = serde_json::to_string(&message).expect("a write serializes");
+        let again: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            again,
+            serde_json::from_str::<serde_json::Value>(line).unwrap()
+        );
+    }
 }

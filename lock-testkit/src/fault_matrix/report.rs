@@ -38,6 +38,27 @@ fn ms(v: f64) -> String {
     }
 }
 
+/// The rows and faults that `cells` cover, in table order.
+fn axes(cells: &[Cell]) -> (Vec<Row>, Vec<Fault>) {
+    let rows = Row::ALL
+        .into_iter()
+        .chain([Row::Broken])
+        .filter(|r| cells.iter().any(|c| c.backend == r.id()))
+        .collect();
+    let faults = Fault::ALL
+        .into_iter()
+        .filter(|f| cells.iter().any(|c| c.fault == f.number()))
+        .collect();
+    (rows, faults)
+}
+
+/// The cell of row `r` under fault `f`.
+fn find(cells: &[Cell], r: Row, f: Fault) -> Option<&Cell> {
+    cells
+        .iter()
+        .find(|c| c.backend == r.id() && c.fault == f.number())
+}
+
 /// One line summarising a cell, for progress on stderr.
 pub fn line(cell: &Cell) -> String {
     match cell.status.as_str() {
@@ -74,20 +95,7 @@ pub fn line(cell: &Cell) -> String {
 /// overlaps / stale rejected / fenced violations / token regressions, then
 /// one line per measured cell, then the inapplicable and failed cells.
 pub fn table(cells: &[Cell]) -> String {
-    let rows: Vec<Row> = Row::ALL
-        .into_iter()
-        .chain([Row::Broken])
-        .filter(|r| cells.iter().any(|c| c.backend == r.id()))
-        .collect();
-    let faults: Vec<Fault> = Fault::ALL
-        .into_iter()
-        .filter(|f| cells.iter().any(|c| c.fault == f.number()))
-        .collect();
-    let find = |r: Row, f: Fault| {
-        cells
-            .iter()
-            .find(|c| c.backend == r.id() && c.fault == f.number())
-    };
+    let (rows, faults) = axes(cells);
     let mut out = String::new();
     out.push_str(
         "Overlaps (unfenced) / stale writes rejected / fenced violations / token regressions:\n\n",
@@ -102,7 +110,7 @@ pub fn table(cells: &[Cell]) -> String {
     for &r in &rows {
         let _ = write!(out, "| {} |", r.id());
         for &f in &faults {
-            let text = match find(r, f) {
+            let text = match find(cells, r, f) {
                 Some(c) if c.status == "measured" => {
                     let mark = if c.strong_tokens && !c.fenced_safe() {
                         " **!**"
@@ -131,7 +139,7 @@ pub fn table(cells: &[Cell]) -> String {
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for &r in &rows {
         for &f in &faults {
-            let Some(c) = find(r, f).filter(|c| c.status == "measured") else {
+            let Some(c) = find(cells, r, f).filter(|c| c.status == "measured") else {
                 continue;
             };
             let delay = c.lost_signal_delay_ms.map_or("—".into(), |s| {
@@ -201,15 +209,7 @@ const TOP: i32 = 80;
 /// Two grids side by side, backend × fault: the victim's worst lost-signal
 /// delay, and the overlaps; a darker square is a larger number.
 pub fn svg(cells: &[Cell]) -> Result<String, String> {
-    let rows: Vec<Row> = Row::ALL
-        .into_iter()
-        .chain([Row::Broken])
-        .filter(|r| cells.iter().any(|c| c.backend == r.id()))
-        .collect();
-    let faults: Vec<Fault> = Fault::ALL
-        .into_iter()
-        .filter(|f| cells.iter().any(|c| c.fault == f.number()))
-        .collect();
+    let (rows, faults) = axes(cells);
     // The two grids one above the other.
     let grid_h = TOP + CELL_H * rows.len() as i32;
     let size = (
@@ -265,10 +265,7 @@ pub fn svg(cells: &[Cell]) -> Result<String, String> {
                 .map_err(|e| e.to_string())?;
                 for (j, f) in faults.iter().enumerate() {
                     let x = x0 + LABEL_W + j as i32 * CELL_W;
-                    let cell = cells
-                        .iter()
-                        .find(|c| c.backend == r.id() && c.fault == f.number());
-                    let (fill, text) = match cell {
+                    let (fill, text) = match find(cells, *r, *f) {
                         Some(c) if c.status == "measured" => match value(c) {
                             Some(v) => {
                                 let share = if max > 0.0 {

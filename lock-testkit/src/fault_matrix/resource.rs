@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use super::clock::now_ns;
-use super::protocol::{Message, Phase, Reply};
+use super::protocol::{Message, Phase, Reply, Section};
 
 /// One grant as its begin write reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,18 +100,15 @@ impl State {
                 Reply::Ok
             }
             Message::Write {
-                client,
-                token,
-                seq,
+                section,
                 phase,
-                granted_ns,
                 held,
-                key,
             } => {
                 if !held {
                     self.record.writes_after_loss_seen += 1;
                 }
-                self.unfenced(client, token, seq, phase, granted_ns, key);
+                let (client, token) = (section.client, section.token);
+                self.unfenced(section, phase);
                 self.fenced(client, token)
             }
             Message::Lost {
@@ -137,24 +134,19 @@ impl State {
         }
     }
 
-    fn unfenced(
-        &mut self,
-        client: u32,
-        token: u64,
-        seq: u64,
-        phase: Phase,
-        granted_ns: u64,
-        key: String,
-    ) {
+    fn unfenced(&mut self, section: Section, phase: Phase) {
+        let Section {
+            client, token, seq, ..
+        } = section;
         match phase {
             Phase::Begin => {
                 self.record.grants.push(Grant {
                     client,
                     token,
                     seq,
-                    granted_ns,
+                    granted_ns: section.granted_ns,
                     arrived_ns: now_ns(),
-                    key,
+                    key: section.key,
                 });
                 for (&other, &(other_seq, _)) in &self.open {
                     if other != client {
@@ -307,15 +299,14 @@ mod tests {
     use super::*;
 
     fn write(client: u32, token: u64, seq: u64, phase: Phase) -> Message {
-        Message::Write {
+        let section = Section {
             client,
             token,
             seq,
-            phase,
             granted_ns: 0,
-            held: true,
             key: String::new(),
-        }
+        };
+        section.write(phase, true)
     }
 
     #[test]

@@ -10,7 +10,8 @@ use tempfile::TempDir;
 
 use crate::proxy::FaultProxy;
 use crate::servers::{
-    EtcdCluster, EtcdOptions, LaunchError, RedisServer, RedisServers, ZkEnsemble, ZkOptions,
+    EtcdCluster, EtcdOptions, LaunchError, Member, RedisServer, RedisServers, ZkEnsemble,
+    ZkOptions, temp_dir,
 };
 
 /// A backend configuration under test.
@@ -83,6 +84,15 @@ impl Row {
             .find(|row| row.id() == text)
     }
 
+    /// How many servers the row runs: three in the clustered rows, else
+    /// one (the file and broken rows start none).
+    pub fn members(self) -> usize {
+        match self {
+            Row::Etcd3 | Row::Redlock | Row::Zk3 => 3,
+            _ => 1,
+        }
+    }
+
     /// Whether its tokens are strong: strictly increasing across every
     /// fault the service itself survives (etcd revisions, ZooKeeper zxids
     /// and sequence numbers).
@@ -122,34 +132,26 @@ impl Service {
     ///
     /// Cancel safe: servers started so far are killed when dropped.
     pub async fn start(row: Row, isolatable: bool) -> Result<Service, LaunchError> {
+        let members = row.members();
+        // One server has no peers to be cut off from.
+        let isolatable = isolatable && members > 1;
         Ok(match row {
             Row::Etcd | Row::Etcd3 => {
-                let members = if row == Row::Etcd { 1 } else { 3 };
-                let mut options = EtcdOptions::new(members);
-                if isolatable && members > 1 {
-                    options = options.isolatable();
-                }
+                let options = EtcdOptions::new(members);
+                let options = when(isolatable, options, EtcdOptions::isolatable);
                 Service::Etcd(EtcdCluster::start_with(options).await?)
             }
             Row::Redis => Service::Redis(RedisServer::start().await?),
-            Row::Redlock => Service::Redlock(RedisServers::start(3).await?),
+            Row::Redlock => Service::Redlock(RedisServers::start(members).await?),
             Row::Zk | Row::Zk3 => {
-                let members = if row == Row::Zk { 1 } else { 3 };
-                let mut options = ZkOptions::new(members);
-                if isolatable && members > 1 {
-                    options = options.isolatable();
-                }
+                let options = ZkOptions::new(members);
+                let options = when(isolatable, options, ZkOptions::isolatable);
                 Service::Zk(ZkEnsemble::start_with(options).await?)
             }
-            Row::File => Service::File(
-                tempfile::Builder::new()
-                    .prefix("distlock-fault-matrix-")
-                    .tempdir()
-                    .map_err(|source| LaunchError::Io {
-                        what: "the file backend's lock directory".into(),
-                        source,
-                    })?,
-            ),
+            Row::File => Service::File(temp_dir(
+                "distlock-fault-matrix-",
+                "the file backend's lock directory",
+            )?),
             Row::Broken => Service::None,
         })
     }
@@ -193,6 +195,68 @@ impl Service {
         }
     }
 
+    /// Every server, in start order, as [`Member`]s.
+    fn all_members(&self) -> Vec<&dyn Member> {
+        fn each<M: Member>(members: &[M]) -> Vec<&dyn Member> {
+            members.iter().map(|m| m as &dyn Member).collect()
+        }
+        match self {
+            Service::Etcd(cluster) => each(cluster.members()),
+            Service::Redis(server) => vec![server],
+            Service::Redlock(servers) => each(servers.servers()),
+            Service::Zk(ensemble) => each(ensemble.members()),
+            Service::File(_) | Service::None => Vec::new(),
+        }
+    }
+
+    /// The server at `index`, if there is one.
+    pub fn member(&self, index: usize) -> Option<&dyn Member> {
+        self.all_members().get(index).copied()
+    }
+
+    /// How notes name the server at `index`.
+    pub fn member_name(&self, index: usize) -> String {
+        match self {
+            Service::Etcd(_) => format!("etcd member {index}"),
+            Service::Zk(_) => format!("ZooKeeper server {index}"),
+            _ => format!("Redis server {index} of {}", self.members()),
+        }
+    }
+
+    /// Whether a killed server comes back without its data (Redis
+    /// persists nothing here).
+    pub fn restarts_empty(&self) -> bool {
+        matches!(self, Service::Redis(_) | Service::Redlock(_))
+    }
+
+    /// The member that considers itself leader now, for etcd and
+    /// ZooKeeper; `None` mid-election and for services without one.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only asks.
+    pub async fn leader_index(&self) -> Option<usize> {
+        match self {
+            Service::Etcd(cluster) => cluster.leader_index().await,
+            Service::Zk(ensemble) => ensemble.leader_index().await,
+            _ => None,
+        }
+    }
+
+    /// Cuts member `index` off its peers (`cut`), or lets it rejoin them.
+    /// Only etcd and ZooKeeper clusters started isolatable have peers to
+    /// cut.
+    pub fn isolate(&self, index: usize, cut: bool) -> Result<(), String> {
+        match (self, cut) {
+            (Service::Etcd(cluster), true) => cluster.isolate(index),
+            (Service::Etcd(cluster), false) => cluster.rejoin(index),
+            (Service::Zk(ensemble), true) => ensemble.isolate(index),
+            (Service::Zk(ensemble), false) => ensemble.rejoin(index),
+            (other, _) => return Err(format!("{other:?} has no peers to cut a member off")),
+        }
+        Ok(())
+    }
+
     /// Kills every server with `SIGKILL`. Redis loses its data; etcd and
     /// ZooKeeper keep theirs on disk.
     ///
@@ -200,24 +264,8 @@ impl Service {
     ///
     /// Cancel safe: the servers already killed stay down, the rest run.
     pub async fn kill_all(&self) {
-        match self {
-            Service::Etcd(cluster) => {
-                for member in cluster.members() {
-                    member.kill().await;
-                }
-            }
-            Service::Redis(server) => server.kill().await,
-            Service::Redlock(servers) => {
-                for server in servers.servers() {
-                    server.kill().await;
-                }
-            }
-            Service::Zk(ensemble) => {
-                for member in ensemble.members() {
-                    member.kill().await;
-                }
-            }
-            Service::File(_) | Service::None => {}
+        for member in self.all_members() {
+            member.kill().await;
         }
     }
 
@@ -229,19 +277,12 @@ impl Service {
     ///
     /// Cancel safe: servers started stay up; the others stay down.
     pub async fn restart_all(&self) -> Result<(), LaunchError> {
-        match self {
-            Service::Etcd(cluster) => {
-                try_join_all(cluster.members().iter().map(|m| m.restart())).await?;
-            }
-            Service::Redis(server) => server.restart().await?,
-            Service::Redlock(servers) => {
-                try_join_all(servers.servers().iter().map(RedisServer::restart)).await?;
-            }
-            Service::Zk(ensemble) => {
-                try_join_all(ensemble.members().iter().map(|m| m.restart())).await?;
-            }
-            Service::File(_) | Service::None => {}
-        }
+        try_join_all(self.all_members().into_iter().map(Member::restart)).await?;
         Ok(())
     }
+}
+
+/// `options` with `change` applied if `yes`.
+fn when<O>(yes: bool, options: O, change: fn(O) -> O) -> O {
+    if yes { change(options) } else { options }
 }

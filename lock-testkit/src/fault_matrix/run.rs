@@ -219,7 +219,7 @@ pub async fn run_cell(
     };
     let outcome = target.run(fault).await;
     if let Ok(t) = &outcome {
-        let resume_at = t.victim_release_ns.unwrap_or(t.heal_ns).max(t.heal_ns);
+        let resume_at = t.resume_ns();
         let wait = plan
             .after
             .saturating_sub(Duration::from_nanos(now_ns().saturating_sub(resume_at)));
@@ -288,11 +288,9 @@ fn spawn_client(
 
 /// A member that is not the leader.
 async fn follower_of(service: &Service) -> Result<usize, String> {
-    let leader = match service {
-        Service::Etcd(cluster) => cluster.leader_index().await,
-        Service::Zk(ensemble) => ensemble.leader_index().await,
-        _ => None,
-    }
-    .ok_or("no leader to pick a follower of")?;
+    let leader = service
+        .leader_index()
+        .await
+        .ok_or("no leader to pick a follower of")?;
     Ok((leader + 1) % service.members())
 }

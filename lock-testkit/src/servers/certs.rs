@@ -33,13 +33,7 @@ impl TestCerts {
     /// second, unrelated CA. Takes a few tens of milliseconds (P-256 keys).
     pub fn generate() -> Result<Self, LaunchError> {
         let openssl = OPENSSL.on_path()?;
-        let dir = tempfile::Builder::new()
-            .prefix("distlock-certs-")
-            .tempdir()
-            .map_err(|source| LaunchError::Io {
-                what: "a directory for test certificates".to_owned(),
-                source,
-            })?;
+        let dir = super::temp_dir("distlock-certs-", "a directory for test certificates")?;
         let run = |args: &[&str]| run(&openssl, dir.path(), args);
         std::fs::write(dir.path().join("leaf.ext"), LEAF_EXTENSIONS).map_err(|source| {
             LaunchError::Io {

@@ -30,11 +30,13 @@ use super::binary::Requirement;
 pub use super::etcd_auth::EtcdUser;
 use super::etcd_auth::{AuthSetup, Etcdctl};
 use super::http;
+use super::member::member_list;
 use super::netns::PeerNet;
 use super::ports::free_port;
 use super::process::{ChildProcess, process_controls};
 use super::readiness::wait_ready;
 use super::unix_relay::UnixRelay;
+use super::workdir::temp_dir;
 
 /// How long a member may take to report healthy.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -79,7 +81,11 @@ pub struct EtcdTls {
 impl EtcdOptions {
     /// A cluster of `members` members (1 or 3 are the usual sizes), using
     /// `etcd` from `PATH`.
+    ///
+    /// # Panics
+    /// If `members` is zero.
     pub fn new(members: usize) -> Self {
+        assert!(members > 0, "an etcd cluster needs at least one member");
         Self {
             members,
             binary: None,
@@ -161,14 +167,7 @@ impl EtcdCluster {
 
     /// Starts a cluster as described by `options` and waits until every
     /// member reports healthy. All members start at once.
-    ///
-    /// # Panics
-    /// If the member count is zero.
     pub async fn start_with(options: EtcdOptions) -> Result<Self, LaunchError> {
-        assert!(
-            options.members > 0,
-            "an etcd cluster needs at least one member"
-        );
         assert!(
             !(options.isolatable && options.tls.is_some()),
             "EtcdOptions::isolatable() serves clients over plain HTTP; it does not combine with tls()"
@@ -262,13 +261,7 @@ impl EtcdCluster {
     /// If the cluster was not started
     /// [`isolatable`](EtcdOptions::isolatable), or `ip` fails.
     pub fn isolate(&self, index: usize) {
-        let net = self.net(index);
-        if let Err(e) = net.cut(index) {
-            panic!(
-                "could not cut etcd member {} off: {e}",
-                self.members[index].name
-            );
-        }
+        self.on_net(index, "cut off", PeerNet::cut);
     }
 
     /// Ends [`EtcdCluster::isolate`]: member `index` reaches its peers
@@ -278,38 +271,33 @@ impl EtcdCluster {
     /// If the cluster was not started
     /// [`isolatable`](EtcdOptions::isolatable), or `ip` fails.
     pub fn rejoin(&self, index: usize) {
-        let net = self.net(index);
-        if let Err(e) = net.heal(index) {
+        self.on_net(index, "reconnect", PeerNet::heal);
+    }
+
+    /// Runs `change` on member `index`'s peer links; panics naming what
+    /// it was `doing` if that fails.
+    fn on_net(
+        &self,
+        index: usize,
+        doing: &str,
+        change: fn(&PeerNet, usize) -> Result<(), LaunchError>,
+    ) {
+        assert!(index < self.members.len(), "no etcd member {index}");
+        let net = self
+            .net
+            .as_ref()
+            .expect("start the cluster with EtcdOptions::isolatable() to isolate a member");
+        if let Err(e) = change(net, index) {
             panic!(
-                "could not reconnect etcd member {}: {e}",
+                "could not {doing} etcd member {}: {e}",
                 self.members[index].name
             );
         }
     }
 
-    fn net(&self, index: usize) -> &PeerNet {
-        assert!(index < self.members.len(), "no etcd member {index}");
-        self.net
-            .as_ref()
-            .expect("start the cluster with EtcdOptions::isolatable() to isolate a member")
-    }
-
     /// The root user's password, when the cluster was started with auth.
     pub fn root_password(&self) -> Option<&str> {
         self.root_password.as_deref()
-    }
-
-    /// All members, in start order.
-    pub fn members(&self) -> &[EtcdMember] {
-        &self.members
-    }
-
-    /// The member at `index` (0-based).
-    ///
-    /// # Panics
-    /// If `index` is out of range.
-    pub fn member(&self, index: usize) -> &EtcdMember {
-        &self.members[index]
     }
 
     /// The client endpoints, `127.0.0.1:PORT`, one per member.
@@ -335,6 +323,8 @@ impl EtcdCluster {
         None
     }
 }
+
+member_list!(EtcdCluster, members: EtcdMember, members, member);
 
 /// What every member of one cluster shares.
 struct ClusterSpec<'a> {
@@ -374,13 +364,7 @@ impl EtcdMember {
     ) -> Result<Self, LaunchError> {
         let name = member_name(index);
         let label = format!("etcd member {name} (127.0.0.1:{client_port})");
-        let dir = tempfile::Builder::new()
-            .prefix("distlock-etcd-")
-            .tempdir()
-            .map_err(|source| LaunchError::Io {
-                what: label.clone(),
-                source,
-            })?;
+        let dir = temp_dir("distlock-etcd-", &label)?;
         let scheme = if cluster.tls.is_some() {
             "https"
         } else {
@@ -471,13 +455,7 @@ impl EtcdMember {
             ),
             None => (cluster.binary.to_owned(), args),
         };
-        let process = ChildProcess::new(
-            label,
-            program,
-            args,
-            dir.path(),
-            dir.path().join("etcd.log"),
-        );
+        let process = ChildProcess::new(label, program, args, dir.path(), "etcd.log");
         Ok(Self {
             name,
             client_port,

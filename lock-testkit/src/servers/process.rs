@@ -28,36 +28,48 @@ const TAIL_LINES: usize = 40;
 const REAP_POLL: Duration = Duration::from_secs(5);
 
 /// A child process with a fixed command line and a log file.
+#[derive(Debug)]
 pub(crate) struct ChildProcess {
     label: String,
     program: PathBuf,
-    args: Vec<OsString>,
+    args: Args,
     cwd: PathBuf,
     log_path: PathBuf,
     state: Mutex<State>,
 }
 
-#[derive(Default)]
+/// The arguments of a command line; `Debug` only counts them, since they
+/// may hold a password.
+struct Args(Vec<OsString>);
+
+impl fmt::Debug for Args {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} arguments>", self.0.len())
+    }
+}
+
+#[derive(Debug, Default)]
 struct State {
     child: Option<Child>,
     paused: bool,
 }
 
 impl ChildProcess {
-    /// Describes a process; nothing runs until [`ChildProcess::spawn`].
+    /// Describes a process that runs in `dir` and logs to the file `log`
+    /// there; nothing runs until [`ChildProcess::spawn`].
     pub(crate) fn new(
         label: String,
         program: PathBuf,
         args: Vec<OsString>,
-        cwd: &Path,
-        log_path: PathBuf,
+        dir: &Path,
+        log: &str,
     ) -> Self {
         Self {
             label,
             program,
-            args,
-            cwd: cwd.to_owned(),
-            log_path,
+            args: Args(args),
+            cwd: dir.to_owned(),
+            log_path: dir.join(log),
             state: Mutex::new(State::default()),
         }
     }
@@ -93,7 +105,7 @@ impl ChildProcess {
         .map_err(io_error)?;
         let stderr = log.try_clone().map_err(io_error)?;
         let child = Command::new(&self.program)
-            .args(&self.args)
+            .args(&self.args.0)
             .current_dir(&self.cwd)
             .stdin(Stdio::null())
             .stdout(log)
@@ -174,7 +186,7 @@ impl ChildProcess {
 
     fn command_line(&self) -> String {
         let mut line = self.program.display().to_string();
-        for arg in &self.args {
+        for arg in &self.args.0 {
             line.push(' ');
             line.push_str(&arg.to_string_lossy());
         }
@@ -209,20 +221,6 @@ impl State {
             return false;
         };
         kill(Pid::from_raw(pid), signal).is_ok()
-    }
-}
-
-/// Leaves out the arguments: they may hold a password.
-impl fmt::Debug for ChildProcess {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state();
-        f.debug_struct("ChildProcess")
-            .field("label", &self.label)
-            .field("program", &self.program)
-            .field("pid", &state.child.as_ref().map(Child::id))
-            .field("paused", &state.paused)
-            .field("log_path", &self.log_path)
-            .finish_non_exhaustive()
     }
 }
 
@@ -271,11 +269,33 @@ pub(crate) fn tool_output(mut command: Command, what: &str) -> Result<Output, La
         })
 }
 
-/// Gives a launcher's member type (one with a `process: ChildProcess` field)
-/// the same `kill`, `pause`, `resume`, `is_running` and `is_paused` methods,
-/// so that every server kind is controlled alike.
+/// Gives a launcher's member type (one with a `process: ChildProcess` field
+/// and an inherent `restart`) the same `kill`, `pause`, `resume`,
+/// `is_running` and `is_paused` methods, so that every server kind is
+/// controlled alike, and implements [`Member`](super::Member) with them.
 macro_rules! process_controls {
     ($member:ty) => {
+        impl $crate::servers::Member for $member {
+            fn kill(&self) -> futures::future::BoxFuture<'_, ()> {
+                Box::pin(self.process.kill())
+            }
+
+            fn restart(
+                &self,
+            ) -> futures::future::BoxFuture<'_, Result<(), $crate::servers::LaunchError>> {
+                // The inherent `restart`, which knows how this kind comes up.
+                Box::pin(<$member>::restart(self))
+            }
+
+            fn pause(&self) {
+                self.process.pause();
+            }
+
+            fn resume(&self) {
+                self.process.resume();
+            }
+        }
+
         impl $member {
             /// Kills the server with `SIGKILL` and waits until it is reaped.
             pub async fn kill(&self) {

@@ -14,9 +14,11 @@ use futures::future::try_join_all;
 use tempfile::TempDir;
 
 use super::binary::Requirement;
+use super::member::member_list;
 use super::ports::free_port;
 use super::process::{ChildProcess, process_controls};
 use super::readiness::wait_ready;
+use super::workdir::temp_dir;
 use super::{LaunchError, RespReply, resp};
 
 /// How long a server may take to answer `PING`.
@@ -95,13 +97,7 @@ impl RedisServer {
         let binary = REDIS.resolve(options.binary.as_deref())?;
         let port = free_port();
         let label = format!("redis-server (127.0.0.1:{port})");
-        let dir = tempfile::Builder::new()
-            .prefix("distlock-redis-")
-            .tempdir()
-            .map_err(|source| LaunchError::Io {
-                what: label.clone(),
-                source,
-            })?;
+        let dir = temp_dir("distlock-redis-", &label)?;
         let port_text = port.to_string();
         let mut args: Vec<OsString> = [
             "--port",
@@ -122,13 +118,7 @@ impl RedisServer {
             args.extend(["--requirepass".into(), password.into()]);
         }
         args.extend(["--dir".into(), dir.path().as_os_str().to_owned()]);
-        let process = ChildProcess::new(
-            label,
-            binary,
-            args,
-            dir.path(),
-            dir.path().join("redis.log"),
-        );
+        let process = ChildProcess::new(label, binary, args, dir.path(), "redis.log");
         process.spawn()?;
         Ok(Self {
             port,
@@ -254,19 +244,6 @@ impl RedisServers {
         Ok(Self { servers })
     }
 
-    /// All servers, in start order.
-    pub fn servers(&self) -> &[RedisServer] {
-        &self.servers
-    }
-
-    /// The server at `index` (0-based).
-    ///
-    /// # Panics
-    /// If `index` is out of range.
-    pub fn server(&self, index: usize) -> &RedisServer {
-        &self.servers[index]
-    }
-
     /// The addresses, `127.0.0.1:PORT`, one per server.
     pub fn addrs(&self) -> Vec<String> {
         self.servers.iter().map(RedisServer::addr).collect()
@@ -277,3 +254,5 @@ impl RedisServers {
         self.servers.iter().map(RedisServer::url).collect()
     }
 }
+
+member_list!(RedisServers, servers: RedisServer, servers, server);

@@ -28,9 +28,11 @@ use tokio::net::TcpStream;
 
 use super::LaunchError;
 use super::binary::Requirement;
+use super::member::member_list;
 use super::ports::free_port;
 use super::process::{ChildProcess, process_controls};
 use super::readiness::wait_ready;
+use super::workdir::temp_dir;
 use crate::proxy::FaultProxy;
 
 /// How long every member of an ensemble may take to serve.
@@ -87,7 +89,14 @@ impl ZkOptions {
     /// An ensemble of `members` servers (1 runs standalone; 3 is the usual
     /// quorum size), using `java` from `PATH` and jars from
     /// `/usr/share/java`.
+    ///
+    /// # Panics
+    /// If `members` is zero.
     pub fn new(members: usize) -> Self {
+        assert!(
+            members > 0,
+            "a ZooKeeper ensemble needs at least one server"
+        );
         Self {
             members,
             java: None,
@@ -168,14 +177,7 @@ impl ZkEnsemble {
 
     /// Starts an ensemble as described by `options`; all servers start at
     /// once.
-    ///
-    /// # Panics
-    /// If the member count is zero.
     pub async fn start_with(options: ZkOptions) -> Result<Self, LaunchError> {
-        assert!(
-            options.members > 0,
-            "a ZooKeeper ensemble needs at least one server"
-        );
         let java = JAVA.resolve(options.java.as_deref())?;
         let classpath = classpath(
             options
@@ -272,19 +274,6 @@ impl ZkEnsemble {
             .filter(move |link| link.from == index || link.to == index)
     }
 
-    /// All servers, in start order.
-    pub fn members(&self) -> &[ZkMember] {
-        &self.members
-    }
-
-    /// The server at `index` (0-based; its `myid` is `index + 1`).
-    ///
-    /// # Panics
-    /// If `index` is out of range.
-    pub fn member(&self, index: usize) -> &ZkMember {
-        &self.members[index]
-    }
-
     /// The client addresses, `127.0.0.1:PORT`, one per server.
     pub fn addrs(&self) -> Vec<String> {
         self.members.iter().map(ZkMember::addr).collect()
@@ -313,6 +302,9 @@ impl ZkEnsemble {
         None
     }
 }
+
+// Server `index` has `myid` `index + 1`.
+member_list!(ZkEnsemble, members: ZkMember, members, member);
 
 /// A proxy for every server's quorum and election port, per server that
 /// connects to it.
@@ -398,10 +390,7 @@ impl ZkMember {
             what: label.clone(),
             source,
         };
-        let dir = tempfile::Builder::new()
-            .prefix("distlock-zk-")
-            .tempdir()
-            .map_err(io_error)?;
+        let dir = temp_dir("distlock-zk-", &label)?;
         let data_dir = dir.path().join("data");
         fs::create_dir(&data_dir).map_err(io_error)?;
         if !servers.is_empty() {
@@ -420,13 +409,7 @@ impl ZkMember {
             MAIN_CLASS.into(),
             config.into_os_string(),
         ]);
-        let process = ChildProcess::new(
-            label,
-            java.to_owned(),
-            args,
-            dir.path(),
-            dir.path().join("zookeeper.log"),
-        );
+        let process = ChildProcess::new(label, java.to_owned(), args, dir.path(), "zookeeper.log");
         Ok(Self {
             id,
             ports,
