@@ -17,10 +17,10 @@ use lock_core::{
     Result,
 };
 
-use crate::keys::{LockKeys, Space};
+use crate::keys::Space;
 use crate::quorum::gather;
 use crate::scripts::SCRIPTS;
-use crate::servers::{Servers, no_quorum};
+use crate::servers::Servers;
 
 /// How many locks a listing inspects at once.
 const LIST_BATCH: usize = 64;
@@ -151,17 +151,7 @@ impl Servers {
             }
         }
         if views.len() < self.quorum {
-            if self.nodes.len() == 1 {
-                return Err(errors.remove(0));
-            }
-            return Err(no_quorum(
-                self.backend,
-                self.nodes.len(),
-                self.quorum,
-                what,
-                views.len(),
-                &errors,
-            ));
+            return Err(self.short_of_quorum(what, views.len(), errors));
         }
         Ok(views)
     }
@@ -171,7 +161,7 @@ impl Servers {
         let keys = self.keys.of(space, name);
         let what = format!("inspecting {} {name}", space.primitive().as_str());
         let views = self
-            .views(&SCRIPTS.inspect, &inspect_keys(&keys), &[], &what)
+            .views(&SCRIPTS.inspect, &keys.state(), &[], &what)
             .await?;
         let waiters = union_of_waiters(&views);
         Ok(LockStatus {
@@ -223,32 +213,12 @@ impl Servers {
         let pattern = self.keys.scan_pattern(space, prefix);
         let what = format!("listing {}s under {prefix:?}", space.primitive().as_str());
         let scans = join_all(self.nodes.iter().map(|node| node.scan(&pattern, &what))).await;
-        let mut names = BTreeSet::new();
-        let mut errors = Vec::new();
-        let mut answered = 0;
-        for scan in scans {
-            match scan {
-                Ok(keys) => {
-                    answered += 1;
-                    names.extend(keys.iter().filter_map(|k| self.keys.live_name(space, k)));
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if answered < self.quorum {
-            if self.nodes.len() == 1 {
-                return Err(errors.remove(0));
-            }
-            return Err(no_quorum(
-                self.backend,
-                self.nodes.len(),
-                self.quorum,
-                &what,
-                answered,
-                &errors,
-            ));
-        }
-        Ok(names)
+        let keys = self.quorum_of(scans, &what)?;
+        Ok(keys
+            .iter()
+            .flatten()
+            .filter_map(|k| self.keys.live_name(space, k))
+            .collect())
     }
 
     /// Breaks lock `name` on every server; returns the holder a majority
@@ -264,18 +234,12 @@ impl Servers {
         };
         let wake_prefix = self.keys.wake_prefix();
         let what = format!("breaking lock {name}");
+        let mut key_list = keys.release_order().to_vec();
+        key_list.push(&keys.revoked);
         let views = self
             .views(
                 &SCRIPTS.force_release,
-                &[
-                    &keys.owner,
-                    &keys.queue,
-                    &keys.waiters,
-                    &keys.fence,
-                    &keys.holder,
-                    &keys.labels,
-                    &keys.revoked,
-                ],
+                &key_list,
                 &[
                     wake_prefix.as_bytes(),
                     flags.as_bytes(),
@@ -290,18 +254,6 @@ impl Servers {
         }
         Ok(evicted)
     }
-}
-
-/// The keys of the inspect script.
-fn inspect_keys(keys: &LockKeys) -> [&str; 6] {
-    [
-        &keys.owner,
-        &keys.fence,
-        &keys.queue,
-        &keys.waiters,
-        &keys.holder,
-        &keys.labels,
-    ]
 }
 
 /// The inspect script's row of a free lock without waiters.
