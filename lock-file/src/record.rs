@@ -63,14 +63,6 @@ pub(crate) struct Deadline {
     pub(crate) boot: Option<BootDeadline>,
 }
 
-/// A lease deadline on `CLOCK_BOOTTIME`, valid only in the boot (and time
-/// namespace) named by `id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct BootDeadline {
-    pub(crate) id: String,
-    pub(crate) deadline_ms: u64,
-}
-
 impl Deadline {
     /// The deadline `ms` after `now`, on both clocks.
     pub(crate) fn after(now: &Now, ms: u64) -> Deadline {
@@ -98,6 +90,14 @@ impl Deadline {
     pub(crate) fn is_ahead(&self, now: &Now) -> bool {
         self.remaining_ms(now) > 0
     }
+}
+
+/// A lease deadline on `CLOCK_BOOTTIME`, valid only in the boot (and time
+/// namespace) named by `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct BootDeadline {
+    pub(crate) id: String,
+    pub(crate) deadline_ms: u64,
 }
 
 impl Record {
@@ -289,5 +289,16 @@ mod tests {
             serde_json::from_str(r#"{"holder":"a","deadline_ms":1100,"token":3}"#).unwrap();
         assert!(old.is_held_by("a", &at(1_099, Some(("boot", 0)))));
         assert_eq!(old.live_holder(&at(1_100, Some(("boot", 0)))), None);
+    }
+
+    #[test]
+    fn deadlines_are_stored_inline_as_older_versions_read_them() {
+        let mut record = held_by_a(&at(1_000, Some(("boot", 50))), 100);
+        record.revoke(&at(1_010, Some(("boot", 60))));
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["deadline_ms"], 0, "{json}");
+        assert_eq!(json["revoked"][0]["holder"], "a", "{json}");
+        assert_eq!(json["revoked"][0]["deadline_ms"], 1_100, "{json}");
+        assert_eq!(json["revoked"][0]["boot"]["deadline_ms"], 150, "{json}");
     }
 }
