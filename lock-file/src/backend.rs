@@ -209,36 +209,28 @@ impl FileBackend {
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
     ) -> Result<LockGuard> {
-        lock_core::raw::observe_acquire("file", name, self.grant_in(space, name, options, value))
-            .await
-    }
-
-    async fn grant_in(
-        &self,
-        space: Space,
-        name: &LockName,
-        options: &AcquireOptions,
-        value: Option<Vec<u8>>,
-    ) -> Result<LockGuard> {
-        let ttl = options.effective_ttl(self.config.default_ttl)?;
-        let paths = self.paths(space, name);
-        let holder = uuid::Uuid::new_v4().simple().to_string();
-        let description = options.holder_description(self.config.holder.as_deref());
-        let mut place = Place::new(self, &paths, &holder, Some(description.clone()));
-        let claim = Claim {
-            value,
-            description: Some(description),
+        let grant = async {
+            let ttl = options.effective_ttl(self.config.default_ttl)?;
+            let paths = self.paths(space, name);
+            let holder = uuid::Uuid::new_v4().simple().to_string();
+            let description = options.holder_description(self.config.holder.as_deref());
+            let mut place = Place::new(self, &paths, &holder, Some(description.clone()));
+            let claim = Claim {
+                value,
+                description: Some(description),
+            };
+            let acquired = self
+                .poll_until_granted(
+                    space, name, options, claim, &paths, &holder, ttl, &mut place,
+                )
+                .await;
+            match &acquired {
+                Ok(_) => place.granted(),
+                Err(_) => place.leave(self, name).await,
+            }
+            acquired
         };
-        let acquired = self
-            .poll_until_granted(
-                space, name, options, claim, &paths, &holder, ttl, &mut place,
-            )
-            .await;
-        match &acquired {
-            Ok(_) => place.granted(),
-            Err(_) => place.leave(self, name).await,
-        }
-        acquired
+        lock_core::raw::observe_acquire("file", name, grant).await
     }
 
     /// Attempts to take the lock until granted, keeping `place` in the

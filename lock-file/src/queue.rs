@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
 use crate::paths::LockPaths;
-use crate::record::{BootDeadline, cut_to, deadline_after, remaining_ms};
+use crate::record::{Deadline, cut_to};
 
 /// How long a waiter keeps its place without renewing it.
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(400);
@@ -40,10 +40,9 @@ pub(crate) struct Queue {
 struct Entry {
     /// The waiter's holder id (the one it will hold the lock under).
     id: String,
-    /// Until when the entry counts, on both clocks, as a lease deadline.
-    deadline_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    boot: Option<BootDeadline>,
+    /// Until when the entry counts, as a lease deadline.
+    #[serde(flatten)]
+    lease: Deadline,
     /// Who waits, for operators (the description it will hold the lock with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     description: Option<String>,
@@ -86,8 +85,7 @@ impl Queue {
     /// Drops the entries whose lease ran out; returns whether any was.
     pub(crate) fn prune(&mut self, now: &Now) -> bool {
         let before = self.waiters.len();
-        self.waiters
-            .retain(|e| remaining_ms(e.deadline_ms, e.boot.as_ref(), now) > 0);
+        self.waiters.retain(|e| e.lease.is_ahead(now));
         self.waiters.len() != before
     }
 
@@ -99,16 +97,12 @@ impl Queue {
     /// Enrolls `id` at the back, or renews its place if it has one.
     pub(crate) fn enroll(&mut self, id: &str, description: Option<&str>, now: &Now) {
         let lease_ms = u64::try_from(ENTRY_LEASE.as_millis()).unwrap_or(u64::MAX);
-        let (deadline_ms, boot) = deadline_after(now, lease_ms);
+        let lease = Deadline::after(now, lease_ms);
         match self.waiters.iter_mut().find(|e| e.id == id) {
-            Some(entry) => {
-                entry.deadline_ms = deadline_ms;
-                entry.boot = boot;
-            }
+            Some(entry) => entry.lease = lease,
             None => self.waiters.push(Entry {
                 id: id.to_owned(),
-                deadline_ms,
-                boot,
+                lease,
                 description: description.map(str::to_owned),
             }),
         }

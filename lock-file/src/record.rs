@@ -20,12 +20,9 @@ use crate::paths::LockPaths;
 pub(crate) struct Record {
     /// The random id of the current (or last) acquisition; `None` when released.
     pub(crate) holder: Option<String>,
-    /// Wall-clock lease deadline in milliseconds since the Unix epoch; it
-    /// decides only where `boot` cannot (see [`crate::clock`]).
-    pub(crate) deadline_ms: u64,
-    /// The lease deadline on the boot clock of the boot that wrote it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) boot: Option<BootDeadline>,
+    /// When the lease ends.
+    #[serde(flatten)]
+    pub(crate) lease: Deadline,
     /// The last fencing token issued for this name.
     pub(crate) token: u64,
     /// The published value when the name is an election.
@@ -50,9 +47,49 @@ pub(crate) struct Record {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Revoked {
     pub(crate) holder: String,
+    #[serde(flatten)]
+    pub(crate) lease: Deadline,
+}
+
+/// A deadline kept on both clocks (see [`crate::clock`]): lease ends in
+/// records and waiters' places in queues.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Deadline {
+    /// On the wall clock, in milliseconds since the Unix epoch; it decides
+    /// only where `boot` cannot.
     pub(crate) deadline_ms: u64,
+    /// On the boot clock of the boot that wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) boot: Option<BootDeadline>,
+}
+
+impl Deadline {
+    /// The deadline `ms` after `now`, on both clocks.
+    pub(crate) fn after(now: &Now, ms: u64) -> Deadline {
+        Deadline {
+            deadline_ms: now.wall_ms.saturating_add(ms),
+            boot: now.boot.map(|boot| BootDeadline {
+                id: boot.id.to_owned(),
+                deadline_ms: boot.ms.saturating_add(ms),
+            }),
+        }
+    }
+
+    /// How long from `now` until the deadline (0 once it passed): on the
+    /// boot clock if it was written in this boot, else on the wall clock.
+    pub(crate) fn remaining_ms(&self, now: &Now) -> u64 {
+        match (&self.boot, &now.boot) {
+            (Some(deadline), Some(boot)) if deadline.id == boot.id => {
+                deadline.deadline_ms.saturating_sub(boot.ms)
+            }
+            _ => self.deadline_ms.saturating_sub(now.wall_ms),
+        }
+    }
+
+    /// Whether the deadline is still ahead at `now`.
+    pub(crate) fn is_ahead(&self, now: &Now) -> bool {
+        self.remaining_ms(now) > 0
+    }
 }
 
 /// A lease deadline on `CLOCK_BOOTTIME`, valid only in the boot (and time
@@ -63,39 +100,15 @@ pub(crate) struct BootDeadline {
     pub(crate) deadline_ms: u64,
 }
 
-/// How long from `now` until a deadline kept on both clocks (0 once it
-/// passed): on the boot clock if it was written in this boot, else on the
-/// wall clock.
-pub(crate) fn remaining_ms(wall_ms: u64, boot: Option<&BootDeadline>, now: &Now) -> u64 {
-    match (boot, &now.boot) {
-        (Some(deadline), Some(boot)) if deadline.id == boot.id => {
-            deadline.deadline_ms.saturating_sub(boot.ms)
-        }
-        _ => wall_ms.saturating_sub(now.wall_ms),
-    }
-}
-
-/// The deadline `ms` after `now`, on both clocks.
-pub(crate) fn deadline_after(now: &Now, ms: u64) -> (u64, Option<BootDeadline>) {
-    let boot = now.boot.map(|boot| BootDeadline {
-        id: boot.id.to_owned(),
-        deadline_ms: boot.ms.saturating_add(ms),
-    });
-    (now.wall_ms.saturating_add(ms), boot)
-}
-
 impl Record {
-    /// How long the lease runs from `now` (0 once it ended), on the boot
-    /// clock when the record was written in this boot, else on the wall clock.
+    /// How long the lease runs from `now` (0 once it ended).
     pub(crate) fn remaining_ms(&self, now: &Now) -> u64 {
-        remaining_ms(self.deadline_ms, self.boot.as_ref(), now)
+        self.lease.remaining_ms(now)
     }
 
     /// The holder id if its lease is still running at `now`.
     pub(crate) fn live_holder(&self, now: &Now) -> Option<&str> {
-        self.holder
-            .as_deref()
-            .filter(|_| self.remaining_ms(now) > 0)
+        self.holder.as_deref().filter(|_| self.lease.is_ahead(now))
     }
 
     /// Whether `holder` holds a running lease at `now`.
@@ -105,13 +118,12 @@ impl Record {
 
     /// Sets the lease to end `ttl_ms` after `now`, on both clocks.
     pub(crate) fn set_deadline(&mut self, now: &Now, ttl_ms: u64) {
-        (self.deadline_ms, self.boot) = deadline_after(now, ttl_ms);
+        self.lease = Deadline::after(now, ttl_ms);
     }
 
     /// Ends the lease now, on both clocks.
     pub(crate) fn end_lease(&mut self) {
-        self.deadline_ms = 0;
-        self.boot = None;
+        self.lease = Deadline::default();
     }
 
     /// Whether `holder` was evicted by an operator (and its lease would
@@ -119,7 +131,7 @@ impl Record {
     pub(crate) fn was_revoked(&self, holder: &str, now: &Now) -> bool {
         self.revoked
             .iter()
-            .any(|r| r.holder == holder && remaining_ms(r.deadline_ms, r.boot.as_ref(), now) > 0)
+            .any(|r| r.holder == holder && r.lease.is_ahead(now))
     }
 
     /// Evicts the running holder: frees the lock, keeps the fencing counter,
@@ -127,12 +139,10 @@ impl Record {
     pub(crate) fn revoke(&mut self, now: &Now) -> Option<Record> {
         let holder = self.live_holder(now)?.to_owned();
         let evicted = self.clone();
-        self.revoked
-            .retain(|r| remaining_ms(r.deadline_ms, r.boot.as_ref(), now) > 0);
+        self.revoked.retain(|r| r.lease.is_ahead(now));
         self.revoked.push(Revoked {
             holder,
-            deadline_ms: self.deadline_ms,
-            boot: self.boot.clone(),
+            lease: self.lease.clone(),
         });
         self.free();
         Some(evicted)
@@ -151,7 +161,7 @@ impl Record {
     pub(crate) fn live_revocations(&self, now: &Now) -> Vec<Revoked> {
         self.revoked
             .iter()
-            .filter(|r| remaining_ms(r.deadline_ms, r.boot.as_ref(), now) > 0)
+            .filter(|r| r.lease.is_ahead(now))
             .cloned()
             .collect()
     }
@@ -279,5 +289,16 @@ mod tests {
             serde_json::from_str(r#"{"holder":"a","deadline_ms":1100,"token":3}"#).unwrap();
         assert!(old.is_held_by("a", &at(1_099, Some(("boot", 0)))));
         assert_eq!(old.live_holder(&at(1_100, Some(("boot", 0)))), None);
+    }
+
+    #[test]
+    fn deadlines_are_stored_inline_as_older_versions_read_them() {
+        let mut record = held_by_a(&at(1_000, Some(("boot", 50))), 100);
+        record.revoke(&at(1_010, Some(("boot", 60))));
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["deadline_ms"], 0, "{json}");
+        assert_eq!(json["revoked"][0]["holder"], "a", "{json}");
+        assert_eq!(json["revoked"][0]["deadline_ms"], 1_100, "{json}");
+        assert_eq!(json["revoked"][0]["boot"]["deadline_ms"], 150, "{json}");
     }
 }

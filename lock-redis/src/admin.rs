@@ -17,10 +17,10 @@ use lock_core::{
     Result,
 };
 
-use crate::keys::{LockKeys, Space};
+use crate::keys::Space;
 use crate::quorum::gather;
 use crate::scripts::SCRIPTS;
-use crate::servers::{Servers, no_quorum};
+use crate::servers::Servers;
 
 /// How many locks a listing inspects at once.
 const LIST_BATCH: usize = 64;
@@ -130,40 +130,28 @@ impl Servers {
         args: &[&[u8]],
         what: &str,
     ) -> Result<Vec<View>> {
+        // Answers arrive in any order: each carries its server's address.
         let calls = self
             .nodes
             .iter()
-            .map(|node| node.eval::<Option<Vec<String>>>(script, keys, args, what))
+            .map(|node| {
+                let call = node.eval::<Option<Vec<String>>>(script, keys, args, what);
+                let addr = node.addr().to_owned();
+                async move { call.await.map(|row| (addr, row)) }
+            })
             .collect();
-        let mut views = Vec::new();
-        let mut errors = Vec::new();
-        for (result, node) in gather(calls, |_| false).await.into_iter().zip(&self.nodes) {
-            match result {
-                Ok(None) => views.push(View::parse(&free_row()).expect("a free row parses")),
-                Ok(Some(row)) => views.push(View::parse(&row).ok_or_else(|| {
+        let rows = self.quorum_of(gather(calls, |_| false).await, what)?;
+        rows.into_iter()
+            .map(|(addr, row)| {
+                let row = row.unwrap_or_else(free_row);
+                View::parse(&row).ok_or_else(|| {
                     Error::backend(format!(
-                        "{} at {}: {what}: unexpected reply {row:?}",
-                        self.backend,
-                        node.addr()
+                        "{} at {addr}: {what}: unexpected reply {row:?}",
+                        self.backend
                     ))
-                })?),
-                Err(e) => errors.push(e),
-            }
-        }
-        if views.len() < self.quorum {
-            if self.nodes.len() == 1 {
-                return Err(errors.remove(0));
-            }
-            return Err(no_quorum(
-                self.backend,
-                self.nodes.len(),
-                self.quorum,
-                what,
-                views.len(),
-                &errors,
-            ));
-        }
-        Ok(views)
+                })
+            })
+            .collect()
     }
 
     /// The holder and waiters of `name` in `space`.
@@ -171,7 +159,7 @@ impl Servers {
         let keys = self.keys.of(space, name);
         let what = format!("inspecting {} {name}", space.primitive().as_str());
         let views = self
-            .views(&SCRIPTS.inspect, &inspect_keys(&keys), &[], &what)
+            .views(&SCRIPTS.inspect, &keys.state(), &[], &what)
             .await?;
         let waiters = union_of_waiters(&views);
         Ok(LockStatus {
@@ -223,32 +211,12 @@ impl Servers {
         let pattern = self.keys.scan_pattern(space, prefix);
         let what = format!("listing {}s under {prefix:?}", space.primitive().as_str());
         let scans = join_all(self.nodes.iter().map(|node| node.scan(&pattern, &what))).await;
-        let mut names = BTreeSet::new();
-        let mut errors = Vec::new();
-        let mut answered = 0;
-        for scan in scans {
-            match scan {
-                Ok(keys) => {
-                    answered += 1;
-                    names.extend(keys.iter().filter_map(|k| self.keys.live_name(space, k)));
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if answered < self.quorum {
-            if self.nodes.len() == 1 {
-                return Err(errors.remove(0));
-            }
-            return Err(no_quorum(
-                self.backend,
-                self.nodes.len(),
-                self.quorum,
-                &what,
-                answered,
-                &errors,
-            ));
-        }
-        Ok(names)
+        let keys = self.quorum_of(scans, &what)?;
+        Ok(keys
+            .iter()
+            .flatten()
+            .filter_map(|k| self.keys.live_name(space, k))
+            .collect())
     }
 
     /// Breaks lock `name` on every server; returns the holder a majority
@@ -264,18 +232,12 @@ impl Servers {
         };
         let wake_prefix = self.keys.wake_prefix();
         let what = format!("breaking lock {name}");
+        let mut key_list = keys.release_order().to_vec();
+        key_list.push(&keys.revoked);
         let views = self
             .views(
                 &SCRIPTS.force_release,
-                &[
-                    &keys.owner,
-                    &keys.queue,
-                    &keys.waiters,
-                    &keys.fence,
-                    &keys.holder,
-                    &keys.labels,
-                    &keys.revoked,
-                ],
+                &key_list,
                 &[
                     wake_prefix.as_bytes(),
                     flags.as_bytes(),
@@ -292,18 +254,6 @@ impl Servers {
     }
 }
 
-/// The keys of the inspect script.
-fn inspect_keys(keys: &LockKeys) -> [&str; 6] {
-    [
-        &keys.owner,
-        &keys.fence,
-        &keys.queue,
-        &keys.waiters,
-        &keys.holder,
-        &keys.labels,
-    ]
-}
-
 /// The inspect script's row of a free lock without waiters.
 fn free_row() -> Vec<String> {
     ["", "0", "", "", "0", "0"].map(String::from).to_vec()
@@ -312,6 +262,11 @@ fn free_row() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::KeySpace;
+    use crate::{RedlockBackend, RedlockConfig, ServerAddr};
+    use lock_core::LockBackend;
+    use lock_testkit::proxy::FaultProxy;
+    use lock_testkit::servers::RedisServers;
 
     fn view(owner: &str, token: u64, confirmed: bool, left_ms: i64, since_ms: u64) -> View {
         View {
@@ -364,6 +319,54 @@ mod tests {
                     description: None
                 },
             ]
+        );
+    }
+
+    /// With servers answering in another order than they are configured,
+    /// an unexpected reply still names the server that sent it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unexpected_reply_names_the_server_that_sent_it() {
+        let servers = RedisServers::start(3)
+            .await
+            .unwrap_or_else(|e| panic!("cannot start 3 redis-servers: {e}"));
+        let [first, _, last] = servers.servers() else {
+            unreachable!()
+        };
+        // The first server answers last.
+        let slow = FaultProxy::start(first.addr().parse().expect("server address"))
+            .await
+            .expect("start fault proxy");
+        let mut config = RedlockConfig::new(
+            servers
+                .servers()
+                .iter()
+                .map(|s| ServerAddr::new("127.0.0.1", s.port())),
+        )
+        .with_request_timeout(Duration::from_secs(3));
+        config.servers[0] = ServerAddr::new("127.0.0.1", slow.addr().port());
+        let name = LockName::new("admin/garbled").unwrap();
+        let keys = KeySpace::new(&config.common.prefix, 0).of(Space::Lock, &name);
+        let client = RedlockBackend::connect(config).await.expect("connect");
+        // The last server holds the lock with a fence that is no number.
+        let mut conn = redis::Client::open(last.url())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the last server");
+        let () = redis::pipe()
+            .set(&keys.owner, "someone")
+            .ignore()
+            .set(&keys.fence, "not a number")
+            .ignore()
+            .query_async(&mut conn)
+            .await
+            .expect("garble the last server");
+        slow.delay(Duration::from_millis(200));
+        let error = client.inspect(&name).await.expect_err("a garbled reply");
+        let culprit = format!("127.0.0.1:{}", last.port());
+        assert!(
+            error.to_string().contains(&culprit),
+            "the error should name {culprit}: {error}"
         );
     }
 }

@@ -60,14 +60,7 @@ pub(crate) fn run(
             flags.push(flag);
         }
     }
-    let mut key_list = vec![
-        keys.owner.as_str(),
-        keys.fence.as_str(),
-        keys.queue.as_str(),
-        keys.waiters.as_str(),
-        keys.holder.as_str(),
-        keys.labels.as_str(),
-    ];
+    let mut key_list = keys.state().to_vec();
     let mut args = vec![
         mode.owner.as_bytes(),
         ttl_ms.as_bytes(),

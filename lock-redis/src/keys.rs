@@ -156,6 +156,31 @@ impl LockKeys {
     pub(crate) fn is_election(&self) -> bool {
         self.space == Space::Election
     }
+
+    /// The keys of the lock's state, as the acquire and inspect scripts
+    /// take them.
+    pub(crate) fn state(&self) -> [&str; 6] {
+        [
+            &self.owner,
+            &self.fence,
+            &self.queue,
+            &self.waiters,
+            &self.holder,
+            &self.labels,
+        ]
+    }
+
+    /// The same keys as the release and force-release scripts take them.
+    pub(crate) fn release_order(&self) -> [&str; 6] {
+        [
+            &self.owner,
+            &self.queue,
+            &self.waiters,
+            &self.fence,
+            &self.holder,
+            &self.labels,
+        ]
+    }
 }
 
 #[cfg(test)]

@@ -204,32 +204,20 @@ async fn confirm(servers: &Servers, request: &Request<'_>, owner: &str, token: u
     let token = token.to_string();
     let election = if request.value.is_some() { "1" } else { "0" };
     let what = format!("confirming the fencing token of lock {}", request.name);
-    let calls = servers
-        .nodes
-        .iter()
-        .map(|node| {
-            node.eval::<i64>(
-                &SCRIPTS.confirm,
-                &[&keys.fence, &keys.owner, &keys.leader, &keys.holder],
-                &[
-                    token.as_bytes(),
-                    owner.as_bytes(),
-                    election.as_bytes(),
-                    keys.leader_channel.as_bytes(),
-                ],
-                &what,
-            )
-        })
-        .collect();
+    let key_list = [&*keys.fence, &keys.owner, &keys.leader, &keys.holder];
+    let args = [
+        token.as_bytes(),
+        owner.as_bytes(),
+        election.as_bytes(),
+        keys.leader_channel.as_bytes(),
+    ];
     // Count only servers that confirmed: for an election, a server that
     // answered but does not hold our record (one that never granted us)
     // must not make up the quorum, or campaign could return while the
     // confirmations that make the leader readable are still in flight.
-    let results = gather(
-        calls,
-        vote_decided(servers.nodes.len(), servers.quorum, |r| matches!(r, Ok(1))),
-    )
-    .await;
+    let results = servers
+        .vote(|node| node.eval(&SCRIPTS.confirm, &key_list, &args, &what))
+        .await;
     let answered = results.iter().filter(|r| r.is_ok()).count();
     let confirmed = results.iter().filter(|r| matches!(r, Ok(1))).count();
     let errors: Vec<Error> = results.into_iter().filter_map(|r| r.err()).collect();

@@ -355,51 +355,49 @@ if h[1] ~= owner or h[5] ~= '1' then return false end
 return {owner, h[2], h[3], h[4]}
 "#;
 
-/// All scripts, hashed once.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) acquire: Script,
-    pub(crate) release: Script,
-    pub(crate) renew: Script,
-    pub(crate) confirm: Script,
-    pub(crate) proclaim: Script,
-    pub(crate) leader: Script,
-    pub(crate) inspect: Script,
-    pub(crate) force_release: Script,
+/// Declares [`Scripts`], one field per script built from its source, and
+/// [`Scripts::all`], from a single list.
+macro_rules! scripts {
+    ($($name:ident: $source:expr,)*) => {
+        /// All scripts, hashed once.
+        #[derive(Debug)]
+        pub(crate) struct Scripts {
+            $(pub(crate) $name: Script,)*
+        }
+
+        impl Scripts {
+            fn new() -> Scripts {
+                Scripts {
+                    $($name: Script::new(&$source),)*
+                }
+            }
+
+            /// Every script, for loading them at connect.
+            pub(crate) fn all(&self) -> impl Iterator<Item = &Script> {
+                [$(&self.$name),*].into_iter()
+            }
+        }
+    };
 }
 
-impl Scripts {
-    /// Every script, for loading them at connect.
-    pub(crate) fn all(&self) -> [&Script; 8] {
-        [
-            &self.acquire,
-            &self.release,
-            &self.renew,
-            &self.confirm,
-            &self.proclaim,
-            &self.leader,
-            &self.inspect,
-            &self.force_release,
-        ]
-    }
+/// `script` with the functions that serve the next waiter on a release.
+fn serving(script: &str) -> String {
+    format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{HAND_OVER}\n{script}")
+}
+
+scripts! {
+    acquire: format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{ACQUIRE}"),
+    release: serving(RELEASE),
+    renew: RENEW,
+    confirm: CONFIRM,
+    proclaim: PROCLAIM,
+    leader: LEADER,
+    inspect: format!("{NOW}\n{INSPECT}"),
+    force_release: serving(FORCE_RELEASE),
 }
 
 /// The scripts, shared by every backend in the process.
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let serve = format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{HAND_OVER}");
-    Scripts {
-        acquire: Script::new(&format!(
-            "{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{ACQUIRE}"
-        )),
-        release: Script::new(&format!("{serve}\n{RELEASE}")),
-        renew: Script::new(RENEW),
-        confirm: Script::new(CONFIRM),
-        proclaim: Script::new(PROCLAIM),
-        leader: Script::new(LEADER),
-        inspect: Script::new(&format!("{NOW}\n{INSPECT}")),
-        force_release: Script::new(&format!("{serve}\n{FORCE_RELEASE}")),
-    }
-});
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(Scripts::new);
 
 #[cfg(test)]
 mod tests {

@@ -82,8 +82,18 @@ impl Servers {
             .iter()
             .map(|addr| Node::new(backend, addr, common, channel.clone()))
             .collect::<Result<Vec<_>>>()?;
-        let quorum = nodes.len() / 2 + 1;
-        let probes = join_all(nodes.iter().map(Node::probe)).await;
+        let servers = Servers {
+            backend,
+            quorum: nodes.len() / 2 + 1,
+            nodes,
+            keys,
+            default_ttl: common.default_ttl,
+            request_timeout: common.request_timeout,
+            holder: common.holder.clone(),
+            instance,
+            waiter_seq: AtomicU64::new(0),
+        };
+        let probes = join_all(servers.nodes.iter().map(Node::probe)).await;
         let mut failures = Vec::new();
         for result in probes {
             if let Err(e) = result {
@@ -93,33 +103,14 @@ impl Servers {
                 failures.push(e);
             }
         }
-        if nodes.len() - failures.len() < quorum {
-            if nodes.len() == 1 {
-                return Err(failures.remove(0));
-            }
-            return Err(no_quorum(
-                backend,
-                nodes.len(),
-                quorum,
-                "connecting",
-                nodes.len() - failures.len(),
-                &failures,
-            ));
+        let answered = servers.nodes.len() - failures.len();
+        if answered < servers.quorum {
+            return Err(servers.short_of_quorum("connecting", answered, failures));
         }
         for failure in &failures {
             tracing::warn!(backend, error = %failure, "server unreachable at connect; carrying on with a quorum");
         }
-        Ok(Arc::new(Servers {
-            backend,
-            nodes,
-            quorum,
-            keys,
-            default_ttl: common.default_ttl,
-            request_timeout: common.request_timeout,
-            holder: common.holder.clone(),
-            instance,
-            waiter_seq: AtomicU64::new(0),
-        }))
+        Ok(Arc::new(servers))
     }
 
     /// A new waiter id, `<instance>/<n>/<owner>/<ttl ms>`. The release
@@ -173,15 +164,11 @@ impl Servers {
     /// else's was touched.
     pub(crate) async fn release(&self, keys: &LockKeys, owner: &str, waiter: &str) -> Result<bool> {
         let (key_list, args) = self.release_call(keys, owner, waiter);
-        let key_list: Vec<&str> = key_list.iter().map(String::as_str).collect();
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let what = format!("releasing {}", keys.owner);
-        let calls = self
-            .nodes
-            .iter()
-            .map(|node| node.eval::<i64>(&SCRIPTS.release, &key_list, &args, &what))
-            .collect();
-        let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
+        let results = self
+            .vote(|node| node.eval(&SCRIPTS.release, &key_list, &args, &what))
+            .await;
         self.count_votes(results, &what)
             .map(|deleted| deleted >= self.quorum)
     }
@@ -191,7 +178,6 @@ impl Servers {
     /// runtime. Best effort: errors are logged, and the TTL is the backstop.
     pub(crate) fn release_blocking(&self, keys: &LockKeys, owner: &str) {
         let (key_list, args) = self.release_call(keys, owner, "");
-        let key_list: Vec<&str> = key_list.iter().map(String::as_str).collect();
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         for node in &self.nodes {
             if let Err(e) = node.eval_blocking(&SCRIPTS.release, &key_list, &args) {
@@ -201,12 +187,12 @@ impl Servers {
     }
 
     /// The keys and arguments of the release script.
-    fn release_call(
+    fn release_call<'k>(
         &self,
-        keys: &LockKeys,
+        keys: &'k LockKeys,
         owner: &str,
         waiter: &str,
-    ) -> (Vec<String>, Vec<Vec<u8>>) {
+    ) -> (Vec<&'k str>, Vec<Vec<u8>>) {
         let redlock = self.nodes.len() > 1;
         // Elections only wake the next candidate, which writes its own
         // leader record; locks pass straight to the next waiter.
@@ -216,14 +202,7 @@ impl Servers {
             (true, false) => "",
             (true, true) => "r",
         };
-        let mut key_list = vec![
-            keys.owner.clone(),
-            keys.queue.clone(),
-            keys.waiters.clone(),
-            keys.fence.clone(),
-            keys.holder.clone(),
-            keys.labels.clone(),
-        ];
+        let mut key_list = keys.release_order().to_vec();
         let mut args = vec![
             owner.as_bytes().to_vec(),
             waiter.as_bytes().to_vec(),
@@ -234,7 +213,7 @@ impl Servers {
             args.push(keys.released_channel.as_bytes().to_vec());
         }
         if keys.is_election() {
-            key_list.push(keys.leader.clone());
+            key_list.push(&keys.leader);
             args.push(keys.leader_channel.as_bytes().to_vec());
         }
         (key_list, args)
@@ -257,19 +236,10 @@ impl Servers {
         if keys.is_election() {
             key_list.push(&keys.leader);
         }
-        let calls = self
-            .nodes
-            .iter()
-            .map(|node| {
-                node.eval::<i64>(
-                    &SCRIPTS.renew,
-                    &key_list,
-                    &[owner.as_bytes(), ttl_ms.as_bytes()],
-                    &what,
-                )
-            })
-            .collect();
-        let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
+        let args = [owner.as_bytes(), ttl_ms.as_bytes()];
+        let results = self
+            .vote(|node| node.eval(&SCRIPTS.renew, &key_list, &args, &what))
+            .await;
         let answered = results.iter().filter(|r| r.is_ok()).count();
         let revoked = results.iter().any(|r| matches!(r, Ok(2)));
         match self.count_votes(results, &what) {
@@ -285,9 +255,54 @@ impl Servers {
         }
     }
 
-    /// The decision rule of a vote among these servers.
-    fn vote<T>(&self, yes: impl Fn(&Result<T>) -> bool) -> impl Fn(&[Result<T>]) -> bool {
-        vote_decided(self.nodes.len(), self.quorum, yes)
+    /// Runs `call` on every server as a vote: the answers until a quorum
+    /// returned 1, or so many did not that it no longer can.
+    pub(crate) async fn vote<F>(&self, call: impl Fn(&Node) -> F) -> Vec<Result<i64>>
+    where
+        F: Future<Output = Result<i64>> + Send + 'static,
+    {
+        let calls = self.nodes.iter().map(call).collect();
+        let yes = |r: &Result<i64>| matches!(r, Ok(1));
+        gather(calls, vote_decided(self.nodes.len(), self.quorum, yes)).await
+    }
+
+    /// The answers of `results` when a quorum answered, else the error of
+    /// [`short_of_quorum`](Self::short_of_quorum).
+    pub(crate) fn quorum_of<T>(&self, results: Vec<Result<T>>, what: &str) -> Result<Vec<T>> {
+        let mut answers = Vec::new();
+        let mut errors = Vec::new();
+        for result in results {
+            match result {
+                Ok(answer) => answers.push(answer),
+                Err(e) => errors.push(e),
+            }
+        }
+        if answers.len() < self.quorum {
+            return Err(self.short_of_quorum(what, answers.len(), errors));
+        }
+        Ok(answers)
+    }
+
+    /// The error when only `answered` servers answered and that is too few:
+    /// a single server's own error as it is, else `Unavailable` naming the
+    /// quorum and every failure.
+    pub(crate) fn short_of_quorum(
+        &self,
+        what: &str,
+        answered: usize,
+        mut errors: Vec<Error>,
+    ) -> Error {
+        if self.nodes.len() == 1 && !errors.is_empty() {
+            return errors.remove(0);
+        }
+        no_quorum(
+            self.backend,
+            self.nodes.len(),
+            self.quorum,
+            what,
+            answered,
+            &errors,
+        )
     }
 
     /// Counts the servers whose script returned 1. An error is returned only
@@ -309,17 +324,7 @@ impl Servers {
         if errors.is_empty() || decided {
             return Ok(yes);
         }
-        if self.nodes.len() == 1 {
-            return Err(errors.remove(0));
-        }
-        Err(no_quorum(
-            self.backend,
-            self.nodes.len(),
-            self.quorum,
-            what,
-            answered,
-            &errors,
-        ))
+        Err(self.short_of_quorum(what, answered, errors))
     }
 
     fn lease_lost(&self, name: &LockName, holding: usize, answered: usize) -> Error {
@@ -342,24 +347,15 @@ impl Servers {
     ) -> Result<()> {
         let version = version.to_string();
         let what = "proclaiming a leader value";
-        let calls = self
-            .nodes
-            .iter()
-            .map(|node| {
-                node.eval::<i64>(
-                    &SCRIPTS.proclaim,
-                    &[&keys.owner, &keys.leader],
-                    &[
-                        owner.as_bytes(),
-                        value,
-                        version.as_bytes(),
-                        keys.leader_channel.as_bytes(),
-                    ],
-                    what,
-                )
-            })
-            .collect();
-        let results = gather(calls, self.vote(|r| matches!(r, Ok(1)))).await;
+        let args = [
+            owner.as_bytes(),
+            value,
+            version.as_bytes(),
+            keys.leader_channel.as_bytes(),
+        ];
+        let results = self
+            .vote(|node| node.eval(&SCRIPTS.proclaim, &[&keys.owner, &keys.leader], &args, what))
+            .await;
         let answered = results.iter().filter(|r| r.is_ok()).count();
         match self.count_votes(results, what)? {
             n if n >= self.quorum => Ok(()),
@@ -401,28 +397,7 @@ impl Servers {
             let unanswered = servers - answers.len();
             best >= quorum || best + unanswered < quorum
         };
-        let results = gather(calls, decided).await;
-        let mut rows = Vec::new();
-        let mut errors = Vec::new();
-        for result in results {
-            match result {
-                Ok(row) => rows.push(row),
-                Err(e) => errors.push(e),
-            }
-        }
-        if rows.len() < self.quorum {
-            if self.nodes.len() == 1 {
-                return Err(errors.remove(0));
-            }
-            return Err(no_quorum(
-                self.backend,
-                self.nodes.len(),
-                self.quorum,
-                &what,
-                rows.len(),
-                &errors,
-            ));
-        }
+        let rows = self.quorum_of(gather(calls, decided).await, &what)?;
         // A majority (a strict majority, so at most one owner qualifies)
         // must show the same owner; take its newest proclaimed value.
         let rows: Vec<_> = rows.into_iter().flatten().collect();

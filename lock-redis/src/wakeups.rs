@@ -71,7 +71,7 @@ struct State {
 }
 
 /// Where a queued waiter's wake-up lands.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct WaiterSlot {
     notify: Notify,
     /// The fencing token, when the release script handed the lock over.
@@ -384,18 +384,11 @@ impl Drop for WakeTask {
 }
 
 /// A queued waiter's wake-up; unregisters on drop.
+#[derive(Debug)]
 pub(crate) struct WaiterWake {
     wakeups: Arc<Wakeups>,
     waiter_id: String,
     slot: Arc<WaiterSlot>,
-}
-
-impl fmt::Debug for WaiterWake {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WaiterWake")
-            .field("waiter_id", &self.waiter_id)
-            .finish()
-    }
 }
 
 impl WaiterWake {
@@ -422,19 +415,12 @@ impl Drop for WaiterWake {
 }
 
 /// A listener on a named channel; unsubscribes (lazily) on drop.
+#[derive(Debug)]
 pub(crate) struct ChannelWatch {
     wakeups: Arc<Wakeups>,
     channel: String,
     changes: watch::Receiver<u64>,
     subscribed: watch::Receiver<bool>,
-}
-
-impl fmt::Debug for ChannelWatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChannelWatch")
-            .field("channel", &self.channel)
-            .finish()
-    }
 }
 
 impl ChannelWatch {
