@@ -9,11 +9,12 @@
 use std::time::Duration;
 
 use etcd_client::TxnOpResponse;
-use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp};
 use lock_core::{Error, FencingToken, HolderInfo, LockName, LockStatus, Result, admin::WaiterInfo};
 
 use crate::backend::Inner;
 use crate::keys::Space;
+use crate::queue;
 use crate::rpc::Retry;
 
 /// How often `force_release` tries again when the holder it read left
@@ -25,16 +26,7 @@ const BREAK_TRIES: usize = 8;
 pub(crate) async fn inspect(inner: &Inner, name: &LockName) -> Result<LockStatus> {
     let queue = inner.keys.queue(Space::Lock, name);
     let op = format!("inspect lock {:?}", name.as_str());
-    let oldest_first = GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Ascend);
-    let resp = inner
-        .rpc
-        .call(&op, Retry::Idempotent, |client, _| {
-            let (queue, options) = (queue.clone(), oldest_first.clone());
-            async move { client.kv_client().get(queue, Some(options)).await }
-        })
-        .await?;
+    let resp = queue::read(inner, &op, &queue, queue::oldest_first()).await?;
     let mut entries = resp.kvs().iter();
     let Some(holder) = entries.next() else {
         return Ok(LockStatus::free(name.clone()));
@@ -59,17 +51,8 @@ pub(crate) async fn inspect(inner: &Inner, name: &LockName) -> Result<LockStatus
 pub(crate) async fn force_release(inner: &Inner, name: &LockName) -> Result<Option<HolderInfo>> {
     let queue = inner.keys.queue(Space::Lock, name);
     let op = format!("break lock {:?}", name.as_str());
-    let oldest = GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_limit(1);
-    let resp = inner
-        .rpc
-        .call(&op, Retry::Idempotent, |client, _| {
-            let (queue, oldest) = (queue.clone(), oldest.clone());
-            async move { client.kv_client().get(queue, Some(oldest)).await }
-        })
-        .await?;
+    let oldest = queue::first_created();
+    let resp = queue::read(inner, &op, &queue, oldest.clone()).await?;
     let mut holder = resp.kvs().first().cloned();
     for _ in 0..BREAK_TRIES {
         let Some(target) = holder else {

@@ -219,9 +219,8 @@ mod tests {
 
     #[test]
     fn ttls_round_up_to_whole_seconds() {
-        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
-        assert_eq!(whole_seconds(Duration::from_millis(1000)), 1);
-        assert_eq!(whole_seconds(Duration::from_millis(1001)), 2);
-        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
+        for (ms, secs) in [(1, 1), (1000, 1), (1001, 2), (30_000, 30)] {
+            assert_eq!(whole_seconds(Duration::from_millis(ms)), secs, "{ms} ms");
+        }
     }
 }

@@ -77,6 +77,22 @@ pub(crate) fn is_lease_gone(err: &EtcdError) -> bool {
     classify(err) == ErrorKind::LeaseLost
 }
 
+/// An expired or unknown token (`invalid auth token`), or one older than
+/// the auth store (`revision of auth store is old`).
+pub(crate) fn is_stale_token(err: &EtcdError) -> bool {
+    let EtcdError::GRpcStatus(status) = err else {
+        return false;
+    };
+    let msg = status.message();
+    match status.code() {
+        Code::Unauthenticated => msg.contains("invalid auth token"),
+        Code::InvalidArgument | Code::Unknown => {
+            msg.contains("invalid auth token") || msg.contains("revision of auth store is old")
+        }
+        _ => false,
+    }
+}
+
 /// The errors an etcd request makes, at a lock-core [`Site`] (backend
 /// `etcd`, the configured endpoints, the request).
 pub(crate) trait EtcdSite {
@@ -200,5 +216,33 @@ mod tests {
             text.contains("127.0.0.1:1") && text.contains("jobs/x"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn only_expired_or_outdated_tokens_are_stale() {
+        let cases = [
+            (
+                Status::unauthenticated("etcdserver: invalid auth token"),
+                true,
+            ),
+            (
+                Status::invalid_argument("etcdserver: revision of auth store is old"),
+                true,
+            ),
+            (
+                Status::invalid_argument(
+                    "etcdserver: authentication failed, invalid user ID or password",
+                ),
+                false,
+            ),
+            (
+                Status::permission_denied("etcdserver: permission denied"),
+                false,
+            ),
+        ];
+        for (status, stale) in cases {
+            let err = EtcdError::GRpcStatus(status.clone());
+            assert_eq!(is_stale_token(&err), stale, "{status:?}");
+        }
     }
 }

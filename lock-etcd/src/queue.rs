@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse, TxnResponse,
+    Compare, CompareOp, GetOptions, GetResponse, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse, TxnResponse,
 };
 use lock_core::{Error, ErrorKind, LostSignal, Result, Wait};
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
@@ -556,12 +556,37 @@ enum Turn {
     After((String, i64), i64),
 }
 
-/// The oldest key of a queue: the holder.
-fn first_created() -> GetOptions {
+/// A whole queue in order: the holder first, then the waiters.
+pub(crate) fn oldest_first() -> GetOptions {
     GetOptions::new()
         .with_prefix()
         .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_limit(1)
+}
+
+/// The oldest key of a queue: the holder.
+pub(crate) fn first_created() -> GetOptions {
+    oldest_first().with_limit(1)
+}
+
+/// Reads `queue` as `options` says (see [`oldest_first`] and
+/// [`first_created`]): one range read, retried, errors naming `op`.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub(crate) async fn read(
+    inner: &Inner,
+    op: &str,
+    queue: &str,
+    options: GetOptions,
+) -> Result<GetResponse> {
+    inner
+        .rpc
+        .call(op, Retry::Idempotent, |client, _| {
+            let (queue, options) = (queue.to_owned(), options.clone());
+            async move { client.kv_client().get(queue, Some(options)).await }
+        })
+        .await
 }
 
 fn header_rev(resp: &TxnResponse) -> i64 {

@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use etcd_client::Client;
-use tonic::Code;
 
 /// Re-authenticates a client, once for a burst of refused requests.
 #[derive(Debug, Default)]
@@ -38,7 +37,7 @@ impl TokenRefresh {
 
     /// Whether `err` is a refusal that a fresh token cures.
     pub(crate) fn cures(&self, err: &etcd_client::Error) -> bool {
-        self.enabled && is_stale_token(err)
+        self.enabled && crate::errors::is_stale_token(err)
     }
 
     /// Gets a new token, unless one newer than generation `seen` exists.
@@ -59,47 +58,5 @@ impl TokenRefresh {
         self.generation.fetch_add(1, Ordering::AcqRel);
         tracing::debug!("etcd auth token refreshed");
         Ok(())
-    }
-}
-
-/// An expired or unknown token (`invalid auth token`), or one older than
-/// the auth store (`revision of auth store is old`).
-pub(crate) fn is_stale_token(err: &etcd_client::Error) -> bool {
-    let etcd_client::Error::GRpcStatus(status) = err else {
-        return false;
-    };
-    let msg = status.message();
-    match status.code() {
-        Code::Unauthenticated => msg.contains("invalid auth token"),
-        Code::InvalidArgument | Code::Unknown => {
-            msg.contains("invalid auth token") || msg.contains("revision of auth store is old")
-        }
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tonic::Status;
-
-    #[test]
-    fn only_expired_or_outdated_tokens_are_stale() {
-        let stale = [
-            Status::unauthenticated("etcdserver: invalid auth token"),
-            Status::invalid_argument("etcdserver: revision of auth store is old"),
-        ];
-        for status in stale {
-            assert!(is_stale_token(&etcd_client::Error::GRpcStatus(status)));
-        }
-        let other = [
-            Status::invalid_argument(
-                "etcdserver: authentication failed, invalid user ID or password",
-            ),
-            Status::permission_denied("etcdserver: permission denied"),
-        ];
-        for status in other {
-            assert!(!is_stale_token(&etcd_client::Error::GRpcStatus(status)));
-        }
     }
 }

@@ -24,6 +24,7 @@ use crate::backend::ZkBackend;
 use crate::errors::{ZkSite, in_doubt};
 use crate::keys::{Layout, Space, escape_name, queue_order, sequence_of};
 use crate::session::Session;
+use lock_core::raw::Site;
 
 /// How often a read or delete is tried again after an in-doubt failure.
 const ATTEMPTS: usize = 8;
@@ -108,6 +109,51 @@ async fn read_queue(
     Ok(queue)
 }
 
+/// The attempts of one operator action: a live session for each, and a
+/// wait for the connection after each in-doubt failure.
+struct Attempts<'a> {
+    backend: &'a ZkBackend,
+    doing: Site<'a>,
+    left: usize,
+}
+
+impl<'a> Attempts<'a> {
+    fn new(backend: &'a ZkBackend, action: &'a str) -> Self {
+        Attempts {
+            backend,
+            doing: crate::errors::doing(action, &backend.settings().connect_string),
+            left: ATTEMPTS,
+        }
+    }
+
+    /// The session for the next attempt; `None` once all are used.
+    async fn next(&mut self) -> Result<Option<Arc<Session>>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        self.backend.session().await.map(Some)
+    }
+
+    /// After `e` failed an attempt on `session`: the action's error, unless
+    /// `e` left the outcome in doubt and the connection came back, so that
+    /// the next attempt may follow.
+    async fn failed(&self, session: &Session, e: zk::Error) -> Result<()> {
+        if !in_doubt(&e) {
+            return Err(self.doing.client_error(e));
+        }
+        session
+            .wait_connected(Instant::now() + session.timing.request)
+            .await
+            .map_err(|e| self.doing.client_error(e))
+    }
+
+    /// The error once every attempt is used: `why` says what kept failing.
+    fn exhausted(&self, why: impl std::fmt::Display) -> lock_core::Error {
+        self.doing.fail(ErrorKind::Unavailable, why)
+    }
+}
+
 /// Runs `step` on the live session until it is answered, waiting for the
 /// connection after each in-doubt failure; other failures are errors of
 /// `action`.
@@ -119,22 +165,16 @@ async fn answered<T, F>(
 where
     F: Future<Output = Result<T, zk::Error>>,
 {
-    let doing = crate::errors::doing(action, &backend.settings().connect_string);
-    for _ in 0..ATTEMPTS {
-        let session = backend.session().await?;
+    let mut attempts = Attempts::new(backend, action);
+    while let Some(session) = attempts.next().await? {
         match step(session.clone()).await {
             Ok(answer) => return Ok(answer),
-            Err(e) if in_doubt(&e) => session
-                .wait_connected(Instant::now() + session.timing.request)
-                .await
-                .map_err(|e| doing.client_error(e))?,
-            Err(e) => return Err(doing.client_error(e)),
+            Err(e) => attempts.failed(&session, e).await?,
         }
     }
-    Err(doing.fail(
-        ErrorKind::Unavailable,
-        format!("no answer after {ATTEMPTS} attempts; is the ensemble reachable?"),
-    ))
+    Err(attempts.exhausted(format!(
+        "no answer after {ATTEMPTS} attempts; is the ensemble reachable?"
+    )))
 }
 
 /// See [`lock_core::LockBackend::inspect`].
@@ -178,14 +218,12 @@ pub(crate) async fn force_release(
 ) -> Result<Option<HolderInfo>> {
     let dir = backend.settings().layout.name_dir(Space::Lock, name)?;
     let action = format!("breaking lock {name}");
-    let doing = crate::errors::doing(&action, &backend.settings().connect_string);
+    let mut attempts = Attempts::new(backend, &action);
     // A delete whose outcome we did not learn: if its node is gone when we
     // look again, that holder was evicted.
     let mut in_doubt_of: Option<HolderInfo> = None;
-    for _ in 0..ATTEMPTS {
-        let session = backend.session().await?;
-        let attempt = break_once(&session, &dir, &mut in_doubt_of).await;
-        match attempt {
+    while let Some(session) = attempts.next().await? {
+        match break_once(&session, &dir, &mut in_doubt_of).await {
             Ok(Break::Free) => return Ok(None),
             Ok(Break::Evicted(holder)) => {
                 tracing::info!(lock = %name, node = %holder.key, token = holder.token.get(), "zk lock broken: the holder's node is deleted");
@@ -193,7 +231,7 @@ pub(crate) async fn force_release(
             }
             Ok(Break::Moved) => {}
             Err(zk::Error::NoAuth) => {
-                return Err(doing.fail(
+                return Err(attempts.doing.fail(
                     ErrorKind::Unauthorized,
                     format!(
                         "{} may not delete nodes in {dir}: its ACL lets only the identity that \
@@ -202,20 +240,12 @@ pub(crate) async fn force_release(
                     ),
                 ));
             }
-            Err(e) if in_doubt(&e) => session
-                .wait_connected(Instant::now() + session.timing.request)
-                .await
-                .map_err(|e| doing.client_error(e))?,
-            Err(e) => return Err(doing.client_error(e)),
+            Err(e) => attempts.failed(&session, e).await?,
         }
     }
-    Err(doing.fail(
-        ErrorKind::Unavailable,
-        format!(
-            "the holder kept changing, or the server did not answer, in {ATTEMPTS} attempts; \
-             retry"
-        ),
-    ))
+    Err(attempts.exhausted(format!(
+        "the holder kept changing, or the server did not answer, in {ATTEMPTS} attempts; retry"
+    )))
 }
 
 async fn break_once(

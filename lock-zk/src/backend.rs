@@ -170,48 +170,36 @@ impl ZkBackend {
         options: &AcquireOptions,
         data: &[u8],
     ) -> Result<LockGuard> {
-        lock_core::raw::observe_acquire(
-            crate::errors::BACKEND,
-            name,
-            self.acquire_observed(space, name, options, data),
-        )
-        .await
-    }
-
-    async fn acquire_observed(
-        &self,
-        space: Space,
-        name: &LockName,
-        options: &AcquireOptions,
-        data: &[u8],
-    ) -> Result<LockGuard> {
-        let requested = options.effective_ttl(self.session_timeout())?;
-        let dir = self.inner.settings.layout.name_dir(space, name)?;
-        let deadline = Deadline::new(
-            options.wait,
-            Instant::now(),
-            self.inner.settings.request_timeout,
-        );
-        let mut fresh_session_tried = false;
-        loop {
-            let session = self.session_within(&deadline, &action(space, name)).await?;
-            match self
-                .acquire_on(&session, space, name, &dir, &deadline, data, requested)
-                .await
-            {
-                Err(e)
-                    if e.kind() == ErrorKind::LeaseLost
-                        && session.is_over()
-                        && !fresh_session_tried =>
+        let attempt = async {
+            let requested = options.effective_ttl(self.session_timeout())?;
+            let dir = self.inner.settings.layout.name_dir(space, name)?;
+            let deadline = Deadline::new(
+                options.wait,
+                Instant::now(),
+                self.inner.settings.request_timeout,
+            );
+            let mut fresh_session_tried = false;
+            loop {
+                let session = self.session_within(&deadline, &action(space, name)).await?;
+                match self
+                    .acquire_on(&session, space, name, &dir, &deadline, data, requested)
+                    .await
                 {
-                    // The session ended before we held anything: queue again
-                    // on a new session rather than fail the caller.
-                    tracing::debug!(error = %e, "zk session ended during acquisition; retrying on a new session");
-                    fresh_session_tried = true;
+                    Err(e)
+                        if e.kind() == ErrorKind::LeaseLost
+                            && session.is_over()
+                            && !fresh_session_tried =>
+                    {
+                        // The session ended before we held anything: queue again
+                        // on a new session rather than fail the caller.
+                        tracing::debug!(error = %e, "zk session ended during acquisition; retrying on a new session");
+                        fresh_session_tried = true;
+                    }
+                    result => return result,
                 }
-                result => return result,
             }
-        }
+        };
+        lock_core::raw::observe_acquire(crate::errors::BACKEND, name, attempt).await
     }
 
     /// [`ZkBackend::session`], given up at the acquisition's hard deadline.
