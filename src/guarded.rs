@@ -43,35 +43,35 @@ impl<'a> From<&'a Leadership> for Owner<'a> {
 }
 
 impl Owner<'_> {
+    /// The guard behind the lock or the leadership.
+    fn guard(&self) -> &LockGuard {
+        match self {
+            Owner::Lock(guard) => guard,
+            Owner::Leader(leadership) => leadership.guard(),
+        }
+    }
+
     /// The backend key (or node path) of the acquisition.
     pub fn key(&self) -> &str {
-        match self {
-            Owner::Lock(guard) => guard.key(),
-            Owner::Leader(leadership) => leadership.key(),
-        }
+        self.guard().key()
     }
 
     /// The acquisition's fencing token.
     pub fn token(&self) -> lock_core::FencingToken {
-        match self {
-            Owner::Lock(guard) => guard.token(),
-            Owner::Leader(leadership) => leadership.token(),
-        }
+        self.guard().token()
     }
 
     /// Whether this process still believes it holds the lock.
     pub fn is_held(&self) -> bool {
-        match self {
-            Owner::Lock(guard) => guard.is_held(),
-            Owner::Leader(leadership) => leadership.is_leader(),
-        }
+        self.guard().is_held()
     }
 
     fn describe(&self) -> String {
-        match self {
-            Owner::Lock(g) => format!("lock {} (token {})", g.name(), g.token()),
-            Owner::Leader(l) => format!("leadership of {} (token {})", l.name(), l.token()),
-        }
+        let what = match self {
+            Owner::Lock(_) => "lock",
+            Owner::Leader(_) => "leadership of",
+        };
+        format!("{what} {} (token {})", self.guard().name(), self.token())
     }
 }
 

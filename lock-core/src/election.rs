@@ -169,6 +169,11 @@ impl Leadership {
         self.guard.is_held()
     }
 
+    /// The lock guard behind this leadership: its key, token and validity.
+    pub fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
     /// A cloneable signal that resolves when leadership is lost.
     pub fn lost_signal(&self) -> LostSignal {
         self.guard.lost_signal()

@@ -4,7 +4,6 @@
 //! proclaiming rewrites our key if it is still ours, resigning releases.
 
 use async_trait::async_trait;
-use etcd_client::{GetOptions, SortOrder, SortTarget};
 use lock_core::{
     Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
@@ -13,7 +12,7 @@ use lock_core::{
 use crate::backend::EtcdBackend;
 use crate::keys::Space;
 use crate::observe;
-use crate::rpc::Retry;
+use crate::queue;
 
 #[async_trait]
 impl ElectionBackend for EtcdBackend {
@@ -37,17 +36,7 @@ impl ElectionBackend for EtcdBackend {
         let inner = self.inner();
         let queue = inner.keys.queue(Space::Election, name);
         let op = format!("read the leader of election {:?}", name.as_str());
-        let oldest = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Ascend)
-            .with_limit(1);
-        let resp = inner
-            .rpc
-            .call(&op, Retry::Idempotent, |client, _| {
-                let (queue, oldest) = (queue.clone(), oldest.clone());
-                async move { client.kv_client().get(queue, Some(oldest)).await }
-            })
-            .await?;
+        let resp = queue::read(inner, &op, &queue, queue::first_created()).await?;
         Ok(resp.kvs().first().map(|kv| LeaderInfo {
             value: kv.value().to_vec(),
             token: FencingToken(u64::try_from(kv.create_revision()).unwrap_or(0)),

@@ -24,25 +24,29 @@ enum Holder<'g> {
 }
 
 impl Holder<'_> {
-    fn key(&self) -> &str {
+    /// The guard behind the lock or the leadership.
+    fn guard(&self) -> &LockGuard {
         match self {
-            Holder::Lock(guard) => guard.key(),
-            Holder::Leader(leadership) => leadership.key(),
+            Holder::Lock(guard) => guard,
+            Holder::Leader(leadership) => leadership.guard(),
         }
+    }
+
+    fn key(&self) -> &str {
+        self.guard().key()
     }
 
     fn is_held(&self) -> bool {
-        match self {
-            Holder::Lock(guard) => guard.is_held(),
-            Holder::Leader(leadership) => leadership.is_leader(),
-        }
+        self.guard().is_held()
     }
 
     fn describe(&self) -> String {
-        match self {
-            Holder::Lock(guard) => format!("lock {} (token {})", guard.name(), guard.token()),
-            Holder::Leader(l) => format!("leadership of {} (token {})", l.name(), l.token()),
-        }
+        let what = match self {
+            Holder::Lock(_) => "lock",
+            Holder::Leader(_) => "leadership of",
+        };
+        let guard = self.guard();
+        format!("{what} {} (token {})", guard.name(), guard.token())
     }
 }
 
