@@ -10,6 +10,7 @@ use lock_core::{
 use tokio::task::JoinHandle;
 
 use super::{SLACK, Target, within};
+use crate::assert::leader_of;
 
 /// `n` election clients, or `None` (saying so) where the backend's
 /// capabilities declare no election.
@@ -67,11 +68,7 @@ pub async fn election_has_one_leader_at_a_time(target: &dyn Target) {
                 .expect("campaign");
             assert!(!leading.swap(true, Ordering::SeqCst), "two leaders at once");
             tokens.lock().unwrap().push(leadership.token());
-            let seen = client
-                .leader(&name)
-                .await
-                .expect("leader")
-                .expect("a leader");
+            let seen = leader_of(&*client, &name, "this candidate").await;
             assert_eq!(seen.token, leadership.token());
             tokio::time::sleep(Duration::from_millis(50)).await;
             leading.store(false, Ordering::SeqCst);
@@ -140,11 +137,7 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
         .expect("campaign");
     assert!(first.is_leader());
     let follower = spawn_campaign(&clients[1], &name, b"second");
-    let current = clients[1]
-        .leader(&name)
-        .await
-        .expect("leader")
-        .expect("someone leads");
+    let current = leader_of(&*clients[1], &name, "the first candidate").await;
     assert_eq!(current.value, b"first".to_vec());
     let first_token = first.token();
     first.resign().await.expect("resign");
@@ -153,11 +146,7 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
         .unwrap()
         .expect("campaign");
     assert!(second.token() > first_token);
-    let current = clients[0]
-        .leader(&name)
-        .await
-        .expect("leader")
-        .expect("someone leads");
+    let current = leader_of(&*clients[0], &name, "the second candidate").await;
     assert_eq!(
         (current.value, current.token),
         (b"second".to_vec(), second.token())

@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{
+    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockBackendExt, LockGuard,
+};
 use tokio::task::JoinHandle;
 
 pub use admin::{
@@ -152,6 +154,17 @@ pub(crate) use crate::assert::within;
 /// Two independent clients of `target`, as two processes would have.
 pub(crate) async fn two_clients(target: &dyn Target) -> (Arc<DynLockBackend>, Arc<DynLockBackend>) {
     (target.client().await, target.client().await)
+}
+
+/// Two independent clients of `target`, the first holding `name`:
+/// `(first, its guard, second)`, the second to contend with the guard.
+pub(crate) async fn one_holds(
+    target: &dyn Target,
+    name: &str,
+) -> (Arc<DynLockBackend>, LockGuard, Arc<DynLockBackend>) {
+    let (a, b) = two_clients(target).await;
+    let held = a.lock(name).await.expect("lock");
+    (a, held, b)
 }
 
 /// Waits for every task, all within `bound`; a task that panicked fails
