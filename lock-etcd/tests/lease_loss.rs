@@ -6,21 +6,29 @@ mod support;
 use std::time::Duration;
 
 use etcd_client::{EventType, GetOptions, Txn, TxnOp};
-use lock_core::{ErrorKind, LockBackendExt, LostReason};
+use lock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
 use lock_etcd::{EtcdBackend, is_owner_of};
 use lock_testkit::assert::joined;
-use support::QueueWatch;
+use lock_testkit::proxy::FaultProxy;
+use support::{Held, QueueWatch};
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(3);
 
+/// One etcd where a client that reaches it only through a fault proxy
+/// holds `name`: the etcd with that client, the proxy, a client that
+/// reaches etcd directly, and the guard.
+async fn held_behind_proxy(name: &str) -> (Held, FaultProxy, EtcdBackend, LockGuard) {
+    let cluster = support::start_cluster(1).await;
+    let (proxy, holder) = support::behind_proxy(&cluster, support::config_for).await;
+    let direct = support::backend(&cluster).await;
+    let held = holder.lock(name).await.expect("lock");
+    (Held { cluster, holder }, proxy, direct, held)
+}
+
 #[tokio::test]
 async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires() {
-    let cluster = support::start_cluster(1).await;
-    let (proxy, cut_off) = support::behind_proxy(&cluster, support::config_for).await;
-    let direct = support::backend(&cluster).await;
-
-    let held = cut_off.lock("partition/lock").await.expect("lock");
+    let (_etcd, proxy, direct, held) = held_behind_proxy("partition/lock").await;
     let first_token = held.token();
     proxy.blackhole();
     // The keepalive cannot get through: the local validity deadline (TTL
@@ -175,10 +183,7 @@ async fn try_lock_on_a_held_lock_writes_nothing() {
 
 #[tokio::test]
 async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
-    let cluster = support::start_cluster(1).await;
-    let (proxy, holder) = support::behind_proxy(&cluster, support::config_for).await;
-    let other = support::backend(&cluster).await;
-    let held = holder.lock("renew/cancelled").await.expect("lock");
+    let (_etcd, proxy, other, held) = held_behind_proxy("renew/cancelled").await;
     let waiter = tokio::spawn(async move {
         other
             .lock_timeout("renew/cancelled", Duration::from_secs(10))
