@@ -14,8 +14,8 @@ use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
 use support::{
-    Standalone, config, connect, connect_pair, lock_and_release, raw_client, standalone,
-    until_children, until_watches,
+    Proxied, Standalone, config, connect, connect_pair, lock_and_release, proxied_with, raw_client,
+    standalone, until_children, until_watches,
 };
 
 const SESSION: Duration = Duration::from_secs(2);
@@ -318,17 +318,11 @@ async fn bounded_under_fault(
     wait: Option<Duration>,
 ) -> FaultProxy {
     let request = Duration::from_secs(1);
-    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
-    let backend = ZkBackend::connect(
-        config(
-            &[proxy.addr().to_string()],
-            "/bounded",
-            Duration::from_secs(8),
-        )
-        .with_request_timeout(request),
-    )
-    .await
-    .expect("connect through the proxy");
+    let Proxied { backend, proxy } =
+        proxied_with(&addrs[0], "/bounded", Duration::from_secs(8), |config| {
+            config.with_request_timeout(request)
+        })
+        .await;
     fault(&proxy);
     let start = Instant::now();
     let bound = wait.unwrap_or_default() + request;
@@ -444,17 +438,13 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
     let Standalone { addrs, admin, .. } = &standalone().await;
-    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
-    let backend = ZkBackend::connect(
-        config(
-            &[proxy.addr().to_string()],
-            "/unconfirmed",
-            Duration::from_secs(4),
-        )
-        .with_request_timeout(Duration::from_millis(300)),
+    let Proxied { backend, proxy } = proxied_with(
+        &addrs[0],
+        "/unconfirmed",
+        Duration::from_secs(4),
+        |config| config.with_request_timeout(Duration::from_millis(300)),
     )
-    .await
-    .expect("connect through the proxy");
+    .await;
     let guard = backend.lock("slow-release").await.expect("lock");
     let key = guard.key().to_owned();
     let signal = guard.lost_signal();

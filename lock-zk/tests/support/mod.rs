@@ -163,11 +163,22 @@ pub(crate) struct Proxied {
 }
 
 pub(crate) async fn proxied(upstream: &str, prefix: &str, session: Duration) -> Proxied {
+    proxied_with(upstream, prefix, session, |config| config).await
+}
+
+/// A [`proxied`] backend whose test config `configure` changes first.
+pub(crate) async fn proxied_with(
+    upstream: &str,
+    prefix: &str,
+    session: Duration,
+    configure: impl FnOnce(ZkConfig) -> ZkConfig,
+) -> Proxied {
     let upstream: SocketAddr = upstream.parse().expect("server address");
     let proxy = FaultProxy::start(upstream)
         .await
         .expect("start fault proxy");
-    let backend = ZkBackend::connect(config(&[proxy.addr().to_string()], prefix, session))
+    let config = configure(config(&[proxy.addr().to_string()], prefix, session));
+    let backend = ZkBackend::connect(config)
         .await
         .expect("connect through the proxy");
     Proxied { backend, proxy }
