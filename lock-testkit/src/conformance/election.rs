@@ -9,8 +9,8 @@ use lock_core::{
 };
 use tokio::task::JoinHandle;
 
-use super::{SLACK, Target, within};
-use crate::assert::leader_of;
+use super::{SLACK, Target};
+use crate::assert::{joined, leader_of};
 
 /// `n` election clients, or `None` (saying so) where the backend's
 /// capabilities declare no election.
@@ -114,9 +114,8 @@ pub async fn election_observe_sees_leaders_in_order(target: &dyn Target) {
     first.resign().await.expect("resign");
     let seen = next_leader(&mut observed).await;
     assert_eq!(seen.value, b"b".to_vec());
-    let second = within(SLACK, "second leader", waiting)
+    let second = joined(SLACK, "second leader", waiting)
         .await
-        .unwrap()
         .expect("campaign b");
     assert_eq!(seen.token, second.token());
     assert!(second.token() > first_token);
@@ -141,9 +140,8 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
     assert_eq!(current.value, b"first".to_vec());
     let first_token = first.token();
     first.resign().await.expect("resign");
-    let second = within(SLACK, "hand-over after resign", follower)
+    let second = joined(SLACK, "hand-over after resign", follower)
         .await
-        .unwrap()
         .expect("campaign");
     assert!(second.token() > first_token);
     let current = leader_of(&*clients[0], &name, "the second candidate").await;

@@ -9,6 +9,7 @@ use lock_core::{AcquireOptions, ErrorKind, LockBackendExt, LockName, Wait};
 use tokio::time::Instant;
 
 use super::{SLACK, Target, within};
+use crate::assert::joined;
 
 /// Tasks per contention test, each with its own client.
 const CONTENDERS: usize = 8;
@@ -209,9 +210,7 @@ pub async fn fifo_order_where_declared(target: &dyn Target) {
     }
     held.release().await.expect("release");
     for waiter in waiters {
-        within(Duration::from_secs(60), "fifo waiters", waiter)
-            .await
-            .expect("waiter");
+        joined(Duration::from_secs(60), "fifo waiters", waiter).await;
     }
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
 }

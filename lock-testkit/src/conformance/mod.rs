@@ -171,9 +171,7 @@ pub(crate) async fn one_holds(
 /// the case.
 pub(crate) async fn join_within(bound: Duration, what: &str, tasks: Vec<JoinHandle<()>>) {
     for task in tasks {
-        within(bound, what, task)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: a task failed: {e}"));
+        crate::assert::joined(bound, what, task).await;
     }
 }
 
