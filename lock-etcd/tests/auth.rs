@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_etcd::EtcdBackend;
+use lock_testkit::assert::{acquired_and_released, fails_with, joined};
 use lock_testkit::servers::etcd::EtcdUser;
 use lock_testkit::servers::{EtcdCluster, EtcdOptions};
-use tokio::time::timeout;
 
 const USER: &str = "locker";
 const PASSWORD: &str = "locker-secret";
@@ -39,21 +39,19 @@ async fn a_user_granted_only_the_key_prefix_connects_and_locks() {
     let (a, b) = (locker(&cluster).await, locker(&cluster).await);
 
     let held = a.lock("least/privilege").await.expect("lock");
-    let err = b
-        .try_lock("least/privilege")
-        .await
-        .expect_err("already held");
-    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    fails_with(
+        ErrorKind::WouldBlock,
+        "already held",
+        b.try_lock("least/privilege").await,
+    );
     // A waiter watches its predecessor: that is inside the prefix too.
     let waiter = tokio::spawn(async move {
         b.lock_timeout("least/privilege", Duration::from_secs(5))
             .await
     });
     held.release().await.expect("release");
-    let next = timeout(SLACK, waiter)
+    let next = joined(SLACK, "the waiter is woken", waiter)
         .await
-        .expect("the waiter is woken")
-        .unwrap()
         .expect("the waiter acquires");
     next.release().await.expect("release");
 }
@@ -110,17 +108,9 @@ async fn expired_auth_tokens_are_refreshed_so_held_locks_release_and_waiters_acq
     held.release()
         .await
         .expect("a lock held across token expiry releases");
-    let (b, next) = timeout(SLACK, waiter)
-        .await
-        .expect("the waiter is woken by the release")
-        .unwrap();
+    let (b, next) = joined(SLACK, "the waiter is woken by the release", waiter).await;
     let next = next.expect("the waiter acquires after token expiry");
     next.release().await.expect("release");
     drop(b);
-    a.lock("token/fresh")
-        .await
-        .expect("a new acquire after expiry")
-        .release()
-        .await
-        .expect("release");
+    acquired_and_released("a new acquire after expiry", a.lock("token/fresh")).await;
 }

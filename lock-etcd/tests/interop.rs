@@ -6,17 +6,18 @@ mod support;
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use lock_core::{
-    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
-    Wait,
+    AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockGuard,
+    LockName, Wait,
 };
 use lock_etcd::etcd_client::GetOptions;
 use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
+use lock_testkit::assert::{acquired_and_released, joined, leader_of, next_ok, spawn_acquire};
 use lock_testkit::servers::etcd::EtcdUser;
 use lock_testkit::servers::{EtcdCluster, EtcdOptions};
 use support::etcdctl::{BOUND, Etcdctl, Running};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep};
 
 /// How long a peer that must stay out is watched for not getting in.
 const QUIET: Duration = Duration::from_millis(500);
@@ -70,27 +71,75 @@ async fn until_queued(cluster: &EtcdCluster, prefix: &str, count: usize) {
     }
 }
 
-/// `etcdctl lock name -- HOLD` once it holds: the process and the pid of
-/// the shell to signal.
-async fn etcdctl_holding(etcdctl: &Etcdctl, name: &str) -> (Running, u32) {
-    let mut holder = etcdctl.spawn(&["lock", name, "--", "sh", "-c", HOLD]);
-    let line = holder.line().await;
-    let pid = line
-        .strip_prefix("held ")
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected output {line:?}"));
-    (holder, pid)
+/// What every etcdctl test stands on: one etcd, etcdctl for it, and a
+/// backend in the `concurrency` layout.
+struct Interop {
+    cluster: EtcdCluster,
+    etcdctl: Etcdctl,
+    backend: EtcdBackend,
+}
+
+impl Interop {
+    async fn start() -> Self {
+        let cluster = support::start_cluster(1).await;
+        let etcdctl = Etcdctl::for_cluster(&cluster);
+        let backend = concurrency_backend(&cluster).await;
+        Interop {
+            cluster,
+            etcdctl,
+            backend,
+        }
+    }
+
+    /// `etcdctl lock name -- HOLD`, once it holds.
+    async fn etcdctl_holding(&self, name: &str) -> Holding {
+        let mut etcdctl = self.etcdctl.spawn(&["lock", name, "--", "sh", "-c", HOLD]);
+        let line = etcdctl.line().await;
+        let shell = line
+            .strip_prefix("held ")
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected output {line:?}"));
+        Holding { etcdctl, shell }
+    }
+
+    /// The backend waiting up to [`BOUND`] for `name` in a spawned task,
+    /// described by `options`.
+    fn waiter(
+        &self,
+        name: &str,
+        options: AcquireOptions,
+    ) -> JoinHandle<lock_core::Result<LockGuard>> {
+        let name = LockName::new(name).unwrap();
+        spawn_acquire(
+            self.backend.clone(),
+            &name,
+            options.wait(Wait::Timeout(BOUND)),
+        )
+    }
+}
+
+/// An `etcdctl lock` running [`HOLD`]: the process and the pid of its shell.
+struct Holding {
+    etcdctl: Running,
+    shell: u32,
+}
+
+impl Holding {
+    /// Ends the shell, so that etcdctl unlocks and exits with success.
+    async fn stop(mut self) {
+        Running::signal_pid(self.shell, "TERM").await;
+        assert!(self.etcdctl.exit().await.success());
+    }
 }
 
 #[tokio::test]
 async fn a_lock_etcdctl_holds_blocks_distlock_until_etcdctl_exits() {
-    let cluster = support::start_cluster(1).await;
-    let etcdctl = Etcdctl::for_cluster(&cluster);
-    let backend = concurrency_backend(&cluster).await;
+    let interop = Interop::start().await;
+    let (cluster, backend) = (&interop.cluster, &interop.backend);
     let name = "/interop/jobs";
 
-    let (mut holder, shell) = etcdctl_holding(&etcdctl, name).await;
-    let keys = queue(&cluster, "/interop/jobs/").await;
+    let holder = interop.etcdctl_holding(name).await;
+    let keys = queue(cluster, "/interop/jobs/").await;
     assert_eq!(keys.len(), 1, "{keys:?}");
     let (go_key, go_rev, go_value) = keys[0].clone();
     assert!(lease_of_key(&go_key).is_some(), "{go_key}");
@@ -100,19 +149,13 @@ async fn a_lock_etcdctl_holds_blocks_distlock_until_etcdctl_exits() {
     assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
     assert!(err.message().contains(&go_key), "{err}");
 
-    let waiter = tokio::spawn({
-        let backend = backend.clone();
-        async move { backend.lock_timeout(name, BOUND).await }
-    });
-    until_queued(&cluster, "/interop/jobs/", 2).await;
+    let waiter = interop.waiter(name, AcquireOptions::new());
+    until_queued(cluster, "/interop/jobs/", 2).await;
     assert!(!waiter.is_finished(), "distlock got in while etcdctl holds");
 
-    Running::signal_pid(shell, "TERM").await;
-    assert!(holder.exit().await.success());
-    let guard = timeout(BOUND, waiter)
+    holder.stop().await;
+    let guard = joined(BOUND, "distlock gets the lock after etcdctl", waiter)
         .await
-        .expect("distlock gets the lock after etcdctl")
-        .unwrap()
         .expect("acquire");
     assert!(
         guard.token().get() > u64::try_from(go_rev).unwrap(),
@@ -126,52 +169,38 @@ async fn a_lock_etcdctl_holds_blocks_distlock_until_etcdctl_exits() {
 
 #[tokio::test]
 async fn etcdctl_lock_waits_for_distlock_to_release() {
-    let cluster = support::start_cluster(1).await;
-    let etcdctl = Etcdctl::for_cluster(&cluster);
-    let backend = concurrency_backend(&cluster).await;
+    let t = Interop::start().await;
 
-    let guard = backend.lock("interop").await.expect("lock");
+    let guard = t.backend.lock("interop").await.expect("lock");
     // Without a command, etcdctl prints its key once it holds the lock.
-    let mut peer = etcdctl.spawn(&["lock", "interop"]);
-    until_queued(&cluster, "interop/", 2).await;
+    let mut peer = t.etcdctl.spawn(&["lock", "interop"]);
+    until_queued(&t.cluster, "interop/", 2).await;
     peer.prints_nothing_for(QUIET).await;
 
     let token = guard.token().get();
     guard.release().await.expect("release");
     let key = peer.line().await;
-    let keys = queue(&cluster, "interop/").await;
+    let keys = queue(&t.cluster, "interop/").await;
     assert_eq!(keys.len(), 1, "{keys:?}");
     assert_eq!(keys[0].0, key);
     assert!(u64::try_from(keys[0].1).unwrap() > token);
 
     assert!(peer.interrupt().await.success());
-    backend
-        .try_lock("interop")
-        .await
-        .expect("etcdctl unlocked on exit")
-        .release()
-        .await
-        .expect("release");
+    acquired_and_released("etcdctl unlocked on exit", t.backend.try_lock("interop")).await;
 }
 
 #[tokio::test]
 async fn inspect_and_list_show_an_etcdctl_holder_without_a_description() {
-    let cluster = support::start_cluster(1).await;
-    let etcdctl = Etcdctl::for_cluster(&cluster);
-    let backend = concurrency_backend(&cluster).await;
+    let interop = Interop::start().await;
+    let (cluster, backend) = (&interop.cluster, &interop.backend);
     let name = LockName::new("/interop/ops").unwrap();
-    let (mut holder, shell) = etcdctl_holding(&etcdctl, name.as_str()).await;
-    let (go_key, go_rev, _) = queue(&cluster, "/interop/ops/").await.remove(0);
-    let waiter = tokio::spawn({
-        let (backend, name) = (backend.clone(), name.clone());
-        async move {
-            let options = AcquireOptions::new()
-                .holder("distlock-waiter")
-                .wait(Wait::Timeout(BOUND));
-            backend.acquire(&name, &options).await
-        }
-    });
-    until_queued(&cluster, "/interop/ops/", 2).await;
+    let holder = interop.etcdctl_holding(name.as_str()).await;
+    let (go_key, go_rev, _) = queue(cluster, "/interop/ops/").await.remove(0);
+    let waiter = interop.waiter(
+        name.as_str(),
+        AcquireOptions::new().holder("distlock-waiter"),
+    );
+    until_queued(cluster, "/interop/ops/", 2).await;
 
     let status = backend.inspect(&name).await.expect("inspect");
     let shown = status.holder.as_ref().expect("etcdctl holds it");
@@ -195,12 +224,9 @@ async fn inspect_and_list_show_an_etcdctl_holder_without_a_description() {
     assert_eq!(listed[0].holder_token, Some(shown.token));
     assert_eq!(listed[0].waiting, 1);
 
-    Running::signal_pid(shell, "TERM").await;
-    assert!(holder.exit().await.success());
-    let guard = timeout(BOUND, waiter)
+    holder.stop().await;
+    let guard = joined(BOUND, "distlock gets the lock after etcdctl", waiter)
         .await
-        .expect("distlock gets the lock after etcdctl")
-        .unwrap()
         .expect("acquire");
     guard.release().await.expect("release");
 }
@@ -208,18 +234,16 @@ async fn inspect_and_list_show_an_etcdctl_holder_without_a_description() {
 #[tokio::test]
 async fn a_name_ending_in_slash_is_the_same_lock_as_in_etcdctl() {
     // Go's `NewMutex(s, "jobs/")` writes `jobs//<lease>`; so does distlock.
-    let cluster = support::start_cluster(1).await;
-    let etcdctl = Etcdctl::for_cluster(&cluster);
-    let backend = concurrency_backend(&cluster).await;
-    let (mut holder, shell) = etcdctl_holding(&etcdctl, "jobs/").await;
+    let interop = Interop::start().await;
+    let backend = &interop.backend;
+    let holder = interop.etcdctl_holding("jobs/").await;
     let err = backend
         .try_lock("jobs/")
         .await
         .expect_err("etcdctl holds it");
     assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
     assert!(err.message().contains("jobs//"), "{err}");
-    Running::signal_pid(shell, "TERM").await;
-    assert!(holder.exit().await.success());
+    holder.stop().await;
     let guard = backend.try_lock("jobs/").await.expect("free again");
     assert!(guard.key().starts_with("jobs//"), "{}", guard.key());
     guard.release().await.expect("release");
@@ -227,33 +251,25 @@ async fn a_name_ending_in_slash_is_the_same_lock_as_in_etcdctl() {
 
 #[tokio::test]
 async fn elections_are_shared_with_etcdctl_elect_both_ways() {
-    let cluster = support::start_cluster(1).await;
-    let etcdctl = Etcdctl::for_cluster(&cluster);
-    let backend = concurrency_backend(&cluster).await;
+    let t = Interop::start().await;
     let election = LockName::new("interop-election").unwrap();
 
     // etcdctl leads: prints its key, then its proposal.
-    let mut candidate = etcdctl.spawn(&["elect", "interop-election", "go-proposal"]);
+    let mut candidate = t
+        .etcdctl
+        .spawn(&["elect", "interop-election", "go-proposal"]);
     let go_key = candidate.line().await;
     assert_eq!(candidate.line().await, "go-proposal");
-    let leader = backend
-        .leader(&election)
-        .await
-        .expect("read the leader")
-        .expect("etcdctl leads");
+    let leader = leader_of(&t.backend, &election, "etcdctl").await;
     assert_eq!(leader.value, b"go-proposal");
     assert_eq!(leader.key, go_key);
-    let mut observed = backend.observe(&election).await.expect("observe");
-    let first = timeout(BOUND, observed.next())
-        .await
-        .expect("observe yields the leader")
-        .expect("stream open")
-        .expect("leader");
+    let mut observed = t.backend.observe(&election).await.expect("observe");
+    let first = next_ok(BOUND, "observe yields the leader", &mut observed).await;
     assert_eq!(first.value, b"go-proposal");
 
     // distlock campaigns behind etcdctl and leads once it resigns.
     let campaign = tokio::spawn({
-        let (backend, election) = (backend.clone(), election.clone());
+        let (backend, election) = (t.backend.clone(), election.clone());
         async move {
             let options = AcquireOptions::new().wait(Wait::Timeout(BOUND));
             backend
@@ -264,30 +280,24 @@ async fn elections_are_shared_with_etcdctl_elect_both_ways() {
                 .await
         }
     });
-    until_queued(&cluster, "interop-election/", 2).await;
+    until_queued(&t.cluster, "interop-election/", 2).await;
     assert!(!campaign.is_finished(), "distlock leads beside etcdctl");
     assert!(candidate.interrupt().await.success());
-    let leadership = timeout(BOUND, campaign)
+    let leadership = joined(BOUND, "distlock is elected after etcdctl resigns", campaign)
         .await
-        .expect("distlock is elected after etcdctl resigns")
-        .unwrap()
         .expect("campaign");
     assert!(leadership.token() > leader.token);
-    let next = timeout(BOUND, observed.next())
-        .await
-        .expect("observe yields the new leader")
-        .expect("stream open")
-        .expect("leader");
+    let next = next_ok(BOUND, "observe yields the new leader", &mut observed).await;
     assert_eq!(next.value, b"distlock-value");
 
     // etcdctl's observer sees distlock's value, and a proclaimed one.
-    let mut listener = etcdctl.spawn(&["elect", "-l", "interop-election"]);
+    let mut listener = t.etcdctl.spawn(&["elect", "-l", "interop-election"]);
     assert_eq!(listener.line().await, leadership.key());
     assert_eq!(listener.line().await, "distlock-value");
     leadership.proclaim(b"proclaimed").await.expect("proclaim");
     assert_eq!(listener.line().await, leadership.key());
     assert_eq!(listener.line().await, "proclaimed");
-    let values = queue(&cluster, "interop-election/").await;
+    let values = queue(&t.cluster, "interop-election/").await;
     assert_eq!(values.len(), 1, "{values:?}");
     assert_eq!(values[0].2, b"proclaimed");
     assert!(listener.interrupt().await.success());
@@ -299,11 +309,8 @@ async fn a_lock_and_an_election_of_one_name_share_a_queue() {
     let cluster = support::start_cluster(1).await;
     let backend = concurrency_backend(&cluster).await;
     let guard = backend.lock("shared").await.expect("lock");
-    let leader = backend
-        .leader(&LockName::new("shared").unwrap())
-        .await
-        .expect("read the leader")
-        .expect("the lock holder is the leader, as in Go");
+    let shared = LockName::new("shared").unwrap();
+    let leader = leader_of(&backend, &shared, "the lock holder, as in Go").await;
     assert_eq!(leader.key, guard.key());
     // A lock's value is its holder's description, which Go never reads.
     assert_eq!(
@@ -356,13 +363,7 @@ async fn a_user_granted_only_its_lock_names_connects_in_the_concurrency_layout()
     let backend = EtcdBackend::connect(config)
         .await
         .expect("connects although no fixed range is granted");
-    backend
-        .lock("granted")
-        .await
-        .expect("lock a granted name")
-        .release()
-        .await
-        .expect("release");
+    acquired_and_released("lock a granted name", backend.lock("granted")).await;
     let err = backend.try_lock("other").await.expect_err("not granted");
     assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
 }

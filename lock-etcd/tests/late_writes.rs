@@ -10,6 +10,7 @@ use std::time::Duration;
 use etcd_client::{EventType, PutOptions};
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_etcd::{EtcdBackend, lease_of_key};
+use lock_testkit::assert::acquired_and_released;
 use lock_testkit::proxy::FaultProxy;
 use tokio::time::{Instant, timeout};
 
@@ -20,9 +21,10 @@ const SLACK: Duration = Duration::from_secs(3);
 /// Lease TTL of the client whose try_lock lands late.
 const TTL: Duration = Duration::from_secs(2);
 
-/// Polls `try_lock` until it succeeds, for 3×TTL at most.
-async fn until_free(backend: &EtcdBackend, name: &str) -> lock_core::LockGuard {
-    timeout(TTL * 3 + SLACK, async {
+/// Polls `try_lock` until it succeeds, for 3×TTL at most, and releases:
+/// whatever a late write left on the name went with its lease.
+async fn until_free(backend: &EtcdBackend, name: &str) {
+    let guard = timeout(TTL * 3 + SLACK, async {
         loop {
             match backend.try_lock(name).await {
                 Ok(guard) => return guard,
@@ -34,19 +36,14 @@ async fn until_free(backend: &EtcdBackend, name: &str) -> lock_core::LockGuard {
         }
     })
     .await
-    .expect("the name must be free within 3×TTL of a late write")
+    .expect("the name must be free within 3×TTL of a late write");
+    guard.release().await.expect("release");
 }
 
 /// Puts a lease in the pool through fast links, so that only the next
 /// acquisition's Txn is slow.
 async fn warm_lease_pool(client: &EtcdBackend) {
-    client
-        .lock("late/warm")
-        .await
-        .expect("warm up")
-        .release()
-        .await
-        .expect("release");
+    acquired_and_released("warm up", client.lock("late/warm")).await;
 }
 
 /// One etcd member behind two proxies, and a client of both: whatever
@@ -97,11 +94,7 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
             // Every attempt went the slow way: in doubt, so the lease was
             // revoked; once the name is free, try again.
             Err(e) if e.kind() == ErrorKind::Timeout => {
-                until_free(&other, name)
-                    .await
-                    .release()
-                    .await
-                    .expect("release");
+                until_free(&other, name).await;
                 continue;
             }
             // The first attempt went the fast way: nothing can land late.
@@ -127,8 +120,7 @@ async fn a_try_lock_applied_after_its_retry_never_keeps_the_name_blocked() {
     eprintln!("late try_lock write: {orphan:?}");
 
     // Whatever the late attempt wrote must go with a lease nobody renews.
-    let freed = until_free(&other, name).await;
-    freed.release().await.expect("release");
+    until_free(&other, name).await;
 }
 
 #[tokio::test]
@@ -190,11 +182,7 @@ async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_n
             let Ok(guard) = guard else {
                 // Every attempt went the slow way: wait until the name is
                 // free and try again.
-                until_free(&other, "late/retried")
-                    .await
-                    .release()
-                    .await
-                    .expect("release");
+                until_free(&other, "late/retried").await;
                 continue;
             };
             guard.release().await.expect("release");
@@ -219,11 +207,7 @@ async fn a_lock_won_on_a_retry_never_leaves_its_late_first_attempt_holding_the_n
             eprintln!("round {round}, {wait}: won after {took:?}; {puts} puts seen");
             // Whatever the late attempt wrote must go with a lease nobody
             // renews.
-            until_free(&other, "late/retried")
-                .await
-                .release()
-                .await
-                .expect("release");
+            until_free(&other, "late/retried").await;
             late |= puts >= 2;
             slow_rounds += 1;
         }

@@ -6,19 +6,29 @@ mod support;
 use std::time::Duration;
 
 use etcd_client::{EventType, GetOptions, Txn, TxnOp};
-use lock_core::{ErrorKind, LockBackendExt, LostReason};
+use lock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
 use lock_etcd::{EtcdBackend, is_owner_of};
+use lock_testkit::assert::joined;
+use lock_testkit::proxy::FaultProxy;
+use support::{Held, QueueWatch};
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(3);
 
+/// One etcd where a client that reaches it only through a fault proxy
+/// holds `name`: the etcd with that client, the proxy, a client that
+/// reaches etcd directly, and the guard.
+async fn held_behind_proxy(name: &str) -> (Held, FaultProxy, EtcdBackend, LockGuard) {
+    let cluster = support::start_cluster(1).await;
+    let (proxy, holder) = support::behind_proxy(&cluster, support::config_for).await;
+    let direct = support::backend(&cluster).await;
+    let held = holder.lock(name).await.expect("lock");
+    (Held { cluster, holder }, proxy, direct, held)
+}
+
 #[tokio::test]
 async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires() {
-    let cluster = support::start_cluster(1).await;
-    let (proxy, cut_off) = support::behind_proxy(&cluster, support::config_for).await;
-    let direct = support::backend(&cluster).await;
-
-    let held = cut_off.lock("partition/lock").await.expect("lock");
+    let (_etcd, proxy, direct, held) = held_behind_proxy("partition/lock").await;
     let first_token = held.token();
     proxy.blackhole();
     // The keepalive cannot get through: the local validity deadline (TTL
@@ -59,29 +69,27 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
 
 #[tokio::test]
 async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
-    let cluster = support::start_cluster(1).await;
-    let (a, b) = support::two_backends(&cluster).await;
-    let held = a.lock("waiter/expiry").await.expect("lock");
+    let (etcd, b, held) = support::contended("waiter/expiry").await;
     // Watch the queue for the waiter's key (the one that is not the
     // holder's), then end its lease from outside, as an expiry would (etcd
     // issue 11456).
-    let queue = support::queue_of(held.key());
-    let mut raw = support::raw_client(&cluster).await;
-    let mut events = support::watch_queue(&mut raw, &queue).await;
+    let mut watch = support::watch_queue_of(&etcd.cluster, held.key()).await;
     let waiting = tokio::spawn(async move {
         b.lock_timeout("waiter/expiry", Duration::from_secs(30))
             .await
     });
-    let waiter_key = timeout(SLACK, support::next_put_key(&mut events))
+    let waiter_key = timeout(SLACK, support::next_put_key(&mut watch.events))
         .await
         .expect("the waiter joins the queue");
-    support::revoke_lease_of(&cluster, &waiter_key).await;
+    support::revoke_lease_of(&etcd.cluster, &waiter_key).await;
 
-    let err = timeout(support::TTL + SLACK, waiting)
-        .await
-        .expect("the waiter must give up once its lease is gone")
-        .unwrap()
-        .expect_err("its queue entry is gone");
+    let err = joined(
+        support::TTL + SLACK,
+        "the waiter must give up once its lease is gone",
+        waiting,
+    )
+    .await
+    .expect_err("its queue entry is gone");
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     assert!(!err.is_retryable());
     assert!(held.is_held());
@@ -123,12 +131,12 @@ async fn guarded_write_commits_only_while_the_lock_is_held() {
 
 #[tokio::test]
 async fn a_cancelled_waiter_leaves_no_key_behind() {
-    let cluster = support::start_cluster(1).await;
-    let (a, b) = support::two_backends(&cluster).await;
-    let held = a.lock("cancel/cleanup").await.expect("lock");
-    let queue = support::queue_of(held.key());
-    let mut raw = support::raw_client(&cluster).await;
-    let mut events = support::watch_queue(&mut raw, &queue).await;
+    let (etcd, b, held) = support::contended("cancel/cleanup").await;
+    let QueueWatch {
+        mut raw,
+        queue,
+        mut events,
+    } = support::watch_queue_of(&etcd.cluster, held.key()).await;
 
     let cancelled = timeout(Duration::from_millis(300), b.lock("cancel/cleanup")).await;
     assert!(cancelled.is_err(), "b must still be waiting when cancelled");
@@ -161,10 +169,8 @@ async fn a_cancelled_waiter_leaves_no_key_behind() {
 
 #[tokio::test]
 async fn try_lock_on_a_held_lock_writes_nothing() {
-    let cluster = support::start_cluster(1).await;
-    let (a, b) = support::two_backends(&cluster).await;
-    let held = a.lock("try/no-write").await.expect("lock");
-    let mut raw = support::raw_client(&cluster).await;
+    let (etcd, b, held) = support::contended("try/no-write").await;
+    let mut raw = support::raw_client(&etcd.cluster).await;
     let before = support::revision(&mut raw).await;
     for _ in 0..5 {
         let err = b.try_lock("try/no-write").await.expect_err("held");
@@ -177,10 +183,7 @@ async fn try_lock_on_a_held_lock_writes_nothing() {
 
 #[tokio::test]
 async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
-    let cluster = support::start_cluster(1).await;
-    let (proxy, holder) = support::behind_proxy(&cluster, support::config_for).await;
-    let other = support::backend(&cluster).await;
-    let held = holder.lock("renew/cancelled").await.expect("lock");
+    let (_etcd, proxy, other, held) = held_behind_proxy("renew/cancelled").await;
     let waiter = tokio::spawn(async move {
         other
             .lock_timeout("renew/cancelled", Duration::from_secs(10))
@@ -205,11 +208,13 @@ async fn cancelled_renewals_never_let_a_cut_off_holder_outlast_its_lease() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     proxy.blackhole();
 
-    let next = timeout(support::TTL * 3 + SLACK, waiter)
-        .await
-        .expect("the waiter acquires once the holder's lease expired")
-        .unwrap()
-        .expect("lock");
+    let next = joined(
+        support::TTL * 3 + SLACK,
+        "the waiter acquires once the holder's lease expired",
+        waiter,
+    )
+    .await
+    .expect("lock");
     assert!(
         !held.is_held(),
         "the cut-off holder still reports is_held() while another client holds the lock"

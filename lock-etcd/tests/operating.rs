@@ -10,7 +10,8 @@ use lock_core::{
     LockBackendExt, LockName, LostReason, Primitive, Wait,
 };
 use lock_etcd::{EtcdBackend, EtcdConfig};
-use tokio::time::{Instant, sleep, timeout};
+use lock_testkit::assert::{evicts, holders_listed, inspect_until, joined, spawn_acquire};
+use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(3);
 
@@ -20,15 +21,8 @@ fn name(text: &str) -> LockName {
 
 /// Polls `inspect` until `waiting` clients wait for `lock`, within [`SLACK`].
 async fn until_waiting(backend: &EtcdBackend, lock: &LockName, waiting: usize) {
-    let start = Instant::now();
-    loop {
-        let status = backend.inspect(lock).await.expect("inspect");
-        if status.waiting == waiting {
-            return;
-        }
-        assert!(start.elapsed() < SLACK, "{status:?}, not {waiting} waiting");
-        sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("{waiting} waiting for {lock}");
+    inspect_until(backend, lock, SLACK, &what, |s| s.waiting == waiting).await;
 }
 
 #[tokio::test]
@@ -42,14 +36,8 @@ async fn inspect_lists_the_waiters_in_queue_order_with_their_descriptions() {
         .expect("lock");
     let mut waiters = Vec::new();
     for (i, label) in ["second", "third", "fourth"].into_iter().enumerate() {
-        waiters.push(tokio::spawn({
-            let (backend, lock) = (backend.clone(), lock.clone());
-            async move {
-                backend
-                    .acquire(&lock, &AcquireOptions::new().holder(label))
-                    .await
-            }
-        }));
+        let options = AcquireOptions::new().holder(label);
+        waiters.push(spawn_acquire(backend.clone(), &lock, options));
         // Queue order is join order: wait until this one has joined.
         until_waiting(&backend, &lock, i + 1).await;
     }
@@ -81,10 +69,8 @@ async fn inspect_lists_the_waiters_in_queue_order_with_their_descriptions() {
     holder.release().await.expect("release");
     let mut tokens = Vec::new();
     for waiter in waiters {
-        let guard = timeout(SLACK, waiter)
+        let guard = joined(SLACK, "each waiter gets in", waiter)
             .await
-            .expect("each waiter gets in")
-            .unwrap()
             .expect("acquire");
         tokens.push(guard.token());
         guard.release().await.expect("release");
@@ -182,13 +168,8 @@ async fn small_pages_list_every_name_once_with_its_holder_and_waiters() {
             .collect();
         expected.sort();
         assert_eq!(locks, expected, "limit {limit}: {seen:?}");
-        let elections: Vec<_> = seen
-            .iter()
-            .filter(|l| l.primitive == Primitive::Election)
-            .map(|l| (l.name.as_str(), l.holder_token))
-            .collect();
         assert_eq!(
-            elections,
+            holders_listed(&seen, Primitive::Election),
             [("ops/list/leader", Some(leadership.token()))],
             "limit {limit}"
         );
@@ -221,29 +202,17 @@ async fn breaking_a_queued_lock_hands_it_to_the_first_waiter_and_fences_the_evic
         .acquire(&lock, &AcquireOptions::new().holder("stuck"))
         .await
         .expect("lock");
-    let queued = tokio::spawn({
-        let lock = lock.clone();
-        async move {
-            waiter
-                .acquire(&lock, &AcquireOptions::new().wait(Wait::Timeout(SLACK)))
-                .await
-        }
-    });
+    let options = AcquireOptions::new().wait(Wait::Timeout(SLACK));
+    let queued = spawn_acquire(waiter, &lock, options);
     until_waiting(&operator, &lock, 1).await;
 
-    let evicted = operator
-        .force_release(&lock)
-        .await
-        .expect("break")
-        .expect("a holder");
+    let evicted = evicts(&operator, &lock).await;
     assert_eq!(evicted.token, stuck.token());
     assert_eq!(evicted.key, stuck.key());
     assert_eq!(evicted.description.as_deref(), Some("stuck"));
     assert!(evicted.lease_left.is_some(), "{evicted:?}");
-    let next = timeout(SLACK, queued)
+    let next = joined(SLACK, "the waiter gets the broken lock", queued)
         .await
-        .expect("the waiter gets the broken lock")
-        .unwrap()
         .expect("acquire");
     assert!(next.token() > evicted.token);
     // The key was deleted, the lease lives on: someone else ended it.
@@ -259,17 +228,10 @@ async fn breaking_a_queued_lock_hands_it_to_the_first_waiter_and_fences_the_evic
 #[tokio::test]
 async fn a_guard_whose_key_is_broken_before_its_monitor_watches_learns_it_at_release() {
     let cluster = support::start_cluster(1).await;
-    let (holder, operator) = (
-        support::backend(&cluster).await,
-        support::backend(&cluster).await,
-    );
+    let (holder, operator) = support::two_backends(&cluster).await;
     let guard = holder.lock("ops/early-break").await.expect("lock");
     // Straight after the grant: the monitor opens its watch up to 100 ms later.
-    operator
-        .force_release(&name("ops/early-break"))
-        .await
-        .expect("break")
-        .expect("a holder");
+    evicts(&operator, &name("ops/early-break")).await;
     let err = guard.release().await.expect_err("broken");
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     assert!(err.message().contains("broken or revoked"), "{err}");

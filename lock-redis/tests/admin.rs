@@ -7,9 +7,9 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use lock_core::{AcquireOptions, LockBackend, LockBackendExt, LockName, LockStatus, LostReason};
+use lock_core::{AcquireOptions, LockBackend, LockBackendExt, LockGuard, LockName, LostReason};
 use lock_redis::RedisBackend;
-use lock_testkit::assert::within;
+use lock_testkit::assert::{evicts, inspect_until, joined, spawn_acquire, token_after, within};
 use lock_testkit::servers::{RedisServer, RespReply};
 use support::TTL;
 
@@ -24,23 +24,9 @@ fn labelled(label: &str) -> AcquireOptions {
     AcquireOptions::new().holder(label)
 }
 
-/// Polls `inspect` until `done` holds, or panics after [`SOON`].
-async fn inspect_until(
-    client: &impl LockBackend,
-    lock: &LockName,
-    what: &str,
-    done: impl Fn(&LockStatus) -> bool,
-) -> LockStatus {
-    within(SOON, what, async {
-        loop {
-            let status = client.inspect(lock).await.expect("inspect");
-            if done(&status) {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
+/// `client`'s grant of `lock`, described by `label`.
+async fn hold(client: &impl LockBackend, lock: &LockName, label: &str) -> LockGuard {
+    client.acquire(lock, &labelled(label)).await.expect("lock")
 }
 
 async fn integer(server: &RedisServer, args: &[&str]) -> i64 {
@@ -65,10 +51,7 @@ async fn the_configured_holder_describes_grants_unless_the_acquire_has_its_own()
         .acquire(&plain, &AcquireOptions::new())
         .await
         .expect("lock");
-    let b = configured
-        .acquire(&own, &labelled("per-acquire"))
-        .await
-        .expect("lock");
+    let b = hold(&configured, &own, "per-acquire").await;
     for (lock, expected) in [(&plain, "billing-worker-3"), (&own, "per-acquire")] {
         let status = observer.inspect(lock).await.expect("inspect");
         let holder = status.holder.expect("held");
@@ -85,10 +68,7 @@ async fn the_holder_record_lives_exactly_as_long_as_the_lock() {
     let lock = name("admin/record");
     let owner_key = "distlock:lock:{admin/record}:owner";
     let record_key = "distlock:lock:{admin/record}:holder";
-    let guard = client
-        .acquire(&lock, &labelled("short-lived"))
-        .await
-        .expect("lock");
+    let guard = hold(&client, &lock, "short-lived").await;
     // Across renewals the record keeps the owner key's lease.
     for _ in 0..3 {
         tokio::time::sleep(TTL / 2).await;
@@ -129,18 +109,12 @@ async fn breaking_a_lock_hands_it_to_the_first_waiter_and_revokes_the_holder() {
         support::client(&server).await,
     );
     let lock = name("admin/queue");
-    let stuck = holder
-        .acquire(&lock, &labelled("stuck"))
-        .await
-        .expect("lock");
+    let stuck = hold(&holder, &lock, "stuck").await;
     let mut waiters = Vec::new();
     for (i, label) in ["first", "second"].into_iter().enumerate() {
         let client = support::client(&server).await;
-        let wanted = lock.clone();
-        waiters.push(tokio::spawn(async move {
-            client.acquire(&wanted, &labelled(label)).await
-        }));
-        inspect_until(&operator, &lock, "the waiter queues", |s| {
+        waiters.push(spawn_acquire(client, &lock, labelled(label)));
+        inspect_until(&operator, &lock, SOON, "the waiter queues", |s| {
             s.waiting == i + 1
         })
         .await;
@@ -160,25 +134,15 @@ async fn breaking_a_lock_hands_it_to_the_first_waiter_and_revokes_the_holder() {
     let age = SystemTime::now().duration_since(since).unwrap_or_default();
     assert!(age < Duration::from_secs(30), "acquired {age:?} ago");
 
-    let evicted = operator
-        .force_release(&lock)
-        .await
-        .expect("break")
-        .expect("a holder");
+    let evicted = evicts(&operator, &lock).await;
     assert_eq!(
         (evicted.token, evicted.description.as_deref()),
         (stuck.token(), Some("stuck"))
     );
-    let first = within(SOON, "the first waiter gets the lock", waiters.remove(0))
+    let first = joined(SOON, "the first waiter gets the lock", waiters.remove(0))
         .await
-        .expect("join")
         .expect("first waiter acquires");
-    assert!(
-        first.token() > evicted.token,
-        "{} after {}",
-        first.token(),
-        evicted.token
-    );
+    token_after(evicted.token, first.token());
     // The evicted holder learns it at its next renewal, every TTL/3.
     let reason = within(TTL, "the evicted holder's lost signal", stuck.lost()).await;
     assert_eq!(reason, LostReason::Revoked);
@@ -191,9 +155,8 @@ async fn breaking_a_lock_hands_it_to_the_first_waiter_and_revokes_the_holder() {
     );
     assert!(first.is_held());
     first.release().await.expect("release");
-    let second = within(SOON, "the second waiter follows", waiters.remove(0))
+    let second = joined(SOON, "the second waiter follows", waiters.remove(0))
         .await
-        .expect("join")
         .expect("second waiter acquires");
     second.release().await.expect("release");
 }
@@ -206,16 +169,13 @@ async fn redlock_reports_the_holder_a_majority_shows() {
         support::redlock_client(&servers).await,
     );
     let lock = name("admin/redlock");
-    let guard = holder
-        .acquire(&lock, &labelled("redlock-holder"))
-        .await
-        .expect("lock");
+    let guard = hold(&holder, &lock, "redlock-holder").await;
     let waiter = support::redlock_client(&servers).await;
-    let queued = tokio::spawn({
-        let lock = lock.clone();
-        async move { waiter.acquire(&lock, &labelled("redlock-waiter")).await }
-    });
-    let status = inspect_until(&observer, &lock, "the waiter registers", |s| s.waiting == 1).await;
+    let queued = spawn_acquire(waiter, &lock, labelled("redlock-waiter"));
+    let status = inspect_until(&observer, &lock, SOON, "the waiter registers", |s| {
+        s.waiting == 1
+    })
+    .await;
     let shown = status.holder.clone().expect("held");
     assert_eq!(shown.token, guard.token(), "{status:?}");
     assert_eq!(shown.description.as_deref(), Some("redlock-holder"));
@@ -229,26 +189,24 @@ async fn redlock_reports_the_holder_a_majority_shows() {
     // One server losing the key leaves a majority; a second does not.
     guard.abandon();
     let owner_key = "distlock:lock:{admin/redlock}:owner";
-    servers
-        .server(0)
-        .command(&["DEL", owner_key])
+    for (server, shown_after) in [(0, Some(shown.token)), (1, None)] {
+        servers
+            .server(server)
+            .command(&["DEL", owner_key])
+            .await
+            .expect("DEL");
+        let status = observer.inspect(&lock).await.expect("inspect");
+        assert_eq!(
+            status.holder.as_ref().map(|h| h.token),
+            shown_after,
+            "after DEL on server {server}: {status:?}"
+        );
+    }
+    let next = joined(SOON, "the waiter gets in", queued)
         .await
-        .expect("DEL");
-    let status = observer.inspect(&lock).await.expect("inspect");
-    assert_eq!(status.holder.map(|h| h.token), Some(shown.token));
-    servers
-        .server(1)
-        .command(&["DEL", owner_key])
-        .await
-        .expect("DEL");
-    let status = observer.inspect(&lock).await.expect("inspect");
-    assert!(status.holder.is_none(), "{status:?}");
-    let next = within(SOON, "the waiter gets in", queued)
-        .await
-        .expect("join")
         .expect("waiter acquires");
     assert!(next.token() > shown.token);
-    let status = inspect_until(&observer, &lock, "the served waiter is gone", |s| {
+    let status = inspect_until(&observer, &lock, SOON, "the served waiter is gone", |s| {
         s.waiting == 0
     })
     .await;

@@ -6,15 +6,16 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason};
+use lock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason, LostSignal};
+use lock_testkit::assert::{acquired_and_released, fails_with, joined};
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
 use support::{
-    Standalone, config, connect, connect_pair, joined, lock_and_release, raw_client, standalone,
-    start_zk, until_children, wait_until,
+    Proxied, Standalone, config, connect, connect_pair, lock_and_release, proxied_with, raw_client,
+    standalone, until_children, until_watches,
 };
 
 const SESSION: Duration = Duration::from_secs(2);
@@ -36,14 +37,12 @@ async fn connect_fails(config: ZkConfig, kind: ErrorKind) -> lock_core::Error {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_are_unauthorized() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
+    let Standalone { addrs, .. } = &standalone().await;
     let owner =
-        ZkBackend::connect(config(&addrs, "/secure", SESSION).with_credentials("alice", "right"))
+        ZkBackend::connect(config(addrs, "/secure", SESSION).with_credentials("alice", "right"))
             .await
             .expect("the owner connects");
-    let wrong_password = config(&addrs, "/secure", SESSION).with_credentials("alice", "wrong");
+    let wrong_password = config(addrs, "/secure", SESSION).with_credentials("alice", "wrong");
     let err = connect_fails(wrong_password, ErrorKind::Unauthorized).await;
     assert!(
         err.message().contains("alice") && err.message().contains(&addrs[0]),
@@ -54,11 +53,11 @@ async fn wrong_credentials_are_unauthorized() {
         "the password leaked: {err}"
     );
     connect_fails(
-        config(&addrs, "/secure", SESSION).with_credentials("bob", "right"),
+        config(addrs, "/secure", SESSION).with_credentials("bob", "right"),
         ErrorKind::Unauthorized,
     )
     .await;
-    connect_fails(config(&addrs, "/secure", SESSION), ErrorKind::Unauthorized).await;
+    connect_fails(config(addrs, "/secure", SESSION), ErrorKind::Unauthorized).await;
     let guard = owner
         .try_lock("still-usable")
         .await
@@ -97,56 +96,49 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncreatable_lock_root_is_a_typed_error() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
     let read_only = [zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone())];
-    admin
-        .create(
+    // A parent the client may not write, and one that cannot have children:
+    // the parent, how it is created, the error and what its message names.
+    let cases = [
+        (
             "/frozen",
-            &[],
-            &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&read_only)),
-        )
-        .await
-        .expect("create a read-only node");
-    let err = connect_fails(
-        config(&addrs, "/frozen/locks", SESSION),
-        ErrorKind::Unauthorized,
-    )
-    .await;
-    assert!(err.message().contains("/frozen/locks"), "{err}");
-    admin
-        .create(
+            zk::CreateMode::Persistent.with_acls(zk::Acls::new(&read_only)),
+            ErrorKind::Unauthorized,
+            "/frozen/locks",
+        ),
+        (
             "/session-node",
-            &[],
-            &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
-        )
-        .await
-        .expect("create an ephemeral node");
-    let err = connect_fails(
-        config(&addrs, "/session-node/locks", SESSION),
-        ErrorKind::InvalidConfig,
-    )
-    .await;
-    assert!(err.message().contains("ephemeral"), "{err}");
+            zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+            ErrorKind::InvalidConfig,
+            "ephemeral",
+        ),
+    ];
+    for (parent, mode, kind, named) in cases {
+        admin
+            .create(parent, &[], &mode)
+            .await
+            .unwrap_or_else(|e| panic!("create {parent}: {e}"));
+        let root = format!("{parent}/locks");
+        let err = connect_fails(config(addrs, &root, SESSION), kind).await;
+        assert!(err.message().contains(named), "{parent}: {err}");
+    }
     let err = ZkConfig::from_url(&format!("zk://{}/a/../b", addrs[0])).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_identities_cannot_delete_lock_nodes() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let alice = ZkBackend::connect(config(&addrs, "/acl", SESSION).with_credentials("alice", "pw"))
-        .await
-        .expect("alice connects");
+    let Standalone { addrs, .. } = &standalone().await;
+    let as_alice = async || {
+        ZkBackend::connect(config(addrs, "/acl", SESSION).with_credentials("alice", "pw"))
+            .await
+            .expect("alice connects")
+    };
+    let alice = as_alice().await;
     let guard = alice.try_lock("protected").await.expect("alice locks");
     for auth in [Some("bob:pw"), Some("alice:not-pw"), None] {
-        let other = raw_client(&addrs, auth).await;
+        let other = raw_client(addrs, auth).await;
         let err = other
             .delete(guard.key(), None)
             .await
@@ -160,25 +152,19 @@ async fn other_identities_cannot_delete_lock_nodes() {
         );
     }
     assert!(guard.is_held());
-    let alice_again =
-        ZkBackend::connect(config(&addrs, "/acl", SESSION).with_credentials("alice", "pw"))
-            .await
-            .expect("alice connects again");
-    let err = alice_again
-        .try_lock("protected")
-        .await
-        .expect_err("still held");
-    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    let alice_again = as_alice().await;
+    fails_with(
+        ErrorKind::WouldBlock,
+        "still held",
+        alice_again.try_lock("protected").await,
+    );
     guard.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guarded_write_commits_only_while_held() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let backend = connect(&addrs, "/guarded", SESSION).await;
-    let admin = raw_client(&addrs, None).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let backend = connect(addrs, "/guarded", SESSION).await;
     let guard = backend.lock("ledger").await.expect("lock");
     let entry = format!("/guarded/entry-{}", guard.token());
     let outcomes = backend
@@ -234,13 +220,8 @@ async fn guarded_write_commits_only_while_held() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_wait_leaves_no_queue_node() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let (a, b) = connect_pair(&addrs, "/timeout", SESSION).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let (a, b) = connect_pair(addrs, "/timeout", SESSION).await;
     let held = a.lock("busy").await.expect("lock");
     let dir = "/timeout/locks/busy";
     let err = b
@@ -250,26 +231,21 @@ async fn timed_out_wait_leaves_no_queue_node() {
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
     let err = b.try_lock("busy").await.expect_err("would block");
     assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
-    let left = until_children(&admin, dir, 1, SLACK).await;
+    let left = until_children(admin, dir, 1, SLACK).await;
     assert_eq!(
         format!("{dir}/{}", left[0]),
         held.key(),
         "only the holder's node is left"
     );
     held.release().await.expect("release");
-    until_children(&admin, dir, 0, SLACK).await;
+    until_children(admin, dir, 0, SLACK).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
     let client = support::proxied(&addrs[0], "/cancel", Duration::from_secs(6)).await;
-    let holder = connect(&addrs, "/cancel", SESSION).await;
+    let holder = connect(addrs, "/cancel", SESSION).await;
     let held = holder.lock("in-flight").await.expect("lock");
     let dir = "/cancel/locks/in-flight";
     // The create reaches the server, but its reply is still in the proxy
@@ -279,20 +255,18 @@ async fn cancelled_acquire_with_create_in_flight_leaves_no_node() {
         let backend = client.backend.clone();
         async move { backend.lock("in-flight").await }
     });
-    until_children(&admin, dir, 2, SLACK).await;
+    until_children(admin, dir, 2, SLACK).await;
     acquiring.abort();
     assert!(acquiring.await.unwrap_err().is_cancelled());
-    until_children(&admin, dir, 1, SLACK * 2).await;
+    until_children(admin, dir, 1, SLACK * 2).await;
     held.release().await.expect("release");
-    until_children(&admin, dir, 0, SLACK).await;
+    until_children(admin, dir, 0, SLACK).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_outside_the_bmp_lock_and_stay_distinct() {
-    support::init_tracing();
-    let server = start_zk(1).await;
-    let addrs = server.addrs();
-    let (a, b) = connect_pair(&addrs, "/emoji", SESSION).await;
+    let Standalone { addrs, .. } = &standalone().await;
+    let (a, b) = connect_pair(addrs, "/emoji", SESSION).await;
     // Each of these is a distinct valid name; the last one is what the
     // first one's escaping would look like if it were written out.
     let names = ["🔒", "🔒🔒", "🔑", "a🔒b", "%F0%9F%94%92"];
@@ -302,11 +276,8 @@ async fn names_outside_the_bmp_lock_and_stay_distinct() {
             .try_lock(name)
             .await
             .unwrap_or_else(|e| panic!("lock {name:?}: {e}"));
-        let err = b
-            .try_lock(name)
-            .await
-            .expect_err("another client is excluded");
-        assert_eq!(err.kind(), ErrorKind::WouldBlock, "{name:?}: {err}");
+        let what = format!("another client is excluded from {name:?}");
+        fails_with(ErrorKind::WouldBlock, &what, b.try_lock(name).await);
         guards.push(guard);
     }
     let mut dirs: Vec<&str> = guards
@@ -327,6 +298,17 @@ async fn names_outside_the_bmp_lock_and_stay_distinct() {
     again.release().await.expect("release");
 }
 
+/// `signal` fires with `Released` (`what` says when it should), and only
+/// once the holder's node `key` is gone from the server.
+async fn released_once_deleted(signal: &LostSignal, admin: &zk::Client, key: &str, what: &str) {
+    timeout(SLACK * 2, signal.lost()).await.expect(what);
+    assert_eq!(signal.reason(), Some(LostReason::Released));
+    assert!(
+        admin.check_stat(key).await.expect("stat").is_none(),
+        "Released fired while {key} still exists"
+    );
+}
+
 /// One acquisition through a faulty connection: it must return within its
 /// wait plus one request timeout, with an error that says the outcome was
 /// not learned in time (never `WouldBlock`: nobody saw the lock held).
@@ -336,17 +318,11 @@ async fn bounded_under_fault(
     wait: Option<Duration>,
 ) -> FaultProxy {
     let request = Duration::from_secs(1);
-    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
-    let backend = ZkBackend::connect(
-        config(
-            &[proxy.addr().to_string()],
-            "/bounded",
-            Duration::from_secs(8),
-        )
-        .with_request_timeout(request),
-    )
-    .await
-    .expect("connect through the proxy");
+    let Proxied { backend, proxy } =
+        proxied_with(&addrs[0], "/bounded", Duration::from_secs(8), |config| {
+            config.with_request_timeout(request)
+        })
+        .await;
     fault(&proxy);
     let start = Instant::now();
     let bound = wait.unwrap_or_default() + request;
@@ -374,21 +350,16 @@ async fn bounded_under_fault(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let holder = connect(&addrs, "/bounded", SESSION).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let holder = connect(addrs, "/bounded", SESSION).await;
     let held = holder.lock("slow").await.expect("lock");
     let half = Some(Duration::from_millis(500));
     let proxies = [
-        bounded_under_fault(&addrs, FaultProxy::blackhole, None).await,
-        bounded_under_fault(&addrs, FaultProxy::blackhole, half).await,
+        bounded_under_fault(addrs, FaultProxy::blackhole, None).await,
+        bounded_under_fault(addrs, FaultProxy::blackhole, half).await,
         // Round trips of 1.4 s: every request times out, yet the client's
         // connection (2 s silence limit) stays up.
-        bounded_under_fault(&addrs, |p| p.delay(Duration::from_millis(700)), half).await,
+        bounded_under_fault(addrs, |p| p.delay(Duration::from_millis(700)), half).await,
     ];
     // Whatever the faulty clients left in the queue goes once they reach
     // the server again (or their sessions expire).
@@ -396,7 +367,7 @@ async fn acquire_under_faults_returns_within_wait_plus_request_timeout() {
         proxy.delay(Duration::ZERO);
         proxy.restore();
     }
-    let left = until_children(&admin, "/bounded/locks/slow", 1, Duration::from_secs(10)).await;
+    let left = until_children(admin, "/bounded/locks/slow", 1, Duration::from_secs(10)).await;
     assert_eq!(format!("/bounded/locks/slow/{}", left[0]), held.key());
     held.release().await.expect("release");
 }
@@ -440,13 +411,8 @@ async fn session_timeout_outside_the_servers_range_fails_connect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let backend = connect(&addrs, "/deleted", SESSION).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let backend = connect(addrs, "/deleted", SESSION).await;
     for _ in 0..5 {
         // Deleted before the own-node watch is armed: only the release's
         // delete can learn it.
@@ -471,23 +437,14 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let proxy = FaultProxy::start(addrs[0].parse().unwrap()).await.unwrap();
-    let backend = ZkBackend::connect(
-        config(
-            &[proxy.addr().to_string()],
-            "/unconfirmed",
-            Duration::from_secs(4),
-        )
-        .with_request_timeout(Duration::from_millis(300)),
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let Proxied { backend, proxy } = proxied_with(
+        &addrs[0],
+        "/unconfirmed",
+        Duration::from_secs(4),
+        |config| config.with_request_timeout(Duration::from_millis(300)),
     )
-    .await
-    .expect("connect through the proxy");
+    .await;
     let guard = backend.lock("slow-release").await.expect("lock");
     let key = guard.key().to_owned();
     let signal = guard.lost_signal();
@@ -503,47 +460,20 @@ async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
         "released locally while the node may still exist"
     );
     proxy.restore();
-    timeout(SLACK * 2, signal.lost())
-        .await
-        .expect("the delete is confirmed once the connection returns");
-    assert_eq!(signal.reason(), Some(LostReason::Released));
-    assert!(
-        admin.check_stat(&key).await.expect("stat").is_none(),
-        "Released fired while {key} still exists"
-    );
-}
-
-/// The server's `zk_watch_count` from `mntr`.
-async fn watch_count(addr: &str) -> usize {
-    let mntr = lock_testkit::servers::zk::four_letter_word(addr, "mntr")
-        .await
-        .expect("mntr");
-    mntr.lines()
-        .find_map(|line| line.strip_prefix("zk_watch_count"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("mntr shows zk_watch_count")
-}
-
-async fn until_watches(addr: &str, n: usize) {
-    let what = format!("{n} watches on {addr}");
-    wait_until(SLACK, &what, async || watch_count(addr).await >= n).await;
+    let what = "the delete is confirmed once the connection returns";
+    released_once_deleted(&signal, admin, &key, what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_over_from_the_head_confirms_our_node_still_exists() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let (a, b) = connect_pair(&addrs, "/handover", SESSION).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let (a, b) = connect_pair(addrs, "/handover", SESSION).await;
     let held = a.lock("next").await.expect("lock");
-    until_watches(&addrs[0], 1).await; // the holder's own-node watch
+    until_watches(&addrs[0], 1, SLACK).await; // the holder's own-node watch
     let waiting = tokio::spawn(async move { b.lock("next").await });
     let dir = "/handover/locks/next";
-    let children = until_children(&admin, dir, 2, SLACK).await;
-    until_watches(&addrs[0], 2).await; // the waiter's watch on the head
+    let children = until_children(admin, dir, 2, SLACK).await;
+    until_watches(&addrs[0], 2, SLACK).await; // the waiter's watch on the head
     let ours = children
         .iter()
         .map(|c| format!("{dir}/{c}"))
@@ -568,22 +498,17 @@ async fn hand_over_from_the_head_confirms_our_node_still_exists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let new_client = async || connect(&addrs, "/duplicate", SESSION).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let new_client = async || connect(addrs, "/duplicate", SESSION).await;
     let (a, b, c) = (new_client().await, new_client().await, new_client().await);
     let dir = "/duplicate/locks/twice";
     // Sequence 0 is used up, so a node named with it sorts first.
     lock_and_release(&a, "twice", "lock").await;
     let first = a.lock("twice").await.expect("lock");
     let second = tokio::spawn(async move { b.lock("twice").await });
-    until_children(&admin, dir, 2, SLACK).await;
+    until_children(admin, dir, 2, SLACK).await;
     let third = tokio::spawn(async move { c.lock_timeout("twice", SESSION * 2).await });
-    let children = until_children(&admin, dir, 3, SLACK).await;
+    let children = until_children(admin, dir, 3, SLACK).await;
     let last = paths_in_queue_order(children).pop().expect("three nodes");
     // What a retried protected create can leave when the first create's
     // reply was lost and the lookup missed it: a second node with the
@@ -615,7 +540,7 @@ async fn a_second_node_of_ours_ahead_of_us_does_not_deadlock_the_name() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     guard.release().await.expect("release");
-    until_children(&admin, dir, 0, SLACK).await;
+    until_children(admin, dir, 0, SLACK).await;
 }
 
 /// Contender node names sorted by their sequence suffix.
@@ -626,35 +551,26 @@ fn paths_in_queue_order(mut children: Vec<String>) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let new_client = async || connect(&addrs, "/abandon", SESSION).await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let new_client = async || connect(addrs, "/abandon", SESSION).await;
     let (holder, other) = (new_client().await, new_client().await);
     // Freed as if its holder had crashed: after about one session timeout.
     let bound = SESSION + SLACK;
     holder.try_lock("abandoned").await.expect("lock").abandon();
-    other
-        .lock_timeout("abandoned", bound)
-        .await
-        .expect("an abandoned lock is freed while its backend lives")
-        .release()
-        .await
-        .expect("release");
+    acquired_and_released(
+        "an abandoned lock is freed while its backend lives",
+        other.lock_timeout("abandoned", bound),
+    )
+    .await;
     // A guard dropped on a thread without a runtime: released at once, on
     // the session's runtime, well before a session timeout.
     let guard = holder.try_lock("dropped").await.expect("lock");
     std::thread::spawn(move || drop(guard)).join().unwrap();
-    other
-        .lock_timeout("dropped", SESSION / 2)
-        .await
-        .expect("a guard dropped without a runtime is released at once")
-        .release()
-        .await
-        .expect("release");
+    acquired_and_released(
+        "a guard dropped without a runtime is released at once",
+        other.lock_timeout("dropped", SESSION / 2),
+    )
+    .await;
     // An acquisition dropped, while queued, on a thread without a runtime.
     let held = other.lock("queued").await.expect("lock");
     let mut acquiring = Box::pin({
@@ -670,19 +586,14 @@ async fn abandoned_or_runtimeless_dropped_locks_free_up_while_the_backend_lives(
     }
     std::thread::spawn(move || drop(acquiring)).join().unwrap();
     held.release().await.expect("release");
-    until_children(&admin, dir, 0, bound).await;
+    until_children(admin, dir, 0, bound).await;
     let third = new_client().await;
     lock_and_release(&third, "queued", "nothing is left in the queue").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_release_still_reports_its_outcome() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
     let client = support::proxied(&addrs[0], "/cancel-release", Duration::from_secs(4)).await;
     let guard = client.backend.lock("cut-short").await.expect("lock");
     let key = guard.key().to_owned();
@@ -693,12 +604,6 @@ async fn cancelled_release_still_reports_its_outcome() {
     timeout(Duration::from_millis(20), guard.release())
         .await
         .expect_err("the release is cut short");
-    timeout(SLACK * 2, signal.lost())
-        .await
-        .expect("the lost signal fires once the delete is confirmed");
-    assert_eq!(signal.reason(), Some(LostReason::Released));
-    assert!(
-        admin.check_stat(&key).await.expect("stat").is_none(),
-        "Released fired while {key} still exists"
-    );
+    let what = "the lost signal fires once the delete is confirmed";
+    released_once_deleted(&signal, admin, &key, what).await;
 }

@@ -10,19 +10,38 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use lock_core::{LockBackendExt, LostReason};
+use lock_testkit::assert::joined;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{ZkEnsemble, ZkOptions};
 use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use lock_zk::ZkBackend;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::{Instant, timeout};
 
 use support::{
-    config, connect, joined, leader, lock_and_release, proxied, raw_client, start_zk, wait_until,
+    config, connect, leader, lock_and_release, proxied, raw_client, start_zk, wait_until,
 };
 
 /// Three-server ensembles are heavy for a two-core machine: run one at a time.
 static ONE_ENSEMBLE: Mutex<()> = Mutex::const_new(());
+
+/// Waits for the ensemble's turn, then starts the one `start` launches:
+/// the turn (hold it to the end of the test), the ensemble and its addresses.
+async fn one_ensemble(
+    start: impl Future<Output = ZkEnsemble>,
+) -> (MutexGuard<'static, ()>, ZkEnsemble, Vec<String>) {
+    support::init_tracing();
+    let one = ONE_ENSEMBLE.lock().await;
+    let ensemble = start.await;
+    let addrs = ensemble.addrs();
+    (one, ensemble, addrs)
+}
+
+/// How long another client may take to get a lock whose holder's session
+/// of `session` must expire first.
+fn takeover(session: Duration) -> Duration {
+    session * 3 + Duration::from_secs(5)
+}
 
 /// Three servers whose quorum links can be cut or slowed; a follower notices
 /// a lost leader after `sync_limit` ticks.
@@ -34,10 +53,7 @@ async fn start_isolatable(sync_limit: u32) -> ZkEnsemble {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contention_survives_leader_kill_with_increasing_tokens() {
-    support::init_tracing();
-    let _one = ONE_ENSEMBLE.lock().await;
-    let ensemble = start_zk(3).await;
-    let addrs = ensemble.addrs();
+    let (_one, ensemble, addrs) = one_ensemble(start_zk(3)).await;
     let factory: ClientFactory = {
         let addrs = addrs.clone();
         Arc::new(move || {
@@ -98,10 +114,7 @@ async fn contention_survives_leader_kill_with_increasing_tokens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cut_off_holder_loses_lock_before_another_acquires() {
-    support::init_tracing();
-    let _one = ONE_ENSEMBLE.lock().await;
-    let ensemble = start_zk(3).await;
-    let addrs = ensemble.addrs();
+    let (_one, _ensemble, addrs) = one_ensemble(start_zk(3)).await;
     let session = Duration::from_secs(2);
     let cut = proxied(&addrs[0], "/cut-off", session).await;
     let other = connect(&addrs, "/cut-off", session).await;
@@ -122,12 +135,8 @@ async fn cut_off_holder_loses_lock_before_another_acquires() {
     let lost_at = Instant::now();
     assert_eq!(reason, LostReason::Disconnected);
     assert!(!held.is_held());
-    let (acquired_at, next) = joined(
-        session * 3 + Duration::from_secs(5),
-        "another client acquires after the session expires",
-        waiter,
-    )
-    .await;
+    let what = "another client acquires after the session expires";
+    let (acquired_at, next) = joined(takeover(session), what, waiter).await;
     let next = next.expect("lock");
     eprintln!(
         "cut-off: lost after {:?}, taken over after {:?}",
@@ -164,10 +173,7 @@ async fn cut_off_holder_loses_lock_before_another_acquires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
-    support::init_tracing();
-    let _one = ONE_ENSEMBLE.lock().await;
-    let ensemble = start_zk(3).await;
-    let addrs = ensemble.addrs();
+    let (_one, _ensemble, addrs) = one_ensemble(start_zk(3)).await;
     let admin = raw_client(&addrs, None).await;
     // Long session: pings must survive the proxy's added latency.
     let client = proxied(&addrs[0], "/orphan", Duration::from_secs(6)).await;
@@ -223,12 +229,9 @@ async fn connection_loss_between_create_and_reply_leaves_no_orphan() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires() {
-    support::init_tracing();
-    let _one = ONE_ENSEMBLE.lock().await;
     // The follower notices the lost leader only after 3 s, longer than the
     // session timeout: until then it answers its clients' pings.
-    let ensemble = start_isolatable(30).await;
-    let addrs = ensemble.addrs();
+    let (_one, ensemble, addrs) = one_ensemble(start_isolatable(30)).await;
     let leader = leader(&ensemble).await;
     let follower = (leader + 1) % addrs.len();
     let majority: Vec<String> = (0..addrs.len())
@@ -257,12 +260,8 @@ async fn follower_cut_off_from_the_leader_stops_vouching_before_another_acquires
     });
     let cut_at = Instant::now();
     ensemble.isolate(follower);
-    let (a_held, a_reason, acquired_at, next) = joined(
-        session * 3 + Duration::from_secs(5),
-        "the majority side acquires once the session expires",
-        waiter,
-    )
-    .await;
+    let what = "the majority side acquires once the session expires";
+    let (a_held, a_reason, acquired_at, next) = joined(takeover(session), what, waiter).await;
     let next = next.expect("lock");
     eprintln!(
         "isolated follower: taken over after {:?}, old holder held {a_held}, lost {a_reason:?}",
@@ -309,10 +308,7 @@ async fn proposals(addr: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_create_is_looked_up_on_a_lagging_member_only_after_a_sync() {
     const LAG: Duration = Duration::from_millis(1000);
-    support::init_tracing();
-    let _one = ONE_ENSEMBLE.lock().await;
-    let ensemble = start_isolatable(80).await;
-    let addrs = ensemble.addrs();
+    let (_one, ensemble, addrs) = one_ensemble(start_isolatable(80)).await;
     let leader = leader(&ensemble).await;
     let (b, c) = ((leader + 1) % 3, (leader + 2) % 3);
     let admin = raw_client(&addrs[leader..=leader], None).await;

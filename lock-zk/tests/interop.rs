@@ -16,7 +16,8 @@ use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
 
 use curator::CuratorPeer;
-use support::{Standalone, config, joined, standalone, until_children};
+use lock_testkit::assert::{fails_with, joined, leader_of, next_ok, spawn_acquire};
+use support::{Standalone, config, standalone, until_children};
 
 const SESSION: Duration = Duration::from_secs(4);
 /// How long any expected event may take.
@@ -32,7 +33,8 @@ async fn curator_backend(servers: &[String]) -> ZkBackend {
 /// What every interop test stands on: one server, an admin acting from
 /// outside, distlock in the Curator layout and a Curator peer.
 struct Interop {
-    server: ZkEnsemble,
+    /// Runs as long as the test holds this.
+    _server: ZkEnsemble,
     addrs: Vec<String>,
     admin: zk::Client,
     distlock: ZkBackend,
@@ -41,7 +43,6 @@ struct Interop {
 
 impl Interop {
     async fn start() -> Self {
-        support::init_tracing();
         let Standalone {
             server,
             addrs,
@@ -50,7 +51,7 @@ impl Interop {
         let connect = server.connect_string();
         let (distlock, peer) = tokio::join!(curator_backend(&addrs), CuratorPeer::start(&connect));
         Interop {
-            server,
+            _server: server,
             addrs,
             admin,
             distlock,
@@ -86,94 +87,82 @@ async fn czxid(admin: &zk::Client, path: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_mutex_and_distlock_exclude_each_other() {
-    let Interop {
-        server: _server,
-        addrs,
-        admin,
-        distlock,
-        mut peer,
-    } = Interop::start().await;
+    let mut t = Interop::start().await;
     let path = "/interop/locks/orders";
 
     // Curator holds: distlock cannot take it, then gets it once released.
-    let answer = peer.ask(&format!("mutex {path} 5000"), EVENT).await;
+    let answer = t.peer.ask(&format!("mutex {path} 5000"), EVENT).await;
     let node = answer
         .strip_prefix("acquired ")
         .unwrap_or_else(|| panic!("Curator did not acquire: {answer}"));
     assert_curator_node(node, path, "lock-");
-    let err = distlock.try_lock(path).await.expect_err("Curator holds it");
-    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    fails_with(
+        ErrorKind::WouldBlock,
+        "Curator holds it",
+        t.distlock.try_lock(path).await,
+    );
     // The default layout at `zk://…/interop` maps `orders` to the same node.
-    let default_layout = ZkBackend::connect(config(&addrs, "/interop", SESSION))
+    let default_layout = ZkBackend::connect(config(&t.addrs, "/interop", SESSION))
         .await
         .expect("connect with the default layout");
-    let err = default_layout
-        .try_lock("orders")
-        .await
-        .expect_err("Curator holds /interop/locks/orders");
-    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    fails_with(
+        ErrorKind::WouldBlock,
+        "Curator holds /interop/locks/orders",
+        default_layout.try_lock("orders").await,
+    );
     drop(default_layout);
     let waiter = tokio::spawn({
-        let distlock = distlock.clone();
+        let distlock = t.distlock.clone();
         async move { distlock.lock_timeout(path, EVENT).await }
     });
-    until_children(&admin, path, 2, EVENT).await;
-    assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
+    until_children(&t.admin, path, 2, EVENT).await;
+    assert_eq!(t.peer.ask("release", Duration::ZERO).await, "released");
     let guard = joined(EVENT, "distlock acquires after Curator's release", waiter)
         .await
         .expect("distlock acquires");
     assert_curator_node(guard.key(), path, "lock-");
-    assert_eq!(guard.token().0, czxid(&admin, guard.key()).await);
+    assert_eq!(guard.token().0, czxid(&t.admin, guard.key()).await);
 
     // distlock holds: Curator times out, then gets it once released.
     assert_eq!(
-        peer.ask(&format!("mutex {path} 300"), Duration::from_millis(300))
+        t.peer
+            .ask(&format!("mutex {path} 300"), Duration::from_millis(300))
             .await,
         "timeout"
     );
-    peer.send(&format!("mutex {path} 10000")).await;
-    until_children(&admin, path, 2, EVENT).await;
+    t.peer.send(&format!("mutex {path} 10000")).await;
+    until_children(&t.admin, path, 2, EVENT).await;
     guard.release().await.expect("release");
-    let answer = peer.answer(EVENT, "mutex after distlock's release").await;
+    let answer = t.peer.answer(EVENT, "mutex after distlock's release").await;
     assert!(answer.starts_with("acquired "), "{answer}");
-    assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
+    assert_eq!(t.peer.ask("release", Duration::ZERO).await, "released");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_latch_and_distlock_agree_on_the_leader() {
-    let Interop {
-        server: _server,
-        addrs: _,
-        admin,
-        distlock,
-        mut peer,
-    } = Interop::start().await;
+    let mut t = Interop::start().await;
     let path = "/interop/leader";
     let name = LockName::new(path).unwrap();
 
     // Curator leads: distlock reports its id.
     assert_eq!(
-        peer.ask(&format!("latch {path} curator-1"), Duration::ZERO)
+        t.peer
+            .ask(&format!("latch {path} curator-1"), Duration::ZERO)
             .await,
         "started"
     );
-    assert_eq!(peer.ask("await 5000", EVENT).await, "leader");
-    let leader = distlock
-        .leader(&name)
-        .await
-        .expect("read the leader")
-        .expect("a leader");
+    assert_eq!(t.peer.ask("await 5000", EVENT).await, "leader");
+    let leader = leader_of(&t.distlock, &name, "Curator's latch").await;
     assert_eq!(leader.value_lossy(), "curator-1");
     assert_curator_node(&leader.key, path, "latch-");
-    assert_eq!(leader.token.0, czxid(&admin, &leader.key).await);
-    let mut observed = distlock.observe(&name).await.expect("observe");
-    let first =
-        lock_testkit::assert::next_ok(EVENT, "the current leader is observed", &mut observed).await;
+    assert_eq!(leader.token.0, czxid(&t.admin, &leader.key).await);
+    let mut observed = t.distlock.observe(&name).await.expect("observe");
+    let first = next_ok(EVENT, "the current leader is observed", &mut observed).await;
     assert_eq!(first.value_lossy(), "curator-1");
 
     // distlock queues behind Curator and leads once Curator's latch closes.
     let campaign = tokio::spawn({
-        let distlock = distlock.clone();
+        let distlock = t.distlock.clone();
         let name = name.clone();
         async move {
             let options = AcquireOptions::new().wait(Wait::Timeout(EVENT));
@@ -185,45 +174,45 @@ async fn leader_latch_and_distlock_agree_on_the_leader() {
                 .await
         }
     });
-    until_children(&admin, path, 2, EVENT).await;
-    assert_eq!(peer.ask("has-leadership", Duration::ZERO).await, "leader");
+    until_children(&t.admin, path, 2, EVENT).await;
+    assert_eq!(t.peer.ask("has-leadership", Duration::ZERO).await, "leader");
     assert_eq!(
-        peer.ask(&format!("leader {path}"), Duration::ZERO).await,
+        t.peer.ask(&format!("leader {path}"), Duration::ZERO).await,
         "leader-id curator-1"
     );
-    assert_eq!(peer.ask("unlatch", Duration::ZERO).await, "closed");
+    assert_eq!(t.peer.ask("unlatch", Duration::ZERO).await, "closed");
     let leadership = joined(EVENT, "distlock leads after the latch closed", campaign)
         .await
         .expect("distlock leads");
     assert_curator_node(leadership.key(), path, "latch-");
-    let next =
-        lock_testkit::assert::next_ok(EVENT, "the new leader is observed", &mut observed).await;
+    let next = next_ok(EVENT, "the new leader is observed", &mut observed).await;
     assert_eq!(next.value_lossy(), "distlock-1");
 
     // distlock leads: Curator reports distlock's value, and a new latch
     // does not lead until distlock resigns.
     assert_eq!(
-        peer.ask(&format!("leader {path}"), Duration::ZERO).await,
+        t.peer.ask(&format!("leader {path}"), Duration::ZERO).await,
         "leader-id distlock-1"
     );
     assert_eq!(
-        peer.ask(&format!("latch {path} curator-2"), Duration::ZERO)
+        t.peer
+            .ask(&format!("latch {path} curator-2"), Duration::ZERO)
             .await,
         "started"
     );
     assert_eq!(
-        peer.ask("await 300", Duration::from_millis(300)).await,
+        t.peer.ask("await 300", Duration::from_millis(300)).await,
         "not-leader"
     );
-    until_children(&admin, path, 2, EVENT).await;
+    until_children(&t.admin, path, 2, EVENT).await;
     assert_eq!(
-        peer.ask("has-leadership", Duration::ZERO).await,
+        t.peer.ask("has-leadership", Duration::ZERO).await,
         "not-leader"
     );
     leadership.resign().await.expect("resign");
-    assert_eq!(peer.ask("await 5000", EVENT).await, "leader");
+    assert_eq!(t.peer.ask("await 5000", EVENT).await, "leader");
     assert_eq!(
-        peer.ask(&format!("leader {path}"), Duration::ZERO).await,
+        t.peer.ask(&format!("leader {path}"), Duration::ZERO).await,
         "leader-id curator-2"
     );
 }
@@ -244,12 +233,9 @@ async fn bad_layouts_and_paths_are_refused_before_any_io() {
     let parsed = ZkConfig::from_url("zk://127.0.0.1:2181?layout=curator").unwrap();
     assert_eq!(parsed.layout, NodeLayout::Curator);
 
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let distlock = curator_backend(&addrs).await;
+    let zk = standalone().await;
+    let Standalone { addrs, admin, .. } = &zk;
+    let distlock = curator_backend(addrs).await;
     let cases = [
         ("orders", "must be an absolute ZooKeeper path"),
         ("/app/locks/", "must not end with /"),
@@ -283,38 +269,27 @@ async fn bad_layouts_and_paths_are_refused_before_any_io() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_and_list_show_a_curator_mutex_holder_and_a_distlock_waiter() {
-    let Interop {
-        server: _server,
-        addrs: _,
-        admin,
-        distlock,
-        mut peer,
-    } = Interop::start().await;
+    let mut t = Interop::start().await;
     let path = "/interop/locks/inspected";
     let name = LockName::new(path).unwrap();
-    let answer = peer.ask(&format!("mutex {path} 5000"), EVENT).await;
+    let answer = t.peer.ask(&format!("mutex {path} 5000"), EVENT).await;
     let node = answer
         .strip_prefix("acquired ")
         .unwrap_or_else(|| panic!("Curator did not acquire: {answer}"))
         .to_owned();
-    let waiter = tokio::spawn({
-        let (distlock, name) = (distlock.clone(), name.clone());
-        async move {
-            let options = AcquireOptions::new()
-                .holder("distlock-waiter")
-                .wait(Wait::Timeout(EVENT));
-            distlock.acquire(&name, &options).await
-        }
-    });
-    until_children(&admin, path, 2, EVENT).await;
+    let options = AcquireOptions::new()
+        .holder("distlock-waiter")
+        .wait(Wait::Timeout(EVENT));
+    let waiter = spawn_acquire(t.distlock.clone(), &name, options);
+    until_children(&t.admin, path, 2, EVENT).await;
 
-    let status = distlock.inspect(&name).await.expect("inspect");
+    let status = t.distlock.inspect(&name).await.expect("inspect");
     let holder = status.holder.clone().expect("Curator holds it");
     assert_eq!(holder.key, node, "{status:?}");
-    assert_eq!(holder.token.0, czxid(&admin, &node).await);
+    assert_eq!(holder.token.0, czxid(&t.admin, &node).await);
     // What Curator stores in a mutex node: its client's default data, the
     // local IP address unless the application configures another.
-    let (data, _) = admin.get_data(&node).await.expect("read Curator's node");
+    let (data, _) = t.admin.get_data(&node).await.expect("read Curator's node");
     let description = holder.description.expect("Curator's node has data");
     assert_eq!(description.as_bytes(), data);
     assert!(
@@ -327,14 +302,14 @@ async fn inspect_and_list_show_a_curator_mutex_holder_and_a_distlock_waiter() {
         status.waiters[0].description.as_deref(),
         Some("distlock-waiter")
     );
-    let listed = distlock.list_all("/interop/").await.expect("list");
+    let listed = t.distlock.list_all("/interop/").await.expect("list");
     let entries: Vec<_> = listed
         .iter()
         .map(|l| (l.name.as_str(), l.holder_token, l.waiting))
         .collect();
     assert_eq!(entries, [(path, Some(holder.token), 1)], "{listed:?}");
 
-    assert_eq!(peer.ask("release", Duration::ZERO).await, "released");
+    assert_eq!(t.peer.ask("release", Duration::ZERO).await, "released");
     let guard = joined(EVENT, "distlock gets in after Curator", waiter)
         .await
         .expect("distlock acquires");

@@ -12,10 +12,15 @@ use lock_core::{
     AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
     LostReason, Primitive, Wait,
 };
+use lock_testkit::assert::{
+    acquired_and_released, evicts, fails_with, joined, spawn_acquire, token_after,
+};
 use lock_zk::{NodeLayout, ZkBackend, zk};
 use tokio::time::timeout;
 
-use support::{Proxied, Standalone, config, connect, joined, proxied, standalone, wait_until};
+use support::{
+    Proxied, Standalone, config, connect, proxied, standalone, until_watches, wait_until,
+};
 
 const SESSION: Duration = Duration::from_secs(2);
 /// How long any expected event may take beyond its protocol bound.
@@ -25,32 +30,10 @@ fn name(text: &str) -> LockName {
     LockName::new(text).expect("valid name")
 }
 
-/// Waits until the server counts at least `n` watches (`mntr`), so that a
-/// test acts only once the own-node watches it relies on are armed.
-async fn until_watches(addr: &str, n: usize) {
-    let what = format!("{n} watches on {addr}");
-    wait_until(SLACK, &what, async || {
-        let mntr = lock_testkit::servers::zk::four_letter_word(addr, "mntr")
-            .await
-            .expect("mntr");
-        mntr.lines()
-            .find_map(|line| line.strip_prefix("zk_watch_count"))
-            .and_then(|count| count.trim().parse::<usize>().ok())
-            .expect("mntr shows zk_watch_count")
-            >= n
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_configured_holder_is_the_node_data_and_a_label_wins() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
-    let backend = ZkBackend::connect(config(&addrs, "/held", SESSION).with_holder("billing-3"))
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let backend = ZkBackend::connect(config(addrs, "/held", SESSION).with_holder("billing-3"))
         .await
         .expect("connect");
     let configured = backend.lock("configured").await.expect("lock");
@@ -78,45 +61,31 @@ async fn the_configured_holder_is_the_node_data_and_a_label_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_holder_learns_revoked_and_the_waiter_gets_in_with_a_higher_token() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin: _,
-    } = standalone().await;
+    let Standalone { addrs, .. } = &standalone().await;
     let (holder, waiter, operator) = (
-        connect(&addrs, "/broken", SESSION).await,
-        connect(&addrs, "/broken", SESSION).await,
-        connect(&addrs, "/broken", SESSION).await,
+        connect(addrs, "/broken", SESSION).await,
+        connect(addrs, "/broken", SESSION).await,
+        connect(addrs, "/broken", SESSION).await,
     );
     let lock = name("stuck");
     let guard = holder
         .acquire(&lock, &AcquireOptions::new().holder("stuck-worker"))
         .await
         .expect("lock");
-    let queued = tokio::spawn({
-        let (waiter, lock) = (waiter.clone(), lock.clone());
-        async move {
-            let options = AcquireOptions::new()
-                .holder("next-worker")
-                .wait(Wait::Timeout(SLACK * 3));
-            waiter.acquire(&lock, &options).await
-        }
-    });
+    let options = AcquireOptions::new()
+        .holder("next-worker")
+        .wait(Wait::Timeout(SLACK * 3));
+    let queued = spawn_acquire(waiter, &lock, options);
     // The holder's own-node watch, the waiter's on its predecessor and the
     // waiter's own: the deletion is then learnt from the watch.
-    until_watches(&addrs[0], 3).await;
+    until_watches(&addrs[0], 3, SLACK).await;
     let status = operator.inspect(&lock).await.expect("inspect");
     assert_eq!(status.waiting, 1, "{status:?}");
     assert_eq!(
         status.waiters[0].description.as_deref(),
         Some("next-worker")
     );
-    let evicted = operator
-        .force_release(&lock)
-        .await
-        .expect("break")
-        .expect("a holder was evicted");
+    let evicted = evicts(&operator, &lock).await;
     assert_eq!(evicted.token, guard.token());
     assert_eq!(evicted.description.as_deref(), Some("stuck-worker"));
     let reason = timeout(SLACK, guard.lost()).await.expect("lost signal");
@@ -124,17 +93,12 @@ async fn a_broken_holder_learns_revoked_and_the_waiter_gets_in_with_a_higher_tok
     let next = joined(SLACK * 4, "the waiter gets in", queued)
         .await
         .expect("the waiter acquires");
-    assert!(
-        next.token() > evicted.token,
-        "{} after {}",
-        next.token(),
-        evicted.token
+    token_after(evicted.token, next.token());
+    fails_with(
+        ErrorKind::NotHeld,
+        "the broken guard holds nothing",
+        guard.release().await,
     );
-    let err = guard
-        .release()
-        .await
-        .expect_err("the broken guard holds nothing");
-    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
     assert!(next.is_held());
     let status = operator.inspect(&lock).await.expect("inspect");
     assert_eq!(status.holder.map(|h| h.token), Some(next.token()));
@@ -143,18 +107,13 @@ async fn a_broken_holder_learns_revoked_and_the_waiter_gets_in_with_a_higher_tok
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_expired_from_outside_stays_expired() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin,
-    } = standalone().await;
+    let Standalone { addrs, admin, .. } = &standalone().await;
     // Long enough that the lock stays vouched for while its connection is
     // cut for the few round trips below.
     let session = Duration::from_secs(6);
     let Proxied { backend, proxy } = proxied(&addrs[0], "/expired", session).await;
     let guard = backend.lock("held").await.expect("lock");
-    until_watches(&addrs[0], 1).await;
+    until_watches(&addrs[0], 1, SLACK).await;
     // Cut the holder off (so it cannot win its session back), take the
     // session over with its id and password and close it: the server ends
     // the session and deletes its node.
@@ -182,14 +141,9 @@ async fn a_session_expired_from_outside_stays_expired() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_paths_are_listed_inspected_and_broken_under_a_prefix() {
-    support::init_tracing();
-    let Standalone {
-        server: _server,
-        addrs,
-        admin: _,
-    } = standalone().await;
+    let Standalone { addrs, .. } = &standalone().await;
     let curator = || async {
-        ZkBackend::connect(config(&addrs, "/", SESSION).with_layout(NodeLayout::Curator))
+        ZkBackend::connect(config(addrs, "/", SESSION).with_layout(NodeLayout::Curator))
             .await
             .expect("connect with layout=curator")
     };
@@ -229,11 +183,7 @@ async fn curator_paths_are_listed_inspected_and_broken_under_a_prefix() {
         status.holder.map(|h| h.key).as_deref(),
         Some(guards[0].key())
     );
-    let evicted = operator
-        .force_release(&name("/ops/locks/a"))
-        .await
-        .expect("break")
-        .expect("evicted");
+    let evicted = evicts(&operator, &name("/ops/locks/a")).await;
     assert_eq!(evicted.token, guards[0].token());
     let reason = timeout(SESSION + SLACK, guards[0].lost())
         .await
@@ -295,19 +245,9 @@ async fn locks_and_campaigns_are_traced_once_as_distlock_acquire() {
     let spans = Spans::default();
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
-    let Standalone {
-        server: _server,
-        addrs,
-        admin: _,
-    } = standalone().await;
-    let backend = connect(&addrs, "/traced", SESSION).await;
-    backend
-        .lock("traced")
-        .await
-        .expect("lock")
-        .release()
-        .await
-        .expect("release");
+    let server = support::start_zk(1).await;
+    let backend = connect(&server.addrs(), "/traced", SESSION).await;
+    acquired_and_released("lock", backend.lock("traced")).await;
     backend
         .campaign(&name("traced"), Candidacy::new("me"))
         .await

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{EventType, WatchOptions, WatchStream};
-use lock_core::{DynElectionBackend, LockGuard};
+use lock_core::{DynElectionBackend, LockBackendExt, LockGuard};
 use lock_etcd::{EtcdBackend, EtcdConfig, KeyLayout, lease_of_key};
 use lock_testkit::conformance::Target;
 use lock_testkit::proxy::FaultProxy;
@@ -90,6 +90,37 @@ pub async fn watch_queue(raw: &mut etcd_client::Client, queue: &str) -> WatchStr
         .expect("watch the queue");
     events.message().await.expect("created");
     events
+}
+
+/// A watch on a holder's queue, confirmed: the raw client it runs on, the
+/// queue directory (with its trailing `/`) and its events.
+pub struct QueueWatch {
+    pub raw: etcd_client::Client,
+    pub queue: String,
+    pub events: WatchStream,
+}
+
+/// Watches the queue that holder key `key` is in, on a raw client of its own.
+pub async fn watch_queue_of(cluster: &EtcdCluster, key: &str) -> QueueWatch {
+    let queue = queue_of(key);
+    let mut raw = raw_client(cluster).await;
+    let events = watch_queue(&mut raw, &queue).await;
+    QueueWatch { raw, queue, events }
+}
+
+/// A single-member etcd and the client holding a lock there.
+pub struct Held {
+    pub cluster: EtcdCluster,
+    pub holder: EtcdBackend,
+}
+
+/// A single-member etcd where one client holds `name`: the etcd, a second
+/// client to contend, and the holder's guard.
+pub async fn contended(name: &str) -> (Held, EtcdBackend, LockGuard) {
+    let cluster = start_cluster(1).await;
+    let (holder, other) = two_backends(&cluster).await;
+    let held = holder.lock(name).await.expect("lock");
+    (Held { cluster, holder }, other, held)
 }
 
 /// The key of the next put `events` reports.

@@ -8,6 +8,9 @@ use lock_core::{
 };
 
 use super::{SLACK, Target, within};
+use crate::assert::{
+    evicts, fails_with_one_of, holders_listed, inspect_until, joined, token_after,
+};
 
 fn name(text: &str) -> LockName {
     LockName::new(text).expect("valid name")
@@ -15,26 +18,6 @@ fn name(text: &str) -> LockName {
 
 fn labelled(label: &str) -> AcquireOptions {
     AcquireOptions::new().holder(label)
-}
-
-/// Polls `inspect` until `done` holds for its answer, or panics after `bound`.
-async fn inspect_until(
-    client: &DynLockBackend,
-    lock: &LockName,
-    bound: Duration,
-    what: &str,
-    done: impl Fn(&lock_core::LockStatus) -> bool,
-) -> lock_core::LockStatus {
-    within(bound, what, async {
-        loop {
-            let status = client.inspect(lock).await.expect("inspect");
-            if done(&status) {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
 }
 
 /// `true` when the backend declares no support; then the call must say
@@ -119,9 +102,8 @@ pub async fn inspect_shows_the_holder_and_its_waiters(target: &dyn Target) {
     }
 
     guard.release().await.expect("release");
-    let next = within(SLACK, "the waiter gets in", queued)
+    let next = joined(SLACK, "the waiter gets in", queued)
         .await
-        .expect("join")
         .expect("waiter acquires");
     let status = inspect_until(
         &*observer,
@@ -193,34 +175,17 @@ pub async fn list_finds_every_held_name_under_a_prefix(target: &dyn Target) {
         .list_all("conformance/admin/list/")
         .await
         .expect("list");
-    let mut locks: Vec<_> = listed
-        .iter()
-        .filter(|l| l.primitive == Primitive::Lock)
-        .map(|l| (l.name.as_str().to_owned(), l.holder_token))
-        .collect();
-    locks.sort();
     assert_eq!(
-        locks,
+        holders_listed(&listed, Primitive::Lock),
         [
-            (
-                "conformance/admin/list/a".to_owned(),
-                Some(guards[0].token())
-            ),
-            (
-                "conformance/admin/list/b/c".to_owned(),
-                Some(guards[1].token())
-            ),
+            ("conformance/admin/list/a", Some(guards[0].token())),
+            ("conformance/admin/list/b/c", Some(guards[1].token())),
         ],
         "{listed:?}"
     );
     if let Some(leadership) = leadership {
-        let elections: Vec<_> = listed
-            .iter()
-            .filter(|l| l.primitive == Primitive::Election)
-            .map(|l| (l.name.as_str(), l.holder_token))
-            .collect();
         assert_eq!(
-            elections,
+            holders_listed(&listed, Primitive::Election),
             [("conformance/admin/list/e", Some(leadership.token()))],
             "{listed:?}"
         );
@@ -267,11 +232,7 @@ pub async fn force_release_evicts_the_holder_and_the_next_token_is_higher(target
         .acquire(&lock, &labelled("stuck"))
         .await
         .expect("lock");
-    let evicted = operator
-        .force_release(&lock)
-        .await
-        .expect("force_release")
-        .expect("a holder was evicted");
+    let evicted = evicts(&*operator, &lock).await;
     assert_eq!(evicted.token, guard.token(), "{evicted:?}");
     assert_eq!(evicted.description.as_deref(), Some("stuck"), "{evicted:?}");
     let reason = within(
@@ -286,19 +247,11 @@ pub async fn force_release_evicts_the_holder_and_the_next_token_is_higher(target
         .acquire(&lock, &AcquireOptions::new().wait(Wait::Timeout(SLACK)))
         .await
         .expect("the broken lock is free");
-    assert!(
-        next.token() > evicted.token,
-        "{} after evicted {}",
-        next.token(),
-        evicted.token
-    );
-    let err = guard
-        .release()
-        .await
-        .expect_err("the evicted guard holds nothing");
-    assert!(
-        matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
-        "{err}"
+    token_after(evicted.token, next.token());
+    fails_with_one_of(
+        &[ErrorKind::NotHeld, ErrorKind::LeaseLost],
+        "the evicted guard holds nothing",
+        guard.release().await,
     );
     assert!(
         next.is_held(),

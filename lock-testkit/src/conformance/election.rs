@@ -10,7 +10,8 @@ use lock_core::{
 };
 use tokio::task::JoinHandle;
 
-use super::{SLACK, Target, within};
+use super::{SLACK, Target};
+use crate::assert::{joined, leader_of};
 
 /// `n` election clients, or `None` (saying so) where the backend's
 /// capabilities declare no election.
@@ -68,11 +69,7 @@ pub async fn election_has_one_leader_at_a_time(target: &dyn Target) {
                 .expect("campaign");
             assert!(!leading.swap(true, Ordering::SeqCst), "two leaders at once");
             tokens.lock().unwrap().push(leadership.token());
-            let seen = client
-                .leader(&name)
-                .await
-                .expect("leader")
-                .expect("a leader");
+            let seen = leader_of(&*client, &name, "this candidate").await;
             assert_eq!(seen.token, leadership.token());
             tokio::time::sleep(Duration::from_millis(50)).await;
             leading.store(false, Ordering::SeqCst);
@@ -118,9 +115,8 @@ pub async fn election_observe_sees_leaders_in_order(target: &dyn Target) {
     first.resign().await.expect("resign");
     let seen = next_leader(&mut observed).await;
     assert_eq!(seen.value, b"b".to_vec());
-    let second = within(SLACK, "second leader", waiting)
+    let second = joined(SLACK, "second leader", waiting)
         .await
-        .unwrap()
         .expect("campaign b");
     assert_eq!(seen.token, second.token());
     assert!(second.token() > first_token);
@@ -141,24 +137,15 @@ pub async fn election_resign_hands_over(target: &dyn Target) {
         .expect("campaign");
     assert!(first.is_leader());
     let follower = spawn_campaign(&clients[1], &name, b"second");
-    let current = clients[1]
-        .leader(&name)
-        .await
-        .expect("leader")
-        .expect("someone leads");
+    let current = leader_of(&*clients[1], &name, "the first candidate").await;
     assert_eq!(current.value, b"first".to_vec());
     let first_token = first.token();
     first.resign().await.expect("resign");
-    let second = within(SLACK, "hand-over after resign", follower)
+    let second = joined(SLACK, "hand-over after resign", follower)
         .await
-        .unwrap()
         .expect("campaign");
     assert!(second.token() > first_token);
-    let current = clients[0]
-        .leader(&name)
-        .await
-        .expect("leader")
-        .expect("someone leads");
+    let current = leader_of(&*clients[0], &name, "the second candidate").await;
     assert_eq!(
         (current.value, current.token),
         (b"second".to_vec(), second.token())

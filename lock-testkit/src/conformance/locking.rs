@@ -9,6 +9,7 @@ use lock_core::{AcquireOptions, ErrorKind, LockBackendExt, LockName, Wait};
 use tokio::time::Instant;
 
 use super::{SLACK, Target, within};
+use crate::assert::joined;
 
 /// Tasks per contention test, each with its own client.
 const CONTENDERS: usize = 8;
@@ -75,8 +76,7 @@ pub async fn try_lock_on_held_lock_would_block(target: &dyn Target) {
 /// A bounded wait on a held lock fails with `Timeout` no earlier than the
 /// wait and not much later.
 pub async fn wait_timeout_returns_timeout_within_bound(target: &dyn Target) {
-    let (a, b) = super::two_clients(target).await;
-    let held = a.lock("conformance/timeout").await.expect("lock");
+    let (_a, held, b) = super::one_holds(target, "conformance/timeout").await;
     let wait = Duration::from_millis(500);
     let start = Instant::now();
     let err = within(
@@ -102,8 +102,7 @@ pub async fn wait_timeout_returns_timeout_within_bound(target: &dyn Target) {
 /// claim) behind.
 pub async fn failed_attempts_leave_nothing_behind(target: &dyn Target) {
     let name = "conformance/refused";
-    let (a, b) = super::two_clients(target).await;
-    let held = a.lock(name).await.expect("lock");
+    let (_a, held, b) = super::one_holds(target, name).await;
     let err = within(SLACK, "try_lock", b.try_lock(name))
         .await
         .expect_err("held");
@@ -211,9 +210,7 @@ pub async fn fifo_order_where_declared(target: &dyn Target) {
     }
     held.release().await.expect("release");
     for waiter in waiters {
-        within(Duration::from_secs(60), "fifo waiters", waiter)
-            .await
-            .expect("waiter");
+        joined(Duration::from_secs(60), "fifo waiters", waiter).await;
     }
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
 }

@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockGuard};
+use lock_core::{
+    AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockBackendExt, LockGuard,
+};
 use tokio::task::JoinHandle;
 
 pub use admin::{
@@ -154,13 +156,22 @@ pub(crate) async fn two_clients(target: &dyn Target) -> (Arc<DynLockBackend>, Ar
     (target.client().await, target.client().await)
 }
 
+/// Two independent clients of `target`, the first holding `name`:
+/// `(first, its guard, second)`, the second to contend with the guard.
+pub(crate) async fn one_holds(
+    target: &dyn Target,
+    name: &str,
+) -> (Arc<DynLockBackend>, LockGuard, Arc<DynLockBackend>) {
+    let (a, b) = two_clients(target).await;
+    let held = a.lock(name).await.expect("lock");
+    (a, held, b)
+}
+
 /// Waits for every task, all within `bound`; a task that panicked fails
 /// the case.
 pub(crate) async fn join_within(bound: Duration, what: &str, tasks: Vec<JoinHandle<()>>) {
     for task in tasks {
-        within(bound, what, task)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: a task failed: {e}"));
+        crate::assert::joined(bound, what, task).await;
     }
 }
 

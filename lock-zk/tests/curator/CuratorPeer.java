@@ -37,6 +37,14 @@ public final class CuratorPeer {
         }
     }
 
+    private final CuratorFramework client;
+    private Mutex mutex;
+    private LeaderLatch latch;
+
+    private CuratorPeer(CuratorFramework client) {
+        this.client = client;
+    }
+
     public static void main(String[] args) throws Exception {
         CuratorFramework client =
                 CuratorFrameworkFactory.newClient(args[0], 10_000, 10_000, new RetryOneTime(100));
@@ -48,63 +56,74 @@ public final class CuratorPeer {
         System.out.println("ready");
         BufferedReader in =
                 new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        Mutex mutex = null;
-        LeaderLatch latch = null;
+        CuratorPeer peer = new CuratorPeer(client);
         String line;
         while ((line = in.readLine()) != null) {
-            String[] words = line.trim().split(" ");
+            String answer;
             try {
-                switch (words[0]) {
-                    case "mutex":
-                        mutex = new Mutex(client, words[1]);
-                        if (mutex.acquire(Long.parseLong(words[2]), TimeUnit.MILLISECONDS)) {
-                            System.out.println("acquired " + mutex.node());
-                        } else {
-                            mutex = null;
-                            System.out.println("timeout");
-                        }
-                        break;
-                    case "release":
-                        mutex.release();
-                        mutex = null;
-                        System.out.println("released");
-                        break;
-                    case "latch":
-                        latch = new LeaderLatch(client, words[1], words[2]);
-                        latch.start();
-                        System.out.println("started");
-                        break;
-                    case "await":
-                        boolean led = latch.await(Long.parseLong(words[1]), TimeUnit.MILLISECONDS);
-                        System.out.println(led ? "leader" : "not-leader");
-                        break;
-                    case "has-leadership":
-                        System.out.println(latch.hasLeadership() ? "leader" : "not-leader");
-                        break;
-                    case "unlatch":
-                        latch.close();
-                        latch = null;
-                        System.out.println("closed");
-                        break;
-                    case "leader":
-                        // A latch that never starts only reads the participants.
-                        Participant leader = new LeaderLatch(client, words[1]).getLeader();
-                        System.out.println(
-                                leader.isLeader() ? "leader-id " + leader.getId() : "no-leader");
-                        break;
-                    default:
-                        System.out.println("error unknown command " + words[0]);
-                }
+                answer = peer.answer(line.trim().split(" "));
             } catch (Exception e) {
-                System.out.println("error " + e);
+                answer = "error " + e;
             }
+            System.out.println(answer);
         }
+        peer.close();
+        client.close();
+    }
+
+    /** The answer line to one command, split into words. */
+    private String answer(String[] words) throws Exception {
+        return switch (words[0]) {
+            case "mutex" -> acquire(words[1], Long.parseLong(words[2]));
+            case "release" -> {
+                mutex.release();
+                mutex = null;
+                yield "released";
+            }
+            case "latch" -> {
+                latch = new LeaderLatch(client, words[1], words[2]);
+                latch.start();
+                yield "started";
+            }
+            case "await" -> leadership(latch.await(Long.parseLong(words[1]), TimeUnit.MILLISECONDS));
+            case "has-leadership" -> leadership(latch.hasLeadership());
+            case "unlatch" -> {
+                latch.close();
+                latch = null;
+                yield "closed";
+            }
+            case "leader" -> leaderOf(words[1]);
+            default -> "error unknown command " + words[0];
+        };
+    }
+
+    /** Waits up to `waitMs` for the mutex at `path`. */
+    private String acquire(String path, long waitMs) throws Exception {
+        Mutex wanted = new Mutex(client, path);
+        if (!wanted.acquire(waitMs, TimeUnit.MILLISECONDS)) {
+            return "timeout";
+        }
+        mutex = wanted;
+        return "acquired " + mutex.node();
+    }
+
+    private static String leadership(boolean leads) {
+        return leads ? "leader" : "not-leader";
+    }
+
+    /** The leader of the latch at `path`: a latch that never starts only reads the participants. */
+    private String leaderOf(String path) throws Exception {
+        Participant leader = new LeaderLatch(client, path).getLeader();
+        return leader.isLeader() ? "leader-id " + leader.getId() : "no-leader";
+    }
+
+    /** Gives up whatever is still held, at the end of input. */
+    private void close() throws Exception {
         if (mutex != null) {
             mutex.release();
         }
         if (latch != null) {
             latch.close();
         }
-        client.close();
     }
 }

@@ -13,7 +13,6 @@ use lock_testkit::conformance::Target;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::ZkEnsemble;
 use lock_zk::{ZkBackend, ZkConfig, zk};
-use tokio::task::JoinHandle;
 
 /// Starts `members` ZooKeeper servers, or fails naming the install script.
 pub(crate) async fn start_zk(members: usize) -> ZkEnsemble {
@@ -23,14 +22,18 @@ pub(crate) async fn start_zk(members: usize) -> ZkEnsemble {
 }
 
 /// One server and an admin client acting from outside: where most
-/// single-server tests start.
+/// single-server tests start. Bound by reference,
+/// `let Standalone { addrs, admin, .. } = &standalone().await;`
+/// keeps the server up to the end of the test.
 pub(crate) struct Standalone {
     pub(crate) server: ZkEnsemble,
     pub(crate) addrs: Vec<String>,
     pub(crate) admin: zk::Client,
 }
 
+/// Starts a [`Standalone`], with [`init_tracing`] first.
 pub(crate) async fn standalone() -> Standalone {
+    init_tracing();
     let server = start_zk(1).await;
     let addrs = server.addrs();
     let admin = raw_client(&addrs, None).await;
@@ -55,6 +58,24 @@ pub(crate) async fn wait_until(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The server's `zk_watch_count` from `mntr`.
+pub(crate) async fn watch_count(addr: &str) -> usize {
+    let mntr = lock_testkit::servers::zk::four_letter_word(addr, "mntr")
+        .await
+        .expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_watch_count"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("mntr shows zk_watch_count")
+}
+
+/// Waits until the server counts at least `n` watches, so that a test acts
+/// only once the watches it relies on are armed; panics after `bound`.
+pub(crate) async fn until_watches(addr: &str, n: usize, bound: Duration) {
+    let what = format!("{n} watches on {addr}");
+    wait_until(bound, &what, async || watch_count(addr).await >= n).await;
 }
 
 /// Waits until `dir` has exactly `n` children, or panics after `bound`.
@@ -109,22 +130,7 @@ pub(crate) async fn connect_pair(
 /// Takes `name` without waiting and gives it back: proves that nothing
 /// holds or queues for it right now (`why` says what the test expects).
 pub(crate) async fn lock_and_release(backend: &ZkBackend, name: &str, why: &str) {
-    backend
-        .try_lock(name)
-        .await
-        .expect(why)
-        .release()
-        .await
-        .expect("release");
-}
-
-/// What the spawned `task` returned, awaited for at most `bound`; panics
-/// naming `what` if it takes longer or the task panicked.
-pub(crate) async fn joined<T>(bound: Duration, what: &str, task: JoinHandle<T>) -> T {
-    tokio::time::timeout(bound, task)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {bound:?}"))
-        .unwrap_or_else(|e| panic!("{what}: the task failed: {e}"))
+    lock_testkit::assert::acquired_and_released(why, backend.try_lock(name)).await;
 }
 
 /// The index of the ensemble's leader, which every test of a quorum needs.
@@ -157,11 +163,22 @@ pub(crate) struct Proxied {
 }
 
 pub(crate) async fn proxied(upstream: &str, prefix: &str, session: Duration) -> Proxied {
+    proxied_with(upstream, prefix, session, |config| config).await
+}
+
+/// A [`proxied`] backend whose test config `configure` changes first.
+pub(crate) async fn proxied_with(
+    upstream: &str,
+    prefix: &str,
+    session: Duration,
+    configure: impl FnOnce(ZkConfig) -> ZkConfig,
+) -> Proxied {
     let upstream: SocketAddr = upstream.parse().expect("server address");
     let proxy = FaultProxy::start(upstream)
         .await
         .expect("start fault proxy");
-    let backend = ZkBackend::connect(config(&[proxy.addr().to_string()], prefix, session))
+    let config = configure(config(&[proxy.addr().to_string()], prefix, session));
+    let backend = ZkBackend::connect(config)
         .await
         .expect("connect through the proxy");
     Proxied { backend, proxy }
