@@ -1,12 +1,12 @@
 //! `distlock run` on etcd with `layout=concurrency` and the real
 //! `etcdctl lock` exclude each other: one lock, two tools.
 
-mod common;
+mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{NOT_ACQUIRED, cmd, etcd_fixture, output_within, stderr};
+use support::{NOT_ACQUIRED, cmd, etcd_fixture, output_within, stderr};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::timeout;

@@ -3,11 +3,11 @@
 //! lock can pass to another holder, and a waiter interrupted with Ctrl-C
 //! gives up its place at once.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{BOUND, cli, cmd, file_fixture, output_within, stderr, usage_error};
+use support::{BOUND, cli, cmd, file_fixture, output_within, stderr, usage_error};
 
 #[tokio::test]
 async fn ttl_below_the_minimum_is_a_usage_error_naming_the_minimum() {
@@ -97,9 +97,9 @@ fn stamp(path: &std::path::Path) -> u128 {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
-    use common::{spawn_piped, wait_for_file};
     use lock_testkit::proxy::FaultProxy;
     use lock_testkit::servers::RedisServer;
+    use support::{spawn_piped, wait_for_file};
 
     async fn redis() -> RedisServer {
         RedisServer::start().await.unwrap_or_else(|e| panic!("{e}"))
@@ -217,7 +217,7 @@ mod redis {
             "run --ttl 10s jobs/interrupt -- true",
         ));
         until_queued(&server, "jobs/interrupt", 1).await;
-        let interrupted = common::signal_and_wait(waiter, nix::sys::signal::Signal::SIGINT).await;
+        let interrupted = support::signal_and_wait(waiter, nix::sys::signal::Signal::SIGINT).await;
         assert_eq!(
             interrupted.status.code(),
             Some(130),

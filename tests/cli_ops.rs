@@ -4,12 +4,12 @@
 
 #![cfg(feature = "cli")]
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{BOUND, FREE, LOST, USAGE, cmd, file_fixture, output_within, stderr, wait_for_file};
+use support::{BOUND, FREE, LOST, USAGE, cmd, file_fixture, output_within, stderr, wait_for_file};
 use tokio::process::Child;
 
 /// The holders' lease: renewed every third of it, so a break is noticed
@@ -20,10 +20,10 @@ const TTL_MS: u64 = 2000;
 
 /// A fresh lock directory; records are not `fsync`ed, which these tests do
 /// not need and which would slow renewals under load.
-fn fixture() -> common::Fixture {
+fn fixture() -> support::Fixture {
     let dir = file_fixture();
     let url = format!("{}?fsync=false", dir.url);
-    common::Fixture::new(url, dir)
+    support::Fixture::new(url, dir)
 }
 
 /// A `distlock run NAME` in its own process, holding the lock until told to
@@ -93,7 +93,7 @@ fn read_token(path: &Path) -> u64 {
 
 /// `distlock --url URL WORDS…` within [`BOUND`].
 async fn cli(url: &str, words: &str) -> Output {
-    common::cli(Some(url), words).await
+    support::cli(Some(url), words).await
 }
 
 fn json(output: &Output) -> serde_json::Value {
@@ -175,7 +175,7 @@ async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_tok
     breaks_the_run_of_another_process(fixture()).await;
 }
 
-common::test_on_backends! {
+support::test_on_backends! {
     #[tokio::test]
     breaks_the_run_of_another_process;
     etcd: break_evicts_the_run_of_another_process_on_etcd,
@@ -186,7 +186,7 @@ common::test_on_backends! {
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock
 /// run` of another process started on the fixture, which exits 76, and the next
 /// run's token is higher.
-async fn breaks_the_run_of_another_process(fixture: common::Fixture) {
+async fn breaks_the_run_of_another_process(fixture: support::Fixture) {
     let url = fixture.url.as_str();
     let holder = Holder::start(url, "jobs/stuck", &[]).await;
     let evicted_token = holder.token();
@@ -221,7 +221,7 @@ async fn breaks_the_run_of_another_process(fixture: common::Fixture) {
     )
     .await;
     assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
-    let token = common::token(&next);
+    let token = support::token(&next);
     assert!(
         token > evicted_token,
         "{token} after evicted {evicted_token}"

@@ -2,18 +2,18 @@
 //! environment and exit status, the documented exit codes, lost-lock
 //! handling, signal forwarding, and one-line errors for bad input.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{
+use distlock::LockName;
+use distlock::file::{FileBackend, FileConfig};
+use nix::sys::signal::Signal;
+use support::{
     BOUND, LOST, NOT_ACQUIRED, NOT_FOUND, USAGE, cli, cmd, distlock, failure, file_fixture,
     one_line_error, output_within, signal_and_wait, spawn_piped, stderr, token, usage_error,
     wait_for_file,
 };
-use distlock::LockName;
-use distlock::file::{FileBackend, FileConfig};
-use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 

@@ -200,18 +200,18 @@ pub async fn wait_for_file(path: &Path, bound: Duration) {
 #[allow(unused_macros)] // Not every test file tests on several backends.
 macro_rules! test_on_backends {
     (#[$test:meta] $check:ident; $($backend:ident: $name:ident,)+) => {$(
-        $crate::common::test_on_backends!(@$backend #[$test] $check $name);
+        $crate::support::test_on_backends!(@$backend #[$test] $check $name);
     )+};
-    (@file $($t:tt)+) => { $crate::common::test_on_backends!(@test [] [file_fixture()] $($t)+); };
-    (@etcd $($t:tt)+) => { $crate::common::test_on_backends!(@test [feature = "etcd"] [etcd_fixture().await] $($t)+); };
-    (@redis $($t:tt)+) => { $crate::common::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] $($t)+); };
-    (@redlock $($t:tt)+) => { $crate::common::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] $($t)+); };
-    (@zk $($t:tt)+) => { $crate::common::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] $($t)+); };
+    (@file $($t:tt)+) => { $crate::support::test_on_backends!(@test [] [file_fixture()] $($t)+); };
+    (@etcd $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "etcd"] [etcd_fixture().await] $($t)+); };
+    (@redis $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] $($t)+); };
+    (@redlock $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] $($t)+); };
+    (@zk $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] $($t)+); };
     (@test [$($cfg:meta)?] [$($fixture:tt)+] #[$test:meta] $check:ident $name:ident) => {
         $(#[cfg($cfg)])?
         #[$test]
         async fn $name() {
-            $check($crate::common::$($fixture)+).await;
+            $check($crate::support::$($fixture)+).await;
         }
     };
 }
