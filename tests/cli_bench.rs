@@ -1,11 +1,11 @@
 //! `distlock bench --plot`: the chart of a real run on two backends is a
 //! well-formed SVG document naming each backend, with numeric axis labels.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{distlock, file_fixture, output_within, stderr};
+use support::{distlock, file_fixture, output_within, stderr};
 
 /// The text content of every `<text>` element, trimmed.
 fn texts(svg: &str) -> Vec<String> {

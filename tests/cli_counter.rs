@@ -4,11 +4,11 @@
 //! fencing token to a log. The counter must end at exactly 200 and the
 //! tokens, in log order, must strictly increase.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{Fixture, distlock, stderr};
+use support::{Fixture, distlock, stderr};
 
 const WORKERS: usize = 8;
 const RUNS_PER_WORKER: usize = 25;
@@ -42,7 +42,7 @@ async fn counter_is_exact_and_tokens_increase(fixture: Fixture) {
                 ])
                 .env("COUNTER", &counter)
                 .env("TOKENS", &tokens);
-                let output = common::output_within(Duration::from_secs(90), &mut cmd).await;
+                let output = support::output_within(Duration::from_secs(90), &mut cmd).await;
                 assert!(
                     output.status.success(),
                     "worker {worker} run {run}: {:?}: {}",
@@ -77,25 +77,11 @@ async fn counter_is_exact_and_tokens_increase(fixture: Fixture) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn file_processes_count_exactly_with_increasing_tokens() {
-    counter_is_exact_and_tokens_increase(common::file_fixture()).await;
-}
-
-#[cfg(feature = "etcd")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_processes_count_exactly_with_increasing_tokens() {
-    counter_is_exact_and_tokens_increase(common::etcd_fixture().await).await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_processes_count_exactly_with_increasing_tokens() {
-    counter_is_exact_and_tokens_increase(common::redis_fixture().await).await;
-}
-
-#[cfg(feature = "zk")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zk_processes_count_exactly_with_increasing_tokens() {
-    counter_is_exact_and_tokens_increase(common::zk_fixture().await).await;
+support::test_on_backends! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    counter_is_exact_and_tokens_increase;
+    file: file_processes_count_exactly_with_increasing_tokens,
+    etcd: etcd_processes_count_exactly_with_increasing_tokens,
+    redis: redis_processes_count_exactly_with_increasing_tokens,
+    zk: zk_processes_count_exactly_with_increasing_tokens,
 }

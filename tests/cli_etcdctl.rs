@@ -1,12 +1,12 @@
 //! `distlock run` on etcd with `layout=concurrency` and the real
 //! `etcdctl lock` exclude each other: one lock, two tools.
 
-mod common;
+mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{distlock, etcd_fixture, output_within, stderr};
+use support::{NOT_ACQUIRED, cmd, etcd_fixture, output_within, stderr};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::timeout;
@@ -14,8 +14,6 @@ use tokio::time::timeout;
 const BOUND: Duration = Duration::from_secs(15);
 /// How long a tool that must stay out is watched for not getting in.
 const QUIET: Duration = Duration::from_millis(500);
-/// `distlock --help`: not acquired within `--wait`.
-const NOT_ACQUIRED: i32 = 75;
 /// Says `held <its pid>`, then waits until sent SIGTERM; gives up (exit 3)
 /// after about 20 s, so a failed test leaves no shell behind.
 const HOLD: &str = r#"echo "held $$"; trap 'exit 0' TERM; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3"#;
@@ -92,25 +90,32 @@ async fn until_queued(url: &str, prefix: &str, count: usize) {
     }
 }
 
+/// `waiter` queues behind `holder`, whose command is the shell `shell`, and
+/// prints nothing while it holds lock `name`; once the shell ends, `holder`
+/// exits 0 and `waiter` gets in and prints its key under `name/`.
+async fn hands_over(url: &str, name: &str, holder: &mut Running, shell: i32, waiter: &mut Running) {
+    let prefix = format!("{name}/");
+    until_queued(url, &prefix, 2).await;
+    if let Ok(line) = timeout(QUIET, waiter.lines.next_line()).await {
+        panic!("the waiter got in while the holder holds {name}: {line:?}");
+    }
+    signal(shell, nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(holder.exit_code().await, Some(0));
+    let key = waiter.line().await;
+    assert!(key.starts_with(&prefix), "{key}");
+}
+
 #[tokio::test]
 async fn distlock_run_keeps_etcdctl_lock_out_until_its_command_ends() {
     let fixture = etcd_fixture().await;
     let url = format!("{}?layout=concurrency", fixture.url);
-    let mut cmd = distlock(Some(&url));
-    cmd.args(["run", "cli/interop", "--", "sh", "-c", HOLD]);
-    let mut run = Running::spawn(cmd);
+    let mut run = cmd(Some(&url), "run cli/interop -- sh -c");
+    run.arg(HOLD);
+    let mut run = Running::spawn(run);
     let shell = run.held_by().await;
 
     let mut peer = Running::spawn(etcdctl(&fixture.url, &["lock", "cli/interop"]));
-    until_queued(&fixture.url, "cli/interop/", 2).await;
-    if let Ok(line) = timeout(QUIET, peer.lines.next_line()).await {
-        panic!("etcdctl got in while distlock run holds the lock: {line:?}");
-    }
-
-    signal(shell, nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(run.exit_code().await, Some(0));
-    let key = peer.line().await;
-    assert!(key.starts_with("cli/interop/"), "{key}");
+    hands_over(&fixture.url, "cli/interop", &mut run, shell, &mut peer).await;
     signal(
         peer.child.id().unwrap() as i32,
         nix::sys::signal::Signal::SIGINT,
@@ -130,31 +135,22 @@ async fn etcdctl_lock_keeps_distlock_run_out_until_its_command_ends() {
 
     let busy = output_within(
         BOUND,
-        distlock(Some(&url)).args(["run", "--wait", "0", "cli/go-held", "--", "true"]),
+        &mut cmd(Some(&url), "run --wait 0 cli/go-held -- true"),
     )
     .await;
     assert_eq!(busy.status.code(), Some(NOT_ACQUIRED), "{}", stderr(&busy));
     assert!(stderr(&busy).contains("cli/go-held"), "{}", stderr(&busy));
 
-    let mut cmd = distlock(Some(&url));
-    cmd.args([
-        "run",
-        "--wait",
-        "10s",
+    let mut waiting = cmd(Some(&url), "run --wait 10s cli/go-held -- sh -c");
+    waiting.arg("echo \"$DISTLOCK_KEY\"");
+    let mut waiting = Running::spawn(waiting);
+    hands_over(
+        &fixture.url,
         "cli/go-held",
-        "--",
-        "sh",
-        "-c",
-        "echo \"$DISTLOCK_KEY\"",
-    ]);
-    let mut waiting = Running::spawn(cmd);
-    until_queued(&fixture.url, "cli/go-held/", 2).await;
-    if let Ok(line) = timeout(QUIET, waiting.lines.next_line()).await {
-        panic!("distlock run got in while etcdctl holds the lock: {line:?}");
-    }
-    signal(shell, nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(holder.exit_code().await, Some(0));
-    let key = waiting.line().await;
-    assert!(key.starts_with("cli/go-held/"), "{key}");
+        &mut holder,
+        shell,
+        &mut waiting,
+    )
+    .await;
     assert_eq!(waiting.exit_code().await, Some(0));
 }

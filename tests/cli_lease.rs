@@ -3,14 +3,11 @@
 //! lock can pass to another holder, and a waiter interrupted with Ctrl-C
 //! gives up its place at once.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{distlock, file_fixture, output_within, stderr};
-
-const BOUND: Duration = Duration::from_secs(30);
-const USAGE: i32 = 64;
+use support::{BOUND, cli, cmd, file_fixture, output_within, stderr, usage_error};
 
 #[tokio::test]
 async fn ttl_below_the_minimum_is_a_usage_error_naming_the_minimum() {
@@ -21,18 +18,8 @@ async fn ttl_below_the_minimum_is_a_usage_error_naming_the_minimum() {
         urls.push("redis://127.0.0.1:1".to_owned());
     }
     for url in urls {
-        let output = output_within(
-            BOUND,
-            distlock(Some(&url)).args(["run", "--ttl", "2ms", "jobs/short", "--", "true"]),
-        )
-        .await;
-        assert_eq!(
-            output.status.code(),
-            Some(USAGE),
-            "{url}: {}",
-            stderr(&output)
-        );
-        let err = stderr(&output);
+        let output = cli(Some(&url), "run --ttl 2ms jobs/short -- true").await;
+        let err = usage_error(&output, &url);
         assert!(
             err.contains("--ttl") && err.contains("10ms"),
             "{url}: {err}"
@@ -43,22 +30,13 @@ async fn ttl_below_the_minimum_is_a_usage_error_naming_the_minimum() {
 #[tokio::test]
 async fn grace_over_half_the_ttl_is_a_usage_error() {
     let fixture = file_fixture();
-    let output = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args([
-            "run",
-            "--ttl",
-            "1s",
-            "--grace",
-            "800ms",
-            "jobs/grace",
-            "--",
-            "true",
-        ]),
+    let output = cli(
+        Some(&fixture.url),
+        "run --ttl 1s --grace 800ms jobs/grace -- true",
     )
     .await;
-    assert_eq!(output.status.code(), Some(USAGE), "{}", stderr(&output));
-    assert!(stderr(&output).contains("--grace"), "{}", stderr(&output));
+    let err = usage_error(&output, &"--ttl 1s --grace 800ms");
+    assert!(err.contains("--grace"), "{err}");
 }
 
 /// `--ttl` states each compiled-in backend's default, as the backend crates
@@ -88,7 +66,7 @@ async fn ttl_help_states_each_backends_default() {
     ));
     let memory = format!("memory {}", format_duration(distlock::memory::DEFAULT_TTL));
     for command in ["run", "elect", "bench"] {
-        let output = output_within(BOUND, distlock(None).args([command, "--help"])).await;
+        let output = cli(None, &format!("{command} --help")).await;
         assert!(output.status.success());
         let help = String::from_utf8_lossy(&output.stdout);
         // Only bench takes memory://.
@@ -119,9 +97,9 @@ fn stamp(path: &std::path::Path) -> u128 {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
-    use common::wait_for_file;
     use lock_testkit::proxy::FaultProxy;
     use lock_testkit::servers::RedisServer;
+    use support::{spawn_piped, wait_for_file};
 
     async fn redis() -> RedisServer {
         RedisServer::start().await.unwrap_or_else(|e| panic!("{e}"))
@@ -149,37 +127,22 @@ mod redis {
             started.display()
         );
         let holder_url = format!("redis://{}", proxy.addr());
-        let mut holder = distlock(Some(&holder_url));
-        holder.args([
-            "run",
-            "--ttl",
-            "1s",
-            "--grace",
-            "400ms",
-            "jobs/partition",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]);
+        let mut holder = cmd(
+            Some(&holder_url),
+            "run --ttl 1s --grace 400ms jobs/partition -- sh -c",
+        );
+        holder.arg(&script);
         let holder = tokio::spawn(async move { output_within(BOUND, &mut holder).await });
         wait_for_file(&started, BOUND).await;
         proxy.blackhole();
         let next_script = format!(r#"date +%s%N > "{}""#, second.display());
         let next = output_within(
             BOUND,
-            distlock(Some(&server.url())).args([
-                "run",
-                "--ttl",
-                "1s",
-                "--wait",
-                "20s",
-                "jobs/partition",
-                "--",
-                "sh",
-                "-c",
-                &next_script,
-            ]),
+            cmd(
+                Some(&server.url()),
+                "run --ttl 1s --wait 20s jobs/partition -- sh -c",
+            )
+            .arg(&next_script),
         )
         .await;
         assert!(next.status.success(), "{}", stderr(&next));
@@ -234,18 +197,9 @@ mod redis {
         );
         let url = server.url();
         let run = |script: &str| {
-            let mut cmd = distlock(Some(&url));
-            cmd.args([
-                "run",
-                "--ttl",
-                "10s",
-                "jobs/interrupt",
-                "--",
-                "sh",
-                "-c",
-                script,
-            ]);
-            cmd
+            let mut run = cmd(Some(&url), "run --ttl 10s jobs/interrupt -- sh -c");
+            run.arg(script);
+            run
         };
         let mut holder = run(&holder_script);
         let holder = tokio::spawn(async move { output_within(BOUND, &mut holder).await });
@@ -257,19 +211,13 @@ mod redis {
             .await
             .unwrap();
         slow.delay(Duration::from_millis(100));
-        let mut waiter = distlock(Some(&format!("redis://{}", slow.addr())));
-        waiter.args(["run", "--ttl", "10s", "jobs/interrupt", "--", "true"]);
-        waiter
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let waiter = waiter.spawn().unwrap();
+        let slow_url = format!("redis://{}", slow.addr());
+        let waiter = spawn_piped(&mut cmd(
+            Some(&slow_url),
+            "run --ttl 10s jobs/interrupt -- true",
+        ));
         until_queued(&server, "jobs/interrupt", 1).await;
-        let pid = nix::unistd::Pid::from_raw(waiter.id().unwrap() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        let interrupted = tokio::time::timeout(BOUND, waiter.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
+        let interrupted = support::signal_and_wait(waiter, nix::sys::signal::Signal::SIGINT).await;
         assert_eq!(
             interrupted.status.code(),
             Some(130),

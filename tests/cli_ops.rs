@@ -4,16 +4,14 @@
 
 #![cfg(feature = "cli")]
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Duration;
 
-use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
+use support::{BOUND, FREE, LOST, USAGE, cmd, file_fixture, output_within, stderr, wait_for_file};
 use tokio::process::Child;
 
-const BOUND: Duration = Duration::from_secs(30);
 /// The holders' lease: renewed every third of it, so a break is noticed
 /// within about 700 ms, and long enough for renewals to keep up on a busy
 /// two-core machine.
@@ -22,16 +20,11 @@ const TTL_MS: u64 = 2000;
 
 /// A fresh lock directory; records are not `fsync`ed, which these tests do
 /// not need and which would slow renewals under load.
-fn fixture() -> common::Fixture {
+fn fixture() -> support::Fixture {
     let dir = file_fixture();
     let url = format!("{}?fsync=false", dir.url);
-    common::Fixture::new(url, dir)
+    support::Fixture::new(url, dir)
 }
-
-/// Exit codes documented in `distlock --help`.
-const FREE: i32 = 1;
-const USAGE: i32 = 64;
-const LOST: i32 = 76;
 
 /// A `distlock run NAME` in its own process, holding the lock until told to
 /// stop (or until it loses it). Its command writes DISTLOCK_TOKEN to a file.
@@ -52,8 +45,8 @@ impl Holder {
             token = token_file.display(),
             stop = stop.display()
         );
-        let mut cmd = distlock(Some(url));
-        cmd.args(["run", "--ttl", TTL, name, "--", "sh", "-c", &script]);
+        let mut cmd = cmd(Some(url), &format!("run --ttl {TTL} {name} -- sh -c"));
+        cmd.arg(&script);
         for (key, value) in env {
             cmd.env(key, value);
         }
@@ -98,8 +91,9 @@ fn read_token(path: &Path) -> u64 {
         .unwrap_or_else(|e| panic!("{text:?}: {e}"))
 }
 
-async fn cli(url: &str, args: &[&str]) -> Output {
-    output_within(BOUND, distlock(Some(url)).args(args)).await
+/// `distlock --url URL WORDS…` within [`BOUND`].
+async fn cli(url: &str, words: &str) -> Output {
+    support::cli(Some(url), words).await
 }
 
 fn json(output: &Output) -> serde_json::Value {
@@ -112,7 +106,7 @@ async fn status_shows_the_run_of_another_process_then_free() {
     let fixture = fixture();
     let holder = Holder::start(&fixture.url, "jobs/status", &[]).await;
 
-    let shown = cli(&fixture.url, &["status", "jobs/status", "--json"]).await;
+    let shown = cli(&fixture.url, "status jobs/status --json").await;
     assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
     let status = json(&shown);
     assert_eq!(status["held"], true, "{status}");
@@ -126,14 +120,14 @@ async fn status_shows_the_run_of_another_process_then_free() {
     assert!(left <= TTL_MS, "{status}");
     assert!(status["holder"]["acquired_at"].is_string(), "{status}");
 
-    let text = cli(&fixture.url, &["status", "jobs/status"]).await;
+    let text = cli(&fixture.url, "status jobs/status").await;
     assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains(": held") && text.contains(label), "{text}");
 
     let ran = holder.finish().await;
     assert_eq!(ran.status.code(), Some(0), "{}", stderr(&ran));
-    let free = cli(&fixture.url, &["status", "jobs/status"]).await;
+    let free = cli(&fixture.url, "status jobs/status").await;
     assert_eq!(free.status.code(), Some(FREE), "{}", stderr(&free));
     assert!(String::from_utf8_lossy(&free.stdout).contains(": free"));
 }
@@ -146,7 +140,7 @@ async fn ls_lists_the_held_names_under_a_prefix_and_holder_labels_come_from_the_
     let b = Holder::start(&fixture.url, "jobs/b/c", &[]).await;
     let other = Holder::start(&fixture.url, "other", &[]).await;
 
-    let listed = cli(&fixture.url, &["ls", "jobs/", "--json"]).await;
+    let listed = cli(&fixture.url, "ls jobs/ --json").await;
     assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
     let entries = json(&listed);
     let names: Vec<(&str, u64)> = entries
@@ -156,18 +150,18 @@ async fn ls_lists_the_held_names_under_a_prefix_and_holder_labels_come_from_the_
         .map(|e| (e["name"].as_str().unwrap(), e["token"].as_u64().unwrap()))
         .collect();
     assert_eq!(names, [("jobs/a", a.token()), ("jobs/b/c", b.token())]);
-    let text = cli(&fixture.url, &["ls"]).await;
+    let text = cli(&fixture.url, "ls").await;
     let text = String::from_utf8_lossy(&text.stdout);
     assert_eq!(text.lines().count(), 3, "{text}");
     assert!(text.contains("other token="), "{text}");
 
-    let status = cli(&fixture.url, &["status", "jobs/a", "--json"]).await;
+    let status = cli(&fixture.url, "status jobs/a --json").await;
     assert_eq!(json(&status)["holder"]["description"], "billing-worker-3");
 
     for holder in [a, b, other] {
         assert_eq!(holder.finish().await.status.code(), Some(0));
     }
-    let empty = cli(&fixture.url, &["ls", "jobs/"]).await;
+    let empty = cli(&fixture.url, "ls jobs/").await;
     assert_eq!(empty.status.code(), Some(0), "{}", stderr(&empty));
     assert!(
         empty.stdout.is_empty(),
@@ -178,47 +172,34 @@ async fn ls_lists_the_held_names_under_a_prefix_and_holder_labels_come_from_the_
 
 #[tokio::test]
 async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_token_is_higher() {
-    let fixture = fixture();
-    breaks_the_run_of_another_process(&fixture.url).await;
+    breaks_the_run_of_another_process(fixture()).await;
 }
 
-#[cfg(feature = "etcd")]
-#[tokio::test]
-async fn break_evicts_the_run_of_another_process_on_etcd() {
-    let fixture = common::etcd_fixture().await;
-    breaks_the_run_of_another_process(&fixture.url).await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test]
-async fn break_evicts_the_run_of_another_process_on_redis() {
-    let fixture = common::redis_fixture().await;
-    breaks_the_run_of_another_process(&fixture.url).await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test]
-async fn break_evicts_the_run_of_another_process_on_redlock() {
-    let fixture = common::redlock_fixture().await;
-    breaks_the_run_of_another_process(&fixture.url).await;
+support::test_on_backends! {
+    #[tokio::test]
+    breaks_the_run_of_another_process;
+    etcd: break_evicts_the_run_of_another_process_on_etcd,
+    redis: break_evicts_the_run_of_another_process_on_redis,
+    redlock: break_evicts_the_run_of_another_process_on_redlock,
 }
 
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock
-/// run` of another process started at `url`, which exits 76, and the next
+/// run` of another process started on the fixture, which exits 76, and the next
 /// run's token is higher.
-async fn breaks_the_run_of_another_process(url: &str) {
+async fn breaks_the_run_of_another_process(fixture: support::Fixture) {
+    let url = fixture.url.as_str();
     let holder = Holder::start(url, "jobs/stuck", &[]).await;
     let evicted_token = holder.token();
 
-    let refused = cli(url, &["break", "jobs/stuck"]).await;
+    let refused = cli(url, "break jobs/stuck").await;
     assert_eq!(refused.status.code(), Some(USAGE), "{}", stderr(&refused));
     let err = stderr(&refused);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--yes"), "{err}");
-    let still = cli(url, &["status", "jobs/stuck"]).await;
+    let still = cli(url, "status jobs/stuck").await;
     assert_eq!(still.status.code(), Some(0), "refused, yet not held");
 
-    let broke = cli(url, &["break", "jobs/stuck", "--yes"]).await;
+    let broke = cli(url, "break jobs/stuck --yes").await;
     assert_eq!(broke.status.code(), Some(0), "{}", stderr(&broke));
     let out = String::from_utf8_lossy(&broke.stdout);
     assert!(
@@ -234,30 +215,18 @@ async fn breaks_the_run_of_another_process(url: &str) {
         stderr(&ran)
     );
 
-    let next = cli(
-        url,
-        &[
-            "run",
-            "--wait",
-            "5s",
-            "jobs/stuck",
-            "--",
-            "sh",
-            "-c",
-            "echo $DISTLOCK_TOKEN",
-        ],
+    let next = output_within(
+        BOUND,
+        cmd(Some(url), "run --wait 5s jobs/stuck -- sh -c").arg("echo $DISTLOCK_TOKEN"),
     )
     .await;
     assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
-    let token: u64 = String::from_utf8_lossy(&next.stdout)
-        .trim()
-        .parse()
-        .unwrap();
+    let token = support::token(&next);
     assert!(
         token > evicted_token,
         "{token} after evicted {evicted_token}"
     );
 
-    let free = cli(url, &["break", "jobs/stuck", "--yes"]).await;
+    let free = cli(url, "break jobs/stuck --yes").await;
     assert_eq!(free.status.code(), Some(FREE), "{}", stderr(&free));
 }

@@ -2,37 +2,51 @@
 //! environment and exit status, the documented exit codes, lost-lock
 //! handling, signal forwarding, and one-line errors for bad input.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{distlock, file_fixture, output_within, stderr, wait_for_file};
 use distlock::LockName;
 use distlock::file::{FileBackend, FileConfig};
+use nix::sys::signal::Signal;
+use support::{
+    BOUND, LOST, NOT_ACQUIRED, NOT_FOUND, USAGE, cli, cmd, distlock, failure, file_fixture,
+    one_line_error, output_within, signal_and_wait, spawn_piped, stderr, token, usage_error,
+    wait_for_file,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
-const BOUND: Duration = Duration::from_secs(30);
+/// A file backend client of its own on `url`, to hold or break locks from
+/// outside the CLI.
+async fn outside(url: &str) -> FileBackend {
+    FileBackend::connect(FileConfig::from_url(url).unwrap())
+        .await
+        .unwrap()
+}
 
-/// Exit codes documented in `distlock --help`.
-const USAGE: i32 = 64;
-const NOT_ACQUIRED: i32 = 75;
-const LOST: i32 = 76;
-const NOT_FOUND: i32 = 127;
-
-fn one_line_error(output: &std::process::Output) -> String {
-    let err = stderr(output);
-    assert_eq!(
-        err.lines().count(),
-        1,
-        "expected one line on stderr, got: {err:?}"
-    );
-    assert!(err.starts_with("distlock: "), "{err:?}");
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{err:?}"
-    );
-    err
+/// Runs `sh -c SCRIPT` under `distlock run --ttl 600ms --grace 300ms NAME`
+/// with `$WORK` a fresh directory, ends the lease from outside (as an
+/// operator breaking a stuck lock would) once the script has created
+/// `$WORK/started`, and checks that distlock exits 76. Returns its output
+/// and the directory.
+async fn lose_the_lock_while_running(
+    name: &str,
+    script: &str,
+) -> (std::process::Output, tempfile::TempDir) {
+    let fixture = file_fixture();
+    let work = tempfile::tempdir().unwrap();
+    let words = format!("run --ttl 600ms --grace 300ms {name} -- sh -c");
+    let mut cmd = cmd(Some(&fixture.url), &words);
+    cmd.arg(script).env("WORK", work.path());
+    let run = tokio::spawn(async move { output_within(BOUND, &mut cmd).await });
+    wait_for_file(&work.path().join("started"), BOUND).await;
+    let name = LockName::new(name).unwrap();
+    let ended = outside(&fixture.url).await.expire_now(&name).await;
+    assert!(ended.unwrap(), "{name} was not held");
+    let output = run.await.unwrap();
+    assert_eq!(output.status.code(), Some(LOST), "{}", stderr(&output));
+    (output, work)
 }
 
 #[tokio::test]
@@ -40,14 +54,8 @@ async fn run_gives_the_command_its_lock_and_exits_with_its_status() {
     let fixture = file_fixture();
     let output = output_within(
         BOUND,
-        distlock(Some(&fixture.url)).args([
-            "run",
-            "jobs/env",
-            "--",
-            "sh",
-            "-c",
-            r#"echo "$DISTLOCK_NAME|$DISTLOCK_TOKEN|$DISTLOCK_KEY"; exit 7"#,
-        ]),
+        cmd(Some(&fixture.url), "run jobs/env -- sh -c")
+            .arg(r#"echo "$DISTLOCK_NAME|$DISTLOCK_TOKEN|$DISTLOCK_KEY"; exit 7"#),
     )
     .await;
     assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
@@ -59,127 +67,60 @@ async fn run_gives_the_command_its_lock_and_exits_with_its_status() {
     // Released at exit: the next run gets it at once, with a greater token.
     let next = output_within(
         BOUND,
-        distlock(Some(&fixture.url)).args([
-            "run",
-            "--wait",
-            "0",
-            "jobs/env",
-            "--",
-            "sh",
-            "-c",
-            "echo $DISTLOCK_TOKEN",
-        ]),
+        cmd(Some(&fixture.url), "run --wait 0 jobs/env -- sh -c").arg("echo $DISTLOCK_TOKEN"),
     )
     .await;
     assert!(next.status.success(), "{}", stderr(&next));
-    let token: u64 = String::from_utf8_lossy(&next.stdout)
-        .trim()
-        .parse()
+    assert!(token(&next) > fields[1].parse().unwrap());
+}
+
+/// `distlock run --wait WAIT NAME -- true` while another client holds
+/// NAME: checks that it exits 75 and returns its one line and how long the
+/// run took.
+async fn not_acquired_within(wait: &str, name: &str) -> (String, Duration) {
+    let fixture = file_fixture();
+    let backend = outside(&fixture.url).await;
+    let held = distlock::LockBackendExt::lock(&backend, name)
+        .await
         .unwrap();
-    assert!(token > fields[1].parse().unwrap());
+    let start = Instant::now();
+    let output = cli(
+        Some(&fixture.url),
+        &format!("run --wait {wait} {name} -- true"),
+    )
+    .await;
+    let took = start.elapsed();
+    let err = failure(&output, NOT_ACQUIRED, &name);
+    held.release().await.unwrap();
+    (err, took)
 }
 
 #[tokio::test]
 async fn run_exits_75_with_one_line_when_not_acquired_within_wait() {
-    let fixture = file_fixture();
-    let backend = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
-        .await
-        .unwrap();
-    let held = distlock::LockBackendExt::lock(&backend, "jobs/busy")
-        .await
-        .unwrap();
-    let start = Instant::now();
-    let output = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args(["run", "--wait", "300ms", "jobs/busy", "--", "true"]),
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(NOT_ACQUIRED));
-    assert!(start.elapsed() >= Duration::from_millis(300));
-    let err = one_line_error(&output);
+    let (err, took) = not_acquired_within("300ms", "jobs/busy").await;
+    assert!(took >= Duration::from_millis(300), "{took:?}");
     assert!(
         err.contains("jobs/busy") && err.contains("not acquired"),
         "{err}"
     );
-    held.release().await.unwrap();
 }
 
 #[tokio::test]
 async fn run_terminates_the_command_and_exits_76_when_the_lock_is_lost() {
-    let fixture = file_fixture();
-    let work = tempfile::tempdir().unwrap();
-    let started = work.path().join("started");
-    let terminated = work.path().join("terminated");
-    let script = format!(
-        r#"trap 'kill $!; touch "{}"; exit 0' TERM; touch "{}"; sleep 30 >/dev/null 2>&1 & wait"#,
-        terminated.display(),
-        started.display()
-    );
-    let mut cmd = distlock(Some(&fixture.url));
-    cmd.args([
-        "run",
-        "--ttl",
-        "600ms",
-        "--grace",
-        "300ms",
-        "jobs/lost",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    let run = tokio::spawn(async move { output_within(BOUND, &mut cmd).await });
-    wait_for_file(&started, BOUND).await;
-    // End the lease from outside, as an operator breaking a stuck lock would.
-    let breaker = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
-        .await
-        .unwrap();
+    let script = r#"trap 'kill $!; touch "$WORK/terminated"; exit 0' TERM; touch "$WORK/started"; sleep 30 >/dev/null 2>&1 & wait"#;
+    let (output, work) = lose_the_lock_while_running("jobs/lost", script).await;
     assert!(
-        breaker
-            .expire_now(&LockName::new("jobs/lost").unwrap())
-            .await
-            .unwrap()
+        work.path().join("terminated").exists(),
+        "the command never got SIGTERM"
     );
-    let output = run.await.unwrap();
-    assert_eq!(output.status.code(), Some(LOST), "{}", stderr(&output));
-    assert!(terminated.exists(), "the command never got SIGTERM");
     let err = stderr(&output);
     assert!(err.contains("lost lock jobs/lost"), "{err}");
 }
 
 #[tokio::test]
 async fn run_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
-    let fixture = file_fixture();
-    let work = tempfile::tempdir().unwrap();
-    let started = work.path().join("started");
-    let script = format!(
-        r#"trap '' TERM; touch "{}"; while :; do sleep 0.1; done"#,
-        started.display()
-    );
-    let mut cmd = distlock(Some(&fixture.url));
-    cmd.args([
-        "run",
-        "--ttl",
-        "600ms",
-        "--grace",
-        "300ms",
-        "jobs/stubborn",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    let run = tokio::spawn(async move { output_within(BOUND, &mut cmd).await });
-    wait_for_file(&started, BOUND).await;
-    let breaker = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
-        .await
-        .unwrap();
-    breaker
-        .expire_now(&LockName::new("jobs/stubborn").unwrap())
-        .await
-        .unwrap();
-    let output = run.await.unwrap();
-    assert_eq!(output.status.code(), Some(LOST), "{}", stderr(&output));
+    let script = r#"trap '' TERM; touch "$WORK/started"; while :; do sleep 0.1; done"#;
+    let (output, _work) = lose_the_lock_while_running("jobs/stubborn", script).await;
     assert!(stderr(&output).contains("SIGKILL"), "{}", stderr(&output));
 }
 
@@ -194,25 +135,12 @@ async fn sigterm_to_distlock_reaches_the_command_and_the_lock_is_released() {
         forwarded.display(),
         started.display()
     );
-    let mut cmd = distlock(Some(&fixture.url));
-    cmd.args(["run", "jobs/signal", "--", "sh", "-c", &script]);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    let child = spawn_piped(cmd(Some(&fixture.url), "run jobs/signal -- sh -c").arg(&script));
     wait_for_file(&started, BOUND).await;
-    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let output = tokio::time::timeout(BOUND, child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let output = signal_and_wait(child, Signal::SIGTERM).await;
     assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
     assert!(forwarded.exists(), "SIGTERM was not forwarded");
-    let again = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args(["run", "--wait", "0", "jobs/signal", "--", "true"]),
-    )
-    .await;
+    let again = cli(Some(&fixture.url), "run --wait 0 jobs/signal -- true").await;
     assert!(
         again.status.success(),
         "lock not released: {}",
@@ -224,69 +152,30 @@ async fn sigterm_to_distlock_reaches_the_command_and_the_lock_is_released() {
 async fn bad_input_gives_one_line_and_the_usage_code_without_connecting() {
     let fixture = file_fixture();
     let long_name = "n".repeat(600);
-    let cases: Vec<(Vec<&str>, &str)> = vec![
+    let url = fixture.url.as_str();
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("not a url", vec!["run", "a", "--", "true"], "malformed"),
         (
-            vec!["--url", "not a url", "run", "a", "--", "true"],
-            "malformed",
-        ),
-        (
-            vec!["--url", "consul://h:8500", "run", "a", "--", "true"],
+            "consul://h:8500",
+            vec!["run", "a", "--", "true"],
             "known schemes",
         ),
-        (vec!["--url", &fixture.url, "run", "a"], "no command"),
-        (vec!["--url", &fixture.url, "run", "a", "--"], "no command"),
+        (url, vec!["run", "a"], "no command"),
+        (url, vec!["run", "a", "--"], "no command"),
+        (url, vec!["run", "bad\nname", "--", "true"], "invalid name"),
+        (url, vec!["run", &long_name, "--", "true"], "invalid name"),
+        (url, vec!["run", "--ttl", "0", "a", "--", "true"], "TTL"),
+        (url, vec!["run", "--ttl", "soon", "a", "--", "true"], "soon"),
+        (url, vec!["run", "a", "true"], "distlock run a -- true"),
         (
-            vec!["--url", &fixture.url, "run", "bad\nname", "--", "true"],
-            "invalid name",
-        ),
-        (
-            vec!["--url", &fixture.url, "run", &long_name, "--", "true"],
-            "invalid name",
-        ),
-        (
-            vec![
-                "--url",
-                &fixture.url,
-                "run",
-                "--ttl",
-                "0",
-                "a",
-                "--",
-                "true",
-            ],
-            "TTL",
-        ),
-        (
-            vec![
-                "--url",
-                &fixture.url,
-                "run",
-                "--ttl",
-                "soon",
-                "a",
-                "--",
-                "true",
-            ],
-            "soon",
-        ),
-        (
-            vec!["--url", &fixture.url, "run", "a", "true"],
-            "distlock run a -- true",
-        ),
-        (
-            vec!["--url", "file://relative", "run", "a", "--", "true"],
+            "file://relative",
+            vec!["run", "a", "--", "true"],
             "absolute",
         ),
     ];
-    for (args, expect) in cases {
-        let output = output_within(BOUND, distlock(None).args(&args)).await;
-        assert_eq!(
-            output.status.code(),
-            Some(USAGE),
-            "{args:?}: {}",
-            stderr(&output)
-        );
-        let err = one_line_error(&output);
+    for (url, args, expect) in cases {
+        let output = output_within(BOUND, distlock(Some(url)).args(&args)).await;
+        let err = usage_error(&output, &(url, &args));
         assert!(err.contains(expect), "{args:?}: {err}");
     }
 }
@@ -307,8 +196,7 @@ async fn backends_not_compiled_in_name_their_feature() {
         if compiled {
             continue;
         }
-        let output =
-            output_within(BOUND, distlock(Some(url)).args(["run", "a", "--", "true"])).await;
+        let output = cli(Some(url), "run a -- true").await;
         assert_eq!(output.status.code(), Some(USAGE));
         let err = one_line_error(&output);
         assert!(err.contains(&format!("`{feature}` feature")), "{err}");
@@ -318,11 +206,7 @@ async fn backends_not_compiled_in_name_their_feature() {
 #[tokio::test]
 async fn missing_command_exits_127() {
     let fixture = file_fixture();
-    let output = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args(["run", "a", "--", "distlock-test-no-such-command"]),
-    )
-    .await;
+    let output = cli(Some(&fixture.url), "run a -- distlock-test-no-such-command").await;
     assert_eq!(output.status.code(), Some(NOT_FOUND));
     one_line_error(&output);
 }
@@ -397,19 +281,8 @@ async fn bench_prints_a_table_and_writes_json_and_svg() {
     );
     let output = output_within(
         Duration::from_secs(60),
-        distlock(None)
-            .args([
-                "bench",
-                "--url",
-                "memory://",
-                "--url",
-                &fixture.url,
-                "--clients",
-                "2",
-                "--duration",
-                "500ms",
-                "--json",
-            ])
+        cmd(None, "bench --url memory:// --clients 2 --duration 500ms")
+            .args(["--url", &fixture.url, "--json"])
             .arg(&json)
             .arg("--plot")
             .arg(&svg),
@@ -448,17 +321,10 @@ async fn run_without_a_url_uses_lock_files_in_the_state_directory() {
     let home = tempfile::tempdir().unwrap();
     let output = output_within(
         BOUND,
-        distlock(None)
+        cmd(None, "run jobs/default -- sh -c")
+            .arg("echo $DISTLOCK_KEY")
             .env("HOME", home.path())
-            .env_remove("XDG_STATE_HOME")
-            .args([
-                "run",
-                "jobs/default",
-                "--",
-                "sh",
-                "-c",
-                "echo $DISTLOCK_KEY",
-            ]),
+            .env_remove("XDG_STATE_HOME"),
     )
     .await;
     assert!(output.status.success(), "{}", stderr(&output));
@@ -477,9 +343,7 @@ async fn xdg_state_home_holds_the_lock_files_without_a_doubled_directory() {
     let state = tempfile::tempdir().unwrap();
     let output = output_within(
         BOUND,
-        distlock(None)
-            .env("XDG_STATE_HOME", state.path())
-            .args(["run", "jobs/xdg", "--", "true"]),
+        cmd(None, "run jobs/xdg -- true").env("XDG_STATE_HOME", state.path()),
     )
     .await;
     assert!(output.status.success(), "{}", stderr(&output));
@@ -496,23 +360,22 @@ async fn an_existing_default_directory_keeps_its_fencing_counters() {
     let older_root = home.path().join(".local/state/distlock/locks");
     let token_of = |output: std::process::Output| -> u64 {
         assert!(output.status.success(), "{}", stderr(&output));
-        String::from_utf8_lossy(&output.stdout)
-            .trim()
-            .parse()
-            .unwrap()
+        token(&output)
     };
-    let show = ["run", "jobs/kept", "--", "sh", "-c", "echo $DISTLOCK_TOKEN"];
+    let show = |url: Option<&str>| {
+        let mut show = cmd(url, "run jobs/kept -- sh -c");
+        show.arg("echo $DISTLOCK_TOKEN");
+        show
+    };
     // As the older default did: the records under the root's `locks/`.
     let older_url = format!("file://{}", older_root.display());
     let mut first = 0;
     for _ in 0..3 {
-        first = token_of(output_within(BOUND, distlock(Some(&older_url)).args(show)).await);
+        first = token_of(output_within(BOUND, &mut show(Some(&older_url))).await);
     }
     assert!(older_root.join("locks/jobs%2Fkept.rec").exists());
-    let mut cmd = distlock(None);
-    cmd.env("HOME", home.path())
-        .env_remove("XDG_STATE_HOME")
-        .args(show);
+    let mut cmd = show(None);
+    cmd.env("HOME", home.path()).env_remove("XDG_STATE_HOME");
     let next = token_of(output_within(BOUND, &mut cmd).await);
     assert!(next > first, "the token went back from {first} to {next}");
 }
@@ -523,14 +386,7 @@ async fn an_explicit_directory_is_used_as_given() {
     let dir = fixture.url.strip_prefix("file://").unwrap().to_owned();
     let output = output_within(
         BOUND,
-        distlock(Some(&fixture.url)).args([
-            "run",
-            "jobs/given",
-            "--",
-            "sh",
-            "-c",
-            "echo $DISTLOCK_KEY",
-        ]),
+        cmd(Some(&fixture.url), "run jobs/given -- sh -c").arg("echo $DISTLOCK_KEY"),
     )
     .await;
     assert!(output.status.success(), "{}", stderr(&output));
@@ -555,28 +411,31 @@ async fn url_flag_beats_environment_beats_config_file() {
         assert!(output.status.success(), "{}", stderr(&output));
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     };
-    let show = ["run", "jobs/which", "--", "sh", "-c", "echo $DISTLOCK_URL"];
-    let mut cmd = distlock(None);
-    cmd.arg("--config").arg(&config).args(show);
-    assert_eq!(
-        url_seen(output_within(BOUND, &mut cmd).await),
-        from_file.url
-    );
-    let mut cmd = distlock(None);
-    cmd.arg("--config")
-        .arg(&config)
-        .env("DISTLOCK_URL", &from_env.url)
-        .args(show);
-    assert_eq!(url_seen(output_within(BOUND, &mut cmd).await), from_env.url);
-    let mut cmd = distlock(Some(&from_flag.url));
-    cmd.arg("--config")
-        .arg(&config)
-        .env("DISTLOCK_URL", &from_env.url)
-        .args(show);
-    assert_eq!(
-        url_seen(output_within(BOUND, &mut cmd).await),
-        from_flag.url
-    );
+    let show = |flag: Option<&str>, env: Option<&str>| {
+        let mut cmd = distlock(flag);
+        cmd.arg("--config").arg(&config).args([
+            "run",
+            "jobs/which",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_URL",
+        ]);
+        if let Some(url) = env {
+            cmd.env("DISTLOCK_URL", url);
+        }
+        cmd
+    };
+    let cases = [
+        (None, None, &from_file.url),
+        (None, Some(&from_env.url), &from_env.url),
+        (Some(&from_flag.url), Some(&from_env.url), &from_flag.url),
+    ];
+    for (flag, env, expected) in cases {
+        let mut cmd = show(flag.map(String::as_str), env.map(String::as_str));
+        let seen = url_seen(output_within(BOUND, &mut cmd).await);
+        assert_eq!(&seen, expected, "--url {flag:?}, DISTLOCK_URL {env:?}");
+    }
 }
 
 #[tokio::test]
@@ -584,17 +443,15 @@ async fn bad_config_file_or_environment_is_a_usage_error() {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("bad.toml");
     std::fs::write(&config, "url = \"memory://\"\nttl = \"forever\"\n").unwrap();
-    let mut cmd = distlock(None);
-    cmd.arg("--config")
+    let mut with_config = distlock(None);
+    with_config
+        .arg("--config")
         .arg(&config)
         .args(["run", "a", "--", "true"]);
-    let output = output_within(BOUND, &mut cmd).await;
+    let output = output_within(BOUND, &mut with_config).await;
     assert_eq!(output.status.code(), Some(USAGE));
     assert!(one_line_error(&output).contains("bad.toml"));
-    let mut cmd = distlock(None);
-    cmd.env("DISTLOCK_TTL", "0")
-        .args(["run", "a", "--", "true"]);
-    let output = output_within(BOUND, &mut cmd).await;
+    let output = output_within(BOUND, cmd(None, "run a -- true").env("DISTLOCK_TTL", "0")).await;
     assert_eq!(output.status.code(), Some(USAGE));
     let err = one_line_error(&output);
     assert!(err.contains("DISTLOCK_TTL") && err.contains("TTL"), "{err}");
@@ -605,11 +462,7 @@ async fn bad_config_file_or_environment_is_a_usage_error() {
 #[cfg(any(feature = "etcd", feature = "redis", feature = "zk"))]
 async fn unreachable_server_fails_fast(url: &str) {
     let start = Instant::now();
-    let output = output_within(
-        BOUND,
-        distlock(Some(url)).args(["--connect-timeout", "2s", "run", "a", "--", "true"]),
-    )
-    .await;
+    let output = cli(Some(url), "--connect-timeout 2s run a -- true").await;
     assert_eq!(output.status.code(), Some(69), "{url}: {}", stderr(&output));
     let err = one_line_error(&output);
     assert!(
@@ -648,7 +501,7 @@ async fn wrong_redis_password_exits_77() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let url = format!("redis://:wrong@{}", server.addr());
-    let output = output_within(BOUND, distlock(Some(&url)).args(["run", "a", "--", "true"])).await;
+    let output = cli(Some(&url), "run a -- true").await;
     assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
     let err = one_line_error(&output);
     assert!(!err.contains("wrong"), "the password leaked: {err}");
@@ -665,13 +518,7 @@ async fn a_command_without_double_dash_is_told_where_to_put_it() {
         ),
     ] {
         let output = output_within(BOUND, distlock(Some(&fixture.url)).args(&args)).await;
-        assert_eq!(
-            output.status.code(),
-            Some(USAGE),
-            "{args:?}: {}",
-            stderr(&output)
-        );
-        let err = one_line_error(&output);
+        let err = usage_error(&output, &args);
         assert!(err.contains(suggestion), "{args:?}: {err}");
         assert!(err.contains("`--`"), "{args:?}: {err}");
     }
@@ -693,7 +540,7 @@ async fn each_command_help_lists_only_its_own_exit_codes() {
         ),
     ];
     for (command, shown, absent) in cases {
-        let output = output_within(BOUND, distlock(None).args([command, "--help"])).await;
+        let output = cli(None, &format!("{command} --help")).await;
         assert!(output.status.success());
         let help = String::from_utf8_lossy(&output.stdout);
         for code in shown {
@@ -715,35 +562,17 @@ async fn each_command_help_lists_only_its_own_exit_codes() {
 /// Tests run without a terminal: waiting prints nothing there.
 #[tokio::test]
 async fn waiting_prints_nothing_when_stderr_is_not_a_terminal() {
-    let fixture = file_fixture();
-    let backend = FileBackend::connect(FileConfig::from_url(&fixture.url).unwrap())
-        .await
-        .unwrap();
-    let held = distlock::LockBackendExt::lock(&backend, "jobs/quiet")
-        .await
-        .unwrap();
-    let output = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args(["run", "--wait", "1s", "jobs/quiet", "--", "true"]),
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(NOT_ACQUIRED));
-    let err = one_line_error(&output);
+    let (err, _) = not_acquired_within("1s", "jobs/quiet").await;
     assert!(
         err.contains("not acquired") && !err.contains("waiting"),
         "{err}"
     );
-    held.release().await.unwrap();
 }
 
 #[tokio::test]
 async fn verbose_logs_have_no_colour_codes_when_stderr_is_piped() {
     let fixture = file_fixture();
-    let output = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args(["-v", "run", "jobs/logged", "--", "true"]),
-    )
-    .await;
+    let output = cli(Some(&fixture.url), "-v run jobs/logged -- true").await;
     assert!(output.status.success(), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(err.contains("acquired"), "-v logs nothing: {err:?}");
@@ -755,18 +584,12 @@ async fn verbose_logs_have_no_colour_codes_when_stderr_is_piped() {
 #[tokio::test]
 async fn memory_is_refused_for_run_and_elect() {
     for args in [
-        vec!["--url", "memory://", "run", "a", "--", "true"],
-        vec!["--url", "memory://team", "elect", "a", "me"],
-        vec!["--url", "memory://", "elect", "--listen", "a"],
+        "--url memory:// run a -- true",
+        "--url memory://team elect a me",
+        "--url memory:// elect --listen a",
     ] {
-        let output = output_within(BOUND, distlock(None).args(&args)).await;
-        assert_eq!(
-            output.status.code(),
-            Some(USAGE),
-            "{args:?}: {}",
-            stderr(&output)
-        );
-        let err = one_line_error(&output);
+        let output = cli(None, args).await;
+        let err = usage_error(&output, &args);
         assert!(
             err.contains("memory://") && err.contains("one process") && err.contains("file://"),
             "{args:?}: {err}"
@@ -774,9 +597,7 @@ async fn memory_is_refused_for_run_and_elect() {
     }
     let output = output_within(
         BOUND,
-        distlock(None)
-            .env("DISTLOCK_URL", "memory://")
-            .args(["run", "a", "--", "true"]),
+        cmd(None, "run a -- true").env("DISTLOCK_URL", "memory://"),
     )
     .await;
     assert_eq!(output.status.code(), Some(USAGE), "{}", stderr(&output));
@@ -789,9 +610,7 @@ async fn bench_refuses_a_plot_that_is_not_svg_before_running() {
     let start = Instant::now();
     let output = output_within(
         BOUND,
-        distlock(Some("memory://"))
-            .args(["bench", "--duration", "20s", "--plot"])
-            .arg(&png),
+        cmd(Some("memory://"), "bench --duration 20s --plot").arg(&png),
     )
     .await;
     assert_eq!(output.status.code(), Some(USAGE), "{}", stderr(&output));
@@ -818,19 +637,13 @@ async fn bench_checks_its_output_files_before_running() {
         let start = Instant::now();
         let output = output_within(
             BOUND,
-            distlock(Some("memory://"))
-                .args(["bench", "--duration", "20s", flag])
+            cmd(Some("memory://"), "bench --duration 20s")
+                .arg(flag)
                 .arg(&path),
         )
         .await;
         let elapsed = start.elapsed();
-        assert_eq!(
-            output.status.code(),
-            Some(CANNOT_CREATE),
-            "{flag}: {}",
-            stderr(&output)
-        );
-        let err = one_line_error(&output);
+        let err = failure(&output, CANNOT_CREATE, &flag);
         assert!(
             err.contains(&path.display().to_string()) && err.contains(flag),
             "{err}"
@@ -844,7 +657,7 @@ async fn bench_checks_its_output_files_before_running() {
 /// what the command gets from distlock.
 #[tokio::test]
 async fn the_command_gets_exactly_the_documented_variables() {
-    let help = output_within(BOUND, distlock(None).args(["run", "--help"])).await;
+    let help = cli(None, "run --help").await;
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
     let section = help
         .split("The command's environment")
@@ -860,11 +673,7 @@ async fn the_command_gets_exactly_the_documented_variables() {
     documented.sort();
     documented.dedup();
     let fixture = file_fixture();
-    let output = output_within(
-        BOUND,
-        distlock(Some(&fixture.url)).args(["run", "jobs/vars", "--", "env"]),
-    )
-    .await;
+    let output = cli(Some(&fixture.url), "run jobs/vars -- env").await;
     assert!(output.status.success(), "{}", stderr(&output));
     let env = String::from_utf8_lossy(&output.stdout);
     let mut seen: Vec<&str> = env

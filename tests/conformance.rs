@@ -3,7 +3,7 @@
 //! for each compiled-in backend. Swapping the URL must change nothing a user
 //! relies on. Backend-specific fault tests live in each backend crate.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +11,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock::{Config, DynElectionBackend, ErrorKind, LockBackendExt, LockGuard};
+use lock_testkit::assert::started;
 use lock_testkit::conformance::Target;
+#[cfg(feature = "etcd")]
+use lock_testkit::servers::EtcdCluster;
+#[cfg(feature = "redis")]
+use lock_testkit::servers::{RedisServer, RedisServers};
 
 /// A backend under test by URL, with what acting on it from outside needs.
 struct UrlTarget {
@@ -35,74 +40,61 @@ enum Outside {
     Zk(zk_outside::ZkOutside),
 }
 
+/// The lock TTL of the Redis targets.
+#[cfg(feature = "redis")]
+const REDIS_TTL: Duration = Duration::from_millis(600);
+
 impl UrlTarget {
+    fn new(url: String, ttl: Duration, outside: Outside) -> Self {
+        UrlTarget { url, ttl, outside }
+    }
+
     /// A fresh in-process server: a memory URL no other test uses.
     fn memory() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        UrlTarget {
-            url: format!("memory://conformance-{n}"),
-            // As lock-core's own conformance target.
-            ttl: Duration::from_millis(400),
-            outside: Outside::Local(None),
-        }
+        let url = format!("memory://conformance-{n}");
+        // As lock-core's own conformance target.
+        UrlTarget::new(url, Duration::from_millis(400), Outside::Local(None))
     }
 
     /// A fresh lock directory.
     fn file() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        UrlTarget {
-            url: format!("file://{}", dir.path().display()),
-            // As lock-file's conformance target: renewal must keep up on a
-            // busy two-core machine.
-            ttl: Duration::from_millis(2000),
-            outside: Outside::Local(Some(dir)),
-        }
+        let url = format!("file://{}", dir.path().display());
+        // As lock-file's conformance target: renewal must keep up on a busy
+        // two-core machine.
+        let ttl = Duration::from_millis(2000);
+        UrlTarget::new(url, ttl, Outside::Local(Some(dir)))
     }
 
+    /// etcd, with its minimum lease TTL.
     #[cfg(feature = "etcd")]
     async fn etcd() -> Self {
-        let cluster =
-            lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
-        UrlTarget {
-            url: format!("etcd://{}", cluster.endpoints().join(",")),
-            // etcd's minimum lease TTL.
-            ttl: Duration::from_secs(1),
-            outside: Outside::Etcd(cluster),
-        }
+        let cluster = started(EtcdCluster::start(1)).await;
+        let url = format!("etcd://{}", cluster.endpoints().join(","));
+        UrlTarget::new(url, Duration::from_secs(1), Outside::Etcd(cluster))
     }
 
     #[cfg(feature = "redis")]
     async fn redis() -> Self {
-        let server =
-            lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
-        UrlTarget {
-            url: server.url(),
-            ttl: Duration::from_millis(600),
-            outside: Outside::Redis(server),
-        }
+        let server = started(RedisServer::start()).await;
+        UrlTarget::new(server.url(), REDIS_TTL, Outside::Redis(server))
     }
 
     #[cfg(feature = "redis")]
     async fn redlock() -> Self {
-        let servers =
-            lock_testkit::assert::started(lock_testkit::servers::RedisServers::start(3)).await;
-        UrlTarget {
-            url: format!("redlock://{}", servers.addrs().join(",")),
-            ttl: Duration::from_millis(600),
-            outside: Outside::Redlock(servers),
-        }
+        let servers = started(RedisServers::start(3)).await;
+        let url = format!("redlock://{}", servers.addrs().join(","));
+        UrlTarget::new(url, REDIS_TTL, Outside::Redlock(servers))
     }
 
+    /// Each client connects through its own proxy; see `connect`.
     #[cfg(feature = "zk")]
     async fn zk() -> Self {
         let outside = zk_outside::ZkOutside::start().await;
-        UrlTarget {
-            // Each client connects through its own proxy; see `connect`.
-            url: format!("zk://{}", outside.server_addr()),
-            ttl: zk_outside::TTL,
-            outside: Outside::Zk(outside),
-        }
+        let url = format!("zk://{}", outside.server_addr());
+        UrlTarget::new(url, zk_outside::TTL, Outside::Zk(outside))
     }
 
     /// A new, independent client through the facade.
@@ -299,38 +291,28 @@ mod zk_outside {
     }
 }
 
-mod memory {
-    use super::*;
-    lock_testkit::conformance_tests!(UrlTarget::memory());
+/// A module `NAME` of the whole conformance suite on a fresh `TARGET` per test.
+macro_rules! suites {
+    ($($(#[$attr:meta])* $name:ident => $target:expr;)+) => {$(
+        $(#[$attr])*
+        mod $name {
+            use super::*;
+            lock_testkit::conformance_tests!($target);
+        }
+    )+};
 }
 
-mod file {
-    use super::*;
-    lock_testkit::conformance_tests!(UrlTarget::file());
-}
-
-#[cfg(feature = "etcd")]
-mod etcd {
-    use super::*;
-    lock_testkit::conformance_tests!(UrlTarget::etcd().await);
-}
-
-#[cfg(feature = "redis")]
-mod redis {
-    use super::*;
-    lock_testkit::conformance_tests!(UrlTarget::redis().await);
-}
-
-#[cfg(feature = "redis")]
-mod redlock {
-    use super::*;
-    lock_testkit::conformance_tests!(UrlTarget::redlock().await);
-}
-
-#[cfg(feature = "zk")]
-mod zk {
-    use super::*;
-    lock_testkit::conformance_tests!(UrlTarget::zk().await);
+suites! {
+    memory => UrlTarget::memory();
+    file => UrlTarget::file();
+    #[cfg(feature = "etcd")]
+    etcd => UrlTarget::etcd().await;
+    #[cfg(feature = "redis")]
+    redis => UrlTarget::redis().await;
+    #[cfg(feature = "redis")]
+    redlock => UrlTarget::redlock().await;
+    #[cfg(feature = "zk")]
+    zk => UrlTarget::zk().await;
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! and guarded writes by string names through `distlock::prelude`, with no
 //! other import (no `futures`, no `ElectionBackend`, no `LockName`).
 
+mod support;
+
 use std::time::Duration;
 
 use distlock::prelude::*;
@@ -21,6 +23,16 @@ async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
     tokio::time::timeout(BOUND, future)
         .await
         .unwrap_or_else(|_| panic!("{what} took longer than {BOUND:?}"))
+}
+
+/// The next leader `leaders` reports is `value` with `token`.
+async fn sees_leader(leaders: &mut Leaders, value: &str, token: FencingToken, url: &str) {
+    let seen = within(&format!("leader {value}"), leaders.next())
+        .await
+        .expect("stream open")
+        .expect("leader");
+    assert_eq!(seen.value_lossy(), value, "{url}");
+    assert_eq!(seen.token, token, "{url}");
 }
 
 /// `elect("name", "value")` takes a `&str` name and any byte-ish value,
@@ -118,12 +130,7 @@ async fn follow_sees_leaders_and_resign_hands_over() {
             .await
             .expect("campaign");
         let waiting = tokio::spawn(async move { second.elect(name, "two").await });
-        let seen = within("first leader", leaders.next())
-            .await
-            .expect("stream open")
-            .expect("leader");
-        assert_eq!(seen.value_lossy(), "one", "{url}");
-        assert_eq!(seen.token, one.token(), "{url}");
+        sees_leader(&mut leaders, "one", one.token(), &url).await;
         assert!(!waiting.is_finished(), "{url}: two won while one led");
 
         let one_token = one.token();
@@ -133,12 +140,7 @@ async fn follow_sees_leaders_and_resign_hands_over() {
             .expect("candidate task")
             .expect("campaign");
         assert!(two.token() > one_token, "{url}");
-        let seen = within("second leader", leaders.next())
-            .await
-            .expect("stream open")
-            .expect("leader");
-        assert_eq!(seen.value_lossy(), "two", "{url}");
-        assert_eq!(seen.token, two.token(), "{url}");
+        sees_leader(&mut leaders, "two", two.token(), &url).await;
         two.resign().await.expect("resign");
     }
 }
@@ -175,6 +177,30 @@ async fn guarded_writes_are_unsupported_on_memory_and_file() {
     }
 }
 
+/// The facade over `backend` (connected to `url`), which must offer
+/// guarded writes, and `name` locked on it, checked to be owned on the
+/// server.
+#[cfg(any(feature = "etcd", feature = "zk"))]
+async fn owned_lock(backend: impl Into<Backend>, url: &str, name: &str) -> (Backend, LockGuard) {
+    let backend = backend.into();
+    assert!(backend.has_guarded_writes(), "{url}");
+    let guard = backend.lock(name).await.expect("lock");
+    assert!(backend.is_owner(&guard).await.expect("is_owner"), "{url}");
+    (backend, guard)
+}
+
+/// A leader of `facade/leader` may write `path` guarded by its leadership.
+#[cfg(any(feature = "etcd", feature = "zk"))]
+async fn leader_puts_guarded(backend: &Backend, path: &str) {
+    let leadership = backend.elect("facade/leader", "me").await.unwrap();
+    backend
+        .guarded_put(&leadership, path, "hi")
+        .await
+        .expect("guarded put as leader");
+    assert!(backend.is_owner(&leadership).await.unwrap());
+    leadership.resign().await.unwrap();
+}
+
 /// etcd: the put commits while the lock is held, and the server refuses it
 /// once the holder's key is gone, even though the guard has not noticed yet.
 #[cfg(feature = "etcd")]
@@ -182,17 +208,11 @@ async fn guarded_writes_are_unsupported_on_memory_and_file() {
 async fn etcd_guarded_put_commits_only_while_held() {
     use distlock::etcd::{EtcdBackend, EtcdConfig};
 
-    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
-    let url = format!("etcd://{}", cluster.endpoints().join(","));
-    let etcd = EtcdBackend::connect(EtcdConfig::from_url(&url).unwrap())
-        .await
-        .expect("connect");
+    let fixture = support::etcd_fixture().await;
+    let etcd = EtcdBackend::connect(EtcdConfig::from_url(&fixture.url).unwrap());
+    let etcd = etcd.await.expect("connect");
     let mut client = etcd.client();
-    let backend = Backend::from(etcd);
-    assert!(backend.has_guarded_writes());
-
-    let guard = backend.lock("facade/guarded").await.expect("lock");
-    assert!(backend.is_owner(&guard).await.expect("is_owner"));
+    let (backend, guard) = owned_lock(etcd, &fixture.url, "facade/guarded").await;
     backend
         .guarded_put(&guard, "/app/report", "one")
         .await
@@ -221,14 +241,7 @@ async fn etcd_guarded_put_commits_only_while_held() {
         "nothing was written"
     );
     drop(guard);
-
-    let leadership = backend.elect("facade/leader", "me").await.unwrap();
-    backend
-        .guarded_put(&leadership, "/app/leader-note", "hi")
-        .await
-        .expect("guarded put as leader");
-    assert!(backend.is_owner(&leadership).await.unwrap());
-    leadership.resign().await.unwrap();
+    leader_puts_guarded(&backend, "/app/leader-note").await;
 }
 
 /// ZooKeeper: the put creates or replaces the node while the lock is held,
@@ -238,17 +251,11 @@ async fn etcd_guarded_put_commits_only_while_held() {
 async fn zk_guarded_put_commits_only_while_held() {
     use distlock::zk::{ZkBackend, ZkConfig};
 
-    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
-    let url = format!("zk://{}", ensemble.connect_string());
-    let zk = ZkBackend::connect(ZkConfig::from_url(&url).unwrap())
-        .await
-        .expect("connect");
+    let fixture = support::zk_fixture().await;
+    let zk = ZkBackend::connect(ZkConfig::from_url(&fixture.url).unwrap());
+    let zk = zk.await.expect("connect");
     let client = zk.client();
-    let backend = Backend::from(zk);
-    assert!(backend.has_guarded_writes());
-
-    let guard = backend.lock("facade/guarded").await.expect("lock");
-    assert!(backend.is_owner(&guard).await.expect("is_owner"));
+    let (backend, guard) = owned_lock(zk, &fixture.url, "facade/guarded").await;
     backend
         .guarded_put(&guard, "/report", "one")
         .await
@@ -268,30 +275,17 @@ async fn zk_guarded_put_commits_only_while_held() {
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     assert_eq!(client.get_data("/report").await.unwrap().0, b"two");
     drop(guard);
-
-    let leadership = backend.elect("facade/leader", "me").await.unwrap();
-    backend
-        .guarded_put(&leadership, "/leader-note", "hi")
-        .await
-        .expect("guarded put as leader");
-    leadership.resign().await.unwrap();
+    leader_puts_guarded(&backend, "/leader-note").await;
 }
 
 /// A Backend from `connect()` on etcd or ZooKeeper has guarded writes.
 #[cfg(all(feature = "etcd", feature = "zk"))]
 #[tokio::test]
 async fn guarded_writes_work_on_connected_etcd_and_zk() {
-    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
-    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
-    let urls = [
-        format!("etcd://{}", cluster.endpoints().join(",")),
-        format!("zk://{}", ensemble.connect_string()),
-    ];
-    for url in urls {
-        let backend = distlock::connect(&url).await.expect("connect");
-        assert!(backend.has_guarded_writes(), "{url}");
-        let guard = backend.lock("facade/connected").await.expect("lock");
-        assert!(backend.is_owner(&guard).await.expect("is_owner"), "{url}");
+    for fixture in [support::etcd_fixture().await, support::zk_fixture().await] {
+        let url = &fixture.url;
+        let backend = distlock::connect(url).await.expect("connect");
+        let (backend, guard) = owned_lock(backend, url, "facade/connected").await;
         backend
             .guarded_put(&guard, "/connected-note", "hi")
             .await

@@ -17,6 +17,24 @@ use lock_testkit::servers::{RedisServer, RespReply};
 use support::TTL;
 use tokio::time::Instant;
 
+/// Connecting with `config` fails with `kind` in time: within 3 s when
+/// `Unavailable` (the connect timeouts here are shorter), 5 s otherwise;
+/// `what` says why it must fail.
+async fn connect_fails(config: RedisConfig, kind: ErrorKind, what: &str) -> lock_core::Error {
+    let bound = match kind {
+        ErrorKind::Unavailable => Duration::from_secs(3),
+        _ => Duration::from_secs(5),
+    };
+    lock_testkit::assert::fails_within(bound, kind, what, RedisBackend::connect(config)).await
+}
+
+/// Runs `fut`, which must finish within `bound`, and says how long it took.
+async fn timed<T>(bound: Duration, what: &str, fut: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let output = within(bound, what, fut).await;
+    (output, started.elapsed())
+}
+
 /// Four clients contend while Redis is restarted without its data; every
 /// token granted after the restart is above every token granted before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -172,20 +190,13 @@ async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
         );
         tokio::time::sleep(TTL / 4).await;
     }
-    let started = Instant::now();
-    within(Duration::from_secs(2), "release", guard.release())
-        .await
-        .expect("release on the quorum");
+    let (released, took) = timed(Duration::from_secs(2), "release", guard.release()).await;
+    released.expect("release on the quorum");
     assert!(
-        started.elapsed() < Duration::from_millis(400),
-        "release waited for the silent server: {:?}",
-        started.elapsed()
+        took < Duration::from_millis(400),
+        "release waited for the silent server: {took:?}"
     );
-    let next = other
-        .try_lock("faults/redlock-partition")
-        .await
-        .expect("free after release");
-    next.release().await.expect("release");
+    support::free_now(&other, "faults/redlock-partition", "free after release").await;
 }
 
 /// With two of three Redlock servers down, acquiring gives a clear
@@ -276,13 +287,7 @@ async fn wrong_password_is_unauthorized() {
             .with_username("nobody")
             .with_password("right-password"),
     ] {
-        let err = lock_testkit::assert::fails_within(
-            Duration::from_secs(5),
-            ErrorKind::Unauthorized,
-            "bad credentials",
-            RedisBackend::connect(config),
-        )
-        .await;
+        let err = connect_fails(config, ErrorKind::Unauthorized, "bad credentials").await;
         assert!(err.to_string().contains(&server.addr()), "{err}");
         assert!(!err.to_string().contains("wrong-password"), "{err}");
     }
@@ -298,19 +303,10 @@ async fn wrong_password_is_unauthorized() {
 /// timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_unavailable_within_connect_timeout() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = support::free_port();
     let connect_timeout = Duration::from_millis(700);
     let refused = RedisConfig::new("127.0.0.1", port).with_connect_timeout(connect_timeout);
-    let err = lock_testkit::assert::fails_within(
-        Duration::from_secs(3),
-        ErrorKind::Unavailable,
-        "nothing listens",
-        RedisBackend::connect(refused),
-    )
-    .await;
+    let err = connect_fails(refused, ErrorKind::Unavailable, "nothing listens").await;
     assert!(
         err.to_string().contains(&format!("127.0.0.1:{port}")),
         "{err}"
@@ -322,13 +318,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     let silent =
         RedisConfig::new("127.0.0.1", proxy.addr().port()).with_connect_timeout(connect_timeout);
     let started = Instant::now();
-    let err = lock_testkit::assert::fails_within(
-        Duration::from_secs(3),
-        ErrorKind::Unavailable,
-        "nothing answers",
-        RedisBackend::connect(silent),
-    )
-    .await;
+    let err = connect_fails(silent, ErrorKind::Unavailable, "nothing answers").await;
     assert!(started.elapsed() < connect_timeout + Duration::from_millis(500));
     assert!(err.to_string().contains(&proxy.addr().to_string()), "{err}");
 
@@ -501,18 +491,12 @@ async fn silent_redlock_member_does_not_delay_waiting_acquires() {
     proxy.blackhole();
     for i in 0..3 {
         let name = format!("faults/silent-member-{i}");
-        let started = Instant::now();
-        let guard = within(
-            Duration::from_secs(5),
-            "waiting acquire",
-            client.lock_timeout(&name, Duration::from_secs(5)),
-        )
-        .await
-        .expect("lock on the two live members");
+        let acquire = client.lock_timeout(&name, Duration::from_secs(5));
+        let (guard, took) = timed(Duration::from_secs(5), "waiting acquire", acquire).await;
+        let guard = guard.expect("lock on the two live members");
         assert!(
-            started.elapsed() < Duration::from_millis(400),
-            "acquire {i} took {:?} with a 1 s request timeout",
-            started.elapsed()
+            took < Duration::from_millis(400),
+            "acquire {i} took {took:?} with a 1 s request timeout"
         );
         guard.release().await.expect("release");
     }
@@ -568,13 +552,7 @@ async fn user_without_channel_permission_is_unauthorized_at_once() {
         .with_password("secret")
         .with_connect_timeout(Duration::from_secs(3));
     let started = Instant::now();
-    let err = lock_testkit::assert::fails_within(
-        Duration::from_secs(5),
-        ErrorKind::Unauthorized,
-        "no channel permission",
-        RedisBackend::connect(config),
-    )
-    .await;
+    let err = connect_fails(config, ErrorKind::Unauthorized, "no channel permission").await;
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "refused only after {:?}: {err}",

@@ -182,10 +182,7 @@ fn a_guard_dropped_with_no_runtime_is_released_at_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let client = support::client(&server).await;
-        let next = client
-            .try_lock("lifecycle/no-runtime")
-            .await
-            .expect("free at once after a drop with no runtime");
-        next.release().await.expect("release");
+        let why = "free at once after a drop with no runtime";
+        support::free_now(&client, "lifecycle/no-runtime", why).await;
     });
 }

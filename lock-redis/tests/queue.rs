@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
+use lock_core::{ErrorKind, LockBackendExt, LockGuard};
 use lock_redis::RedisBackend;
 use lock_testkit::assert::within;
 use lock_testkit::servers::{RedisServer, RespReply};
@@ -27,6 +27,19 @@ async fn integer(server: &RedisServer, args: &[&str]) -> i64 {
         RespReply::Integer(n) => n,
         other => panic!("{args:?} answered {other:?}"),
     }
+}
+
+/// The guard the spawned `lock` task `waiting` gets within `seconds`;
+/// `what` names the wait.
+async fn granted(
+    waiting: tokio::task::JoinHandle<lock_core::Result<LockGuard>>,
+    seconds: u64,
+    what: &str,
+) -> LockGuard {
+    within(Duration::from_secs(seconds), what, waiting)
+        .await
+        .expect("waiter task alive")
+        .expect("lock")
 }
 
 /// Polls until `LLEN queue` is `n`.
@@ -127,14 +140,7 @@ async fn dead_waiter_is_skipped_after_its_entry_expires() {
     let waiting = tokio::spawn(async move { live.lock(NAME).await });
     queue_length_becomes(&server, 2).await;
     held.release().await.expect("release");
-    let guard = within(
-        Duration::from_secs(5),
-        "live waiter after the dead one expired",
-        waiting,
-    )
-    .await
-    .unwrap()
-    .expect("lock");
+    let guard = granted(waiting, 5, "live waiter after the dead one expired").await;
     assert_eq!(integer(&server, &["LLEN", QUEUE]).await, 0);
     guard.release().await.expect("release");
 }
@@ -418,9 +424,6 @@ async fn idle_waiter_opens_no_new_connections() {
         after - before
     );
     held.release().await.expect("release");
-    let guard = within(Duration::from_secs(5), "hand-over", waiting)
-        .await
-        .unwrap()
-        .expect("lock");
+    let guard = granted(waiting, 5, "hand-over").await;
     guard.release().await.expect("release");
 }

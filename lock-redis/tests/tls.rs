@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -107,11 +106,7 @@ async fn start_tls_redis() -> TlsRedis {
             "san.ext",
         ],
     );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let child = Command::new("redis-server")
         .args([
             "--port",

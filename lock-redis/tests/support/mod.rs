@@ -8,6 +8,7 @@ pub mod target;
 use std::time::Duration;
 
 use lock_core::LockBackendExt;
+use lock_core::raw::Settings;
 use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{RedisServer, RedisServers};
@@ -29,12 +30,22 @@ pub async fn start_redises(n: usize) -> RedisServers {
         .unwrap_or_else(|e| panic!("cannot start {n} redis-servers: {e}"))
 }
 
+/// The tests' TTL and connect timeout, and `request` as the bound on each
+/// command.
+fn test_settings(request: Duration) -> Settings {
+    Settings {
+        ttl: Some(TTL),
+        connect_timeout: Some(Duration::from_secs(3)),
+        request_timeout: Some(request),
+        ..Settings::default()
+    }
+}
+
 /// The config of a test client of `server`.
 pub fn config_for(server: &RedisServer) -> RedisConfig {
     RedisConfig::new("127.0.0.1", server.port())
-        .with_default_ttl(TTL)
-        .with_connect_timeout(Duration::from_secs(3))
-        .with_request_timeout(Duration::from_secs(1))
+        .with_settings(&test_settings(Duration::from_secs(1)))
+        .expect("the tests' settings")
 }
 
 /// A new, independent client of `server`.
@@ -52,9 +63,8 @@ pub fn redlock_config_for(servers: &RedisServers) -> RedlockConfig {
             .iter()
             .map(|s| ServerAddr::new("127.0.0.1", s.port())),
     )
-    .with_default_ttl(TTL)
-    .with_connect_timeout(Duration::from_secs(3))
-    .with_request_timeout(Duration::from_millis(500))
+    .with_settings(&test_settings(Duration::from_millis(500)))
+    .expect("the tests' settings")
 }
 
 /// A new, independent Redlock client of `servers`.
@@ -73,6 +83,20 @@ pub async fn lock_and_release(backend: &impl LockBackendExt, name: &str) {
         .release()
         .await
         .expect("release");
+}
+
+/// Takes `name` without waiting and gives it back: proves it is free now;
+/// `why` says why it must be.
+pub async fn free_now(backend: &impl LockBackendExt, name: &str, why: &str) {
+    let guard = backend.try_lock(name).await.expect(why);
+    guard.release().await.expect("release");
+}
+
+/// A loopback port that is free now: bound, then let go, so nothing
+/// listens on it until someone binds it again.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    listener.local_addr().expect("local address").port()
 }
 
 /// A fault proxy in front of `server`, to silence or slow one client's link.

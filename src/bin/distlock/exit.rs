@@ -30,7 +30,7 @@ pub(crate) const NOT_FOUND: u8 = 127;
 pub(crate) const CANNOT_CREATE: u8 = 73;
 
 /// Which command's exit codes to list.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Topic {
     /// `distlock --help`: every code, and where each command's are.
     All,
@@ -42,115 +42,138 @@ pub(crate) enum Topic {
     Break,
 }
 
-// One line (or a few) per code. Each command lists only the codes it can
-// give; the top-level help lists them all.
-const RUN_STATUS: &str = "  0-255  the command's own exit status (128+N if it died of signal N)";
-const ELECT_SUCCESS: &str = "  0      resigned or stopped listening after SIGINT or SIGTERM";
-const BENCH_SUCCESS: &str =
-    "  0      every backend ran without error or mutual-exclusion violation";
-const USAGE_RUN: &str =
-    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`";
-const USAGE_ALL: &str =
-    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+use Topic::{All, Bench, Break, Elect, Ls, Run, Status};
+
+/// Every code `--help` lists, in order: the help topics that show it and
+/// its line (or lines). A code that means something different to some
+/// commands has a row per meaning; each command lists only the codes it can
+/// give, and the top-level help lists them all.
+const CODES: &[(&[Topic], &str)] = &[
+    (
+        &[All],
+        "  0-255  distlock run: the command's own exit status (128+N if it died of signal N)",
+    ),
+    (
+        &[Run],
+        "  0-255  the command's own exit status (128+N if it died of signal N)",
+    ),
+    (
+        &[Elect],
+        "  0      resigned or stopped listening after SIGINT or SIGTERM",
+    ),
+    (
+        &[Bench],
+        "  0      every backend ran without error or mutual-exclusion violation",
+    ),
+    (&[Status], "  0      the lock is held (its holder is shown)"),
+    (&[Ls], "  0      listed (possibly nothing)"),
+    (
+        &[Break],
+        "  0      the holder was evicted; its token is printed",
+    ),
+    (
+        &[All],
+        "  1      status: the lock is free; break: the lock was free, nothing was broken",
+    ),
+    (&[Status], "  1      the lock is free"),
+    (&[Break], "  1      the lock was free; nothing was broken"),
+    (
+        &[All],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
          compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`,
-         break without --yes, an operation the backend does not implement";
-const USAGE_ELECT: &str =
-    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid name, --ttl 0, memory://, no leader election";
-const USAGE_BENCH: &str =
-    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, --plot not ending in .svg";
-const STATUS_HELD: &str = "  0      the lock is held (its holder is shown)";
-const STATUS_FREE: &str = "  1      the lock is free";
-const LS_SUCCESS: &str = "  0      listed (possibly nothing)";
-const BREAK_EVICTED: &str = "  0      the holder was evicted; its token is printed";
-const BREAK_FREE: &str = "  1      the lock was free; nothing was broken";
-const FREE_ANY: &str =
-    "  1      status: the lock is free; break: the lock was free, nothing was broken";
-const USAGE_OPS: &str =
-    "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         break without --yes, an operation the backend does not implement",
+    ),
+    (
+        &[Run],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`",
+    ),
+    (
+        &[Elect],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid name, --ttl 0, memory://, no leader election",
+    ),
+    (
+        &[Bench],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, --plot not ending in .svg",
+    ),
+    (
+        &[Status, Ls, Break],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
          compiled in, invalid name, memory://, break without --yes, an operation
-         the backend does not implement";
-const BACKEND: &str = "  69     backend unavailable: unreachable server, timeout, backend error";
-const BACKEND_BENCH: &str =
-    "  69     a backend failed or violated mutual exclusion (see the table)";
-const CANNOT_CREATE_LINE: &str =
-    "  73     bench: the --json or --plot file could not be created or written";
-const NOT_ACQUIRED_LINE: &str = "  75     lock not acquired within --wait (held by someone else)";
-const LOST_RUN: &str =
-    "  76     lock lost while held; the command got SIGTERM once less than --grace
-         of the lease was left (or when the lock was lost), then SIGKILL before
-         the lock could pass to another holder";
-const LOST_ELECT: &str = "  76     leadership lost while held";
-const LOST_ANY: &str =
-    "  76     lock or leadership lost while held; the command got SIGTERM once less
+         the backend does not implement",
+    ),
+    (
+        &[All, Run, Elect, Status, Ls, Break],
+        "  69     backend unavailable: unreachable server, timeout, backend error",
+    ),
+    (
+        &[Bench],
+        "  69     a backend failed or violated mutual exclusion (see the table)",
+    ),
+    (
+        &[All, Bench],
+        "  73     bench: the --json or --plot file could not be created or written",
+    ),
+    (
+        &[All, Run],
+        "  75     lock not acquired within --wait (held by someone else)",
+    ),
+    (
+        &[All],
+        "  76     lock or leadership lost while held; the command got SIGTERM once less
          than --grace of the lease was left (or when the lock was lost), then
-         SIGKILL before the lock could pass to another holder";
-const CREDENTIALS: &str = "  77     the backend rejected the credentials";
-const CANNOT_EXECUTE_LINE: &str = "  126    the command could not be executed";
-const NOT_FOUND_LINE: &str = "  127    the command was not found";
-const SIGINT_RUN: &str =
-    "  130    SIGINT while waiting for the lock (its queue place was given up)";
-const SIGTERM_RUN: &str =
-    "  143    SIGTERM while waiting for the lock (its queue place was given up)";
-const SIGINT_ELECT: &str = "  130    SIGINT while campaigning (its place was given up)";
-const SIGTERM_ELECT: &str = "  143    SIGTERM while campaigning (its place was given up)";
-const SIGINT_ANY: &str =
-    "  130    SIGINT while waiting for a lock or leadership (its place was given up)";
-const SIGTERM_ANY: &str =
-    "  143    SIGTERM while waiting for a lock or leadership (its place was given up)";
+         SIGKILL before the lock could pass to another holder",
+    ),
+    (
+        &[Run],
+        "  76     lock lost while held; the command got SIGTERM once less than --grace
+         of the lease was left (or when the lock was lost), then SIGKILL before
+         the lock could pass to another holder",
+    ),
+    (&[Elect], "  76     leadership lost while held"),
+    (
+        &[All, Run, Elect, Status, Ls, Break],
+        "  77     the backend rejected the credentials",
+    ),
+    (&[All, Run], "  126    the command could not be executed"),
+    (&[All, Run], "  127    the command was not found"),
+    (
+        &[All],
+        "  130    SIGINT while waiting for a lock or leadership (its place was given up)",
+    ),
+    (
+        &[Run],
+        "  130    SIGINT while waiting for the lock (its queue place was given up)",
+    ),
+    (
+        &[Elect],
+        "  130    SIGINT while campaigning (its place was given up)",
+    ),
+    (
+        &[All],
+        "  143    SIGTERM while waiting for a lock or leadership (its place was given up)",
+    ),
+    (
+        &[Run],
+        "  143    SIGTERM while waiting for the lock (its queue place was given up)",
+    ),
+    (
+        &[Elect],
+        "  143    SIGTERM while campaigning (its place was given up)",
+    ),
+];
 
 /// The exit-code table shown at the end of `--help`.
 pub(crate) fn help(topic: Topic) -> String {
-    let lines: &[&str] = match topic {
-        Topic::All => &[
-            "  0-255  distlock run: the command's own exit status (128+N if it died of signal N)",
-            FREE_ANY,
-            USAGE_ALL,
-            BACKEND,
-            CANNOT_CREATE_LINE,
-            NOT_ACQUIRED_LINE,
-            LOST_ANY,
-            CREDENTIALS,
-            CANNOT_EXECUTE_LINE,
-            NOT_FOUND_LINE,
-            SIGINT_ANY,
-            SIGTERM_ANY,
-        ],
-        Topic::Run => &[
-            RUN_STATUS,
-            USAGE_RUN,
-            BACKEND,
-            NOT_ACQUIRED_LINE,
-            LOST_RUN,
-            CREDENTIALS,
-            CANNOT_EXECUTE_LINE,
-            NOT_FOUND_LINE,
-            SIGINT_RUN,
-            SIGTERM_RUN,
-        ],
-        Topic::Elect => &[
-            ELECT_SUCCESS,
-            USAGE_ELECT,
-            BACKEND,
-            LOST_ELECT,
-            CREDENTIALS,
-            SIGINT_ELECT,
-            SIGTERM_ELECT,
-        ],
-        Topic::Bench => &[
-            BENCH_SUCCESS,
-            USAGE_BENCH,
-            BACKEND_BENCH,
-            CANNOT_CREATE_LINE,
-        ],
-        Topic::Status => &[STATUS_HELD, STATUS_FREE, USAGE_OPS, BACKEND, CREDENTIALS],
-        Topic::Ls => &[LS_SUCCESS, USAGE_OPS, BACKEND, CREDENTIALS],
-        Topic::Break => &[BREAK_EVICTED, BREAK_FREE, USAGE_OPS, BACKEND, CREDENTIALS],
-    };
+    let lines: Vec<&str> = CODES
+        .iter()
+        .filter(|(topics, _)| topics.contains(&topic))
+        .map(|(_, line)| *line)
+        .collect();
     let mut text = format!("Exit codes:\n{}", lines.join("\n"));
-    if let Topic::All = topic {
+    if topic == All {
         text.push_str("\n`distlock COMMAND --help` lists the codes COMMAND can give.");
     }
     text

@@ -8,7 +8,7 @@ mod table;
 
 use std::sync::Arc;
 
-use distlock::{Config, DynLockBackend};
+use distlock::{Capabilities, Config};
 use futures::FutureExt;
 use lock_workload::{ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload};
 use serde::Serialize;
@@ -117,35 +117,62 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
     Ok(0)
 }
 
+/// Runs the workload against one backend; a backend that cannot be reached
+/// gets a row with its error, and the others still run.
 async fn bench_one(args: &BenchArgs, config: &Config, index: usize) -> BackendResult {
     let url = config.redacted_url();
-    let first = match distlock::connect_with(config).await {
-        Ok(backend) => backend,
-        Err(e) => {
-            eprintln!("distlock: bench {url}: {e}");
-            return BackendResult {
-                backend: url.split("://").next().unwrap_or("?").to_owned(),
-                url,
-                fencing: String::new(),
-                fifo: false,
-                report: None,
-                error: Some(e.to_string()),
-            };
+    let (caps, outcome) = match distlock::connect_with(config).await {
+        Ok(first) => {
+            let caps = first.capabilities();
+            drop(first);
+            let outcome = run_on(args, config, index, caps.backend).await;
+            (Some(caps), outcome)
         }
+        Err(e) => (None, Err(e)),
     };
-    let caps = first.capabilities();
-    drop(first);
-    let factory: ClientFactory = {
+    if let Err(e) = &outcome {
+        eprintln!("distlock: bench {url}: {e}");
+    }
+    BackendResult::new(url, caps, outcome)
+}
+
+impl BackendResult {
+    /// `url`'s row; `caps` is `None` when it could not be connected to.
+    fn new(
+        url: String,
+        caps: Option<Capabilities>,
+        outcome: Result<WorkloadReport, distlock::Error>,
+    ) -> Self {
+        let backend = match &caps {
+            Some(caps) => caps.backend,
+            None => url.split("://").next().unwrap_or("?"),
+        };
+        BackendResult {
+            backend: backend.to_owned(),
+            fencing: caps
+                .as_ref()
+                .map_or_else(String::new, |caps| format!("{:?}", caps.fencing)),
+            fifo: caps.is_some_and(|caps| caps.fifo),
+            url,
+            error: outcome.as_ref().err().map(ToString::to_string),
+            report: outcome.ok(),
+        }
+    }
+}
+
+/// The workload on `config`'s backend (named `backend` on the progress
+/// bar), each client with a connection of its own.
+async fn run_on(
+    args: &BenchArgs,
+    config: &Config,
+    index: usize,
+    backend: &str,
+) -> Result<WorkloadReport, distlock::Error> {
+    let config = config.clone();
+    let factory: ClientFactory = Arc::new(move || {
         let config = config.clone();
-        Arc::new(move || {
-            let config = config.clone();
-            async move {
-                let backend = distlock::connect_with(&config).await?;
-                Ok(backend.lock_backend() as Arc<DynLockBackend>)
-            }
-            .boxed()
-        })
-    };
+        async move { Ok(distlock::connect_with(&config).await?.lock_backend()) }.boxed()
+    });
     let workload = WorkloadConfig {
         clients: args.clients,
         locks: args.locks,
@@ -155,22 +182,8 @@ async fn bench_one(args: &BenchArgs, config: &Config, index: usize) -> BackendRe
         name_prefix: format!("distlock-bench/{}-{index}", std::process::id()),
     };
     let counter = Arc::new(Progress::default());
-    let bar = progress::start(caps.backend, args.duration, counter.clone());
+    let bar = progress::start(backend, args.duration, counter.clone());
     let outcome = run_workload(&workload, factory, counter).await;
     bar.finish();
-    let (report, error) = match outcome {
-        Ok(report) => (Some(report), None),
-        Err(e) => {
-            eprintln!("distlock: bench {url}: {e}");
-            (None, Some(e.to_string()))
-        }
-    };
-    BackendResult {
-        url,
-        backend: caps.backend.to_owned(),
-        fencing: format!("{:?}", caps.fencing),
-        fifo: caps.fifo,
-        report,
-        error,
-    }
+    outcome
 }

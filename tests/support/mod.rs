@@ -1,0 +1,219 @@
+//! Shared by the root integration tests: running the `distlock` binary and
+//! starting the backends under test on real servers.
+//!
+//! A server binary that is missing makes the test fail with a message that
+//! names `scripts/install-servers.sh` (from lock-testkit's launchers); nothing
+//! is skipped.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::any::Any;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::process::{Child, Command};
+
+/// The `distlock` binary built for these tests.
+pub const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+
+/// How long one `distlock` invocation may take before the test fails.
+pub const BOUND: Duration = Duration::from_secs(30);
+
+/// Exit codes documented in `distlock --help`.
+pub const FREE: i32 = 1;
+pub const USAGE: i32 = 64;
+pub const NOT_ACQUIRED: i32 = 75;
+pub const LOST: i32 = 76;
+pub const NOT_FOUND: i32 = 127;
+
+/// A backend under test: its URL, and whatever keeps its servers alive.
+pub struct Fixture {
+    pub url: String,
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+impl Fixture {
+    pub fn new(url: String, keep: impl Any + Send + Sync) -> Self {
+        Fixture {
+            url,
+            _keep: Box::new(keep),
+        }
+    }
+}
+
+/// A fresh lock directory for the file backend.
+pub fn file_fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("file://{}", dir.path().display());
+    Fixture::new(url, dir)
+}
+
+#[cfg(feature = "etcd")]
+pub async fn etcd_fixture() -> Fixture {
+    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
+    Fixture::new(format!("etcd://{}", cluster.endpoints().join(",")), cluster)
+}
+
+#[cfg(feature = "redis")]
+pub async fn redis_fixture() -> Fixture {
+    let server = lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
+    Fixture::new(server.url(), server)
+}
+
+#[cfg(feature = "redis")]
+pub async fn redlock_fixture() -> Fixture {
+    let servers =
+        lock_testkit::assert::started(lock_testkit::servers::RedisServers::start(3)).await;
+    Fixture::new(format!("redlock://{}", servers.addrs().join(",")), servers)
+}
+
+#[cfg(feature = "zk")]
+pub async fn zk_fixture() -> Fixture {
+    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
+    Fixture::new(format!("zk://{}", ensemble.connect_string()), ensemble)
+}
+
+/// A `distlock` command with a clean environment (no `DISTLOCK_*` from the
+/// developer's shell) and the given URL.
+pub fn distlock(url: Option<&str>) -> Command {
+    let mut cmd = Command::new(DISTLOCK);
+    for var in distlock::ENV_VARS
+        .iter()
+        .chain(["DISTLOCK_CONFIG", "DISTLOCK_LOG"].iter())
+    {
+        cmd.env_remove(var);
+    }
+    if let Some(url) = url {
+        cmd.arg("--url").arg(url);
+    }
+    cmd.stdin(Stdio::null()).kill_on_drop(true);
+    cmd
+}
+
+/// `distlock [--url URL] WORDS…`: `words` split at white space; add a
+/// script or a path with `.arg`.
+pub fn cmd(url: Option<&str>, words: &str) -> Command {
+    let mut cmd = distlock(url);
+    cmd.args(words.split_whitespace());
+    cmd
+}
+
+/// Runs `distlock [--url URL] WORDS…` (see [`cmd`]) to completion within
+/// [`BOUND`].
+pub async fn cli(url: Option<&str>, words: &str) -> Output {
+    output_within(BOUND, &mut cmd(url, words)).await
+}
+
+/// Runs `cmd` to completion, failing the test if it takes longer than `bound`.
+pub async fn output_within(bound: Duration, cmd: &mut Command) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn distlock");
+    match tokio::time::timeout(bound, child.wait_with_output()).await {
+        Ok(output) => output.expect("wait for distlock"),
+        Err(_) => panic!("distlock did not finish within {bound:?}: {cmd:?}"),
+    }
+}
+
+/// Spawns `cmd` with its stdout and stderr captured.
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.spawn().expect("spawn distlock")
+}
+
+/// Sends `signal` to `child` and returns its output once it has exited,
+/// failing the test if that takes longer than [`BOUND`].
+pub async fn signal_and_wait(child: Child, signal: Signal) -> Output {
+    let pid = nix::unistd::Pid::from_raw(child.id().expect("running") as i32);
+    nix::sys::signal::kill(pid, signal).expect("signal");
+    match tokio::time::timeout(BOUND, child.wait_with_output()).await {
+        Ok(output) => output.expect("wait for distlock"),
+        Err(_) => panic!("distlock did not exit within {BOUND:?} of {signal}"),
+    }
+}
+
+/// Stderr as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Stderr, checked to be the one `distlock: ` line of a clean failure (no
+/// panic, no backtrace hint).
+pub fn one_line_error(output: &Output) -> String {
+    let err = stderr(output);
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "expected one line on stderr, got: {err:?}"
+    );
+    assert!(err.starts_with("distlock: "), "{err:?}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err:?}"
+    );
+    err
+}
+
+/// Checks that `output` is a failure with exit `code` and one clean line,
+/// and returns the line; `case` names the input in failure messages.
+pub fn failure(output: &Output, code: i32, case: &dyn std::fmt::Debug) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{case:?}: {}",
+        stderr(output)
+    );
+    one_line_error(output)
+}
+
+/// [`failure`] with the usage code, 64.
+pub fn usage_error(output: &Output, case: &dyn std::fmt::Debug) -> String {
+    failure(output, USAGE, case)
+}
+
+/// Stdout, trimmed, as a fencing token.
+pub fn token(output: &Output) -> u64 {
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("stdout {text:?} is no token: {e}"))
+}
+
+/// Waits until `path` exists, failing after `bound`.
+pub async fn wait_for_file(path: &Path, bound: Duration) {
+    let start = tokio::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < bound,
+            "{} did not appear within {bound:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One scenario on several backends: for each `BACKEND: NAME,` a test
+/// `NAME` with the given test attribute that runs `CHECK(fixture)` on a
+/// fresh fixture of `BACKEND` (`file`, `etcd`, `redis`, `redlock`, `zk`),
+/// compiled only with that backend's feature.
+#[allow(unused_macros)] // Not every test file tests on several backends.
+macro_rules! test_on_backends {
+    (#[$test:meta] $check:ident; $($backend:ident: $name:ident,)+) => {$(
+        $crate::support::test_on_backends!(@$backend #[$test] $check $name);
+    )+};
+    (@file $($t:tt)+) => { $crate::support::test_on_backends!(@test [] [file_fixture()] $($t)+); };
+    (@etcd $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "etcd"] [etcd_fixture().await] $($t)+); };
+    (@redis $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] $($t)+); };
+    (@redlock $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] $($t)+); };
+    (@zk $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] $($t)+); };
+    (@test [$($cfg:meta)?] [$($fixture:tt)+] #[$test:meta] $check:ident $name:ident) => {
+        $(#[cfg($cfg)])?
+        #[$test]
+        async fn $name() {
+            $check($crate::support::$($fixture)+).await;
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use test_on_backends;
