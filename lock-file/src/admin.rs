@@ -19,7 +19,7 @@ use lock_core::{
 
 use crate::backend::FileBackend;
 use crate::clock::{self, Now};
-use crate::paths::{self, LockPaths, Space};
+use crate::keys::{self, LockPaths, Space};
 use crate::queue::Queue;
 use crate::record::{self, Record};
 use crate::store;
@@ -98,7 +98,7 @@ fn names_under(root: &Path) -> io::Result<BTreeSet<LockName>> {
             let path = entry.path();
             if entry.file_type()?.is_dir() {
                 dirs.push(path);
-            } else if let Some(name) = path.strip_prefix(root).ok().and_then(paths::name_of) {
+            } else if let Some(name) = path.strip_prefix(root).ok().and_then(keys::name_of) {
                 names.insert(name);
             }
         }

@@ -11,7 +11,7 @@ use crate::backend::{FileBackend, REPORT_GRACE};
 use crate::clock::ttl_ms;
 use crate::errors::io_error;
 use crate::flock::{Bound, CancelOnDrop};
-use crate::paths::LockPaths;
+use crate::keys::LockPaths;
 use crate::store::{self, Attempt, Claim};
 use crate::wakeups;
 

@@ -20,7 +20,7 @@ use crate::config::FileConfig;
 use crate::errors::{dir_error, io_error};
 use crate::flock::Bound;
 use crate::held::FileLease;
-use crate::paths::{LockPaths, Space};
+use crate::keys::{LockPaths, Space};
 use crate::place::Place;
 use crate::store::{Attempt, Claim};
 use crate::wakeups;

@@ -2,7 +2,7 @@
 //!
 //! On a case-insensitive filesystem (the default on macOS and Windows; ext4
 //! or tmpfs directories with `casefold`), `Job.rec` and `job.rec` are one
-//! file. [`probe`] finds out at connect, and [`crate::paths`] then escapes
+//! file. [`probe`] finds out at connect, and [`crate::keys`] then escapes
 //! upper-case letters too, so distinct lock names never share a record.
 
 use std::fs::{self, OpenOptions};

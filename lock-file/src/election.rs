@@ -15,7 +15,7 @@ use tokio::time::timeout;
 
 use crate::backend::FileBackend;
 use crate::clock;
-use crate::paths::{LockPaths, Space};
+use crate::keys::{LockPaths, Space};
 use crate::store;
 use crate::wakeups;
 

@@ -11,7 +11,7 @@ use crate::backend::FileBackend;
 use crate::clock::ttl_ms;
 use crate::errors::gone_error;
 use crate::flock::Bound;
-use crate::paths::{LockPaths, Space};
+use crate::keys::{LockPaths, Space};
 use crate::store::{self, Gone};
 use crate::wakeups;
 

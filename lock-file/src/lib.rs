@@ -10,7 +10,7 @@ mod election;
 mod errors;
 mod flock;
 mod held;
-mod paths;
+mod keys;
 mod place;
 mod queue;
 mod record;

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::backend::FileBackend;
 use crate::flock::Bound;
-use crate::paths::LockPaths;
+use crate::keys::LockPaths;
 use crate::queue::ENTRY_RENEW;
 use crate::store;
 

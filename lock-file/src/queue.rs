@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
-use crate::paths::LockPaths;
+use crate::keys::LockPaths;
 use crate::record::{Deadline, cut_to};
 
 /// How long a waiter keeps its place without renewing it.

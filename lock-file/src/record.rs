@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
-use crate::paths::LockPaths;
+use crate::keys::LockPaths;
 
 /// One lock's state. An absent file is the default: free, counter at 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use std::io;
 
 use crate::clock::{self, Now};
 use crate::flock::{self, Bound};
-use crate::paths::LockPaths;
+use crate::keys::LockPaths;
 use crate::queue::Queue;
 use crate::record::{self, Record};
 
@@ -300,7 +300,7 @@ pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
 mod tests {
     use super::*;
     use crate::case::Case;
-    use crate::paths::Space;
+    use crate::keys::Space;
     use lock_core::LockName;
 
     fn b() -> Bound {

@@ -8,10 +8,10 @@ use tokio::time::Instant;
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_file::{FileBackend, FileConfig};
 
+mod support;
+
 async fn backend(dir: &std::path::Path) -> FileBackend {
-    FileBackend::connect(FileConfig::new(dir))
-        .await
-        .expect("connect")
+    support::client(dir, None).await
 }
 
 #[tokio::test]

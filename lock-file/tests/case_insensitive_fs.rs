@@ -16,6 +16,8 @@ use std::time::Duration;
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_file::{FileBackend, FileConfig};
 
+mod support;
+
 /// A FAT filesystem image mounted with FUSE in a temporary directory.
 mod fat {
     use std::fs::File;
@@ -226,8 +228,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// One client of the lock directory `dir`, as a separate process would be;
 /// `fsync` on, as by default.
 async fn client(dir: &Path) -> FileBackend {
-    let config = FileConfig::new(dir).with_default_ttl(TTL);
-    FileBackend::connect(config).await.expect("connect")
+    support::client(dir, Some(TTL)).await
 }
 
 /// Fails unless the mounted filesystem really treats `Ab` and `aB` as one file.

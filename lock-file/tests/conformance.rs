@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{DynElectionBackend, LockGuard};
-use lock_file::{FileBackend, FileConfig};
+use lock_file::FileBackend;
 use lock_testkit::conformance::Target;
 use tempfile::TempDir;
+
+mod support;
 
 /// Long enough that renewal (every TTL/3, one fsync'd write that may wait
 /// for the record's OS lock behind eight contenders) keeps up on a busy
@@ -22,8 +24,7 @@ struct FileTarget {
 
 impl FileTarget {
     async fn backend(&self) -> FileBackend {
-        let config = FileConfig::new(self.dir.path()).with_default_ttl(TTL);
-        FileBackend::connect(config).await.expect("connect")
+        support::client(self.dir.path(), Some(TTL)).await
     }
 }
 

@@ -118,6 +118,8 @@ impl MemoryBackend {
         (Space::Lock, lock)
     }
 
+    /// Acquires `name` in `space`, publishing `value` for elections, inside
+    /// lock-core's `distlock.acquire` span and metrics.
     async fn acquire_in(
         &self,
         space: Space,
@@ -125,40 +127,32 @@ impl MemoryBackend {
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
     ) -> Result<LockGuard> {
-        crate::raw::observe_acquire("memory", name, self.grant_in(space, name, options, value))
-            .await
-    }
-
-    async fn grant_in(
-        &self,
-        space: Space,
-        name: &LockName,
-        options: &AcquireOptions,
-        value: Option<Vec<u8>>,
-    ) -> Result<LockGuard> {
-        let ttl = options.ttl_for(self.default_ttl, &Self::caps())?;
-        let notifier = LossNotifier::new();
-        let request = Request {
-            ttl,
-            wait: options.wait,
-            notifier: notifier.clone(),
-            value,
-            description: options.holder_description(self.holder.as_deref()),
+        let grant = async {
+            let ttl = options.ttl_for(self.default_ttl, &Self::caps())?;
+            let notifier = LossNotifier::new();
+            let request = Request {
+                ttl,
+                wait: options.wait,
+                notifier: notifier.clone(),
+                value,
+                description: options.holder_description(self.holder.as_deref()),
+            };
+            let grant = self.table.acquire(space, name, request).await?;
+            let sent = SentAt::from_instant_on(self.clock.clone(), grant.granted_at);
+            let key = table::key_of(space, name, grant.lease);
+            let lease = MemoryLease {
+                table: self.table.clone(),
+                space,
+                name: name.clone(),
+                grant,
+                ttl,
+            };
+            LockGuard::leased(
+                Grant::new(name.clone(), grant.token, key, ttl, sent).with_notifier(notifier),
+                lease,
+            )
         };
-        let grant = self.table.acquire(space, name, request).await?;
-        let sent = SentAt::from_instant_on(self.clock.clone(), grant.granted_at);
-        let key = table::key_of(space, name, grant.lease);
-        let lease = MemoryLease {
-            table: self.table.clone(),
-            space,
-            name: name.clone(),
-            grant,
-            ttl,
-        };
-        LockGuard::leased(
-            Grant::new(name.clone(), grant.token, key, ttl, sent).with_notifier(notifier),
-            lease,
-        )
+        crate::raw::observe_acquire("memory", name, grant).await
     }
 }
 
