@@ -181,6 +181,7 @@ support::test_on_backends! {
     etcd: break_evicts_the_run_of_another_process_on_etcd,
     redis: break_evicts_the_run_of_another_process_on_redis,
     redlock: break_evicts_the_run_of_another_process_on_redlock,
+    zk: break_evicts_the_run_of_another_process_on_zk,
 }
 
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock

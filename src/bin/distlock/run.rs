@@ -118,7 +118,10 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
     let mut ending = Ending::new(&guard, grace);
     let status = loop {
         let wake_at = ending.next_check(&guard);
+        // Biased: a revoked lock ends its validity and fires its lost
+        // signal together, and the loss is what the user must read.
         tokio::select! {
+            biased;
             status = running.wait() => break status,
             reason = lost.lost(), if !ending.terminated => {
                 eprintln!(
