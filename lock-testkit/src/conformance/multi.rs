@@ -1,0 +1,125 @@
+//! Properties of multi-locks: all-or-nothing, no deadlock between
+//! overlapping sets, and one lost signal for the whole set.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{ErrorKind, FencingToken, LockBackendExt, LockName, LostReason};
+
+use super::{SLACK, Target, within};
+use crate::assert::evicts;
+
+/// Critical sections per client in the deadlock case.
+const ROUNDS: usize = 100;
+
+/// While another client holds `b`, `try_lock_all([a, b])` fails with
+/// `WouldBlock` naming `b`, and a bounded wait with `Timeout` naming `b`;
+/// afterwards `a` is free for a third client: a failed set holds nothing.
+pub async fn multi_lock_is_all_or_nothing(target: &dyn Target) {
+    let (a, b) = ("conformance/multi/all/a", "conformance/multi/all/b");
+    let (holder, group, third) = (
+        target.client().await,
+        target.client().await,
+        target.client().await,
+    );
+    let held = holder.lock(b).await.expect("lock b");
+    let err = within(SLACK, "try_lock_all", group.try_lock_all(&[a, b]))
+        .await
+        .expect_err("b is held");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    assert!(err.message().contains(&format!("lock {b} ")), "{err}");
+    let free = within(SLACK, "try_lock a", third.try_lock(a))
+        .await
+        .expect("a was released when the set failed");
+    free.release().await.expect("release a");
+
+    let wait = Duration::from_millis(300);
+    let err = within(
+        wait + SLACK,
+        "lock_all_timeout",
+        group.lock_all_timeout(&[b, a], wait),
+    )
+    .await
+    .expect_err("b is held");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(err.message().contains(&format!("lock {b} ")), "{err}");
+    let free = within(SLACK, "try_lock a", third.try_lock(a))
+        .await
+        .expect("a was released when the set timed out");
+    free.release().await.expect("release a");
+    held.release().await.expect("release b");
+}
+
+/// Two clients lock {a, b} and {b, a} 100 times each, with a non-atomic
+/// read-modify-write of a shared counter inside: no deadlock, the count is
+/// exact, and each member's tokens strictly increase across holders.
+pub async fn multi_locks_in_opposite_orders_do_not_deadlock(target: &dyn Target) {
+    let (a, b) = ("conformance/multi/order/a", "conformance/multi/order/b");
+    let counter = Arc::new(AtomicU64::new(0));
+    let tokens: Arc<Mutex<Vec<(FencingToken, FencingToken)>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for names in [[a, b], [b, a]] {
+        let client = target.client().await;
+        let (counter, tokens) = (counter.clone(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let group = client
+                    .lock_all_timeout(&names, Duration::from_secs(30))
+                    .await
+                    .expect("lock_all");
+                let both = (group.token_of(a).unwrap(), group.token_of(b).unwrap());
+                tokens.lock().unwrap().push(both);
+                let seen = counter.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                counter.store(seen + 1, Ordering::SeqCst);
+                group.release().await.expect("release");
+            }
+        }));
+    }
+    super::join_within(Duration::from_secs(60), "opposite-order rounds", tasks).await;
+    assert_eq!(counter.load(Ordering::SeqCst), 2 * ROUNDS as u64);
+    let tokens = tokens.lock().unwrap();
+    assert!(
+        tokens
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+        "a member's tokens did not strictly increase: {tokens:?}"
+    );
+}
+
+/// Evicting one member of a held set fires the set's lost signal with that
+/// member's reason; the set is then not held, and releasing it frees the
+/// other member.
+pub async fn a_lost_member_fires_the_multi_lock_lost_signal(target: &dyn Target) {
+    let (a, b) = ("conformance/multi/lost/a", "conformance/multi/lost/b");
+    let (holder, operator) = (target.client().await, target.client().await);
+    if !operator.capabilities().admin.force_release {
+        eprintln!(
+            "{} has no force_release; nothing to check",
+            operator.capabilities().backend
+        );
+        return;
+    }
+    let group = holder.lock_all(&[a, b]).await.expect("lock_all");
+    let evicted = evicts(&*operator, &LockName::new(b).unwrap()).await;
+    assert_eq!(Some(evicted.token), group.token_of(b), "{evicted:?}");
+    let reason = within(
+        target.ttl() * 2 + SLACK,
+        "the set's lost signal",
+        group.lost(),
+    )
+    .await;
+    assert_eq!(reason, LostReason::Revoked);
+    assert_eq!(group.lost_member().map(LockName::as_str), Some(b));
+    assert!(!group.is_held());
+    let err = group.release().await.expect_err("b is not ours any more");
+    assert!(
+        matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
+        "{err}"
+    );
+    let free = within(SLACK, "try_lock a", operator.try_lock(a))
+        .await
+        .expect("a was released with the set");
+    free.release().await.expect("release a");
+}
