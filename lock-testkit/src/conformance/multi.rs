@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{ErrorKind, FencingToken, LockBackendExt, LockName, LostReason};
+use lock_core::{
+    DynLockBackend, ErrorKind, FencingToken, LockBackendExt, LockName, LostReason, MultiLockGuard,
+    Result,
+};
 
 use super::{SLACK, Target, within};
 use crate::assert::evicts;
@@ -24,30 +27,16 @@ pub async fn multi_lock_is_all_or_nothing(target: &dyn Target) {
         target.client().await,
     );
     let held = holder.lock(b).await.expect("lock b");
-    let err = within(SLACK, "try_lock_all", group.try_lock_all(&[a, b]))
-        .await
-        .expect_err("b is held");
-    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
-    assert!(err.message().contains(&format!("lock {b} ")), "{err}");
-    let free = within(SLACK, "try_lock a", third.try_lock(a))
-        .await
-        .expect("a was released when the set failed");
-    free.release().await.expect("release a");
+    let refused = within(SLACK, "try_lock_all", group.try_lock_all(&[a, b])).await;
+    names_the_busy_member(ErrorKind::WouldBlock, b, refused);
+    free_at_once(&*third, a, "a was released when the set failed").await;
 
     let wait = Duration::from_millis(300);
-    let err = within(
-        wait + SLACK,
-        "lock_all_timeout",
-        group.lock_all_timeout(&[b, a], wait),
-    )
-    .await
-    .expect_err("b is held");
-    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
-    assert!(err.message().contains(&format!("lock {b} ")), "{err}");
-    let free = within(SLACK, "try_lock a", third.try_lock(a))
-        .await
-        .expect("a was released when the set timed out");
-    free.release().await.expect("release a");
+    let reversed = [b, a];
+    let timed = group.lock_all_timeout(&reversed, wait);
+    let refused = within(wait + SLACK, "lock_all_timeout", timed).await;
+    names_the_busy_member(ErrorKind::Timeout, b, refused);
+    free_at_once(&*third, a, "a was released when the set timed out").await;
     held.release().await.expect("release b");
 }
 
@@ -118,8 +107,21 @@ pub async fn a_lost_member_fires_the_multi_lock_lost_signal(target: &dyn Target)
         matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
         "{err}"
     );
-    let free = within(SLACK, "try_lock a", operator.try_lock(a))
+    free_at_once(&*operator, a, "a was released with the set").await;
+}
+
+/// The set's acquisition failed with `kind`, and its message names `busy`.
+#[track_caller]
+fn names_the_busy_member(kind: ErrorKind, busy: &str, result: Result<MultiLockGuard>) {
+    let err = result.expect_err("a member is held by another client");
+    assert_eq!(err.kind(), kind, "{err}");
+    assert!(err.message().contains(&format!("lock {busy} ")), "{err}");
+}
+
+/// `client` takes `name` at once, and releases it.
+async fn free_at_once(client: &DynLockBackend, name: &str, why: &str) {
+    let guard = within(SLACK, "try_lock", client.try_lock(name))
         .await
-        .expect("a was released with the set");
-    free.release().await.expect("release a");
+        .expect(why);
+    guard.release().await.expect("release");
 }
