@@ -54,8 +54,8 @@ pub use locking::{
     try_lock_on_held_lock_would_block, wait_timeout_returns_timeout_within_bound,
 };
 pub use multi::{
-    a_lost_member_fires_the_multi_lock_lost_signal, multi_lock_is_all_or_nothing,
-    multi_locks_in_opposite_orders_do_not_deadlock,
+    a_cancelled_multi_lock_frees_its_members, a_lost_member_fires_the_multi_lock_lost_signal,
+    multi_lock_is_all_or_nothing, multi_locks_in_opposite_orders_do_not_deadlock,
 };
 pub use scope::{
     cancelled_waiter_in_an_exiting_program_gives_up_its_place,
@@ -143,7 +143,8 @@ macro_rules! conformance_tests {
             metrics_and_spans_are_the_same_on_every_backend,
             multi_lock_is_all_or_nothing,
             multi_locks_in_opposite_orders_do_not_deadlock,
-            a_lost_member_fires_the_multi_lock_lost_signal
+            a_lost_member_fires_the_multi_lock_lost_signal,
+            a_cancelled_multi_lock_frees_its_members
         );
     };
     (@cases $target:expr; $($case:ident),* $(,)?) => {

@@ -110,6 +110,30 @@ pub async fn a_lost_member_fires_the_multi_lock_lost_signal(target: &dyn Target)
     free_at_once(&*operator, a, "a was released with the set").await;
 }
 
+/// A `lock_all` future dropped while it waits for a busy member gives up
+/// the members it took and its place in the member's queue: neither blocks
+/// another client beyond the TTL.
+pub async fn a_cancelled_multi_lock_frees_its_members(target: &dyn Target) {
+    let (a, b) = ("conformance/multi/cancel/a", "conformance/multi/cancel/b");
+    let (holder, group, third) = (
+        target.client().await,
+        target.client().await,
+        target.client().await,
+    );
+    let held = holder.lock(b).await.expect("lock b");
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), group.lock_all(&[a, b])).await;
+    assert!(
+        cancelled.is_err(),
+        "the set must still wait for b when cancelled"
+    );
+    held.release().await.expect("release b");
+    let bound = target.ttl() + SLACK;
+    let both = within(bound, "a third client's set", third.lock_all(&[a, b]))
+        .await
+        .expect("the cancelled set left neither a nor b taken");
+    both.release().await.expect("release");
+}
+
 /// The set's acquisition failed with `kind`, and its message names `busy`.
 #[track_caller]
 fn names_the_busy_member(kind: ErrorKind, busy: &str, result: Result<MultiLockGuard>) {
