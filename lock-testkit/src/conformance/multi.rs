@@ -11,7 +11,7 @@ use lock_core::{
 };
 
 use super::{SLACK, Target, within};
-use crate::assert::evicts;
+use crate::assert::{evicts, fails_with_one_of};
 
 /// Critical sections per client in the deadlock case.
 const ROUNDS: usize = 100;
@@ -21,12 +21,8 @@ const ROUNDS: usize = 100;
 /// afterwards `a` is free for a third client: a failed set holds nothing.
 pub async fn multi_lock_is_all_or_nothing(target: &dyn Target) {
     let (a, b) = ("conformance/multi/all/a", "conformance/multi/all/b");
-    let (holder, group, third) = (
-        target.client().await,
-        target.client().await,
-        target.client().await,
-    );
-    let held = holder.lock(b).await.expect("lock b");
+    let (_holder, held, group) = super::one_holds(target, b).await;
+    let third = target.client().await;
     let refused = within(SLACK, "try_lock_all", group.try_lock_all(&[a, b])).await;
     names_the_busy_member(ErrorKind::WouldBlock, b, refused);
     free_at_once(&*third, a, "a was released when the set failed").await;
@@ -93,20 +89,14 @@ pub async fn a_lost_member_fires_the_multi_lock_lost_signal(target: &dyn Target)
     let group = holder.lock_all(&[a, b]).await.expect("lock_all");
     let evicted = evicts(&*operator, &LockName::new(b).unwrap()).await;
     assert_eq!(Some(evicted.token), group.token_of(b), "{evicted:?}");
-    let reason = within(
-        target.ttl() * 2 + SLACK,
-        "the set's lost signal",
-        group.lost(),
-    )
-    .await;
-    assert_eq!(reason, LostReason::Revoked);
-    assert_eq!(group.lost_member().map(LockName::as_str), Some(b));
+    let detection = target.ttl() * 2 + SLACK;
+    let reason = within(detection, "the set's lost signal", group.lost()).await;
+    let member = group.lost_member().map(LockName::as_str);
+    assert_eq!((reason, member), (LostReason::Revoked, Some(b)));
     assert!(!group.is_held());
-    let err = group.release().await.expect_err("b is not ours any more");
-    assert!(
-        matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LeaseLost),
-        "{err}"
-    );
+    let released = group.release().await;
+    let what = "releasing a set whose member was evicted";
+    fails_with_one_of(&[ErrorKind::NotHeld, ErrorKind::LeaseLost], what, released);
     free_at_once(&*operator, a, "a was released with the set").await;
 }
 
@@ -115,12 +105,8 @@ pub async fn a_lost_member_fires_the_multi_lock_lost_signal(target: &dyn Target)
 /// another client beyond the TTL.
 pub async fn a_cancelled_multi_lock_frees_its_members(target: &dyn Target) {
     let (a, b) = ("conformance/multi/cancel/a", "conformance/multi/cancel/b");
-    let (holder, group, third) = (
-        target.client().await,
-        target.client().await,
-        target.client().await,
-    );
-    let held = holder.lock(b).await.expect("lock b");
+    let (_holder, held, group) = super::one_holds(target, b).await;
+    let third = target.client().await;
     let cancelled = tokio::time::timeout(Duration::from_millis(300), group.lock_all(&[a, b])).await;
     assert!(
         cancelled.is_err(),
