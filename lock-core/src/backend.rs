@@ -10,6 +10,7 @@ use crate::admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus};
 use crate::capabilities::Capabilities;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{Held, LockGuard};
+use crate::multi::{self, MultiLockGuard};
 use crate::name::LockName;
 use crate::options::{AcquireOptions, Wait};
 
@@ -142,6 +143,76 @@ pub trait LockBackendExt: LockBackend {
         let name = LockName::new(name)?;
         let options = AcquireOptions::new().wait(Wait::Timeout(wait));
         self.acquire(&name, &options).await
+    }
+
+    /// Acquires every lock of `names` as one [`MultiLockGuard`],
+    /// all-or-nothing, with `options.wait` bounding the whole acquisition.
+    ///
+    /// Members are taken sorted by name, so sets that overlap never
+    /// deadlock. An empty set or a name given twice is `InvalidConfig`, and
+    /// a bad name `InvalidName`, before any I/O. When a member cannot be
+    /// taken, the members already taken are released first and the error
+    /// (of that member's kind) names it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling drops the members already taken, which release in the
+    /// background, and gives up the member being waited for as
+    /// [`LockBackend::acquire`] does: it never blocks others beyond the TTL.
+    async fn acquire_all(
+        &self,
+        names: &[LockName],
+        options: &AcquireOptions,
+    ) -> Result<MultiLockGuard> {
+        multi::acquire_all(names.to_vec(), options, |name, member| async move {
+            self.acquire(&name, &member).await
+        })
+        .await
+    }
+
+    /// [`acquire_all`](Self::acquire_all) with names as strings.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_all`](Self::acquire_all).
+    async fn lock_all_with(
+        &self,
+        names: &[&str],
+        options: &AcquireOptions,
+    ) -> Result<MultiLockGuard> {
+        let names = multi::parse_set(names)?;
+        self.acquire_all(&names, options).await
+    }
+
+    /// Acquires every lock of `names` if all are free right now, else
+    /// fails with `WouldBlock` naming a busy one and holds none.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_all`](Self::acquire_all).
+    async fn try_lock_all(&self, names: &[&str]) -> Result<MultiLockGuard> {
+        let options = AcquireOptions::new().wait(Wait::No);
+        self.lock_all_with(names, &options).await
+    }
+
+    /// Acquires every lock of `names`, waiting as long as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_all`](Self::acquire_all).
+    async fn lock_all(&self, names: &[&str]) -> Result<MultiLockGuard> {
+        self.lock_all_with(names, &AcquireOptions::new()).await
+    }
+
+    /// Acquires every lock of `names` within `wait` in all, else fails with
+    /// `Timeout` naming a busy one and holds none.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_all`](Self::acquire_all).
+    async fn lock_all_timeout(&self, names: &[&str], wait: Duration) -> Result<MultiLockGuard> {
+        let options = AcquireOptions::new().wait(Wait::Timeout(wait));
+        self.lock_all_with(names, &options).await
     }
 
     /// Every lock and election under `prefix`, page after page.

@@ -17,6 +17,7 @@ mod election;
 mod fencing;
 mod lease;
 mod locking;
+mod multi;
 mod scope;
 mod telemetry;
 
@@ -51,6 +52,10 @@ pub use locking::{
     failed_attempts_leave_nothing_behind, fifo_order_where_declared,
     invalid_input_is_rejected_before_io, mutual_exclusion_under_contention,
     try_lock_on_held_lock_would_block, wait_timeout_returns_timeout_within_bound,
+};
+pub use multi::{
+    a_cancelled_multi_lock_frees_its_members, a_lost_member_fires_the_multi_lock_lost_signal,
+    multi_lock_is_all_or_nothing, multi_locks_in_opposite_orders_do_not_deadlock,
 };
 pub use scope::{
     cancelled_waiter_in_an_exiting_program_gives_up_its_place,
@@ -135,7 +140,11 @@ macro_rules! conformance_tests {
             holder_is_described_by_host_and_pid_by_default,
             list_finds_every_held_name_under_a_prefix,
             force_release_evicts_the_holder_and_the_next_token_is_higher,
-            metrics_and_spans_are_the_same_on_every_backend
+            metrics_and_spans_are_the_same_on_every_backend,
+            multi_lock_is_all_or_nothing,
+            multi_locks_in_opposite_orders_do_not_deadlock,
+            a_lost_member_fires_the_multi_lock_lost_signal,
+            a_cancelled_multi_lock_frees_its_members
         );
     };
     (@cases $target:expr; $($case:ident),* $(,)?) => {
