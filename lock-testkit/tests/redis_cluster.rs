@@ -12,6 +12,9 @@ use lock_testkit::servers::{
 /// With a 1 s node timeout a failover takes 2–4 s; this leaves room for a
 /// loaded machine.
 const FAILOVER_BOUND: Duration = Duration::from_secs(10);
+/// How long a paused node is given to (wrongly) answer; well below the
+/// node timeout, so that the pause fails nothing over.
+const PAUSED_PROBE: Duration = Duration::from_millis(200);
 /// A key with a hash tag, as every key of one distlock lock has.
 const KEY: &str = "{distlock:cluster-kit}:key";
 
@@ -52,7 +55,7 @@ async fn three_masters_with_replicas_start_and_every_node_is_ok() {
 }
 
 #[tokio::test]
-async fn a_key_written_through_its_slot_master_is_read_back_there() {
+async fn a_key_written_through_its_slot_master_is_read_back_there_and_pause_stalls_it() {
     let cluster = RedisCluster::start(3, 0).await.expect("start cluster");
     let master = cluster.master_for_key(KEY).await.expect("master of key");
     let set = master.command(&["SET", KEY, "v1"]).await.expect("SET");
@@ -67,6 +70,16 @@ async fn a_key_written_through_its_slot_master_is_read_back_there() {
             other.addr()
         );
     }
+
+    Member::pause(master);
+    let stalled = tokio::time::timeout(PAUSED_PROBE, master.command(&["GET", KEY])).await;
+    assert!(stalled.is_err(), "a paused master answered {stalled:?}");
+    Member::resume(master);
+    let get = master
+        .command(&["GET", KEY])
+        .await
+        .expect("GET after resume");
+    assert_eq!(get, RespReply::Bulk(Some("v1".to_owned())));
 }
 
 #[tokio::test]
@@ -106,14 +119,18 @@ async fn a_killed_master_fails_over_to_its_replica_and_rejoins_as_replica() {
 
 #[tokio::test]
 async fn missing_binaries_name_their_debian_packages() {
-    let options = RedisClusterOptions::new(3, 1);
-    let server =
-        RedisCluster::start_with(options.clone().server_binary("/nonexistent/redis-server"))
-            .await
-            .expect_err("redis-server from a nonexistent path");
-    let cli = RedisCluster::start_with(options.cli_binary("/nonexistent/redis-cli"))
-        .await
-        .expect_err("redis-cli from a nonexistent path");
+    let server = RedisCluster::start_with(RedisClusterOptions {
+        server_binary: Some("/nonexistent/redis-server".into()),
+        ..RedisClusterOptions::new(3, 1)
+    })
+    .await
+    .expect_err("redis-server from a nonexistent path");
+    let cli = RedisCluster::start_with(RedisClusterOptions {
+        cli_binary: Some("/nonexistent/redis-cli".into()),
+        ..RedisClusterOptions::new(3, 1)
+    })
+    .await
+    .expect_err("redis-cli from a nonexistent path");
     for (err, program, package) in [
         (server, "redis-server", "redis-server"),
         (cli, "redis-cli", "redis-tools"),

@@ -9,7 +9,6 @@
 //! it.
 
 use std::ffi::OsString;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +26,8 @@ use super::readiness::wait_ready;
 use super::workdir::temp_dir;
 use super::{LaunchError, RespReply, resp};
 
-/// How long a node may take to answer `PING`, and the cluster to become ok.
+/// How long a node may take to answer `CLUSTER MYID`, and the cluster to
+/// become ok.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a failover may take; with a 1 s node timeout it takes 2–4 s.
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -35,29 +35,34 @@ const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Every slot of a Redis Cluster.
 const SLOTS: &str = "16384";
-const REDIS: Requirement = Requirement {
-    name: "redis-server",
-    package: "redis-server",
-};
-const REDIS_CLI: Requirement = Requirement {
-    name: "redis-cli",
-    package: "redis-tools",
-};
+const REDIS: Requirement = program("redis-server", "redis-server");
+const REDIS_CLI: Requirement = program("redis-cli", "redis-tools");
 
-/// How to launch a [`RedisCluster`].
+/// The program `name`, installed by the Debian package `package`.
+const fn program(name: &'static str, package: &'static str) -> Requirement {
+    Requirement { name, package }
+}
+
+/// How to launch a [`RedisCluster`]: start from
+/// [`RedisClusterOptions::new`] and change the fields that matter.
 #[derive(Debug, Clone)]
 pub struct RedisClusterOptions {
-    masters: usize,
-    replicas_per_master: usize,
-    node_timeout: Duration,
-    server_binary: Option<PathBuf>,
-    cli_binary: Option<PathBuf>,
+    /// Masters; at least 3, as `redis-cli --cluster create` demands.
+    pub masters: usize,
+    /// Replicas of each master.
+    pub replicas_per_master: usize,
+    /// How long a node may be unreachable before it counts as failed
+    /// (`--cluster-node-timeout`).
+    pub node_timeout: Duration,
+    /// A `redis-server` to run instead of the one on `PATH`.
+    pub server_binary: Option<PathBuf>,
+    /// A `redis-cli` to run instead of the one on `PATH`.
+    pub cli_binary: Option<PathBuf>,
 }
 
 impl RedisClusterOptions {
-    /// `masters` masters (at least 3, as `redis-cli --cluster create`
-    /// demands), each with `replicas_per_master` replicas; a node timeout of
-    /// 1 s; `redis-server` and `redis-cli` from `PATH`.
+    /// `masters` masters with `replicas_per_master` replicas each, a node
+    /// timeout of 1 s, `redis-server` and `redis-cli` from `PATH`.
     pub fn new(masters: usize, replicas_per_master: usize) -> Self {
         Self {
             masters,
@@ -67,41 +72,25 @@ impl RedisClusterOptions {
             cli_binary: None,
         }
     }
-
-    /// How long a node may be unreachable before it counts as failed
-    /// (`--cluster-node-timeout`).
-    pub fn node_timeout(mut self, timeout: Duration) -> Self {
-        self.node_timeout = timeout;
-        self
-    }
-
-    /// Runs this `redis-server` binary instead of the one on `PATH`.
-    pub fn server_binary(mut self, path: impl Into<PathBuf>) -> Self {
-        self.server_binary = Some(path.into());
-        self
-    }
-
-    /// Runs this `redis-cli` binary instead of the one on `PATH`.
-    pub fn cli_binary(mut self, path: impl Into<PathBuf>) -> Self {
-        self.cli_binary = Some(path.into());
-        self
-    }
 }
 
 /// One node of a [`RedisCluster`]; a master or a replica, which can change
 /// with every failover.
+#[derive(Debug)]
 pub struct RedisClusterNode {
     port: u16,
     id: OnceLock<String>,
-    // Declared before `dir`: the process dies before its directory goes.
+    // Declared before `_dir`, which is kept to be removed on drop: the
+    // process dies before its directory goes.
     process: ChildProcess,
-    dir: TempDir,
+    _dir: TempDir,
 }
 
 process_controls!(RedisClusterNode);
 
 impl RedisClusterNode {
-    fn spawn(binary: &Path, node_timeout: Duration) -> Result<Self, LaunchError> {
+    /// Prepares a node; nothing runs until [`RedisClusterNode::run`].
+    fn new(binary: &Path, node_timeout: Duration) -> Result<Self, LaunchError> {
         let port = free_port();
         // Chosen too, rather than Redis's port + 10000, which may be taken.
         let bus_port = free_port();
@@ -138,23 +127,12 @@ impl RedisClusterNode {
         .collect();
         args.extend(["--dir".into(), dir.path().as_os_str().to_owned()]);
         let process = ChildProcess::new(label, binary.to_owned(), args, dir.path(), "redis.log");
-        process.spawn()?;
         Ok(Self {
-            port,
             id: OnceLock::new(),
+            port,
             process,
-            dir,
+            _dir: dir,
         })
-    }
-
-    /// The port clients connect to.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The address, `127.0.0.1:PORT`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
     }
 
     /// The node's cluster ID (`CLUSTER MYID`), kept across restarts.
@@ -162,14 +140,14 @@ impl RedisClusterNode {
         self.id.get().map_or("", String::as_str)
     }
 
-    /// The node's temporary directory (`nodes.conf` and its log).
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
+    /// The address, `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
-    /// The node's log file (stdout and stderr, across restarts).
-    pub fn log_path(&self) -> &Path {
-        self.process.log_path()
+    /// The port clients connect to.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Sends one command to this node on a fresh connection and returns the
@@ -183,9 +161,15 @@ impl RedisClusterNode {
         resp::command(&self.addr(), None, args).await
     }
 
+    /// The node's log file (stdout and stderr, across restarts), next to
+    /// its `nodes.conf`.
+    pub fn log_path(&self) -> &Path {
+        self.process.log_path()
+    }
+
     /// Kills the node if it runs, starts it again on the same ports with its
     /// cluster identity (and an empty dataset), and waits until it answers
-    /// `PING`. [`RedisCluster::wait_ok`] waits until it has rejoined.
+    /// `CLUSTER MYID`. [`RedisCluster::wait_ok`] waits until it has rejoined.
     ///
     /// # Cancel safety
     ///
@@ -193,16 +177,22 @@ impl RedisClusterNode {
     /// answering.
     pub async fn restart(&self) -> Result<(), LaunchError> {
         self.process.kill().await;
-        self.process.spawn()?;
-        self.wait_ping().await
+        self.run().await
     }
 
-    async fn wait_ping(&self) -> Result<(), LaunchError> {
+    /// Starts the process and waits until it answers `CLUSTER MYID`; a
+    /// restarted node must answer with the ID it had, or it lost its
+    /// `nodes.conf`.
+    async fn run(&self) -> Result<(), LaunchError> {
+        self.process.spawn()?;
         wait_ready(&self.process, READY_TIMEOUT, || async {
-            match self.command(&["PING"]).await {
-                Ok(RespReply::Simple(pong)) if pong == "PONG" => Ok(()),
-                Ok(other) => Err(format!("PING answered {other:?}")),
-                Err(err) => Err(format!("PING: {err}")),
+            let id = self.info(&["CLUSTER", "MYID"]).await?;
+            match self.id.get() {
+                Some(old) if *old != id => Err(format!("came back as {id}, was {old}")),
+                _ => {
+                    let _ = self.id.set(id);
+                    Ok(())
+                }
             }
         })
         .await
@@ -243,17 +233,6 @@ impl RedisClusterNode {
             Ok(other) => Err(format!("{}: {} answered {other:?}", self.addr(), args[0])),
             Err(err) => Err(format!("{}: {}: {err}", self.addr(), args.join(" "))),
         }
-    }
-}
-
-impl fmt::Debug for RedisClusterNode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisClusterNode")
-            .field("addr", &self.addr())
-            .field("id", &self.id())
-            .field("process", &self.process)
-            .field("dir", &self.dir.path())
-            .finish()
     }
 }
 
@@ -299,18 +278,10 @@ impl RedisCluster {
         let cli = REDIS_CLI.resolve(options.cli_binary.as_deref())?;
         let count = options.masters * (1 + options.replicas_per_master);
         let nodes = (0..count)
-            .map(|_| RedisClusterNode::spawn(&server, options.node_timeout))
+            .map(|_| RedisClusterNode::new(&server, options.node_timeout))
             .collect::<Result<Vec<_>, _>>()?;
-        try_join_all(nodes.iter().map(RedisClusterNode::wait_ping)).await?;
+        try_join_all(nodes.iter().map(RedisClusterNode::run)).await?;
         create(cli, &nodes, options.replicas_per_master).await?;
-        for node in &nodes {
-            let id = node.info(&["CLUSTER", "MYID"]).await;
-            let id = id.map_err(|probe| LaunchError::Io {
-                what: node.process.label().to_owned(),
-                source: io::Error::other(probe),
-            })?;
-            let _ = node.id.set(id);
-        }
         let cluster = Self { nodes };
         cluster.wait_ok().await?;
         Ok(cluster)
