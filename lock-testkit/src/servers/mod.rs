@@ -1,4 +1,4 @@
-//! Real-server launchers: etcd, Redis and ZooKeeper as child processes.
+//! Real-server launchers: etcd, Redis, Redis Cluster and ZooKeeper as child processes.
 //!
 //! Every launcher starts its servers on free loopback ports, each member with
 //! its own temporary directory that holds the data and a log file (the
