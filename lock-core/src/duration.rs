@@ -95,6 +95,15 @@ fn to_duration(nanos: u128) -> Result<Duration, String> {
     Ok(Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
 }
 
+/// `d` in whole milliseconds, rounded up so that a server never holds a
+/// lease for less than the client thinks, and at least 1 (servers reject a
+/// zero TTL).
+pub fn lease_millis(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 /// Formats a duration the way [`parse_duration`] reads it back: whole
 /// seconds as `3s`, whole milliseconds as `1500ms`, otherwise microseconds.
 pub fn format_duration(d: Duration) -> String {
@@ -181,6 +190,14 @@ pub mod serde_humane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_millis_rounds_up_and_is_never_zero() {
+        assert_eq!(lease_millis(Duration::ZERO), 1);
+        assert_eq!(lease_millis(Duration::from_micros(1)), 1);
+        assert_eq!(lease_millis(Duration::from_micros(1500)), 2);
+        assert_eq!(lease_millis(Duration::from_secs(3)), 3000);
+    }
 
     #[test]
     fn humane_durations_parse() {

@@ -70,21 +70,11 @@ fn boot_id() -> Option<&'static str> {
 }
 
 /// A TTL in whole milliseconds, rounded up and at least 1.
-pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
-    let ms = ttl.as_nanos().div_ceil(1_000_000);
-    u64::try_from(ms).unwrap_or(u64::MAX).max(1)
-}
+pub(crate) use lock_core::raw::lease_millis as ttl_ms;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ttl_rounds_up_to_whole_milliseconds() {
-        assert_eq!(ttl_ms(Duration::from_micros(1)), 1);
-        assert_eq!(ttl_ms(Duration::from_micros(1500)), 2);
-        assert_eq!(ttl_ms(Duration::from_secs(3)), 3000);
-    }
 
     #[cfg(target_os = "linux")]
     #[test]

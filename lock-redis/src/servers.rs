@@ -467,10 +467,5 @@ pub(crate) fn still_valid(sent: tokio::time::Instant, ttl: Duration) -> bool {
     tokio::time::Instant::now() < sent + ttl.saturating_sub(drift_allowance(ttl))
 }
 
-/// Whole milliseconds, rounded up so the server never holds a lease for
-/// less than we think, and at least 1 (Redis rejects `PX 0`).
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_micros().div_ceil(1000))
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
+/// Whole milliseconds for `PX` and script TTLs (Redis rejects `PX 0`).
+pub(crate) use lock_core::raw::lease_millis as millis;

@@ -23,7 +23,8 @@ use super::{LaunchError, RespReply, resp};
 
 /// How long a server may take to answer `PING`.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
-const REDIS: Requirement = Requirement {
+/// The Redis server, which the cluster launcher runs too.
+pub(super) const REDIS: Requirement = Requirement {
     name: "redis-server",
     package: "redis-server",
 };

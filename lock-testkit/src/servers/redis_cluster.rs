@@ -23,6 +23,7 @@ use super::member::member_list;
 use super::ports::free_port;
 use super::process::{ChildProcess, process_controls, run_tool};
 use super::readiness::wait_ready;
+use super::redis::REDIS;
 use super::workdir::temp_dir;
 use super::{LaunchError, RespReply, resp};
 
@@ -35,13 +36,10 @@ const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Every slot of a Redis Cluster.
 const SLOTS: &str = "16384";
-const REDIS: Requirement = program("redis-server", "redis-server");
-const REDIS_CLI: Requirement = program("redis-cli", "redis-tools");
-
-/// The program `name`, installed by the Debian package `package`.
-const fn program(name: &'static str, package: &'static str) -> Requirement {
-    Requirement { name, package }
-}
+const REDIS_CLI: Requirement = Requirement {
+    name: "redis-cli",
+    package: "redis-tools",
+};
 
 /// How to launch a [`RedisCluster`]: start from
 /// [`RedisClusterOptions::new`] and change the fields that matter.
