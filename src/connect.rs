@@ -128,6 +128,18 @@ impl LockBackend for Backend {
 
     /// # Cancel safety
     ///
+    /// As the underlying backend's [`LockBackend::acquire_as`].
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: lock_core::Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        self.client.acquire_as(name, access, options).await
+    }
+
+    /// # Cancel safety
+    ///
     /// As the underlying backend's [`LockBackend::inspect`].
     async fn inspect(&self, name: &LockName) -> Result<lock_core::LockStatus> {
         self.client.inspect(name).await

@@ -5,7 +5,7 @@
 //! ([`LockBackendExt`], [`ElectionBackendExt`]), whose method names differ.
 
 pub use crate::{
-    AcquireOptions, Backend, ElectionBackend, ElectionBackendExt, Error, ErrorKind, FencingToken,
-    LeaderInfo, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard, LockName, LostReason,
-    Owner, Result, Wait,
+    Access, AcquireOptions, Backend, ElectionBackend, ElectionBackendExt, Error, ErrorKind,
+    FencingToken, LeaderInfo, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard,
+    LockName, LostReason, Owner, Result, Wait,
 };

@@ -130,14 +130,20 @@ pub enum Primitive {
     Lock,
     /// A leader election ([`ElectionBackend`](crate::ElectionBackend)).
     Election,
+    /// A semaphore ([`Access::Permit`](crate::Access::Permit)).
+    Semaphore,
+    /// A read-write lock ([`Access::Read`](crate::Access::Read), [`Access::Write`](crate::Access::Write)).
+    RwLock,
 }
 
 impl Primitive {
-    /// The name used in listings and JSON: `lock`, `election`.
+    /// The name used in listings and JSON: `lock`, `election`, `semaphore`, `rwlock`.
     pub fn as_str(self) -> &'static str {
         match self {
             Primitive::Lock => "lock",
             Primitive::Election => "election",
+            Primitive::Semaphore => "semaphore",
+            Primitive::RwLock => "rwlock",
         }
     }
 }

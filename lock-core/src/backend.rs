@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::access::Access;
 use crate::admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus};
 use crate::capabilities::Capabilities;
 use crate::error::{Error, ErrorKind, Result};
@@ -50,6 +51,48 @@ pub trait LockBackend: fmt::Debug + Send + Sync + 'static {
     /// and in any case expires with its lease, so it never blocks other
     /// contenders beyond the TTL.
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard>;
+
+    /// Acquires `name` as a semaphore permit, a reader or the writer of a
+    /// read-write lock, waiting as `options.wait` allows.
+    ///
+    /// The guard is a [`LockGuard`] like a lock's: a lease renewed in the
+    /// background, a fencing token, a lost signal, owner-checked release.
+    ///
+    /// - [`Access::Permit`]: at most its limit of holders at once, across
+    ///   every client. A limit that differs from the one of the permits
+    ///   already held or queued is `InvalidConfig`, naming both.
+    /// - [`Access::Read`]: any number of readers at once, never with a
+    ///   writer. [`Access::Write`]: alone. A reader that arrives after a
+    ///   waiting writer waits for it, so writers never starve.
+    ///
+    /// Every grant of a name, whatever its access, takes its token from one
+    /// sequence, in grant order (see [`access`](crate::access)). Semaphores,
+    /// read-write locks and mutexes of one name are independent.
+    /// [`Capabilities::semaphore`] and [`Capabilities::rwlock`] say what the
+    /// backend offers; the default is `Unsupported`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire): cancelling gives up the attempt and
+    /// its place in the queue, and never blocks others beyond the TTL.
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        let _ = (name, options);
+        let caps = self.capabilities();
+        Err(Error::unsupported(format!(
+            "the {} backend has no {}s",
+            caps.backend,
+            match access {
+                Access::Permit(_) => "semaphore",
+                _ => "read-write lock",
+            }
+        ))
+        .with_site(caps.backend, "acquire_as".to_owned()))
+    }
 
     /// The holder of `name` and its waiters, as an operator needs them.
     ///
@@ -143,6 +186,86 @@ pub trait LockBackendExt: LockBackend {
         let name = LockName::new(name)?;
         let options = AcquireOptions::new().wait(Wait::Timeout(wait));
         self.acquire(&name, &options).await
+    }
+
+    /// One of `limit` permits of the semaphore `name`, waiting as long as
+    /// it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`]: cancelling loses the place in the queue.
+    async fn permit(&self, name: &str, limit: u32) -> Result<LockGuard> {
+        let access = Access::permit(limit)?;
+        self.shared_with(name, access, &AcquireOptions::new()).await
+    }
+
+    /// One of `limit` permits of the semaphore `name` if one is free right
+    /// now, else `WouldBlock`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`].
+    async fn try_permit(&self, name: &str, limit: u32) -> Result<LockGuard> {
+        let access = Access::permit(limit)?;
+        let options = AcquireOptions::new().wait(Wait::No);
+        self.shared_with(name, access, &options).await
+    }
+
+    /// The read side of the read-write lock `name`, waiting as long as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`]: cancelling loses the place in the queue.
+    async fn read_lock(&self, name: &str) -> Result<LockGuard> {
+        self.shared_with(name, Access::Read, &AcquireOptions::new())
+            .await
+    }
+
+    /// The read side of the read-write lock `name` if no writer holds it or
+    /// waits for it right now, else `WouldBlock`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`].
+    async fn try_read_lock(&self, name: &str) -> Result<LockGuard> {
+        let options = AcquireOptions::new().wait(Wait::No);
+        self.shared_with(name, Access::Read, &options).await
+    }
+
+    /// The write side of the read-write lock `name`, waiting as long as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`]: cancelling loses the place in the queue.
+    async fn write_lock(&self, name: &str) -> Result<LockGuard> {
+        self.shared_with(name, Access::Write, &AcquireOptions::new())
+            .await
+    }
+
+    /// The write side of the read-write lock `name` if nobody holds or waits
+    /// for the lock right now, else `WouldBlock`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`].
+    async fn try_write_lock(&self, name: &str) -> Result<LockGuard> {
+        let options = AcquireOptions::new().wait(Wait::No);
+        self.shared_with(name, Access::Write, &options).await
+    }
+
+    /// [`LockBackend::acquire_as`] with the name as a string.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire_as`].
+    async fn shared_with(
+        &self,
+        name: &str,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        let name = LockName::new(name)?;
+        self.acquire_as(&name, access, options).await
     }
 
     /// Acquires every lock of `names` as one [`MultiLockGuard`],

@@ -34,6 +34,11 @@ pub struct Capabilities {
     pub fifo: bool,
     /// Leader election is implemented.
     pub election: bool,
+    /// Semaphores ([`Access::Permit`](crate::Access::Permit)) are implemented.
+    pub semaphore: bool,
+    /// Read-write locks ([`Access::Read`](crate::Access::Read) and
+    /// [`Access::Write`](crate::Access::Write)) are implemented.
+    pub rwlock: bool,
     /// The lock works across processes (and machines, for networked backends).
     pub cross_process: bool,
     /// Leases are renewed per lock (true) or per client session (false, ZooKeeper).
@@ -56,6 +61,8 @@ impl Capabilities {
             fencing,
             fifo: false,
             election: false,
+            semaphore: false,
+            rwlock: false,
             cross_process: true,
             per_lock_lease: true,
             min_ttl: crate::options::MIN_TTL,
@@ -74,6 +81,21 @@ impl Capabilities {
     pub fn with_election(mut self, election: bool) -> Self {
         self.election = election;
         self
+    }
+
+    /// Sets [`semaphore`](Self::semaphore) and [`rwlock`](Self::rwlock).
+    pub fn with_shared(mut self, semaphore: bool, rwlock: bool) -> Self {
+        self.semaphore = semaphore;
+        self.rwlock = rwlock;
+        self
+    }
+
+    /// Whether `access` is implemented.
+    pub fn supports(&self, access: crate::Access) -> bool {
+        match access {
+            crate::Access::Permit(_) => self.semaphore,
+            _ => self.rwlock,
+        }
     }
 
     /// Sets [`cross_process`](Self::cross_process).

@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access;
 pub mod admin;
 mod backend;
 mod background;
@@ -55,6 +56,7 @@ mod site;
 pub mod telemetry;
 mod url_parts;
 
+pub use access::{Access, Permits};
 pub use admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;

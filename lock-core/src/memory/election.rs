@@ -7,6 +7,7 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::MemoryBackend;
 use super::table::Space;
+use crate::access::Access;
 use crate::election::{Candidacy, ElectionBackend, LeaderInfo, LeaderStream, Leadership};
 use crate::error::Result;
 use crate::leader_filter::LeaderFilter;
@@ -16,7 +17,7 @@ use crate::name::LockName;
 impl ElectionBackend for MemoryBackend {
     async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
         let value = Some(bid.value.clone());
-        let guard = self.acquire_in(Space::Election, name, &bid.options, value);
+        let guard = self.acquire_in(Space::Election, Access::Write, name, &bid.options, value);
         Ok(Leadership::new(guard.await?, bid.value))
     }
 

@@ -2,7 +2,9 @@
 //!
 //! All clones of a [`MemoryBackend`] share one lock table, as clients of one
 //! server would. Leases expire on Tokio's clock, so tests can run with paused
-//! time. It is FIFO, supports election, and its tokens are process-local.
+//! time. It is FIFO, supports election, semaphores and read-write locks (one
+//! FIFO queue per name, granted by [`blockers`](crate::access::blockers)),
+//! and its tokens are process-local.
 //!
 //! It reports everything an operator asks for: [`inspect`](LockBackend::inspect)
 //! gives the holder (description, token, key, when it took the lock, lease
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::access::Access;
 use crate::admin::{AdminCapabilities, HolderInfo, ListOptions, ListPage, LockStatus};
 use crate::backend::LockBackend;
 use crate::capabilities::{Capabilities, FencingStrength};
@@ -100,6 +103,7 @@ impl MemoryBackend {
         Capabilities::new("memory", FencingStrength::ProcessLocal)
             .with_fifo(true)
             .with_election(true)
+            .with_shared(true, true)
             .with_cross_process(false)
             .with_admin(AdminCapabilities::all())
     }
@@ -123,6 +127,7 @@ impl MemoryBackend {
     async fn acquire_in(
         &self,
         space: Space,
+        access: Access,
         name: &LockName,
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
@@ -131,6 +136,7 @@ impl MemoryBackend {
             let ttl = options.ttl_for(self.default_ttl, &Self::caps())?;
             let notifier = LossNotifier::new();
             let request = Request {
+                access,
                 ttl,
                 wait: options.wait,
                 notifier: notifier.clone(),
@@ -167,7 +173,21 @@ impl LockBackend for MemoryBackend {
     }
 
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, None).await
+        self.acquire_in(Space::Lock, Access::Write, name, options, None)
+            .await
+    }
+
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        let space = match access {
+            Access::Permit(_) => Space::Semaphore,
+            _ => Space::RwLock,
+        };
+        self.acquire_in(space, access, name, options, None).await
     }
 
     /// # Cancel safety

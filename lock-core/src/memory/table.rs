@@ -1,8 +1,11 @@
 //! The shared lock table behind every clone of a `MemoryBackend`.
 //!
-//! One entry per (space, name): the holder with its lease and description, a
-//! FIFO queue of waiters, a change notification for waiters, and the published
-//! leader for elections. Expiry is lazy (checked on every access) plus timed wake-ups of
+//! One entry per (space, name): the holders with their leases and
+//! descriptions (one for a lock or an election, up to the limit for a
+//! semaphore, any number of readers for a read-write lock), a FIFO queue of
+//! waiters, a change notification for waiters, and the published leader for
+//! elections. Who is granted follows [`blockers`], over the holders and
+//! then the waiters ahead. Expiry is lazy (checked on every access) plus timed wake-ups of
 //! waiters at the holder's expiry instant.
 
 use std::collections::{HashMap, VecDeque};
@@ -13,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
+use crate::access::{Access, blockers, check_limit_agrees};
 use crate::admin::{HolderInfo, ListedLock, LockStatus, Primitive, WaiterInfo};
 use crate::election::LeaderInfo;
 use crate::error::{Error, Result};
@@ -21,11 +25,13 @@ use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
 use crate::options::Wait;
 
-/// Locks and elections live in separate key spaces.
+/// Locks, elections, semaphores and read-write locks live in separate key spaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Space {
     Lock,
     Election,
+    Semaphore,
+    RwLock,
 }
 
 impl Space {
@@ -37,6 +43,8 @@ impl Space {
         match self {
             Space::Lock => Primitive::Lock,
             Space::Election => Primitive::Election,
+            Space::Semaphore => Primitive::Semaphore,
+            Space::RwLock => Primitive::RwLock,
         }
     }
 }
@@ -75,7 +83,8 @@ struct State {
 
 #[derive(Debug)]
 struct Entry {
-    holder: Option<Holder>,
+    /// In grant order; a lock or an election has at most one.
+    holders: Vec<Holder>,
     queue: VecDeque<Waiter>,
     changed: watch::Sender<()>,
     leader: watch::Sender<Option<LeaderInfo>>,
@@ -84,6 +93,7 @@ struct Entry {
 #[derive(Debug)]
 struct Holder {
     lease: u64,
+    access: Access,
     token: u64,
     expires_at: Instant,
     notifier: LossNotifier,
@@ -108,12 +118,15 @@ impl Holder {
 #[derive(Debug)]
 struct Waiter {
     id: u64,
+    access: Access,
     description: String,
 }
 
 /// What one acquisition asks for besides the name.
 #[derive(Debug)]
 pub(super) struct Request {
+    /// [`Access::Write`] for locks and elections.
+    pub(super) access: Access,
     pub(super) ttl: Duration,
     pub(super) wait: Wait,
     pub(super) notifier: LossNotifier,
@@ -124,31 +137,52 @@ pub(super) struct Request {
 impl Entry {
     fn new() -> Self {
         Entry {
-            holder: None,
+            holders: Vec::new(),
             queue: VecDeque::new(),
             changed: watch::Sender::new(()),
             leader: watch::Sender::new(None),
         }
     }
 
-    /// Drops a holder whose lease ran out, telling it and the waiters.
+    /// Drops the holders whose leases ran out, telling them and the waiters.
     fn expire_if_due(&mut self, now: Instant) {
-        if self.holder.as_ref().is_some_and(|h| h.expires_at <= now) {
-            self.end_holder(LostReason::Expired);
+        while let Some(at) = self.holders.iter().position(|h| h.expires_at <= now) {
+            self.end_holder(at, LostReason::Expired);
         }
     }
 
-    fn end_holder(&mut self, reason: LostReason) -> Option<Holder> {
-        let holder = self.holder.take()?;
+    fn end_holder(&mut self, at: usize, reason: LostReason) -> Option<Holder> {
+        if at >= self.holders.len() {
+            return None;
+        }
+        let holder = self.holders.remove(at);
         holder.notifier.fire(reason);
         self.changed.send_replace(());
         Some(holder)
     }
 
+    /// The first holder: the only one of a lock or an election.
+    fn holder(&self) -> Option<&Holder> {
+        self.holders.first()
+    }
+
+    /// The access of every entry ahead of the waiter at `position` in the
+    /// queue (the end of the queue if it is not queued yet).
+    fn ahead_of(&self, position: usize) -> Vec<Access> {
+        let holders = self.holders.iter().map(|h| h.access);
+        holders
+            .chain(self.queue.iter().take(position).map(|w| w.access))
+            .collect()
+    }
+
+    fn earliest_expiry(&self) -> Option<Instant> {
+        self.holders.iter().map(|h| h.expires_at).min()
+    }
+
     fn status(&self, space: Space, name: &LockName, now: Instant) -> LockStatus {
         LockStatus {
             name: name.clone(),
-            holder: self.holder.as_ref().map(|h| h.info(space, name, now)),
+            holder: self.holder().map(|h| h.info(space, name, now)),
             waiting: self.queue.len(),
             waiters: self
                 .queue
@@ -162,18 +196,18 @@ impl Entry {
     }
 
     fn holder_with(&mut self, lease: u64) -> Option<&mut Holder> {
-        self.holder.as_mut().filter(|h| h.lease == lease)
+        self.holders.iter_mut().find(|h| h.lease == lease)
     }
 
     fn is_idle(&self) -> bool {
-        self.holder.is_none()
+        self.holders.is_empty()
             && self.queue.is_empty()
             && self.changed.receiver_count() == 0
             && self.leader.receiver_count() == 0
     }
 
     fn publish_leader(&self, key: &EntryKey) {
-        if let Some(h) = &self.holder
+        if let Some(h) = self.holder()
             && let Some(value) = &h.value
         {
             self.leader.send_replace(Some(LeaderInfo {
@@ -210,7 +244,8 @@ impl Table {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes the lock, queueing in FIFO order while it is held.
+    /// Takes the lock (or a permit, or a side of a read-write lock),
+    /// queueing in FIFO order until [`blockers`] lets it in.
     pub(super) async fn acquire(
         &self,
         space: Space,
@@ -218,6 +253,7 @@ impl Table {
         request: Request,
     ) -> Result<Grant> {
         let Request {
+            access,
             ttl,
             wait,
             notifier,
@@ -239,11 +275,14 @@ impl Table {
                 let next_token = state.last_token + 1;
                 let entry = state.entries.entry(key.clone()).or_insert_with(Entry::new);
                 entry.expire_if_due(now);
-                let our_turn = entry.queue.front().is_none_or(|w| w.id == id);
-                if entry.holder.is_none() && our_turn {
+                let position = entry.queue.iter().position(|w| w.id == id);
+                let ahead = entry.ahead_of(position.unwrap_or(entry.queue.len()));
+                check_limit_agrees(name, access, &ahead)?;
+                if blockers(access, &ahead).is_empty() {
                     entry.queue.retain(|w| w.id != id);
-                    entry.holder = Some(Holder {
+                    entry.holders.push(Holder {
                         lease: id,
+                        access,
                         token: next_token,
                         expires_at: now + ttl,
                         notifier,
@@ -260,24 +299,21 @@ impl Table {
                     });
                 }
                 if wait == Wait::No {
-                    return Err(Error::would_block(format!(
-                        "lock {name} is held by another client"
-                    )));
+                    return Err(Error::would_block(busy(space, name, access)));
                 }
-                if !entry.queue.iter().any(|w| w.id == id) {
+                if position.is_none() {
                     entry.queue.push_back(Waiter {
                         id,
+                        access,
                         description: description.clone(),
                     });
                 }
-                (
-                    entry.changed.subscribe(),
-                    entry.holder.as_ref().map(|h| h.expires_at),
-                )
+                (entry.changed.subscribe(), entry.earliest_expiry())
             };
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::timeout(format!(
-                    "lock {name} still held after waiting {:?}",
+                    "{} after waiting {:?}",
+                    busy(space, name, access),
                     match wait {
                         Wait::Timeout(d) => d,
                         _ => Duration::ZERO,
@@ -336,10 +372,9 @@ impl Table {
             return false;
         };
         entry.expire_if_due(Instant::now());
-        let ours = entry.holder_with(lease).is_some();
-        if ours {
-            entry.end_holder(LostReason::Released);
-        }
+        let at = entry.holders.iter().position(|h| h.lease == lease);
+        let ours = at.and_then(|at| entry.end_holder(at, LostReason::Released));
+        let ours = ours.is_some();
         if entry.is_idle() {
             state.entries.remove(&key);
         }
@@ -351,7 +386,7 @@ impl Table {
     pub(super) fn expire_holder(&self, space: Space, name: &LockName) -> bool {
         let mut state = self.lock();
         match state.entries.get_mut(&(space, name.clone())) {
-            Some(entry) => entry.end_holder(LostReason::Expired).is_some(),
+            Some(entry) => entry.end_holder(0, LostReason::Expired).is_some(),
             None => false,
         }
     }
@@ -378,10 +413,10 @@ impl Table {
             .iter_mut()
             .filter_map(|((space, name), entry)| {
                 entry.expire_if_due(now);
-                (entry.holder.is_some() || !entry.queue.is_empty()).then(|| ListedLock {
+                (!entry.holders.is_empty() || !entry.queue.is_empty()).then(|| ListedLock {
                     name: name.clone(),
                     primitive: space.primitive(),
-                    holder_token: entry.holder.as_ref().map(|h| FencingToken(h.token)),
+                    holder_token: entry.holder().map(|h| FencingToken(h.token)),
                     waiting: entry.queue.len(),
                 })
             })
@@ -396,8 +431,8 @@ impl Table {
         let now = Instant::now();
         let entry = state.entries.get_mut(&(space, name.clone()))?;
         entry.expire_if_due(now);
-        let info = entry.holder.as_ref()?.info(space, name, now);
-        entry.end_holder(LostReason::Revoked);
+        let info = entry.holder()?.info(space, name, now);
+        entry.end_holder(0, LostReason::Revoked);
         Some(info)
     }
 
@@ -405,19 +440,15 @@ impl Table {
     #[cfg(feature = "testing")]
     pub(super) fn expire_key(&self, key: &str) -> bool {
         let mut state = self.lock();
-        let found = state.entries.iter_mut().find(|((space, name), entry)| {
-            entry
-                .holder
-                .as_ref()
-                .is_some_and(|h| key_of(*space, name, h.lease) == key)
-        });
-        match found {
-            Some((_, entry)) => {
-                entry.end_holder(LostReason::Expired);
-                true
+        for ((space, name), entry) in state.entries.iter_mut() {
+            if let Some(at) =
+                (entry.holders.iter()).position(|h| key_of(*space, name, h.lease) == key)
+            {
+                entry.end_holder(at, LostReason::Expired);
+                return true;
             }
-            None => false,
         }
+        false
     }
 
     /// Publishes a new leader value if `lease` still leads `name`.
@@ -437,7 +468,7 @@ impl Table {
         let mut state = self.lock();
         let entry = state.entries.get_mut(&(Space::Election, name.clone()))?;
         entry.expire_if_due(Instant::now());
-        let holder = entry.holder.as_ref()?;
+        let holder = entry.holder()?;
         Some(LeaderInfo {
             value: holder.value.clone().unwrap_or_default(),
             token: FencingToken(holder.token),
@@ -454,6 +485,21 @@ impl Table {
             .or_insert_with(Entry::new);
         entry.expire_if_due(Instant::now());
         entry.leader.subscribe()
+    }
+}
+
+/// Why an acquisition cannot be granted now.
+fn busy(space: Space, name: &LockName, access: Access) -> String {
+    match space {
+        Space::Lock | Space::Election => format!("lock {name} is held by another client"),
+        Space::Semaphore => format!(
+            "{} is not free: every permit is held or queued for",
+            access.describe(name)
+        ),
+        Space::RwLock => format!(
+            "{} is not free: the lock is held or queued for",
+            access.describe(name)
+        ),
     }
 }
 
