@@ -19,6 +19,7 @@ mod lease;
 mod locking;
 mod multi;
 mod scope;
+mod shared;
 mod telemetry;
 
 use std::sync::Arc;
@@ -60,6 +61,12 @@ pub use multi::{
 pub use scope::{
     cancelled_waiter_in_an_exiting_program_gives_up_its_place,
     release_completes_before_a_runtime_shuts_down, with_lock_releases_before_returning,
+};
+pub use shared::{
+    a_crashed_permit_holder_frees_its_permit, a_queued_writer_goes_before_later_readers,
+    a_writer_never_overlaps_a_reader_or_a_writer, all_permits_can_be_held_at_once,
+    cancelled_shared_acquires_give_up_their_place, readers_overlap, semaphore_limits_must_agree,
+    semaphore_never_exceeds_its_limit_under_contention, tokens_increase_across_every_kind_of_grant,
 };
 pub use telemetry::metrics_and_spans_are_the_same_on_every_backend;
 
@@ -144,7 +151,16 @@ macro_rules! conformance_tests {
             multi_lock_is_all_or_nothing,
             multi_locks_in_opposite_orders_do_not_deadlock,
             a_lost_member_fires_the_multi_lock_lost_signal,
-            a_cancelled_multi_lock_frees_its_members
+            a_cancelled_multi_lock_frees_its_members,
+            semaphore_never_exceeds_its_limit_under_contention,
+            all_permits_can_be_held_at_once,
+            semaphore_limits_must_agree,
+            a_crashed_permit_holder_frees_its_permit,
+            readers_overlap,
+            a_writer_never_overlaps_a_reader_or_a_writer,
+            a_queued_writer_goes_before_later_readers,
+            tokens_increase_across_every_kind_of_grant,
+            cancelled_shared_acquires_give_up_their_place
         );
     };
     (@cases $target:expr; $($case:ident),* $(,)?) => {
