@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{distlock, file_fixture, output_within, stderr};
+use support::{distlock, file_fixture, output_within, stderr, usage_error};
 
 /// The text content of every `<text>` element, trimmed.
 fn texts(svg: &str) -> Vec<String> {
@@ -87,4 +87,62 @@ async fn plot_is_an_svg_chart_of_every_backend() {
         texts.iter().filter(|t| t.ends_with("/s")).count() == 2,
         "a rate note per backend: {texts:?}"
     );
+}
+
+/// `--primitive semaphore` and `--primitive rwlock` load the primitive
+/// itself: the JSON names it, the run made grants and its online checks
+/// (permits within the limit, writers alone) found nothing.
+#[tokio::test]
+async fn bench_loads_semaphores_and_read_write_locks() {
+    let work = tempfile::tempdir().unwrap();
+    for (flags, kind) in [
+        (
+            vec!["--primitive", "semaphore", "--permits", "3"],
+            "semaphore",
+        ),
+        (
+            vec!["--primitive", "rwlock", "--read-ratio", "0.5"],
+            "rwlock",
+        ),
+    ] {
+        let json = work.path().join(format!("{kind}.json"));
+        let output = output_within(
+            Duration::from_secs(30),
+            distlock(None)
+                .args(["bench", "--url", "memory://", "--clients", "4"])
+                .args(["--duration", "300ms", "--hold", "1ms"])
+                .args(&flags)
+                .arg("--json")
+                .arg(&json),
+        )
+        .await;
+        assert!(output.status.success(), "{kind}: {}", stderr(&output));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["primitive"]["kind"], kind, "{report}");
+        let run = &report["results"][0]["report"];
+        assert!(run["acquisitions"].as_u64().unwrap() > 0, "{kind}: {run}");
+        assert_eq!(run["violations"], 0, "{kind}: {run}");
+    }
+}
+
+/// A zero or misplaced --permits and an out-of-range --read-ratio are
+/// usage errors, before any backend runs.
+#[tokio::test]
+async fn bench_primitive_flags_are_checked() {
+    for words in [
+        "--primitive semaphore --permits 0",
+        "--permits 2",
+        "--primitive semaphore --read-ratio 0.5",
+        "--primitive rwlock --read-ratio 1.5",
+    ] {
+        let output = output_within(
+            Duration::from_secs(30),
+            distlock(None)
+                .args(["bench", "--url", "memory://", "--duration", "100ms"])
+                .args(words.split(' ')),
+        )
+        .await;
+        usage_error(&output, &words);
+    }
 }

@@ -75,6 +75,7 @@ async fn main() {
                     ttl: Some(TTL),
                     hold: Duration::ZERO,
                     name_prefix: format!("bench/{clients}/{round}"),
+                    primitive: Default::default(),
                 };
                 let report = run_workload(&config, factory.clone(), Arc::new(Progress::default()))
                     .await

@@ -51,6 +51,7 @@ async fn contention_survives_leader_kill_and_restart() {
         ttl: Some(TTL),
         hold: Duration::ZERO,
         name_prefix: "cluster/faults".into(),
+        primitive: Default::default(),
     };
     let progress = Arc::new(Progress::default());
     let run = tokio::spawn({

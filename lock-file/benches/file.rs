@@ -46,6 +46,7 @@ async fn main() {
             locks,
             duration: Duration::from_secs(secs),
             name_prefix: format!("bench-{clients}-{locks}"),
+            primitive: Default::default(),
             ..WorkloadConfig::default()
         };
         let mut baseline = None;

@@ -319,6 +319,7 @@ async fn run(
         ttl: Some(TTL),
         hold: Duration::ZERO,
         name_prefix: format!("bench-{round}"),
+        primitive: Default::default(),
     };
     server
         .command(&["CONFIG", "RESETSTAT"])

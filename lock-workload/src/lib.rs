@@ -4,11 +4,16 @@
 //! N clients (each its own backend instance, as separate processes would be)
 //! take M lock names in turn for a fixed duration. Every critical section
 //! checks mutual exclusion and token order, so a benchmark that goes fast by
-//! being wrong shows up as violations.
+//! being wrong shows up as violations. The clients contend on a mutex, a
+//! semaphore or a read-write lock ([`Primitive`]).
+
+mod primitive;
+
+pub use primitive::Primitive;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -50,6 +55,8 @@ pub struct WorkloadConfig {
     pub hold: Duration,
     /// Prefix of the lock names, so runs do not collide.
     pub name_prefix: String,
+    /// What the clients contend on.
+    pub primitive: Primitive,
 }
 
 impl Default for WorkloadConfig {
@@ -61,6 +68,7 @@ impl Default for WorkloadConfig {
             ttl: None,
             hold: Duration::ZERO,
             name_prefix: "bench".into(),
+            primitive: Primitive::Lock,
         }
     }
 }
@@ -93,10 +101,13 @@ pub struct WorkloadReport {
     pub per_client: Vec<u64>,
     /// The fewest acquisitions of any client divided by the most (1.0 is perfectly even).
     pub fairness: f64,
-    /// Times two clients were inside the same lock at once. Must be 0.
+    /// Times a grant found someone inside who must not have been (two
+    /// holders of a lock, a permit beyond the limit, a writer beside anyone).
+    /// Must be 0.
     pub violations: u64,
-    /// Times a token was not above the previous one for its lock. Must be 0
-    /// (except for best-effort backends after data loss).
+    /// Times an exclusive grant's token (a lock's, a writer's) was not above
+    /// every earlier grant's of its name. Must be 0 (except for best-effort
+    /// backends after data loss).
     pub token_regressions: u64,
     /// Acquisitions or releases that failed with an error.
     pub errors: u64,
@@ -111,14 +122,9 @@ pub struct Progress {
     pub acquisitions: AtomicU64,
 }
 
-struct LockCheck {
-    inside: AtomicBool,
-    last_token: AtomicU64,
-}
-
 struct Shared {
     names: Vec<LockName>,
-    checks: Vec<LockCheck>,
+    checks: Vec<primitive::Occupancy>,
     violations: AtomicU64,
     regressions: AtomicU64,
     errors: AtomicU64,
@@ -149,12 +155,7 @@ pub async fn run_workload(
         .collect::<Result<Vec<_>>>()?;
     let shared = Arc::new(Shared {
         names,
-        checks: (0..locks)
-            .map(|_| LockCheck {
-                inside: AtomicBool::new(false),
-                last_token: AtomicU64::new(0),
-            })
-            .collect(),
+        checks: (0..locks).map(|_| Default::default()).collect(),
         violations: AtomicU64::new(0),
         regressions: AtomicU64::new(0),
         errors: AtomicU64::new(0),
@@ -221,8 +222,20 @@ async fn run_client(
         let wait = end.saturating_duration_since(Instant::now()) + Duration::from_secs(5);
         let mut options = AcquireOptions::new().wait(Wait::Timeout(wait));
         options.ttl = config.ttl;
+        let access = match config.primitive.access(count) {
+            Ok(access) => access,
+            Err(e) => {
+                shared.record_error(&e);
+                break;
+            }
+        };
+        let name = &shared.names[lock_index];
         let asked = Instant::now();
-        let guard = match client.acquire(&shared.names[lock_index], &options).await {
+        let granted = match access {
+            None => client.acquire(name, &options).await,
+            Some(access) => client.acquire_as(name, access, &options).await,
+        };
+        let guard = match granted {
             Ok(guard) => guard,
             Err(e) if e.kind() == ErrorKind::Timeout && Instant::now() >= end => break,
             Err(e) => {
@@ -239,18 +252,17 @@ async fn run_client(
         let waited = acquired.duration_since(asked).as_micros() as u64;
         histogram.saturating_record(waited.max(1));
         let check = &shared.checks[lock_index];
-        if check.inside.swap(true, Ordering::SeqCst) {
+        let entry = check.enter(access, guard.token().get());
+        if entry.violation {
             shared.violations.fetch_add(1, Ordering::Relaxed);
         }
-        // Stored as token + 1 so that a first token of 0 is not a regression.
-        let token = guard.token().get().saturating_add(1);
-        if check.last_token.fetch_max(token, Ordering::SeqCst) >= token {
+        if entry.regression {
             shared.regressions.fetch_add(1, Ordering::Relaxed);
         }
         if !config.hold.is_zero() {
             tokio::time::sleep(config.hold).await;
         }
-        check.inside.store(false, Ordering::SeqCst);
+        check.leave(access);
         if let Err(e) = guard.release().await {
             shared.record_error(&e);
         }

@@ -105,6 +105,7 @@ async fn measure(label: &str, clients: usize, secs: u64, factory: ClientFactory)
         locks: 1,
         duration: Duration::from_secs(secs),
         name_prefix: format!("{label}-{clients}"),
+        primitive: Default::default(),
         ..WorkloadConfig::default()
     };
     run_workload(&config, factory, Arc::new(Progress::default()))

@@ -72,6 +72,7 @@ async fn contention_survives_leader_kill_with_increasing_tokens() {
         duration: Duration::from_secs(12),
         hold: Duration::from_millis(1),
         name_prefix: "leader-kill".into(),
+        primitive: Default::default(),
         ..WorkloadConfig::default()
     };
     let run = tokio::spawn({

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::defaults;
 use crate::exit::{self, Topic};
@@ -235,4 +235,30 @@ pub(crate) struct BenchArgs {
     /// end in .svg).
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<PathBuf>,
+
+    /// What the clients contend on: the mutex, a semaphore (see --permits)
+    /// or a read-write lock (see --read-ratio). A backend without the
+    /// primitive gets an n/a row.
+    #[arg(long, value_enum, default_value_t = BenchPrimitive::Lock)]
+    pub(crate) primitive: BenchPrimitive,
+
+    /// The semaphore's permits, with --primitive semaphore [default: 2].
+    #[arg(long, value_name = "N")]
+    pub(crate) permits: Option<u32>,
+
+    /// The share of read-write lock acquisitions that read, between 0 and 1,
+    /// with --primitive rwlock [default: 0.9].
+    #[arg(long, value_name = "R")]
+    pub(crate) read_ratio: Option<f64>,
+}
+
+/// The primitives `distlock bench` can load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BenchPrimitive {
+    /// The mutex.
+    Lock,
+    /// A semaphore.
+    Semaphore,
+    /// A read-write lock.
+    Rwlock,
 }

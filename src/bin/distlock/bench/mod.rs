@@ -10,10 +10,12 @@ use std::sync::Arc;
 
 use distlock::{Capabilities, Config};
 use futures::FutureExt;
-use lock_workload::{ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload};
+use lock_workload::{
+    ClientFactory, Primitive, Progress, WorkloadConfig, WorkloadReport, run_workload,
+};
 use serde::Serialize;
 
-use crate::cli::{BenchArgs, TargetArgs};
+use crate::cli::{BenchArgs, BenchPrimitive, TargetArgs};
 use crate::exit::{CANNOT_CREATE, Failure, UNAVAILABLE, USAGE};
 use crate::target;
 use outputs::Output;
@@ -29,6 +31,9 @@ pub(crate) struct BackendResult {
     pub(crate) fencing: String,
     /// Declared FIFO order.
     pub(crate) fifo: bool,
+    /// Whether the backend has the primitive under load; a row that does not
+    /// apply neither runs nor fails the bench.
+    pub(crate) applies: bool,
     /// The measurements, if the run worked.
     pub(crate) report: Option<WorkloadReport>,
     /// Why it did not, otherwise.
@@ -43,6 +48,7 @@ pub(crate) struct BenchOutput {
     pub(crate) duration_ms: u128,
     pub(crate) hold_ms: u128,
     pub(crate) ttl_ms: Option<u128>,
+    pub(crate) primitive: Primitive,
     pub(crate) results: Vec<BackendResult>,
 }
 
@@ -60,6 +66,7 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
     if let Some(path) = &args.plot {
         outputs::check_plot_name(path)?;
     }
+    let primitive = primitive_of(&args)?;
     // Reject bad URLs before spending minutes on the good ones.
     let configs = target::configs(target)?;
     for config in &configs {
@@ -78,7 +85,7 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         .transpose()?;
     let mut results = Vec::new();
     for (index, config) in configs.iter().enumerate() {
-        results.push(bench_one(&args, config, index).await);
+        results.push(bench_one(&args, primitive, config, index).await);
     }
     let output = BenchOutput {
         clients: args.clients,
@@ -86,6 +93,7 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         duration_ms: args.duration.as_millis(),
         hold_ms: args.hold.as_millis(),
         ttl_ms: args.ttl.map(|t| t.as_millis()),
+        primitive,
         results,
     };
     print!("{}", table::render(&output));
@@ -99,7 +107,9 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         })?;
         file.write(&svg)?;
     }
-    let failed = output.results.iter().filter(|r| r.error.is_some()).count();
+    let failed = (output.results.iter())
+        .filter(|r| r.applies && r.error.is_some())
+        .count();
     let unsafe_runs = output
         .results
         .iter()
@@ -110,22 +120,80 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         return Err(Failure::new(
             UNAVAILABLE,
             format!(
-                "{failed} backend(s) failed and {unsafe_runs} violated mutual exclusion; see the table"
+                "{failed} backend(s) failed and {unsafe_runs} violated what the {} promises; see the table",
+                output.primitive.as_str()
             ),
         ));
     }
     Ok(0)
 }
 
+/// The primitive the flags ask for; --permits and --read-ratio only go
+/// with their own primitive.
+fn primitive_of(args: &BenchArgs) -> Result<Primitive, Failure> {
+    let primitive = match args.primitive {
+        BenchPrimitive::Lock => Primitive::Lock,
+        BenchPrimitive::Semaphore => Primitive::Semaphore {
+            permits: args.permits.unwrap_or(2),
+        },
+        BenchPrimitive::Rwlock => Primitive::RwLock {
+            read_ratio: args.read_ratio.unwrap_or(0.9),
+        },
+    };
+    match primitive {
+        Primitive::Semaphore { permits: 0 } => Err(Failure::usage("--permits must be at least 1")),
+        Primitive::RwLock { read_ratio } if !(0.0..=1.0).contains(&read_ratio) => {
+            Err(Failure::usage("--read-ratio must be between 0 and 1"))
+        }
+        _ if args.permits.is_some() && args.primitive != BenchPrimitive::Semaphore => {
+            Err(Failure::usage("--permits goes with --primitive semaphore"))
+        }
+        _ if args.read_ratio.is_some() && args.primitive != BenchPrimitive::Rwlock => {
+            Err(Failure::usage("--read-ratio goes with --primitive rwlock"))
+        }
+        primitive => Ok(primitive),
+    }
+}
+
+/// What each name is, for titles: `lock(s)`, `semaphore(s) of 2 permits`,
+/// `read-write lock(s), 90% reads`.
+pub(crate) fn load_of(primitive: Primitive) -> String {
+    match primitive {
+        Primitive::Semaphore { permits } => format!("semaphore(s) of {permits} permits"),
+        Primitive::RwLock { read_ratio } => {
+            format!("read-write lock(s), {:.0}% reads", read_ratio * 100.0)
+        }
+        _ => "lock(s)".to_owned(),
+    }
+}
+
+/// Whether a backend with `caps` has `primitive`.
+fn has(caps: &Capabilities, primitive: Primitive) -> bool {
+    match primitive {
+        Primitive::Lock => true,
+        Primitive::Semaphore { .. } => caps.semaphore,
+        Primitive::RwLock { .. } => caps.rwlock,
+    }
+}
+
 /// Runs the workload against one backend; a backend that cannot be reached
 /// gets a row with its error, and the others still run.
-async fn bench_one(args: &BenchArgs, config: &Config, index: usize) -> BackendResult {
+async fn bench_one(
+    args: &BenchArgs,
+    primitive: Primitive,
+    config: &Config,
+    index: usize,
+) -> BackendResult {
     let url = config.redacted_url();
     let (caps, outcome) = match distlock::connect_with(config).await {
         Ok(first) => {
             let caps = first.capabilities();
             drop(first);
-            let outcome = run_on(args, config, index, caps.backend).await;
+            if !has(&caps, primitive) {
+                let why = format!("the {} backend has no {}", caps.backend, primitive.as_str());
+                return BackendResult::new(url, Some(caps), Err(distlock::Error::unsupported(why)));
+            }
+            let outcome = run_on(args, primitive, config, index, caps.backend).await;
             (Some(caps), outcome)
         }
         Err(e) => (None, Err(e)),
@@ -147,7 +215,9 @@ impl BackendResult {
             Some(caps) => caps.backend,
             None => url.split("://").next().unwrap_or("?"),
         };
+        let applies = !matches!(&outcome, Err(e) if e.kind() == distlock::ErrorKind::Unsupported);
         BackendResult {
+            applies,
             backend: backend.to_owned(),
             fencing: caps
                 .as_ref()
@@ -164,6 +234,7 @@ impl BackendResult {
 /// bar), each client with a connection of its own.
 async fn run_on(
     args: &BenchArgs,
+    primitive: Primitive,
     config: &Config,
     index: usize,
     backend: &str,
@@ -180,6 +251,7 @@ async fn run_on(
         ttl: args.ttl,
         hold: args.hold,
         name_prefix: format!("distlock-bench/{}-{index}", std::process::id()),
+        primitive,
     };
     let counter = Arc::new(Progress::default());
     let bar = progress::start(backend, args.duration, counter.clone());

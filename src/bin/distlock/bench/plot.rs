@@ -23,8 +23,9 @@ pub(super) fn render(output: &BenchOutput) -> Result<String, String> {
     for result in &output.results {
         let name = result.backend.as_str();
         let Some(report) = &result.report else {
-            rates.push(row(name, Vec::new(), "failed".to_owned()));
-            waits.push(row(name, Vec::new(), "failed".to_owned()));
+            let outcome = if result.applies { "failed" } else { "n/a" };
+            rates.push(row(name, Vec::new(), outcome.to_owned()));
+            waits.push(row(name, Vec::new(), outcome.to_owned()));
             continue;
         };
         let rate = report.per_second;
@@ -38,8 +39,11 @@ pub(super) fn render(output: &BenchOutput) -> Result<String, String> {
         ));
     }
     let title = format!(
-        "distlock bench: {} clients, {} lock(s), {} ms per backend",
-        output.clients, output.locks, output.duration_ms
+        "distlock bench: {} clients, {} {}, {} ms per backend",
+        output.clients,
+        output.locks,
+        super::load_of(output.primitive),
+        output.duration_ms
     );
     log_bar_panels(
         &title,

@@ -55,7 +55,8 @@ pub(super) fn render(output: &BenchOutput) -> String {
                 result.url.clone(),
             ],
             None => {
-                let mut row = vec![result.backend.clone(), "failed".into()];
+                let outcome = if result.applies { "failed" } else { "n/a" };
+                let mut row = vec![result.backend.clone(), outcome.into()];
                 row.extend(std::iter::repeat_n("-".to_owned(), 7));
                 row.push(result.url.clone());
                 row
@@ -75,9 +76,10 @@ pub(super) fn render(output: &BenchOutput) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} clients, {} lock(s), {} ms per backend{}",
+        "{} clients, {} {}, {} ms per backend{}",
         output.clients,
         output.locks,
+        super::load_of(output.primitive),
         output.duration_ms,
         if output.hold_ms > 0 {
             format!(", {} ms hold", output.hold_ms)
