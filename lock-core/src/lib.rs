@@ -3,7 +3,9 @@
 //! `lock-core` defines what every distlock backend promises: validated
 //! [`LockName`]s, leases with a TTL, strictly increasing [`FencingToken`]s, a
 //! [`LostSignal`] that fires when a held lock is gone, one [`Error`] type with
-//! a precise [`ErrorKind`], declared [`Capabilities`], and leader election
+//! a precise [`ErrorKind`], declared [`Capabilities`], semaphores and
+//! read-write locks ([`LockBackend::acquire_as`], one grant rule in
+//! [`access`]), and leader election
 //! ([`ElectionBackend`], with string-named forms in [`ElectionBackendExt`]
 //! as [`LockBackendExt`] has for locks). It depends on no network client. Backends live in `lock-etcd`, `lock-redis`,
 //! `lock-zk` and `lock-file`; [`memory::MemoryBackend`] is a faithful
