@@ -7,6 +7,7 @@
 #   scripts/fault-matrix.sh [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 #                           [--backends etcd,etcd-3,redis,redlock,zk,zk-3,file,broken]
 #                           [--faults 1,2,...,9] [--clients N]
+#                           [--contend lock,rwlock-write,semaphore-1]
 #
 # --quick: faults 1, 2 and 5 on every backend with short windows (CI).
 # Fails when a cell cannot run, or when an etcd or ZooKeeper cell shows a

@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! fault-matrix-client --resource ADDR --url URL --client N --lock NAME --hold-ms MS --wait-ms MS
+//!                     [--contend lock|rwlock-write|semaphore-1]
 //! ```
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lock_testkit::fault_matrix::Contended;
 use lock_testkit::fault_matrix::client::{ClientArgs, run};
 use lock_testkit::fault_matrix::usage::args_or_exit;
 
@@ -15,6 +17,7 @@ fn parse() -> Result<ClientArgs, String> {
     let mut args = std::env::args().skip(1);
     let (mut resource, mut url, mut client, mut lock) = (None, None, None, None);
     let (mut hold, mut wait) = (Duration::from_millis(5), Duration::from_secs(4));
+    let mut contended = Contended::Lock;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let millis = |v: &str| {
@@ -35,10 +38,15 @@ fn parse() -> Result<ClientArgs, String> {
             "--lock" => lock = Some(value),
             "--hold-ms" => hold = millis(&value)?,
             "--wait-ms" => wait = millis(&value)?,
+            "--contend" => {
+                contended = Contended::parse(&value).ok_or_else(|| {
+                    format!("--contend {value:?}: known: lock, rwlock-write, semaphore-1")
+                })?;
+            }
             other => {
                 return Err(format!(
                     "unknown flag {other}; known: --resource, --url, --client, --lock, \
-                     --hold-ms, --wait-ms"
+                     --hold-ms, --wait-ms, --contend"
                 ));
             }
         }
@@ -48,6 +56,7 @@ fn parse() -> Result<ClientArgs, String> {
         url: url.ok_or("--url is required")?,
         client: client.ok_or("--client is required")?,
         lock: lock.ok_or("--lock is required")?,
+        contended,
         hold,
         wait,
     })

@@ -5,6 +5,7 @@
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 //!              [--backends etcd,etcd-3,redis,redlock,zk,zk-3,file,broken]
 //!              [--faults 1,2,...,9] [--clients N]
+//!              [--contend lock,rwlock-write,semaphore-1]
 //! ```
 //!
 //! Prints the table on stdout. Fails (exit 1) when a cell could not run,
@@ -17,7 +18,7 @@ use std::time::Instant;
 
 use lock_testkit::fault_matrix::report::{self, Document};
 use lock_testkit::fault_matrix::usage::args_or_exit;
-use lock_testkit::fault_matrix::{Cell, Fault, Plan, Row, run_row};
+use lock_testkit::fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -28,6 +29,7 @@ struct Args {
     backends: Option<Vec<Row>>,
     faults: Option<Vec<Fault>>,
     clients: Option<u32>,
+    contended: Option<Vec<Contended>>,
     from_json: Option<PathBuf>,
 }
 
@@ -59,6 +61,13 @@ fn parse() -> Result<Args, String> {
             "--faults" => {
                 args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 9)")?)
             }
+            "--contend" => {
+                args.contended = Some(list(
+                    &value()?,
+                    Contended::parse,
+                    "primitive (known: lock, rwlock-write, semaphore-1)",
+                )?);
+            }
             "--clients" => {
                 let n: u32 = value()?.parse().map_err(|e| format!("--clients: {e}"))?;
                 if n < 2 {
@@ -69,6 +78,7 @@ fn parse() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err("usage: fault-matrix [--quick] [--json FILE] [--svg FILE] \
                      [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N] \
+                     [--contend LIST (lock, rwlock-write, semaphore-1; default lock)] \
                      [--from-json FILE (draw the table and chart of an earlier run)]"
                     .into());
             }
@@ -226,8 +236,15 @@ async fn main() -> ExitCode {
     };
     let started = Instant::now();
     let mut cells = Vec::new();
+    let contended = args
+        .contended
+        .clone()
+        .unwrap_or_else(|| vec![Contended::Lock]);
     for row in rows {
-        cells.extend(run_row(row, &faults, &plan, &logs).await);
+        for &primitive in &contended {
+            plan.contended = primitive;
+            cells.extend(run_row(row, &faults, &plan, &logs).await);
+        }
     }
     let wall_s = started.elapsed().as_secs_f64();
     let document = Document {

@@ -21,6 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Mutex;
 
 use super::clock::now_ns;
+use super::contended::Contended;
 use super::protocol::{Message, Phase, Reply, Section};
 
 /// How often an extended section checks whether it may end.
@@ -40,6 +41,8 @@ pub struct ClientArgs {
     pub client: u32,
     /// The lock all clients contend for.
     pub lock: String,
+    /// Which primitive of that name.
+    pub contended: Contended,
     /// How long to stay inside the critical section.
     pub hold: Duration,
     /// How long one acquisition may wait.
@@ -134,7 +137,7 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
     let name = LockName::new(args.lock.as_str()).map_err(io::Error::other)?;
     let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
     for seq in 0.. {
-        let guard = match backend.acquire(&name, &options).await {
+        let guard = match args.contended.acquire(&*backend, &name, &options).await {
             Ok(guard) => guard,
             Err(e) => {
                 report_error(&mut writes, args.client, "acquire", &e).await?;

@@ -14,6 +14,7 @@
 pub mod cell;
 pub mod client;
 pub mod clock;
+pub mod contended;
 pub mod faults;
 pub mod inject;
 pub mod protocol;
@@ -24,6 +25,7 @@ pub mod run;
 pub mod usage;
 
 pub use cell::Cell;
+pub use contended::Contended;
 pub use faults::Fault;
 pub use row::Row;
 pub use run::{Plan, run_row};

@@ -38,13 +38,24 @@ fn ms(v: f64) -> String {
     }
 }
 
-/// The rows and faults that `cells` cover, in table order.
-fn axes(cells: &[Cell]) -> (Vec<Row>, Vec<Fault>) {
-    let rows = Row::ALL
-        .into_iter()
-        .chain([Row::Broken])
-        .filter(|r| cells.iter().any(|c| c.backend == r.id()))
-        .collect();
+/// The rows (backend labels: `etcd`, then `etcd/rwlock-write` and the
+/// like, in the order they were run) and faults that `cells` cover, in
+/// table order.
+fn axes(cells: &[Cell]) -> (Vec<String>, Vec<Fault>) {
+    let mut rows: Vec<String> = Vec::new();
+    for r in Row::ALL.into_iter().chain([Row::Broken]) {
+        let of_row = |label: &str| {
+            label == r.id()
+                || label
+                    .strip_prefix(r.id())
+                    .is_some_and(|s| s.starts_with('/'))
+        };
+        for c in cells.iter().filter(|c| of_row(&c.backend)) {
+            if !rows.contains(&c.backend) {
+                rows.push(c.backend.clone());
+            }
+        }
+    }
     let faults = Fault::ALL
         .into_iter()
         .filter(|f| cells.iter().any(|c| c.fault == f.number()))
@@ -53,10 +64,10 @@ fn axes(cells: &[Cell]) -> (Vec<Row>, Vec<Fault>) {
 }
 
 /// The cell of row `r` under fault `f`.
-fn find(cells: &[Cell], r: Row, f: Fault) -> Option<&Cell> {
+fn find<'a>(cells: &'a [Cell], r: &str, f: Fault) -> Option<&'a Cell> {
     cells
         .iter()
-        .find(|c| c.backend == r.id() && c.fault == f.number())
+        .find(|c| c.backend == r && c.fault == f.number())
 }
 
 /// One line summarising a cell, for progress on stderr.
@@ -107,8 +118,8 @@ pub fn table(cells: &[Cell]) -> String {
     out.push_str("\n|---|");
     out.push_str(&"---|".repeat(faults.len()));
     out.push('\n');
-    for &r in &rows {
-        let _ = write!(out, "| {} |", r.id());
+    for r in &rows {
+        let _ = write!(out, "| {r} |");
         for &f in &faults {
             let text = match find(cells, r, f) {
                 Some(c) if c.status == "measured" => {
@@ -137,7 +148,7 @@ pub fn table(cells: &[Cell]) -> String {
          late lost | recovery | stuck | errors |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for &r in &rows {
+    for r in &rows {
         for &f in &faults {
             let Some(c) = find(cells, r, f).filter(|c| c.status == "measured") else {
                 continue;
@@ -258,14 +269,14 @@ pub fn svg(cells: &[Cell]) -> Result<String, String> {
             for (i, r) in rows.iter().enumerate() {
                 let y = y0 + TOP + i as i32 * CELL_H;
                 root.draw(&Text::new(
-                    r.id(),
+                    r.as_str(),
                     (x0, y + CELL_H / 2 - 7),
                     (FONT, 14).into_font(),
                 ))
                 .map_err(|e| e.to_string())?;
                 for (j, f) in faults.iter().enumerate() {
                     let x = x0 + LABEL_W + j as i32 * CELL_W;
-                    let (fill, text) = match find(cells, *r, *f) {
+                    let (fill, text) = match find(cells, r, *f) {
                         Some(c) if c.status == "measured" => match value(c) {
                             Some(v) => {
                                 let share = if max > 0.0 {

@@ -13,6 +13,7 @@ use tokio::process::{Child, Command};
 
 use super::cell::Cell;
 use super::clock::now_ns;
+use super::contended::Contended;
 use super::faults::Fault;
 use super::inject::Target;
 use super::resource::CheckingResource;
@@ -39,6 +40,8 @@ pub struct Plan {
     pub after: Duration,
     /// How long a pause, partition, freeze or cut-off lasts (past the TTL).
     pub span: Duration,
+    /// What the clients contend on.
+    pub contended: Contended,
 }
 
 impl Plan {
@@ -53,6 +56,7 @@ impl Plan {
             before: Duration::from_secs(1),
             after: 5 * ttl + Duration::from_millis(500),
             span: 3 * ttl,
+            contended: Contended::Lock,
         }
     }
 
@@ -75,10 +79,16 @@ impl Plan {
 ///
 /// Cancel safe: dropping the future kills the cell's clients and servers.
 pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) -> Vec<Cell> {
+    let inapplicable = |f: Fault| f.inapplicable(row).or(plan.contended.inapplicable(f, row));
+    let empty = |fault, status, why| {
+        let mut cell = Cell::empty(row, fault, status, why);
+        cell.backend = plan.contended.label(row);
+        cell
+    };
     let applicable: Vec<Fault> = faults
         .iter()
         .copied()
-        .filter(|f| f.inapplicable(row).is_none())
+        .filter(|&f| inapplicable(f).is_none())
         .collect();
     let isolatable = applicable.contains(&Fault::IsolateFollower);
     let mut service = if applicable.is_empty() {
@@ -89,9 +99,9 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
             Err(e) => {
                 return faults
                     .iter()
-                    .map(|&f| match f.inapplicable(row) {
-                        Some(why) => Cell::empty(row, f, "inapplicable", Some(why.into())),
-                        None => Cell::empty(row, f, "failed", Some(format!("servers: {e}"))),
+                    .map(|&f| match inapplicable(f) {
+                        Some(why) => empty(f, "inapplicable", Some(why.into())),
+                        None => empty(f, "failed", Some(format!("servers: {e}"))),
                     })
                     .collect();
             }
@@ -99,16 +109,15 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
     };
     let mut cells = Vec::new();
     for (n, &fault) in faults.iter().enumerate() {
-        if let Some(why) = fault.inapplicable(row) {
-            cells.push(Cell::empty(row, fault, "inapplicable", Some(why.into())));
+        if let Some(why) = inapplicable(fault) {
+            cells.push(empty(fault, "inapplicable", Some(why.into())));
             continue;
         }
         if service.is_none() {
             service = Service::start(row, isolatable).await.ok();
         }
         let Some(svc) = service.as_ref() else {
-            cells.push(Cell::empty(
-                row,
+            cells.push(empty(
                 fault,
                 "failed",
                 Some("servers did not restart".into()),
@@ -117,11 +126,14 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
         };
         let lock = format!("fault-matrix/{}-{}-{n}", row.id(), fault.id());
         let cell = match run_cell(svc, row, fault, plan, &lock, logs).await {
-            Ok(cell) => cell,
+            Ok(mut cell) => {
+                cell.backend = plan.contended.label(row);
+                cell
+            }
             Err(e) => {
                 // Whatever state the fault left, start afresh next time.
                 service = None;
-                Cell::empty(row, fault, "failed", Some(e))
+                empty(fault, "failed", Some(e))
             }
         };
         eprintln!("{}", super::report::line(&cell));
@@ -272,6 +284,8 @@ fn spawn_client(
         .arg(client.to_string())
         .arg("--lock")
         .arg(lock)
+        .arg("--contend")
+        .arg(plan.contended.id())
         .arg("--hold-ms")
         .arg(plan.hold.as_millis().to_string())
         .arg("--wait-ms")
