@@ -1,14 +1,17 @@
 //! The queue recipe: join with a protected ephemeral-sequential node, then
-//! wait until it is the lowest, watching only the node just before ours.
+//! wait until the entries ahead of it let it in (see [`crate::ahead`]: for
+//! a lock or an election, until it is the lowest), watching only the nodes
+//! that block it.
 //!
 //! Round trips: `create` and `getChildren` are pipelined (ZooKeeper runs a
-//! session's requests in order, so the listing already contains our node), so
-//! an uncontended acquisition costs one round trip. A waiter sets one
-//! `getData` watch on its predecessor and, when it fires, lists the children
-//! again, except when the predecessor was the head: then its deletion makes
-//! us the head once an `exists` confirms that our own node is still there.
-//! A release wakes exactly one waiter, and a hand-over costs one round trip
-//! beyond the release itself.
+//! session's requests in order, so the listing already contains our node),
+//! so an uncontended acquisition costs one round trip. A waiter sets
+//! `getData` watches on its blockers (pipelined) and, when one fires, drops
+//! that node from its view of the queue ahead (which only shrinks) and
+//! applies the rule again: either it watches the next blocker, or it is
+//! granted once an `exists` confirms that its own node is still there. A
+//! release wakes only the waiters it can let in, and a hand-over costs one
+//! round trip beyond the release itself.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
