@@ -2,11 +2,13 @@
 //! ([`lock_core::access::blockers`]) for every kind of queue: a mutex or an
 //! election (every entry exclusive), a semaphore, a read-write lock.
 //!
-//! The view is read from one listing and then only shrinks: a node created
-//! later sorts after ours, so nothing ever joins the entries ahead of us.
-//! Since the rule only ever grants more when entries leave, a grant decided
-//! on the view (which may still hold entries that are already gone) is a
-//! grant on the real queue too.
+//! The view is read from a listing and then shrinks as watched entries go:
+//! a node created later sorts after ours, so nothing ever joins the entries
+//! ahead of us. Since the rule only ever grants more when entries leave, a
+//! grant decided on the view (which may still hold entries that are already
+//! gone) is a grant on the real queue too.
+
+use std::collections::HashMap;
 
 use futures::future::try_join_all;
 use lock_core::access::{Permits, blockers, check_limit_agrees, parse_permits};
@@ -80,13 +82,15 @@ pub(crate) struct Ahead {
 
 impl Ahead {
     /// The view of the nodes `ahead` of ours in `dir` (in queue order). A
-    /// permit reads the limits stored in the nodes ahead (one pipelined
-    /// round trip of `getData`); nodes found gone are left out.
+    /// permit reads the limits stored in the nodes ahead that `known` (an
+    /// earlier view) does not have (one pipelined round trip of `getData`);
+    /// nodes found gone are left out.
     pub(crate) async fn read(
         session: &Session,
         dir: &str,
         ask: &Ask<'_>,
         ahead: &[String],
+        known: Option<Ahead>,
         deadline: &Deadline,
         doing: &Site<'_>,
     ) -> Result<Ahead> {
@@ -104,9 +108,16 @@ impl Ahead {
                 .collect();
             return Ok(Ahead { entries });
         };
+        let known: HashMap<String, Access> = known
+            .map(|view| view.entries.into_iter().collect())
+            .unwrap_or_default();
+        let known = &known;
         let paths: Vec<String> = paths.collect();
-        let reads = paths.iter().map(|path| {
-            crate::queue::retried(
+        let reads = paths.iter().map(|path| async move {
+            if let Some(access) = known.get(path) {
+                return Ok(Some(*access));
+            }
+            let data = crate::queue::retried(
                 session,
                 deadline,
                 doing,
@@ -118,20 +129,21 @@ impl Ahead {
                     async move { read.await.map(|(data, _)| Some(data)) }
                 },
             )
-        });
-        let data = try_join_all(reads).await?;
-        let entries = paths
-            .into_iter()
-            .zip(data)
-            .filter_map(|(path, data)| {
-                let data = data?;
-                let limit = stored_limit(&data).unwrap_or_else(|| {
+            .await?;
+            Ok(data.map(|data| {
+                Access::Permit(stored_limit(&data).unwrap_or_else(|| {
                     // Not one of ours: counted as a holder, with our limit.
                     tracing::warn!(%path, "zk permit node without a stored limit");
                     ours
-                });
-                Some((path, Access::Permit(limit)))
-            })
+                }))
+            }))
+        });
+        let accesses = try_join_all(reads).await?;
+        // Nodes found gone (`None`) are left out.
+        let entries = paths
+            .into_iter()
+            .zip(accesses)
+            .filter_map(|(path, access)| Some((path, access?)))
             .collect();
         Ok(Ahead { entries })
     }

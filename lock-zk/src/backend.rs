@@ -14,12 +14,12 @@ use lock_core::{
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::ahead::Ask;
 use crate::cleanup::Leftover;
 use crate::config::{MIN_SESSION_TIMEOUT, Resolved, ZkConfig};
 use crate::deadline::Deadline;
 use crate::errors::ZkSite;
 use crate::held::ZkHeld;
-use crate::ahead::Ask;
 use crate::keys::{Role, Space};
 use crate::queue;
 use crate::root;

@@ -13,9 +13,9 @@ use lock_core::{
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::ahead::Ask;
 use crate::backend::ZkBackend;
 use crate::errors::{ZkSite, in_doubt, session_over};
-use crate::ahead::Ask;
 use crate::keys::{Role, Space, queue_order, sequence_of};
 use crate::session::Session;
 

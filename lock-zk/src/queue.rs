@@ -7,11 +7,12 @@
 //! session's requests in order, so the listing already contains our node),
 //! so an uncontended acquisition costs one round trip. A waiter sets
 //! `getData` watches on its blockers (pipelined) and, when one fires, drops
-//! that node from its view of the queue ahead (which only shrinks) and
-//! applies the rule again: either it watches the next blocker, or it is
-//! granted once an `exists` confirms that its own node is still there. A
-//! release wakes only the waiters it can let in, and a hand-over costs one
-//! round trip beyond the release itself.
+//! that node from its view of the queue ahead and applies the rule again:
+//! if that grants it (nothing joins the nodes ahead of ours, and fewer
+//! never grant less) it is granted once an `exists` confirms that its own
+//! node is still there; otherwise it lists the children again. A release
+//! wakes only the waiters it can let in, and a hand-over costs one round
+//! trip beyond the release itself.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
@@ -142,7 +143,8 @@ pub(crate) async fn join_and_wait(
         doubtful: false,
         armed: true,
     };
-    let created = create_protected(session, layout, ask, &dir, &guid, data, deadline, doing).await?;
+    let created =
+        create_protected(session, layout, ask, &dir, &guid, data, deadline, doing).await?;
     pending.path = Some(created.path.clone());
     pending.doubtful = created.doubtful;
     let notifier = LossNotifier::new();
@@ -165,9 +167,12 @@ pub(crate) async fn join_and_wait(
         .unwrap_or_default()
         .to_owned();
     let mut listing = created.listing;
-    // Read from the first listing, then only shrinking as the entries we
-    // watch go (see `crate::ahead`).
+    // Read from a listing, then shrinking as the entries we watch go (see
+    // `crate::ahead`); dropped for a new listing when a departure does not
+    // grant us, which also finds any second node of ours ahead of us.
     let mut ahead: Option<Ahead> = None;
+    // The previous view while listing again: what it knows is not read again.
+    let mut stale: Option<Ahead> = None;
     // The armed watches on entries that block us, each answering with its path.
     let mut watches = FuturesUnordered::<BoxFuture<'static, (String, zk::WatchedEvent)>>::new();
     let mut watched = HashSet::new();
@@ -186,9 +191,10 @@ pub(crate) async fn join_and_wait(
                     pending.disarm();
                     return Err(disappeared(doing, &created.path));
                 };
-                let view =
-                    Ahead::read(session, &dir, ask, &queue[..position], deadline, doing).await?;
-                ahead.insert(view)
+                let known = stale.take();
+                let ahead_of_us = &queue[..position];
+                let view = Ahead::read(session, &dir, ask, ahead_of_us, known, deadline, doing);
+                ahead.insert(view.await?)
             }
         };
         view.check_limits(ask, doing)?;
@@ -264,6 +270,9 @@ pub(crate) async fn join_and_wait(
             continue;
         }
         if shrank {
+            if !view.blockers(ask).is_empty() {
+                stale = ahead.take();
+            }
             continue;
         }
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
@@ -284,7 +293,12 @@ pub(crate) async fn join_and_wait(
                 pending.disarm();
                 return Err(doing.client_error(state_error(event.session_state)));
             }
-            zk::EventType::NodeDeleted => view.gone(&path),
+            zk::EventType::NodeDeleted => {
+                view.gone(&path);
+                if !view.blockers(ask).is_empty() {
+                    stale = ahead.take();
+                }
+            }
             // Any other change: the watch is spent, and armed again next round.
             _ => {}
         }

@@ -70,7 +70,10 @@ async fn six_clients_never_hold_more_than_three_permits_and_use_all_three() {
                     let mut most = most.lock().unwrap();
                     *most = (*most).max(entered);
                 }
-                assert!(entered <= LIMIT as usize, "{entered} holders of {LIMIT} permits");
+                assert!(
+                    entered <= LIMIT as usize,
+                    "{entered} holders of {LIMIT} permits"
+                );
                 tokens.lock().unwrap().push(guard.token());
                 let mut full = inside.subscribe();
                 let _ = tokio::time::timeout(
@@ -88,7 +91,11 @@ async fn six_clients_never_hold_more_than_three_permits_and_use_all_three() {
             .await
             .expect("a contender panicked");
     }
-    assert_eq!(*most.lock().unwrap(), LIMIT as usize, "all permits in use at once");
+    assert_eq!(
+        *most.lock().unwrap(),
+        LIMIT as usize,
+        "all permits in use at once"
+    );
     let mut tokens = tokens.lock().unwrap().clone();
     let grants = tokens.len();
     tokens.sort();
