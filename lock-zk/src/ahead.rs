@@ -6,7 +6,9 @@
 //! a node created later sorts after ours, so nothing ever joins the entries
 //! ahead of us. Since the rule only ever grants more when entries leave, a
 //! grant decided on the view (which may still hold entries that are already
-//! gone) is a grant on the real queue too.
+//! gone) is a grant on the real queue too. A departure that does not grant
+//! us is followed by a new listing, which also catches a second node of
+//! ours ahead of us (see `queue::drop_duplicates`).
 
 use std::collections::HashMap;
 
