@@ -415,8 +415,9 @@ async fn curator_paths(session: &Session, prefix: &str) -> Result<Vec<Candidate>
                 }
             }
             for child in children {
-                let contender = sequence_of(&child, Space::Lock).is_some()
-                    || sequence_of(&child, Space::Election).is_some();
+                let contender = Space::ALL
+                    .iter()
+                    .any(|space| sequence_of(&child, *space).is_some());
                 let child = match path.as_str() {
                     "/" => format!("/{child}"),
                     parent => format!("{parent}/{child}"),

@@ -8,18 +8,19 @@ use async_trait::async_trait;
 use lock_core::admin::AdminCapabilities;
 use lock_core::raw::Validity;
 use lock_core::{
-    AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, HolderInfo,
+    Access, AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, HolderInfo,
     ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, LostReason, Result,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::ahead::Ask;
 use crate::cleanup::Leftover;
 use crate::config::{MIN_SESSION_TIMEOUT, Resolved, ZkConfig};
 use crate::deadline::Deadline;
 use crate::errors::ZkSite;
 use crate::held::ZkHeld;
-use crate::keys::Space;
+use crate::keys::{Role, Space};
 use crate::queue;
 use crate::root;
 use crate::session::Session;
@@ -147,9 +148,31 @@ impl ZkBackend {
         Capabilities::new(crate::errors::BACKEND, FencingStrength::Strong)
             .with_fifo(true)
             .with_election(true)
+            .with_shared(true, true)
             .with_per_lock_lease(false)
             .with_ttl_limits(MIN_SESSION_TIMEOUT, Duration::from_millis(1))
             .with_admin(AdminCapabilities::all().with_lease_left(false))
+    }
+
+    /// Acquires as `ask` asks, the holder description (see
+    /// [`ZkBackend::holder_description`]) in the node's data.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockBackend::acquire`].
+    async fn acquire_described(&self, ask: Ask<'_>, options: &AcquireOptions) -> Result<LockGuard> {
+        let description = match self.holder_description(options) {
+            Ok(description) => description,
+            // Counted and traced like any other refused acquisition.
+            Err(e) => {
+                return lock_core::raw::observe_acquire(crate::errors::BACKEND, ask.name, async {
+                    Err(e)
+                })
+                .await;
+            }
+        };
+        let data = ask.node_data(description.as_bytes());
+        self.acquire_in(ask, options, &data).await
     }
 
     /// The description a lock acquired with `options` stores as its node's
@@ -161,18 +184,19 @@ impl ZkBackend {
         Ok(description)
     }
 
-    /// Joins the queue of `name` in `space` and builds the guard once our
-    /// node heads it, inside lock-core's `distlock.acquire` span and metrics.
+    /// Joins the queue of `ask.name` in its space and builds the guard once
+    /// the entries ahead of our node let it in, inside lock-core's
+    /// `distlock.acquire` span and metrics.
     pub(crate) async fn acquire_in(
         &self,
-        space: Space,
-        name: &LockName,
+        ask: Ask<'_>,
         options: &AcquireOptions,
         data: &[u8],
     ) -> Result<LockGuard> {
+        let name = ask.name;
         let attempt = async {
             let requested = options.effective_ttl(self.session_timeout())?;
-            let dir = self.inner.settings.layout.name_dir(space, name)?;
+            let dir = self.inner.settings.layout.name_dir(ask.space(), name)?;
             let deadline = Deadline::new(
                 options.wait,
                 Instant::now(),
@@ -180,9 +204,9 @@ impl ZkBackend {
             );
             let mut fresh_session_tried = false;
             loop {
-                let session = self.session_within(&deadline, &action(space, name)).await?;
+                let session = self.session_within(&deadline, &action(&ask)).await?;
                 match self
-                    .acquire_on(&session, space, name, &dir, &deadline, data, requested)
+                    .acquire_on(&session, &ask, &dir, &deadline, data, requested)
                     .await
                 {
                     Err(e)
@@ -219,12 +243,10 @@ impl ZkBackend {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn acquire_on(
         &self,
         session: &Arc<Session>,
-        space: Space,
-        name: &LockName,
+        ask: &Ask<'_>,
         dir: &str,
         deadline: &Deadline,
         data: &[u8],
@@ -239,19 +261,19 @@ impl ZkBackend {
                 "zk locks live as long as the session; the TTL is the session timeout"
             );
         }
-        let action = action(space, name);
+        let action = action(ask);
         let doing = crate::errors::doing(&action, &session.settings.connect_string);
         let head = queue::join_and_wait(
             &session,
             &session.settings.layout,
-            space,
+            ask,
             dir,
             data,
             deadline,
             &doing,
         )
         .await?;
-        tracing::debug!(path = %head.path, token = head.czxid, "zk node heads the queue");
+        tracing::debug!(path = %head.path, token = head.czxid, "zk node granted");
         // Vouched for by the leader's evidence only: the create's answer came
         // from our server, which may have lost the leader since.
         let validity = Validity::starting(session.evidence(), session.timing.trusted_for());
@@ -264,7 +286,7 @@ impl ZkBackend {
             return Err(doing.fail(
                 ErrorKind::Unavailable,
                 format!(
-                    "our node {} heads the queue, but the leader has not confirmed the session \
+                    "our node {} was granted, but the leader has not confirmed the session \
                      recently (is our server cut off from the ensemble?); the node is deleted; \
                      retry",
                     head.path
@@ -280,8 +302,9 @@ impl ZkBackend {
             session,
             hold,
             path: head.path.clone(),
-            name: name.clone(),
-            space,
+            name: ask.name.clone(),
+            space: ask.space(),
+            access: ask.access,
             token,
             signal: notifier.signal(),
             notifier: notifier.clone(),
@@ -289,7 +312,7 @@ impl ZkBackend {
             duplicates: head.duplicates,
         };
         Ok(LockGuard::new(
-            name.clone(),
+            ask.name.clone(),
             FencingToken(token),
             head.path,
             ttl,
@@ -301,10 +324,12 @@ impl ZkBackend {
 }
 
 /// What an acquisition is doing, for messages.
-fn action(space: Space, name: &LockName) -> String {
-    match space {
+fn action(ask: &Ask<'_>) -> String {
+    let name = ask.name;
+    match ask.space() {
         Space::Lock => format!("acquiring lock {name}"),
         Space::Election => format!("campaigning in election {name}"),
+        Space::Semaphore | Space::RwLock => format!("acquiring {}", ask.access.describe(name)),
     }
 }
 
@@ -334,17 +359,30 @@ impl LockBackend for ZkBackend {
     /// arrived, the node is found by its GUID first. It never blocks others
     /// beyond the session timeout.
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        let description = match self.holder_description(options) {
-            Ok(description) => description,
-            // Counted and traced like any other refused acquisition.
-            Err(e) => {
-                return lock_core::raw::observe_acquire(crate::errors::BACKEND, name, async {
-                    Err(e)
-                })
-                .await;
-            }
-        };
-        self.acquire_in(Space::Lock, name, options, description.as_bytes())
+        self.acquire_described(Ask::exclusive(name, Role::Lock), options)
+            .await
+    }
+
+    /// Joins the semaphore's or read-write lock's queue (in `semaphores/`
+    /// or `rwlocks/`, apart from the lock of the same name) and waits until
+    /// the nodes ahead of ours let us in, watching only the ones that block
+    /// us. A permit's node stores its limit and the holder description; a
+    /// reader's or writer's, the description. The token is our node's
+    /// `czxid`, as for the lock. See the crate documentation, "Semaphores
+    /// and read-write locks".
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire): cancelling loses the place in the
+    /// queue, and the node is deleted at once or when the connection
+    /// returns; it never blocks others beyond the session timeout.
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        self.acquire_described(Ask::shared(name, access), options)
             .await
     }
 

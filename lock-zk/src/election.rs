@@ -13,9 +13,10 @@ use lock_core::{
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::ahead::Ask;
 use crate::backend::ZkBackend;
 use crate::errors::{ZkSite, in_doubt, session_over};
-use crate::keys::{Space, queue_order, sequence_of};
+use crate::keys::{Role, Space, queue_order, sequence_of};
 use crate::session::Session;
 
 #[async_trait]
@@ -30,7 +31,8 @@ impl ElectionBackend for ZkBackend {
     /// Cancelling gives up the candidacy; the candidate node is deleted at
     /// once, or when the connection returns.
     async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
-        let guard = self.acquire_in(Space::Election, name, &bid.options, &bid.value);
+        let ask = Ask::exclusive(name, Role::Latch);
+        let guard = self.acquire_in(ask, &bid.options, &bid.value);
         Ok(Leadership::new(guard.await?, bid.value))
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
 use lock_core::raw::{HeldLock, LossNotifier, Site};
-use lock_core::{Error, ErrorKind, LockName, LostReason, LostSignal, Result};
+use lock_core::{Access, Error, ErrorKind, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -23,6 +23,8 @@ pub(crate) struct ZkHeld {
     pub(crate) path: String,
     pub(crate) name: LockName,
     pub(crate) space: Space,
+    /// What was granted (a lock or leadership is exclusive, a writer).
+    pub(crate) access: Access,
     pub(crate) token: u64,
     pub(crate) notifier: LossNotifier,
     pub(crate) signal: LostSignal,
@@ -56,10 +58,11 @@ impl Drop for ZkHeld {
 impl ZkHeld {
     fn action(&self, verb: &str) -> String {
         let what = match self.space {
-            Space::Lock => "lock",
-            Space::Election => "leadership of",
+            Space::Lock => format!("lock {}", self.name),
+            Space::Election => format!("leadership of {}", self.name),
+            Space::Semaphore | Space::RwLock => self.access.describe(&self.name),
         };
-        format!("{verb} {what} {} (token {})", self.name, self.token)
+        format!("{verb} {what} (token {})", self.token)
     }
 
     fn doing<'a>(&'a self, action: &'a str) -> Site<'a> {

@@ -5,6 +5,9 @@
 //! ```text
 //! {root}/locks/{escaped name}/_c_{guid}-lock-{sequence}       one node per contender
 //! {root}/elections/{escaped name}/_c_{guid}-latch-{sequence}  one node per candidate
+//! {root}/semaphores/{escaped name}/_c_{guid}-permit-{sequence}  one node per permit
+//! {root}/rwlocks/{escaped name}/_c_{guid}-read-{sequence}       one node per reader
+//! {root}/rwlocks/{escaped name}/_c_{guid}-write-{sequence}      one node per writer
 //! ```
 //!
 //! The Curator layout ([`NodeLayout::Curator`]) takes the lock name as the
@@ -15,6 +18,10 @@
 //! {name}/_c_{guid}-lock-{sequence}    an InterProcessMutex contender
 //! {name}/_c_{guid}-latch-{sequence}   a LeaderLatch candidate
 //! ```
+//!
+//! Semaphore and read-write lock nodes (`permit-`, `read-`, `write-`) go in
+//! the same per-name directory there; each space reads only its own
+//! markers, so they stay apart from the lock and the election of that path.
 //!
 //! The per-name directory is a container node (the server deletes it once it
 //! is empty). The GUID makes each acquisition's node recognisable after a
@@ -77,26 +84,75 @@ impl FromStr for NodeLayout {
     }
 }
 
-/// Locks and elections live in separate directories.
+/// Locks, elections, semaphores and read-write locks live in separate
+/// directories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Space {
     Lock,
     Election,
+    Semaphore,
+    RwLock,
 }
 
 impl Space {
+    /// Every space.
+    pub(crate) const ALL: [Space; 4] = [
+        Space::Lock,
+        Space::Election,
+        Space::Semaphore,
+        Space::RwLock,
+    ];
+
     fn dir(self) -> &'static str {
         match self {
             Space::Lock => "locks",
             Space::Election => "elections",
+            Space::Semaphore => "semaphores",
+            Space::RwLock => "rwlocks",
         }
     }
 
-    /// The part of a node name between the GUID and the sequence number.
+    /// The roles whose nodes queue in this space.
+    fn roles(self) -> &'static [Role] {
+        match self {
+            Space::Lock => &[Role::Lock],
+            Space::Election => &[Role::Latch],
+            Space::Semaphore => &[Role::Permit],
+            Space::RwLock => &[Role::Read, Role::Write],
+        }
+    }
+}
+
+/// What one queue node asks for, named by the marker between the GUID and
+/// the sequence number. A read-write lock's readers and writers share one
+/// queue, ordered by the sequence number across both markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Lock,
+    Latch,
+    Permit,
+    Read,
+    Write,
+}
+
+impl Role {
+    /// The space this role's nodes queue in.
+    pub(crate) fn space(self) -> Space {
+        match self {
+            Role::Lock => Space::Lock,
+            Role::Latch => Space::Election,
+            Role::Permit => Space::Semaphore,
+            Role::Read | Role::Write => Space::RwLock,
+        }
+    }
+
     fn marker(self) -> &'static str {
         match self {
-            Space::Lock => "lock-",
-            Space::Election => "latch-",
+            Role::Lock => "lock-",
+            Role::Latch => "latch-",
+            Role::Permit => "permit-",
+            Role::Read => "read-",
+            Role::Write => "write-",
         }
     }
 }
@@ -288,24 +344,36 @@ pub(crate) fn guid_marker(guid: &Uuid) -> String {
     format!("_c_{guid}-")
 }
 
-/// The path prefix passed to a sequential `create`: `{dir}/_c_{guid}-lock-`.
-pub(crate) fn node_prefix(dir: &str, guid: &Uuid, space: Space) -> String {
-    format!("{dir}/{}{}", guid_marker(guid), space.marker())
+/// The path prefix passed to a sequential `create`: `{dir}/_c_{guid}-lock-`
+/// (or the marker of another role).
+pub(crate) fn node_prefix(dir: &str, guid: &Uuid, role: Role) -> String {
+    format!("{dir}/{}{}", guid_marker(guid), role.marker())
+}
+
+/// The sequence number and role of a contender node of `space`, or `None`
+/// for any other child.
+pub(crate) fn entry_of(child: &str, space: Space) -> Option<(i64, Role)> {
+    let rest = child.strip_prefix("_c_")?;
+    let (guid, rest) = rest.split_at_checked(36)?;
+    Uuid::parse_str(guid).ok()?;
+    let rest = rest.strip_prefix('-')?;
+    let (role, digits) = space
+        .roles()
+        .iter()
+        .find_map(|role| Some((*role, rest.strip_prefix(role.marker())?)))?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((digits.parse().ok()?, role))
 }
 
 /// The sequence number of a contender node, or `None` for any other child.
 pub(crate) fn sequence_of(child: &str, space: Space) -> Option<i64> {
-    let rest = child.strip_prefix("_c_")?;
-    let (guid, rest) = rest.split_at_checked(36)?;
-    Uuid::parse_str(guid).ok()?;
-    let digits = rest.strip_prefix('-')?.strip_prefix(space.marker())?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    entry_of(child, space).map(|(sequence, _)| sequence)
 }
 
-/// The contender nodes among `children`, in queue order (lowest sequence first).
+/// The contender nodes among `children`, in queue order (lowest sequence
+/// first, across the roles of the space).
 pub(crate) fn queue_order(children: Vec<String>, space: Space) -> Vec<String> {
     let mut queue: Vec<(i64, String)> = children
         .into_iter()
@@ -449,5 +517,32 @@ mod tests {
         );
         assert_eq!(sequence_of(&node(42), Space::Lock), Some(42));
         assert_eq!(sequence_of("_c_short-lock-1", Space::Lock), None);
+    }
+
+    #[test]
+    fn readers_and_writers_share_one_order_apart_from_other_spaces() {
+        let guid = Uuid::new_v4();
+        let node = |marker: &str, seq: u32| format!("{}{marker}{seq:010}", guid_marker(&guid));
+        let children = vec![
+            node("write-", 5),
+            node("read-", 2),
+            node("permit-", 1),
+            node("lock-", 3),
+            node("read-", 9),
+        ];
+        assert_eq!(
+            queue_order(children.clone(), Space::RwLock),
+            vec![node("read-", 2), node("write-", 5), node("read-", 9)]
+        );
+        assert_eq!(
+            queue_order(children, Space::Semaphore),
+            vec![node("permit-", 1)]
+        );
+        assert_eq!(
+            entry_of(&node("write-", 5), Space::RwLock),
+            Some((5, Role::Write))
+        );
+        assert_eq!(entry_of(&node("write-", 5), Space::Lock), None);
+        assert!(node_prefix("/d", &guid, Role::Permit).ends_with("-permit-"));
     }
 }

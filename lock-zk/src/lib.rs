@@ -2,6 +2,7 @@
 
 mod acl;
 mod admin;
+mod ahead;
 mod backend;
 mod cleanup;
 mod config;

@@ -1,17 +1,26 @@
 //! The queue recipe: join with a protected ephemeral-sequential node, then
-//! wait until it is the lowest, watching only the node just before ours.
+//! wait until the entries ahead of it let it in (see [`crate::ahead`]: for
+//! a lock or an election, until it is the lowest), watching only the nodes
+//! that block it.
 //!
 //! Round trips: `create` and `getChildren` are pipelined (ZooKeeper runs a
-//! session's requests in order, so the listing already contains our node), so
-//! an uncontended acquisition costs one round trip. A waiter sets one
-//! `getData` watch on its predecessor and, when it fires, lists the children
-//! again, except when the predecessor was the head: then its deletion makes
-//! us the head once an `exists` confirms that our own node is still there.
-//! A release wakes exactly one waiter, and a hand-over costs one round trip
-//! beyond the release itself.
+//! session's requests in order, so the listing already contains our node),
+//! so an uncontended acquisition costs one round trip. A waiter sets
+//! `getData` watches on its blockers (pipelined) and, when one fires, drops
+//! that node from its view of the queue ahead and applies the rule again:
+//! if that grants it (nothing joins the nodes ahead of ours, and fewer
+//! never grant less) it is granted once an `exists` confirms that its own
+//! node is still there; otherwise it lists the children again. A release
+//! wakes only the waiters it can let in, and a hand-over costs one round
+//! trip beyond the release itself.
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 
 use lock_core::raw::LossNotifier;
 use lock_core::{Error, ErrorKind, LostReason, Result, Wait};
@@ -21,6 +30,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 use zookeeper_client as zk;
 
+use crate::ahead::{Ahead, Ask};
 use crate::cleanup::Leftover;
 use crate::deadline::Deadline;
 use crate::errors::{ZkSite, in_doubt};
@@ -107,13 +117,14 @@ impl Drop for PendingNode {
 }
 
 /// Joins the queue in `dir` (a name's directory, see
-/// [`Layout::name_dir`]) and waits, as `deadline` allows, until our node is
-/// the lowest. `data` is stored in the node (an election's value). Every
-/// step ends by the deadline's hard limit.
+/// [`Layout::name_dir`]) and waits, as `deadline` allows, until the entries
+/// ahead of our node let `ask` in (see [`crate::ahead`]). `data` is stored
+/// in the node (an election's value, a holder's description). Every step
+/// ends by the deadline's hard limit.
 pub(crate) async fn join_and_wait(
     session: &Arc<Session>,
     layout: &Layout,
-    space: Space,
+    ask: &Ask<'_>,
     dir: &str,
     data: &[u8],
     deadline: &Deadline,
@@ -133,7 +144,7 @@ pub(crate) async fn join_and_wait(
         armed: true,
     };
     let created =
-        create_protected(session, layout, space, &dir, &guid, data, deadline, doing).await?;
+        create_protected(session, layout, ask, &dir, &guid, data, deadline, doing).await?;
     pending.path = Some(created.path.clone());
     pending.doubtful = created.doubtful;
     let notifier = LossNotifier::new();
@@ -156,20 +167,52 @@ pub(crate) async fn join_and_wait(
         .unwrap_or_default()
         .to_owned();
     let mut listing = created.listing;
-    // Set when the predecessor we watch headed the queue: its deletion then
-    // makes us the head, with no need to list the children again (nodes
-    // created later all sort after ours), once we know our own node is
-    // still there: it may have been deleted just before the predecessor.
-    let mut next_in_line = false;
+    // Read from a listing, then shrinking as the entries we watch go (see
+    // `crate::ahead`); dropped for a new listing when a departure does not
+    // grant us, which also finds any second node of ours ahead of us.
+    let mut ahead: Option<Ahead> = None;
+    // The previous view while listing again: what it knows is not read again.
+    let mut stale: Option<Ahead> = None;
+    // The armed watches on entries that block us, each answering with its path.
+    let mut watches = FuturesUnordered::<BoxFuture<'static, (String, zk::WatchedEvent)>>::new();
+    let mut watched = HashSet::new();
     loop {
-        let queue = match (std::mem::take(&mut next_in_line), listing.take()) {
-            (true, _) => {
+        let from_listing = ahead.is_none();
+        let view = match &mut ahead {
+            Some(view) => view,
+            None => {
+                let children = match listing.take() {
+                    Some(children) => children,
+                    None => list(session, &dir, deadline, doing).await?,
+                };
+                let children = drop_duplicates(session, &dir, children, &marker, &ours);
+                let queue = queue_order(children, ask.space());
+                let Some(position) = queue.iter().position(|child| *child == ours) else {
+                    pending.disarm();
+                    return Err(disappeared(doing, &created.path));
+                };
+                let known = stale.take();
+                let ahead_of_us = &queue[..position];
+                let view = Ahead::read(session, &dir, ask, ahead_of_us, known, deadline, doing);
+                ahead.insert(view.await?)
+            }
+        };
+        view.check_limits(ask, doing)?;
+        let blocking = view.blockers(ask);
+        if blocking.is_empty() {
+            // Granted on a view that shrank since the listing: our own node
+            // may have been deleted just before the last entry ahead, in the
+            // same transaction even.
+            if !from_listing {
                 match session
                     .call_within(deadline, session.client.check_stat(&created.path))
                     .await
                 {
-                    Ok(Some(_)) => vec![ours.clone()],
-                    Ok(None) => Vec::new(),
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        pending.disarm();
+                        return Err(disappeared(doing, &created.path));
+                    }
                     Err(e) if in_doubt(&e) => {
                         if deadline.is_past() {
                             return Err(out_of_time(doing, "confirming our queue node", e));
@@ -180,28 +223,6 @@ pub(crate) async fn join_and_wait(
                     Err(e) => return Err(doing.client_error(e)),
                 }
             }
-            (false, Some(children)) => {
-                let children = drop_duplicates(session, &dir, children, &marker, &ours);
-                queue_order(children, space)
-            }
-            (false, None) => {
-                let children = list(session, &dir, deadline, doing).await?;
-                let children = drop_duplicates(session, &dir, children, &marker, &ours);
-                queue_order(children, space)
-            }
-        };
-        let Some(position) = queue.iter().position(|child| *child == ours) else {
-            pending.disarm();
-            return Err(doing.fail(
-                ErrorKind::LeaseLost,
-                format!(
-                    "our queue node {} disappeared while waiting (deleted by another client, or \
-                     the session expired); acquire again",
-                    created.path
-                ),
-            ));
-        };
-        if position == 0 {
             pending.disarm();
             return Ok(Head {
                 notifier,
@@ -215,44 +236,84 @@ pub(crate) async fn join_and_wait(
         if deadline.give_up.is_some_and(|d| Instant::now() >= d) {
             return Err(gave_up(deadline.wait, doing));
         }
-        let predecessor = format!("{dir}/{}", queue[position - 1]);
-        match session
-            .call_within(deadline, session.client.get_and_watch_data(&predecessor))
-            .await
-        {
-            Ok((_, _, watcher)) => {
-                tracing::trace!(%predecessor, "zk waiting for predecessor");
-                let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-                let event = tokio::select! {
-                    event = watcher.changed() => event,
-                    () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
-                    reason = ours_gone.lost() => {
-                        pending.disarm();
-                        return Err(doing.fail(
-                            ErrorKind::LeaseLost,
-                            format!("our queue node {} went away while waiting ({reason}); acquire again", created.path),
-                        ));
-                    }
-                };
-                match event.event_type {
-                    zk::EventType::Session if event.session_state.is_terminated() => {
-                        pending.disarm();
-                        return Err(doing.client_error(state_error(event.session_state)));
-                    }
-                    zk::EventType::NodeDeleted if position == 1 => next_in_line = true,
-                    _ => {}
+        // Watch the blockers not watched yet, their requests pipelined.
+        let requests: Vec<_> = blocking
+            .into_iter()
+            .filter(|path| !watched.contains(path))
+            .map(|path| {
+                let request = session.client.get_and_watch_data(&path);
+                (path, request)
+            })
+            .collect();
+        let mut shrank = false;
+        let mut in_doubt_error = None;
+        for (path, request) in requests {
+            match session.call_within(deadline, request).await {
+                Ok((_, _, watcher)) => {
+                    tracing::trace!(%path, "zk waiting for a node ahead of ours");
+                    watched.insert(path.clone());
+                    watches.push(Box::pin(async move { (path, watcher.changed().await) }));
+                }
+                Err(zk::Error::NoNode) => {
+                    view.gone(&path);
+                    shrank = true;
+                }
+                Err(e) if in_doubt(&e) => in_doubt_error = Some(e),
+                Err(e) => return Err(doing.client_error(e)),
+            }
+        }
+        if let Some(e) = in_doubt_error {
+            if deadline.is_past() {
+                return Err(out_of_time(doing, "watching the nodes ahead of ours", e));
+            }
+            reconnected(session, deadline, doing).await?;
+            continue;
+        }
+        if shrank {
+            if !view.blockers(ask).is_empty() {
+                stale = ahead.take();
+            }
+            continue;
+        }
+        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let (path, event) = tokio::select! {
+            Some(fired) = watches.next() => fired,
+            () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
+            reason = ours_gone.lost() => {
+                pending.disarm();
+                return Err(doing.fail(
+                    ErrorKind::LeaseLost,
+                    format!("our queue node {} went away while waiting ({reason}); acquire again", created.path),
+                ));
+            }
+        };
+        watched.remove(&path);
+        match event.event_type {
+            zk::EventType::Session if event.session_state.is_terminated() => {
+                pending.disarm();
+                return Err(doing.client_error(state_error(event.session_state)));
+            }
+            zk::EventType::NodeDeleted => {
+                view.gone(&path);
+                if !view.blockers(ask).is_empty() {
+                    stale = ahead.take();
                 }
             }
-            Err(zk::Error::NoNode) => {}
-            Err(e) if in_doubt(&e) => {
-                if deadline.is_past() {
-                    return Err(out_of_time(doing, "watching our predecessor", e));
-                }
-                reconnected(session, deadline, doing).await?;
-            }
-            Err(e) => return Err(doing.client_error(e)),
+            // Any other change: the watch is spent, and armed again next round.
+            _ => {}
         }
     }
+}
+
+/// The error when our node is gone before it was granted.
+fn disappeared(doing: &Site<'_>, path: &str) -> Error {
+    doing.fail(
+        ErrorKind::LeaseLost,
+        format!(
+            "our queue node {path} disappeared while waiting (deleted by another client, or the \
+             session expired); acquire again"
+        ),
+    )
 }
 
 /// Deletes every other node carrying our GUID (a retried `create` whose
@@ -340,14 +401,15 @@ struct Created {
 async fn create_protected(
     session: &Arc<Session>,
     layout: &Layout,
-    space: Space,
+    ask: &Ask<'_>,
     dir: &str,
     guid: &Uuid,
     data: &[u8],
     deadline: &Deadline,
     doing: &Site<'_>,
 ) -> Result<Created> {
-    let prefix = node_prefix(dir, guid, space);
+    let space = ask.space();
+    let prefix = node_prefix(dir, guid, ask.role);
     let marker = guid_marker(guid);
     let options = zk::CreateMode::EphemeralSequential.with_acls(session.acls());
     let mut doubtful = false;
@@ -467,7 +529,7 @@ async fn list(
 /// Runs `call` on `dir` until it is answered, reconnecting after each
 /// connection loss until `deadline`; `NoNode` answers `missing`. `what` is
 /// the verb and its `-ing` form, for the errors.
-async fn retried<T, F: Future<Output = Result<T, zk::Error>>>(
+pub(crate) async fn retried<T, F: Future<Output = Result<T, zk::Error>>>(
     session: &Session,
     deadline: &Deadline,
     doing: &Site<'_>,
