@@ -118,7 +118,9 @@ fn limit_disagrees(
     backend: &str,
     addr: &str,
 ) -> Error {
-    let stored = u32::try_from(theirs).ok().and_then(|n| Access::permit(n).ok());
+    let stored = u32::try_from(theirs)
+        .ok()
+        .and_then(|n| Access::permit(n).ok());
     match stored.map(|theirs| check_limit_agrees(name, access, &[theirs])) {
         Some(Err(e)) => e,
         _ => Error::backend(format!(

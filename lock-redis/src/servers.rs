@@ -14,8 +14,7 @@ use futures::future::join_all;
 use crate::quorum::{gather, vote_decided};
 use lock_core::raw::drift_allowance;
 use lock_core::{
-    Access, AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName,
-    Result,
+    Access, AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
 use redis::Script;
 
@@ -270,7 +269,10 @@ impl Servers {
         let ttl_ms = millis(ttl).to_string();
         let what = format!("renewing lock {name}");
         let (script, key_list) = if keys.space.is_shared() {
-            (&SCRIPTS.shared_renew, vec![keys.owner.as_str(), &keys.holders])
+            (
+                &SCRIPTS.shared_renew,
+                vec![keys.owner.as_str(), &keys.holders],
+            )
         } else {
             let mut key_list = vec![keys.owner.as_str(), &keys.holder, &keys.revoked];
             if keys.is_election() {
