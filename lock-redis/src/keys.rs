@@ -17,7 +17,8 @@
 //! Elections use the same layout under `<prefix>election:`. Semaphores
 //! (`<prefix>semaphore:`) and read-write locks (`<prefix>rwlock:`) use the
 //! fence and the queue keys (`queue`, `waiters`, `labels`) of that layout,
-//! the owner key for a read-write lock's writer, and three keys of their own:
+//! the owner key for a read-write lock's writer, and three keys of their own
+//! (shown for semaphores; read-write locks have the first two):
 //!
 //! | key | holds |
 //! |---|---|
