@@ -62,15 +62,10 @@ pub(crate) fn run(
             flags.push(flag);
         }
     }
-    let shared = keys.space.is_shared();
+    // What a shared acquisition asks for, as the scripts store it.
     let tag = match request.access {
         Access::Permit(limit) => limit.to_string(),
         access => access.as_str().to_owned(),
-    };
-    let mut key_list = if shared {
-        keys.shared_state().to_vec()
-    } else {
-        keys.state().to_vec()
     };
     let mut args = vec![
         mode.owner.as_bytes(),
@@ -79,16 +74,16 @@ pub(crate) fn run(
         flags.as_bytes(),
         request.about.as_bytes(),
     ];
-    if shared {
+    let (script, key_list) = if keys.space.is_shared() {
         args.extend([tag.as_bytes(), keys.wake_prefix.as_bytes()]);
-    } else if let Some(value) = request.value {
-        key_list.push(&keys.leader);
-        args.extend([value, keys.leader_channel.as_bytes()]);
-    }
-    let script = if shared {
-        &SCRIPTS.shared_acquire
+        (&SCRIPTS.shared_acquire, keys.shared_state().to_vec())
     } else {
-        &SCRIPTS.acquire
+        let mut key_list = keys.state().to_vec();
+        if let Some(value) = request.value {
+            key_list.push(&keys.leader);
+            args.extend([value, keys.leader_channel.as_bytes()]);
+        }
+        (&SCRIPTS.acquire, key_list)
     };
     let what = format!("acquiring {}", request.subject());
     let call = node.eval::<Vec<i64>>(script, &key_list, &args, &what);

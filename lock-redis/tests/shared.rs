@@ -13,7 +13,7 @@ use lock_core::{
     Access, AcquireOptions, DynLockBackend, ErrorKind, LockBackend, LockBackendExt, LockGuard, Wait,
 };
 use lock_redis::DEFAULT_PREFIX;
-use lock_testkit::assert::{fails_with, joined, token_after, within};
+use lock_testkit::assert::{fails_with, fails_with_one_of, joined, token_after, within};
 use lock_testkit::servers::{RedisServer, RespReply};
 use support::{TTL, client, start_redis};
 
@@ -235,6 +235,58 @@ async fn a_lock_a_semaphore_and_a_rwlock_of_one_name_are_independent() {
     for guard in [lock, write, permit] {
         guard.release().await.expect("release");
     }
+}
+
+/// A permit, a reader and a writer held for three TTLs are renewed: their
+/// places stay taken all along, and each releases cleanly at the end.
+#[tokio::test]
+async fn shared_grants_are_renewed_across_three_ttls() {
+    let server = start_redis().await;
+    let (holder, other) = (client(&server).await, client(&server).await);
+    let name = "shared/renewed";
+    let permit = holder.try_permit(name, 1).await.expect("the permit");
+    let reader = holder.try_read_lock(name).await.expect("the read side");
+    let writer = holder
+        .try_write_lock("shared/renewed-writer")
+        .await
+        .expect("the write side");
+    tokio::time::sleep(TTL * 3).await;
+    let still = [
+        other.try_permit(name, 1).await,
+        other.try_write_lock(name).await,
+        other.try_read_lock("shared/renewed-writer").await,
+    ];
+    for result in still {
+        fails_with(ErrorKind::WouldBlock, "a place held for three TTLs", result);
+    }
+    for guard in [permit, reader, writer] {
+        assert!(!guard.lost_signal().is_lost(), "lost while renewed");
+        guard.release().await.expect("release");
+    }
+}
+
+/// Permits whose entries are removed on the server (as expiry would) are
+/// reported lost by their next renewal, their release deletes nothing, and
+/// the semaphore is free again.
+#[tokio::test]
+async fn permits_removed_on_the_server_are_reported_lost() {
+    let server = start_redis().await;
+    let backend = client(&server).await;
+    let name = "shared/removed";
+    let first = backend.try_permit(name, 2).await.expect("a permit");
+    let second = backend.try_permit(name, 2).await.expect("the other permit");
+    let holders = key("semaphore", name, "holders");
+    assert_eq!(count(&server, &["ZCARD", &holders]).await, 2);
+    assert_eq!(count(&server, &["DEL", &holders]).await, 1);
+    within(TTL + SOON, "the first's lost signal", first.lost()).await;
+    within(TTL + SOON, "the second's lost signal", second.lost()).await;
+    fails_with_one_of(
+        &[ErrorKind::NotHeld, ErrorKind::LeaseLost],
+        "releasing a lost permit",
+        first.release().await,
+    );
+    let fresh = backend.try_permit(name, 2).await.expect("a free permit");
+    fresh.release().await.expect("release");
 }
 
 /// Redlock declares no semaphores or read-write locks, and refuses both
