@@ -304,3 +304,73 @@ async fn redlock_has_no_shared_primitives() {
         fails_with(ErrorKind::Unsupported, "a shared primitive on Redlock", err);
     }
 }
+
+/// Scripts the server has run so far (`EVALSHA` calls in `INFO commandstats`).
+async fn scripts_run(server: &RedisServer) -> u64 {
+    let info = match server
+        .command(&["INFO", "commandstats"])
+        .await
+        .expect("INFO")
+    {
+        RespReply::Bulk(Some(text)) => text,
+        other => panic!("INFO commandstats: {other:?}"),
+    };
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The round trips the docs give: a free permit costs one script to take
+/// and one to give back; a queued one costs one script to join the queue,
+/// and the holder's release hands it over with no further call.
+#[tokio::test]
+async fn a_permit_costs_one_script_to_take_and_one_to_give_back() {
+    let server = start_redis().await;
+    let (a, b) = (client(&server).await, client(&server).await);
+    let name = "shared/round-trips";
+    // A lease long enough that no renewal runs during the test.
+    let long = |wait| {
+        AcquireOptions::new()
+            .ttl(Duration::from_secs(30))
+            .wait(wait)
+    };
+    let before = scripts_run(&server).await;
+    let held = a
+        .shared_with(name, permit(1), &long(Wait::No))
+        .await
+        .expect("the free permit");
+    assert_eq!(
+        scripts_run(&server).await - before,
+        1,
+        "taking a free permit"
+    );
+    let queued_at = scripts_run(&server).await;
+    let waiter = {
+        let b: Arc<DynLockBackend> = Arc::new(b);
+        tokio::spawn(async move {
+            b.shared_with(
+                name,
+                permit(1),
+                &long(Wait::Timeout(Duration::from_secs(30))),
+            )
+            .await
+            .expect("the handed-over permit")
+        })
+    };
+    queued(&server, "semaphore", name, 1).await;
+    assert_eq!(
+        scripts_run(&server).await - queued_at,
+        1,
+        "joining the queue"
+    );
+    let released_at = scripts_run(&server).await;
+    held.release().await.expect("release");
+    let next = joined(SOON, "the handed-over permit", waiter).await;
+    assert_eq!(
+        scripts_run(&server).await - released_at,
+        1,
+        "a release that hands the permit over, and the waiter's grant"
+    );
+    next.release().await.expect("release");
+}
