@@ -1,6 +1,8 @@
-//! One run of the acquire script on one server.
+//! One run of the acquire script on one server: the lock's (locks and
+//! elections) or the shared primitives' (semaphores and read-write locks).
 
-use lock_core::{Error, Result};
+use lock_core::access::check_limit_agrees;
+use lock_core::{Access, Error, LockName, Result};
 
 use crate::node::Node;
 use crate::scripts::SCRIPTS;
@@ -60,7 +62,11 @@ pub(crate) fn run(
             flags.push(flag);
         }
     }
-    let mut key_list = keys.state().to_vec();
+    // What a shared acquisition asks for, as the scripts store it.
+    let tag = match request.access {
+        Access::Permit(limit) => limit.to_string(),
+        access => access.as_str().to_owned(),
+    };
     let mut args = vec![
         mode.owner.as_bytes(),
         ttl_ms.as_bytes(),
@@ -68,13 +74,21 @@ pub(crate) fn run(
         flags.as_bytes(),
         request.about.as_bytes(),
     ];
-    if let Some(value) = request.value {
-        key_list.push(&keys.leader);
-        args.extend([value, keys.leader_channel.as_bytes()]);
-    }
-    let what = format!("acquiring lock {}", request.name);
-    let call = node.eval::<Vec<i64>>(&SCRIPTS.acquire, &key_list, &args, &what);
+    let (script, key_list) = if keys.space.is_shared() {
+        args.extend([tag.as_bytes(), keys.wake_prefix.as_bytes()]);
+        (&SCRIPTS.shared_acquire, keys.shared_state().to_vec())
+    } else {
+        let mut key_list = keys.state().to_vec();
+        if let Some(value) = request.value {
+            key_list.push(&keys.leader);
+            args.extend([value, keys.leader_channel.as_bytes()]);
+        }
+        (&SCRIPTS.acquire, key_list)
+    };
+    let what = format!("acquiring {}", request.subject());
+    let call = node.eval::<Vec<i64>>(script, &key_list, &args, &what);
     let (backend, addr) = (node.backend(), node.addr().to_owned());
+    let (name, access) = (request.name.clone(), request.access);
     async move {
         match call.await?[..] {
             [1, token] => Ok(Outcome::Acquired(u64::try_from(token).unwrap_or(0))),
@@ -82,9 +96,31 @@ pub(crate) fn run(
                 wait_ms,
                 fence: u64::try_from(fence).unwrap_or(0),
             }),
+            [2, theirs] => Err(limit_disagrees(&name, access, theirs, backend, &addr)),
             ref other => Err(Error::backend(format!(
                 "{backend} at {addr}: {what}: unexpected reply {other:?} from the acquire script; were keys of the lock deleted or evicted meanwhile?"
             ))),
         }
+    }
+}
+
+/// The `InvalidConfig` of a permit whose limit differs from the `theirs`
+/// that the held or queued permits agree on, worded as lock-core words it.
+fn limit_disagrees(
+    name: &LockName,
+    access: Access,
+    theirs: i64,
+    backend: &str,
+    addr: &str,
+) -> Error {
+    let stored = u32::try_from(theirs)
+        .ok()
+        .and_then(|n| Access::permit(n).ok());
+    match stored.map(|theirs| check_limit_agrees(name, access, &[theirs])) {
+        Some(Err(e)) => e,
+        _ => Error::backend(format!(
+            "{backend} at {addr}: the acquire script of semaphore {name} refused {} for a stored limit of {theirs}, which agrees or is no limit; was its limit key changed by hand?",
+            access.describe(name)
+        )),
     }
 }

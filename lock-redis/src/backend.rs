@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::admin::AdminCapabilities;
 use lock_core::{
-    AcquireOptions, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
+    Access, AcquireOptions, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
     LeaderInfo, LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName,
     LockStatus, Result,
 };
@@ -32,6 +32,9 @@ fn capabilities(servers: &Servers) -> Capabilities {
         // The wait queue only exists on a single server; Redlock waiters race.
         .with_fifo(servers.nodes.len() == 1)
         .with_election(true)
+        // Semaphores and read-write locks need the one queue and holder set
+        // a single server keeps; see the crate docs for why Redlock has none.
+        .with_shared(servers.nodes.len() == 1, servers.nodes.len() == 1)
         .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
         // Every grant stores its holder record (description, token, grant
         // time by the server clock) beside the owner key, and waiters their
@@ -116,8 +119,10 @@ impl RedlockBackend {
     }
 }
 
+/// Implements the lock and election traits for a backend; `shared` adds
+/// items to its `LockBackend` impl (the single server's `acquire_as`).
 macro_rules! impl_backend {
-    ($backend:ident) => {
+    ($backend:ident $(, shared: { $($shared:tt)* })?) => {
         impl fmt::Debug for $backend {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($backend))
@@ -152,8 +157,12 @@ macro_rules! impl_backend {
                 name: &LockName,
                 options: &AcquireOptions,
             ) -> Result<LockGuard> {
-                self.servers.acquire(Space::Lock, name, options, None).await
+                self.servers
+                    .acquire(Space::Lock, Access::Write, name, options, None)
+                    .await
             }
+
+            $($($shared)*)?
 
             /// The holder (by majority on Redlock) and the waiters of `name`,
             /// one script call per server.
@@ -220,5 +229,27 @@ macro_rules! impl_backend {
     };
 }
 
-impl_backend!(RedisBackend);
+impl_backend!(RedisBackend, shared: {
+    /// Acquires a permit of the semaphore `name`, or a side of the
+    /// read-write lock `name`, in their own key spaces.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](LockBackend::acquire): cancelling gives up the
+    /// attempt and its place in the queue. A spawned task removes the queue
+    /// entry (and ends a grant that was in flight, owner-checked), serving
+    /// the next waiters if that freed room; if that task cannot run, the
+    /// entry expires after one TTL.
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        self.servers
+            .acquire(Space::shared(access), access, name, options, None)
+            .await
+    }
+});
+// Redlock keeps the default `acquire_as`: `Unsupported`.
 impl_backend!(RedlockBackend);

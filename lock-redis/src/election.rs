@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::select_all;
 use lock_core::raw::LeaderFilter;
-use lock_core::{Candidacy, LeaderStream, Leadership, LockName, Result};
+use lock_core::{Access, Candidacy, LeaderStream, Leadership, LockName, Result};
 
 use crate::keys::Space;
 use crate::servers::Servers;
@@ -24,7 +24,13 @@ pub(crate) async fn campaign(
     name: &LockName,
     bid: Candidacy,
 ) -> Result<Leadership> {
-    let guard = servers.acquire(Space::Election, name, &bid.options, Some(&bid.value));
+    let guard = servers.acquire(
+        Space::Election,
+        Access::Write,
+        name,
+        &bid.options,
+        Some(&bid.value),
+    );
     Ok(Leadership::new(guard.await?, bid.value))
 }
 

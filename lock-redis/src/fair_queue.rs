@@ -87,8 +87,8 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                 late_grants += 1;
                 if late_grants > MAX_LATE_GRANTS {
                     return Err(Error::timeout(format!(
-                        "lock {} on redis at {}: {late_grants} grants in a row arrived after their {:?} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
-                        request.name,
+                        "{} on redis at {}: {late_grants} grants in a row arrived after their {:?} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
+                        request.subject(),
                         node.addr(),
                         request.ttl
                     )));
@@ -99,8 +99,8 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
             Ok(Outcome::Busy { .. }) if !waiting => {
                 pending.disarm();
                 return Err(Error::would_block(format!(
-                    "lock {} is held by another client (redis at {})",
-                    request.name,
+                    "{} is held by another client (redis at {})",
+                    request.subject(),
                     node.addr()
                 )));
             }
@@ -156,8 +156,8 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
 
 pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Error {
     Error::timeout(format!(
-        "lock {} on redis at {addr} still held by another client after waiting {:?}",
-        request.name,
+        "{} on redis at {addr} still held by another client after waiting {:?}",
+        request.subject(),
         start.elapsed()
     ))
 }

@@ -22,7 +22,7 @@ pub(crate) fn guard(
     let grant = Grant::new(
         request.name.clone(),
         granted.token,
-        request.keys.owner.clone(),
+        request.held_key().to_owned(),
         request.ttl,
         SentAt::from_instant(granted.sent),
     );

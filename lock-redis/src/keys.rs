@@ -14,23 +14,49 @@
 //! | `<prefix>lock:{<name>}:revoked` | owner ids evicted by `force_release`, for a while (set) |
 //! | `<prefix>lock:{<name>}:leader` | elections only: owner, token, value, version |
 //!
-//! Elections use the same layout under `<prefix>election:`. Channels are not
-//! scoped by database in Redis, so their names carry the database number.
+//! Elections use the same layout under `<prefix>election:`. Semaphores
+//! (`<prefix>semaphore:`) and read-write locks (`<prefix>rwlock:`) use the
+//! fence and the queue keys (`queue`, `waiters`, `labels`) of that layout,
+//! the owner key for a read-write lock's writer, and three keys of their own
+//! (shown for semaphores; read-write locks have the first two):
+//!
+//! | key | holds |
+//! |---|---|
+//! | `<prefix>semaphore:{<name>}:holders` | permit holders (or readers) → lease expiry in server ms (sorted set) |
+//! | `<prefix>semaphore:{<name>}:access` | queued waiter id → what it asks for: the permit limit, `read` or `write` (hash) |
+//! | `<prefix>semaphore:{<name>}:limit` | the limit every live permit agrees on (never expires, like the fence) |
+//!
+//! Channels are not scoped by database in Redis, so their names carry the
+//! database number.
 
-use lock_core::{LockName, Primitive};
+use lock_core::access::SharedSpace;
+use lock_core::{Access, LockName, Primitive};
 
-/// Locks and elections live in separate key spaces.
+/// Locks, elections, semaphores and read-write locks live in separate key
+/// spaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Space {
     Lock,
     Election,
+    Semaphore,
+    RwLock,
 }
 
 impl Space {
+    /// The space of a shared primitive's `access`.
+    pub(crate) fn shared(access: Access) -> Space {
+        match access.space() {
+            SharedSpace::Semaphore => Space::Semaphore,
+            SharedSpace::RwLock => Space::RwLock,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Space::Lock => "lock",
             Space::Election => "election",
+            Space::Semaphore => SharedSpace::Semaphore.as_str(),
+            Space::RwLock => SharedSpace::RwLock.as_str(),
         }
     }
 
@@ -39,7 +65,14 @@ impl Space {
         match self {
             Space::Lock => Primitive::Lock,
             Space::Election => Primitive::Election,
+            Space::Semaphore => Primitive::Semaphore,
+            Space::RwLock => Primitive::RwLock,
         }
+    }
+
+    /// Whether grants share the name (semaphores, read-write locks).
+    pub(crate) fn is_shared(self) -> bool {
+        matches!(self, Space::Semaphore | Space::RwLock)
     }
 }
 
@@ -79,6 +112,10 @@ impl KeySpace {
             labels: format!("{base}:labels"),
             revoked: format!("{base}:revoked"),
             leader: format!("{base}:leader"),
+            holders: format!("{base}:holders"),
+            access: format!("{base}:access"),
+            limit: format!("{base}:limit"),
+            wake_prefix: self.wake_prefix(),
             released_channel: format!("{channel_base}:released"),
             leader_channel: format!("{channel_base}:leader"),
             space,
@@ -144,6 +181,15 @@ pub(crate) struct LockKeys {
     /// Owner ids recently evicted by `force_release`.
     pub(crate) revoked: String,
     pub(crate) leader: String,
+    /// Shared primitives: permit holders or readers → expiry (server ms).
+    pub(crate) holders: String,
+    /// Shared primitives: queued waiter id → its access tag.
+    pub(crate) access: String,
+    /// Semaphores: the limit of the live permits.
+    pub(crate) limit: String,
+    /// The prefix of the per-instance wake-up channels, as
+    /// [`KeySpace::wake_prefix`].
+    pub(crate) wake_prefix: String,
     /// Published on every release (Redlock waiters listen here).
     pub(crate) released_channel: String,
     /// Published when an election's leader or value changes.
@@ -167,6 +213,21 @@ impl LockKeys {
             &self.waiters,
             &self.holder,
             &self.labels,
+        ]
+    }
+
+    /// The keys of a shared primitive's state, as its acquire and release
+    /// scripts take them.
+    pub(crate) fn shared_state(&self) -> [&str; 8] {
+        [
+            &self.owner,
+            &self.fence,
+            &self.queue,
+            &self.waiters,
+            &self.labels,
+            &self.holders,
+            &self.access,
+            &self.limit,
         ]
     }
 
@@ -204,6 +265,7 @@ mod tests {
             assert!(!tag.is_empty());
             for key in [
                 &k.fence, &k.queue, &k.waiters, &k.holder, &k.labels, &k.revoked, &k.leader,
+                &k.holders, &k.access, &k.limit,
             ] {
                 assert_eq!(hash_tag(key), tag, "{key}");
             }
@@ -218,6 +280,18 @@ mod tests {
             space.of(Space::Lock, &name).owner,
             space.of(Space::Election, &name).owner
         );
+    }
+
+    #[test]
+    fn shared_primitives_have_spaces_of_their_own() {
+        let space = KeySpace::new("distlock:", 0);
+        let name = LockName::new("jobs").unwrap();
+        let semaphore = space.of(Space::shared(Access::permit(3).unwrap()), &name);
+        let rwlock = space.of(Space::shared(Access::Read), &name);
+        assert_eq!(semaphore.holders, "distlock:semaphore:{jobs}:holders");
+        assert_eq!(rwlock.owner, "distlock:rwlock:{jobs}:owner");
+        assert_eq!(Space::shared(Access::Write), Space::RwLock);
+        assert_ne!(rwlock.fence, space.of(Space::Lock, &name).fence);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+mod shared;
+
 /// Seeds a missing fencing counter from the server clock in microseconds,
 /// so tokens keep rising after Redis lost the counter, then increments it.
 const NEXT_TOKEN: &str = r#"
@@ -31,10 +33,11 @@ end
 "#;
 
 /// The queue's live head: waiters whose entry has expired are dropped off
-/// the head first (with their description). `live_head` returns the head
-/// (or false) and the time if it read it (or false).
+/// the head first (with their description and, for shared primitives,
+/// their access tag in `access`; false for locks). `live_head` returns the
+/// head (or false) and the time if it read it (or false).
 const LIVE_HEAD: &str = r#"
-local function live_head(queue, waiters, labels)
+local function live_head(queue, waiters, labels, access)
   local head = redis.call('LINDEX', queue, 0)
   local now = false
   while head do
@@ -44,9 +47,56 @@ local function live_head(queue, waiters, labels)
     redis.call('LPOP', queue)
     redis.call('ZREM', waiters, head)
     redis.call('HDEL', labels, head)
+    if access then redis.call('HDEL', access, head) end
     head = redis.call('LINDEX', queue, 0)
   end
   return head, now
+end
+"#;
+
+/// Makes each of `keys` live at least `lease` ms more, so every key lives
+/// as long as its longest-lived entry.
+const KEEP_FOR: &str = r#"
+local function keep_for(keys, lease)
+  for _, key in ipairs(keys) do
+    local left = redis.call('PTTL', key)
+    if left ~= -2 and left < lease then redis.call('PEXPIRE', key, lease) end
+  end
+end
+"#;
+
+/// Serves the live waiters at the head of a queue, oldest first, while
+/// `admit(owner, ttl, about, now, head)` lets them in: it grants the head's
+/// owner id (taken, with the TTL, from its waiter id) and returns the token,
+/// or returns false when the head must go on waiting. Each admitted waiter
+/// gets `<waiter id> <token>` on its instance's channel
+/// (`wake_prefix .. instance`), so it holds the grant without another
+/// round trip; except `caller`, the script's own waiter id, whose token
+/// `serve` returns instead (else false). A head whose id is not ours to
+/// parse is only woken.
+const SERVE: &str = r#"
+local function serve(queue, waiters, labels, access, wake_prefix, admit, caller)
+  local mine = false
+  while true do
+    local head, now = live_head(queue, waiters, labels, access)
+    if not head then return mine end
+    local instance, owner, ttl = string.match(head, '^([^/]*)/[^/]*/([^/]*)/(%d+)$')
+    if not instance then
+      redis.call('PUBLISH', wake_prefix .. string.match(head, '^[^/]*'), head)
+      return mine
+    end
+    local token = admit(owner, ttl, redis.call('HGET', labels, head) or '', now, head)
+    if not token then return mine end
+    redis.call('LPOP', queue)
+    redis.call('ZREM', waiters, head)
+    redis.call('HDEL', labels, head)
+    if access then redis.call('HDEL', access, head) end
+    if head == caller then
+      mine = token
+    else
+      redis.call('PUBLISH', wake_prefix .. instance, head .. ' ' .. string.format('%d', token))
+    end
+  end
 end
 "#;
 
@@ -61,9 +111,8 @@ local function record_holder(holder, owner, token, about, ttl, now, ok)
 end
 "#;
 
-/// Drops dead waiters at the head of a free lock's queue, then serves the
-/// first live one through its backend instance's channel
-/// (`wake_prefix .. instance`):
+/// Serves the next waiter of a free lock (dead waiters at the head of its
+/// queue are dropped first):
 ///
 /// - with `handoff`, the lock passes to it right here (owner and TTL are
 ///   part of its waiter id) and the message carries the fencing token, so
@@ -72,21 +121,18 @@ end
 ///   only wakes it to run the acquire script.
 const HAND_OVER: &str = r#"
 local function hand_over(queue, waiters, labels, holder, wake_prefix, owner_key, fence, handoff)
-  local head, now = live_head(queue, waiters, labels)
-  if not head then return end
-  local instance, owner, ttl = string.match(head, '^([^/]*)/[^/]*/([^/]*)/(%d+)$')
-  if handoff and instance then
-    redis.call('LPOP', queue)
-    redis.call('ZREM', waiters, head)
-    local about = redis.call('HGET', labels, head) or ''
-    redis.call('HDEL', labels, head)
+  if not handoff then
+    local head = live_head(queue, waiters, labels, false)
+    if head then redis.call('PUBLISH', wake_prefix .. string.match(head, '^[^/]*'), head) end
+    return
+  end
+  serve(queue, waiters, labels, false, wake_prefix, function(owner, ttl, about, now)
+    if redis.call('EXISTS', owner_key) == 1 then return false end
     redis.call('SET', owner_key, owner, 'PX', ttl)
     local token = next_token(fence)
     record_holder(holder, owner, token, about, ttl, now, '1')
-    redis.call('PUBLISH', wake_prefix .. instance, head .. ' ' .. string.format('%d', token))
-  else
-    redis.call('PUBLISH', wake_prefix .. string.match(head, '^[^/]*'), head)
-  end
+    return token
+  end, '')
 end
 "#;
 
@@ -141,7 +187,7 @@ end
 local now = false
 local head = false
 if string.find(flags, 'f', 1, true) then
-  head, now = live_head(queue, waiters, labels)
+  head, now = live_head(queue, waiters, labels, false)
 end
 if not current and (not head or head == waiter) then
   redis.call('SET', owner_key, owner, 'PX', ttl)
@@ -168,11 +214,7 @@ if waiter ~= '' and (queued or string.find(flags, 'w', 1, true)) then
     redis.call('RPUSH', queue, waiter)
   end
   redis.call('HSET', labels, waiter, about)
-  -- Each key lives as long as its longest-lived entry.
-  for _, key in ipairs({queue, waiters, labels}) do
-    local left = redis.call('PTTL', key)
-    if left ~= -2 and left < lease then redis.call('PEXPIRE', key, lease) end
-  end
+  keep_for({queue, waiters, labels}, lease)
   if queued and not head then head = waiter end
 end
 local wait = redis.call('PTTL', owner_key)
@@ -382,12 +424,23 @@ macro_rules! scripts {
 
 /// `script` with the functions that serve the next waiter on a release.
 fn serving(script: &str) -> String {
-    format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{HAND_OVER}\n{script}")
+    format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{SERVE}\n{RECORD_HOLDER}\n{HAND_OVER}\n{script}")
+}
+
+/// `script` with the functions of a shared primitive's queue and holders.
+fn sharing(script: &str) -> String {
+    format!(
+        "{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{KEEP_FOR}\n{SERVE}\n{}\n{script}",
+        shared::HOLDERS
+    )
 }
 
 scripts! {
-    acquire: format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{RECORD_HOLDER}\n{ACQUIRE}"),
+    acquire: format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{KEEP_FOR}\n{RECORD_HOLDER}\n{ACQUIRE}"),
     release: serving(RELEASE),
+    shared_acquire: sharing(shared::ACQUIRE),
+    shared_release: sharing(shared::RELEASE),
+    shared_renew: format!("{NOW}\n{KEEP_FOR}\n{}", shared::RENEW),
     renew: RENEW,
     confirm: CONFIRM,
     proclaim: PROCLAIM,

@@ -14,8 +14,9 @@ use futures::future::join_all;
 use crate::quorum::{gather, vote_decided};
 use lock_core::raw::drift_allowance;
 use lock_core::{
-    AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
+    Access, AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
+use redis::Script;
 
 use crate::config::{CommonConfig, ServerAddr};
 use crate::keys::{KeySpace, LockKeys, Space};
@@ -42,12 +43,36 @@ pub(crate) struct Granted {
 pub(crate) struct Request<'a> {
     pub(crate) name: &'a LockName,
     pub(crate) keys: LockKeys,
+    /// What is asked for: [`Access::Write`] for locks and elections.
+    pub(crate) access: Access,
     pub(crate) ttl: Duration,
     pub(crate) wait: lock_core::Wait,
     /// The leader value, for elections.
     pub(crate) value: Option<&'a [u8]>,
     /// The holder description stored with the grant.
     pub(crate) about: String,
+}
+
+impl Request<'_> {
+    /// What is acquired, for messages: `lock x`, or the shared access
+    /// (`a permit of semaphore x (limit 3)`).
+    pub(crate) fn subject(&self) -> String {
+        if self.keys.space.is_shared() {
+            self.access.describe(self.name)
+        } else {
+            format!("lock {}", self.name)
+        }
+    }
+
+    /// The key a guard names: the holders of a semaphore or the readers of
+    /// a read-write lock, else the owner key.
+    pub(crate) fn held_key(&self) -> &str {
+        if self.keys.space.is_shared() && self.access != Access::Write {
+            &self.keys.holders
+        } else {
+            &self.keys.owner
+        }
+    }
 }
 
 /// The servers of one backend instance.
@@ -130,10 +155,12 @@ impl Servers {
             .join(",")
     }
 
-    /// Acquires a lock (or an election's leadership when `value` is set).
+    /// Acquires a lock (or an election's leadership when `value` is set),
+    /// or a semaphore's or read-write lock's `access` in their spaces.
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         space: Space,
+        access: Access,
         name: &LockName,
         options: &AcquireOptions,
         value: Option<&[u8]>,
@@ -142,6 +169,7 @@ impl Servers {
         let request = Request {
             name,
             keys: self.keys.of(space, name),
+            access,
             ttl,
             wait: options.wait,
             value,
@@ -163,11 +191,11 @@ impl Servers {
     /// now deleted; `Ok(false)` means it was not ours and nothing of anyone
     /// else's was touched.
     pub(crate) async fn release(&self, keys: &LockKeys, owner: &str, waiter: &str) -> Result<bool> {
-        let (key_list, args) = self.release_call(keys, owner, waiter);
+        let (script, key_list, args) = self.release_call(keys, owner, waiter);
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let what = format!("releasing {}", keys.owner);
         let results = self
-            .vote(|node| node.eval(&SCRIPTS.release, &key_list, &args, &what))
+            .vote(|node| node.eval(script, &key_list, &args, &what))
             .await;
         self.count_votes(results, &what)
             .map(|deleted| deleted >= self.quorum)
@@ -177,22 +205,30 @@ impl Servers {
     /// blocking connections one server after another, with no async
     /// runtime. Best effort: errors are logged, and the TTL is the backstop.
     pub(crate) fn release_blocking(&self, keys: &LockKeys, owner: &str) {
-        let (key_list, args) = self.release_call(keys, owner, "");
+        let (script, key_list, args) = self.release_call(keys, owner, "");
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         for node in &self.nodes {
-            if let Err(e) = node.eval_blocking(&SCRIPTS.release, &key_list, &args) {
+            if let Err(e) = node.eval_blocking(script, &key_list, &args) {
                 tracing::debug!(backend = self.backend, addr = node.addr(), key = %keys.owner, error = %e, "blocking release failed; the TTL will free the lock");
             }
         }
     }
 
-    /// The keys and arguments of the release script.
+    /// The release script of `keys`' primitive, with its keys and arguments.
     fn release_call<'k>(
         &self,
         keys: &'k LockKeys,
         owner: &str,
         waiter: &str,
-    ) -> (Vec<&'k str>, Vec<Vec<u8>>) {
+    ) -> (&'static Script, Vec<&'k str>, Vec<Vec<u8>>) {
+        if keys.space.is_shared() {
+            let args = [owner, waiter, &keys.wake_prefix].map(|a| a.as_bytes().to_vec());
+            return (
+                &SCRIPTS.shared_release,
+                keys.shared_state().to_vec(),
+                args.to_vec(),
+            );
+        }
         let redlock = self.nodes.len() > 1;
         // Elections only wake the next candidate, which writes its own
         // leader record; locks pass straight to the next waiter.
@@ -216,7 +252,7 @@ impl Servers {
             key_list.push(&keys.leader);
             args.push(keys.leader_channel.as_bytes().to_vec());
         }
-        (key_list, args)
+        (&SCRIPTS.release, key_list, args)
     }
 
     /// Owner-checked `PEXPIRE` on every server. `Ok` when a quorum renewed;
@@ -232,13 +268,21 @@ impl Servers {
     ) -> std::result::Result<(), RenewFailure> {
         let ttl_ms = millis(ttl).to_string();
         let what = format!("renewing lock {name}");
-        let mut key_list = vec![keys.owner.as_str(), &keys.holder, &keys.revoked];
-        if keys.is_election() {
-            key_list.push(&keys.leader);
-        }
+        let (script, key_list) = if keys.space.is_shared() {
+            (
+                &SCRIPTS.shared_renew,
+                vec![keys.owner.as_str(), &keys.holders],
+            )
+        } else {
+            let mut key_list = vec![keys.owner.as_str(), &keys.holder, &keys.revoked];
+            if keys.is_election() {
+                key_list.push(&keys.leader);
+            }
+            (&SCRIPTS.renew, key_list)
+        };
         let args = [owner.as_bytes(), ttl_ms.as_bytes()];
         let results = self
-            .vote(|node| node.eval(&SCRIPTS.renew, &key_list, &args, &what))
+            .vote(|node| node.eval(script, &key_list, &args, &what))
             .await;
         let answered = results.iter().filter(|r| r.is_ok()).count();
         let revoked = results.iter().any(|r| matches!(r, Ok(2)));
