@@ -30,6 +30,8 @@ impl Space {
         match self {
             Space::Lock => Primitive::Lock,
             Space::Election => Primitive::Election,
+            Space::Semaphore => Primitive::Semaphore,
+            Space::RwLock => Primitive::RwLock,
         }
     }
 }
@@ -111,7 +113,7 @@ impl FileBackend {
     /// unless only its election is in use.
     pub(crate) async fn status_of(&self, name: &LockName) -> Result<(Space, LockStatus)> {
         let mut first = None;
-        for space in Space::ALL {
+        for space in Space::SINGLE {
             let paths = self.paths(space, name);
             let p = paths.clone();
             let read = self
@@ -134,7 +136,7 @@ impl FileBackend {
         let prefix = options.prefix.clone();
         let walk = tokio::task::spawn_blocking(move || {
             let mut listed = Vec::new();
-            for space in Space::ALL {
+            for space in Space::SINGLE {
                 for name in names_under(&dir.join(space.dir()))? {
                     if !name.as_str().starts_with(&prefix) {
                         continue;
