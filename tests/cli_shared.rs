@@ -67,14 +67,24 @@ async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
         .map(|_| {
             let (url, work, script) = (fixture.url.clone(), work.path().to_owned(), script.clone());
             tokio::spawn(async move {
-                run_script(&url, &format!("--permits {PERMITS} cli/permits"), &work, &script)
-                    .await
+                run_script(
+                    &url,
+                    &format!("--permits {PERMITS} cli/permits"),
+                    &work,
+                    &script,
+                )
+                .await
             })
         })
         .collect();
     for run in runs {
         let output = run.await.unwrap();
-        assert!(output.status.success(), "{:?}: {}", output.status, stderr(&output));
+        assert!(
+            output.status.success(),
+            "{:?}: {}",
+            output.status,
+            stderr(&output)
+        );
     }
     let log = std::fs::read_to_string(work.path().join("counts")).unwrap();
     let entries: Vec<(usize, u64)> = log
@@ -86,7 +96,11 @@ async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
         .collect();
     assert_eq!(entries.len(), CHILDREN, "{log}");
     let most = entries.iter().map(|e| e.0).max();
-    assert_eq!(most, Some(PERMITS), "never more than {PERMITS}, and full once: {log}");
+    assert_eq!(
+        most,
+        Some(PERMITS),
+        "never more than {PERMITS}, and full once: {log}"
+    );
     let mut tokens: Vec<u64> = entries.iter().map(|e| e.1).collect();
     tokens.sort();
     tokens.dedup();
@@ -137,10 +151,15 @@ async fn an_exclusive_run_waits_for_the_readers() {
         format!(r#"{AWAIT}; touch "$WORK/started"; await "$WORK/go"; echo reader >> "$WORK/log""#);
     let reader = {
         let (url, work) = (fixture.url.clone(), work.path().to_owned());
-        tokio::spawn(async move { run_script(&url, "--shared cli/rw", &work, &reader_script).await })
+        tokio::spawn(
+            async move { run_script(&url, "--shared cli/rw", &work, &reader_script).await },
+        )
     };
     wait_for_file(&work.path().join("started"), BOUND).await;
-    let mut writer_cmd = cmd(Some(&fixture.url), "run --wait 60s --exclusive cli/rw -- sh -c");
+    let mut writer_cmd = cmd(
+        Some(&fixture.url),
+        "run --wait 60s --exclusive cli/rw -- sh -c",
+    );
     writer_cmd
         .arg(r#"echo writer >> "$WORK/log""#)
         .env("WORK", work.path());

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::access::check_limit_agrees;
 use lock_core::admin::AdminCapabilities;
 use lock_core::raw::{Grant, LossNotifier, SentAt};
-use lock_core::access::check_limit_agrees;
 use lock_core::{
     Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
     ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,

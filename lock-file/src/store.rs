@@ -317,9 +317,15 @@ pub(crate) fn renew(
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
     if paths.space.is_shared() {
-        return while_held(paths, holder, fsync, bound, |record: &mut SharedRecord, now| {
-            record.renew(holder, now, ttl_ms);
-        });
+        return while_held(
+            paths,
+            holder,
+            fsync,
+            bound,
+            |record: &mut SharedRecord, now| {
+                record.renew(holder, now, ttl_ms);
+            },
+        );
     }
     while_held(paths, holder, fsync, bound, |record: &mut Record, now| {
         record.set_deadline(now, ttl_ms);
@@ -335,9 +341,15 @@ pub(crate) fn release(
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
     if paths.space.is_shared() {
-        return while_held(paths, holder, fsync, bound, |record: &mut SharedRecord, _| {
-            record.remove(holder);
-        });
+        return while_held(
+            paths,
+            holder,
+            fsync,
+            bound,
+            |record: &mut SharedRecord, _| {
+                record.remove(holder);
+            },
+        );
     }
     while_held(paths, holder, fsync, bound, |record: &mut Record, _| {
         record.free()

@@ -71,7 +71,12 @@ fn helper_process() {
     runtime.block_on(async {
         match words.as_slice() {
             ["permits", dir, tasks, rounds] => {
-                take_permits(dir.as_ref(), tasks.parse().unwrap(), rounds.parse().unwrap()).await
+                take_permits(
+                    dir.as_ref(),
+                    tasks.parse().unwrap(),
+                    rounds.parse().unwrap(),
+                )
+                .await
             }
             ["hold", dir, access, name] => hold(dir.as_ref(), parse_access(access), name).await,
             other => panic!("unknown helper task {other:?}"),

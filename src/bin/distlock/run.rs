@@ -174,9 +174,7 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
             Ok(LOST)
         }
         Ok(Err(e)) => {
-            eprintln!(
-                "distlock: warning: releasing {what} failed ({e}); its lease will expire"
-            );
+            eprintln!("distlock: warning: releasing {what} failed ({e}); its lease will expire");
             Ok(code)
         }
         Err(_) => {
