@@ -49,6 +49,18 @@ async fn run_script(url: &str, args: &str, work: &Path, script: &str) -> Output 
     output_within(BOUND * 2, &mut cmd).await
 }
 
+/// Awaits a run started with [`run_script`] in a task and checks that its
+/// command succeeded; `what` says what a failure means.
+async fn succeeded(run: tokio::task::JoinHandle<Output>, what: &str) {
+    let output = run.await.unwrap();
+    assert!(
+        output.status.success(),
+        "{what}: {:?}: {}",
+        output.status,
+        stderr(&output)
+    );
+}
+
 /// Three `distlock run --permits 2` at once: every count a holder made is
 /// at most 2, one is 2, and every grant had a token of its own.
 async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
@@ -78,13 +90,7 @@ async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
         })
         .collect();
     for run in runs {
-        let output = run.await.unwrap();
-        assert!(
-            output.status.success(),
-            "{:?}: {}",
-            output.status,
-            stderr(&output)
-        );
+        succeeded(run, "a permit holder").await;
     }
     let log = std::fs::read_to_string(work.path().join("counts")).unwrap();
     let entries: Vec<(usize, u64)> = log
@@ -129,13 +135,7 @@ async fn shared_runs_overlap() {
     };
     let (a, b) = (reader("a", "b"), reader("b", "a"));
     for run in [a, b] {
-        let output = run.await.unwrap();
-        assert!(
-            output.status.success(),
-            "a reader did not see the other inside: {:?}: {}",
-            output.status,
-            stderr(&output)
-        );
+        succeeded(run, "a reader did not see the other inside").await;
     }
 }
 
@@ -177,8 +177,7 @@ async fn an_exclusive_run_waits_for_the_readers() {
     }
     assert!(!log.exists(), "the writer ran beside the reader");
     std::fs::write(work.path().join("go"), b"").unwrap();
-    let read = reader.await.unwrap();
-    assert!(read.status.success(), "{}", stderr(&read));
+    succeeded(reader, "the reader").await;
     let written = tokio::time::timeout(BOUND, writer.wait_with_output())
         .await
         .expect("the writer finishes")

@@ -154,14 +154,7 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::BootNow;
-
-    fn at(ms: u64) -> Now {
-        Now {
-            wall_ms: ms,
-            boot: Some(BootNow { id: "boot", ms }),
-        }
-    }
+    use crate::clock::test_at as at;
 
     #[test]
     fn first_come_first_served_and_lapsed_places_are_dropped() {

@@ -146,14 +146,7 @@ fn disagreeing_limit(access: Access, ahead: &[Access]) -> Option<Permits> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::BootNow;
-
-    fn at(ms: u64) -> Now {
-        Now {
-            wall_ms: ms,
-            boot: Some(BootNow { id: "boot", ms }),
-        }
-    }
+    use crate::clock::test_at as at;
 
     fn claim(access: Access) -> ShareClaim {
         ShareClaim {

@@ -306,6 +306,23 @@ fn while_held<R: Holdings>(
     })
 }
 
+/// Changes `holder`'s grant with `shared` in the shared spaces, else its
+/// lock's record with `single`, if its lease is still running.
+fn while_holding(
+    paths: &LockPaths,
+    holder: &str,
+    fsync: bool,
+    bound: &Bound,
+    shared: impl FnOnce(&mut SharedRecord, &Now),
+    single: impl FnOnce(&mut Record, &Now),
+) -> io::Result<Result<(), Gone>> {
+    if paths.space.is_shared() {
+        while_held(paths, holder, fsync, bound, shared)
+    } else {
+        while_held(paths, holder, fsync, bound, single)
+    }
+}
+
 /// Extends `holder`'s running lease (its grant's, in the shared spaces). A
 /// lease that already ran out is never revived: the lock may have looked
 /// free to someone in the meantime.
@@ -316,20 +333,14 @@ pub(crate) fn renew(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    if paths.space.is_shared() {
-        return while_held(
-            paths,
-            holder,
-            fsync,
-            bound,
-            |record: &mut SharedRecord, now| {
-                record.renew(holder, now, ttl_ms);
-            },
-        );
-    }
-    while_held(paths, holder, fsync, bound, |record: &mut Record, now| {
-        record.set_deadline(now, ttl_ms);
-    })
+    while_holding(
+        paths,
+        holder,
+        fsync,
+        bound,
+        |record, now| record.renew(holder, now, ttl_ms),
+        |record, now| record.set_deadline(now, ttl_ms),
+    )
 }
 
 /// Frees the lock (drops `holder`'s grant, in the shared spaces) if
@@ -340,20 +351,14 @@ pub(crate) fn release(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    if paths.space.is_shared() {
-        return while_held(
-            paths,
-            holder,
-            fsync,
-            bound,
-            |record: &mut SharedRecord, _| {
-                record.remove(holder);
-            },
-        );
-    }
-    while_held(paths, holder, fsync, bound, |record: &mut Record, _| {
-        record.free()
-    })
+    while_holding(
+        paths,
+        holder,
+        fsync,
+        bound,
+        |record, _| record.remove(holder),
+        |record, _| record.free(),
+    )
 }
 
 /// Evicts whoever holds the lock now (an operator breaking it): frees it,

@@ -393,11 +393,7 @@ async fn waiters_in_other_processes_are_not_starved() {
     }
     let mut counts = Vec::new();
     for helper in &mut helpers {
-        let count: u64 = helper
-            .line_after("count ", Duration::from_secs(10))
-            .await
-            .parse()
-            .unwrap();
+        let count: u64 = helper.value_after("count ", Duration::from_secs(10)).await;
         counts.push(count);
     }
     let total: u64 = counts.iter().sum();

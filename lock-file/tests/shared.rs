@@ -178,7 +178,7 @@ async fn holder(dir: &Path, access: &str, lock: &str, first: &str) -> (Helper, S
 
 /// The token a `hold` helper printed after `granted `.
 async fn granted(helper: &mut Helper) -> FencingToken {
-    FencingToken(helper.line_after("granted ", STEP).await.parse().unwrap())
+    FencingToken(helper.value_after("granted ", STEP).await)
 }
 
 /// Six clients, each its own `FileBackend` as a process would have, take
@@ -230,14 +230,9 @@ async fn a_semaphore_never_exceeds_its_limit_across_processes() {
     let helpers: Vec<_> = (0..3)
         .map(|_| Helper::start(&format!("permits {} 2 6", dir.path().display())))
         .collect();
-    let mut most = Vec::new();
+    let mut most: Vec<usize> = Vec::new();
     for mut helper in helpers {
-        let seen: usize = helper
-            .line_after("most ", Duration::from_secs(60))
-            .await
-            .parse()
-            .unwrap();
-        most.push(seen);
+        most.push(helper.value_after("most ", Duration::from_secs(60)).await);
         helper.stop().await;
     }
     eprintln!("most holders each process saw inside: {most:?}");

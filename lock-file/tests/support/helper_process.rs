@@ -80,6 +80,16 @@ impl Helper {
         .unwrap_or_else(|_| panic!("the helper printed no {prefix:?} within {within:?}"))
     }
 
+    /// The value the helper prints after `prefix` on its next such line.
+    pub(crate) async fn value_after<T>(&mut self, prefix: &str, within: Duration) -> T
+    where
+        T: std::str::FromStr<Err: std::fmt::Debug>,
+    {
+        let text = self.line_after(prefix, within).await;
+        text.parse()
+            .unwrap_or_else(|e| panic!("the helper printed {prefix}{text:?}: {e:?}"))
+    }
+
     /// Kills the helper and waits until it is gone.
     pub(crate) async fn stop(mut self) {
         self.child.kill().await.expect("kill the helper");
