@@ -51,6 +51,16 @@ impl Space {
         matches!(self, Space::Semaphore | Space::RwLock)
     }
 
+    /// What a name in this space is, for messages (an election's
+    /// leadership is a lock).
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Space::Lock | Space::Election => "lock",
+            Space::Semaphore => "semaphore",
+            Space::RwLock => "read-write lock",
+        }
+    }
+
     pub(crate) fn dir(self) -> &'static str {
         match self {
             Space::Lock => "locks",

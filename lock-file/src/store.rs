@@ -526,6 +526,35 @@ mod tests {
     }
 
     #[test]
+    fn shared_grants_renew_and_release_only_their_own_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = LockName::new("pool").unwrap();
+        let p = LockPaths::new(dir.path(), Space::Semaphore, &name, Case::Sensitive);
+        let permit = |ttl_ms, holder| {
+            let claim = Claim {
+                access: Some(Access::permit(2).unwrap()),
+                ..Claim::default()
+            };
+            try_acquire(&p, holder, ttl_ms, claim, false, &b()).unwrap()
+        };
+        assert_eq!(permit(60_000, "x"), Attempt::Granted { token: 1 });
+        assert_eq!(permit(1, "y"), Attempt::Granted { token: 2 });
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // y's lease ran out: it is never revived, and frees its permit.
+        assert_eq!(
+            renew(&p, "y", 60_000, false, &b()).unwrap(),
+            Err(Gone::Expired)
+        );
+        assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::Expired));
+        assert_eq!(release(&p, "z", false, &b()).unwrap(), Err(Gone::Expired));
+        assert_eq!(permit(60_000, "z"), Attempt::Granted { token: 3 });
+        assert!(matches!(permit(60_000, "w"), Attempt::Held { .. }));
+        assert_eq!(renew(&p, "x", 60_000, false, &b()).unwrap(), Ok(()));
+        assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
+        assert_eq!(permit(60_000, "w"), Attempt::Granted { token: 4 });
+    }
+
+    #[test]
     fn corrupt_record_is_an_error_not_a_reset() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
