@@ -62,15 +62,20 @@ async fn succeeded(run: tokio::task::JoinHandle<Output>, what: &str) {
 }
 
 /// Three `distlock run --permits 2` at once: every count a holder made is
-/// at most 2, one is 2, and every grant had a token of its own.
+/// at most 2, one is 2, and every grant had a token of its own. On a
+/// backend without semaphores, `run --permits` is its one-line
+/// `Unsupported` error, exit 64.
 async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
     let backend = distlock::connect(&fixture.url).await.expect("connect");
     let caps = backend.capabilities();
     if !caps.semaphore {
         eprintln!(
-            "the {} backend has no semaphores; `run --permits` does not apply",
+            "the {} backend has no semaphores; `run --permits` does not apply, only its refusal",
             caps.backend
         );
+        let refused = cli(Some(&fixture.url), "run --permits 2 cli/permits -- true").await;
+        let line = usage_error(&refused, &caps.backend);
+        assert!(line.contains("semaphore"), "{line}");
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -119,6 +124,7 @@ support::test_on_backends! {
     file: file_permits_are_never_exceeded_across_processes,
     etcd: etcd_permits_are_never_exceeded_across_processes,
     redis: redis_permits_are_never_exceeded_across_processes,
+    redlock: redlock_permits_are_never_exceeded_across_processes,
     zk: zk_permits_are_never_exceeded_across_processes,
 }
 
