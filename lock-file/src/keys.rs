@@ -34,8 +34,16 @@ pub(crate) enum Space {
 }
 
 impl Space {
+    /// Every space, as `list` walks them.
+    pub(crate) const ALL: [Space; 4] = [
+        Space::Lock,
+        Space::Election,
+        Space::Semaphore,
+        Space::RwLock,
+    ];
+
     /// The spaces whose records have one holder ([`crate::record`]), the
-    /// ones operators inspect, list and break.
+    /// ones operators inspect and break.
     pub(crate) const SINGLE: [Space; 2] = [Space::Lock, Space::Election];
 
     /// The space of a semaphore permit or a side of a read-write lock.

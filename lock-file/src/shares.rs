@@ -12,9 +12,12 @@ use lock_core::Access;
 use lock_core::access::{Permits, blockers};
 use serde::{Deserialize, Serialize};
 
+use std::io;
+
 use crate::clock::Now;
+use crate::keys::LockPaths;
 use crate::queue::Queue;
-use crate::record::Deadline;
+use crate::record::{self, Deadline};
 use crate::store::Attempt;
 use crate::stored_access::StoredAccess;
 
@@ -56,10 +59,21 @@ pub(crate) struct ShareClaim {
 }
 
 impl SharedRecord {
+    /// Reads the record; a missing file is a fresh record. One that does
+    /// not parse is an error, never reset (that would restart the tokens).
+    pub(crate) fn read(paths: &LockPaths) -> io::Result<SharedRecord> {
+        Ok(record::read_file(&paths.record)?.unwrap_or_default())
+    }
+
     /// The grants whose leases still run at `now`, oldest first.
     fn live(&self, now: &Now) -> impl Iterator<Item = &Share> + use<'_> {
         let now = *now;
         self.holders.iter().filter(move |s| s.lease.is_ahead(&now))
+    }
+
+    /// The oldest grant whose lease still runs at `now`.
+    pub(crate) fn oldest_live(&self, now: &Now) -> Option<&Share> {
+        self.live(now).next()
     }
 
     /// `id`'s grant, if its lease still runs at `now`.

@@ -83,7 +83,7 @@ impl Holdings for Record {
 
 impl Holdings for SharedRecord {
     fn read(paths: &LockPaths) -> io::Result<Self> {
-        Ok(record::read_file(&paths.record)?.unwrap_or_default())
+        SharedRecord::read(paths)
     }
 
     fn holds(&self, holder: &str, now: &Now) -> bool {

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{Access, AcquireOptions, ErrorKind, FencingToken, LockBackend, LockGuard, Wait};
+use lock_core::{
+    Access, AcquireOptions, ErrorKind, FencingToken, LockBackend, LockBackendExt, LockGuard,
+    Primitive, Wait,
+};
 use lock_file::FileBackend;
 use lock_testkit::assert::{fails_with, joined, token_after, within};
 
@@ -326,4 +329,42 @@ async fn a_killed_holder_frees_its_permit_at_expiry() {
     .expect("the permit");
     token_after(killed, next.token());
     next.release().await.expect("release");
+}
+
+/// `list` shows semaphores and read-write locks in use, each with its
+/// oldest grant's token and its waiters, apart from the lock of the same
+/// name.
+#[tokio::test]
+async fn list_shows_semaphores_and_read_write_locks_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (client(dir.path()).await, client(dir.path()).await);
+    let first = a
+        .acquire_as(&name("in-use/x"), permit(2), &once())
+        .await
+        .expect("a permit");
+    let second = b
+        .acquire_as(&name("in-use/x"), permit(2), &once())
+        .await
+        .expect("a permit");
+    let reader = a
+        .acquire_as(&name("in-use/x"), Access::Read, &once())
+        .await
+        .expect("a reader");
+    let listed = a.list_all("in-use/").await.expect("list");
+    let seen: Vec<_> = listed
+        .iter()
+        .map(|l| (l.primitive, l.name.as_str(), l.holder_token, l.waiting))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (Primitive::Semaphore, "in-use/x", Some(first.token()), 0),
+            (Primitive::RwLock, "in-use/x", Some(reader.token()), 0),
+        ],
+        "the lock in-use/x is not in use"
+    );
+    for guard in [first, second, reader] {
+        guard.release().await.expect("release");
+    }
+    assert!(a.list_all("in-use/").await.expect("list").is_empty());
 }

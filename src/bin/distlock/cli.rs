@@ -105,7 +105,8 @@ pub(crate) enum Command {
     #[command(after_help = exit::help(Topic::Status))]
     Status(StatusArgs),
     /// List the locks and elections held or waited for, one per line
-    /// (kind, name, holder's token, waiters).
+    /// (kind, name, holder's token, waiters); also the semaphores and
+    /// read-write locks, on backends that report them.
     #[command(after_help = exit::help(Topic::Ls))]
     Ls(LsArgs),
     /// Break a lock whose holder is stuck: remove the holder and print the
