@@ -22,6 +22,7 @@ use crate::clock::{self, Now};
 use crate::keys::{self, LockPaths, Space};
 use crate::queue::Queue;
 use crate::record::{self, Record};
+use crate::shares::SharedRecord;
 use crate::store;
 use crate::wakeups;
 
@@ -30,6 +31,8 @@ impl Space {
         match self {
             Space::Lock => Primitive::Lock,
             Space::Election => Primitive::Election,
+            Space::Semaphore => Primitive::Semaphore,
+            Space::RwLock => Primitive::RwLock,
         }
     }
 }
@@ -83,6 +86,24 @@ fn status(
     }
 }
 
+/// The token of the holder in `paths`' space (the oldest live grant's, for
+/// a semaphore or a read-write lock) and the number of live waiters, read
+/// without the `flock`.
+fn listing(paths: &LockPaths) -> io::Result<(Option<FencingToken>, usize)> {
+    let mut queue = Queue::read(paths)?;
+    let now = clock::now();
+    queue.prune(&now);
+    let holder = if paths.space.is_shared() {
+        SharedRecord::read(paths)?
+            .oldest_live(&now)
+            .map(|share| FencingToken(share.token))
+    } else {
+        let record = record::read(paths)?;
+        record.live_holder(&now).map(|_| FencingToken(record.token))
+    };
+    Ok((holder, queue.waiting().len()))
+}
+
 /// Every name with a record or queue under `root` (a space's directory).
 fn names_under(root: &Path) -> io::Result<BTreeSet<LockName>> {
     let mut names = BTreeSet::new();
@@ -111,7 +132,7 @@ impl FileBackend {
     /// unless only its election is in use.
     pub(crate) async fn status_of(&self, name: &LockName) -> Result<(Space, LockStatus)> {
         let mut first = None;
-        for space in Space::ALL {
+        for space in Space::SINGLE {
             let paths = self.paths(space, name);
             let p = paths.clone();
             let read = self
@@ -126,8 +147,9 @@ impl FileBackend {
         Ok(first.expect("there are two spaces"))
     }
 
-    /// Every lock and election held or waited for, on one page. The
-    /// directory is walked and each record read, within the request timeout.
+    /// Every lock, election, semaphore and read-write lock held or waited
+    /// for, on one page. The directory is walked and each record read,
+    /// within the request timeout.
     pub(crate) async fn list_page(&self, options: &ListOptions) -> Result<ListPage> {
         let backend = self.clone();
         let dir = self.dir().to_owned();
@@ -139,10 +161,7 @@ impl FileBackend {
                     if !name.as_str().starts_with(&prefix) {
                         continue;
                     }
-                    let paths = backend.paths(space, &name);
-                    let (record, queue, now) = read_status(&paths)?;
-                    let holder = record.live_holder(&now).map(|_| FencingToken(record.token));
-                    let waiting = queue.waiting().len();
+                    let (holder, waiting) = listing(&backend.paths(space, &name))?;
                     if holder.is_some() || waiting > 0 {
                         listed.push(ListedLock {
                             name,

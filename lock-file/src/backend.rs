@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::access::check_limit_agrees;
 use lock_core::admin::AdminCapabilities;
 use lock_core::raw::{Grant, LossNotifier, SentAt};
 use lock_core::{
-    AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions, ListPage,
-    LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
+    Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
+    ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -155,6 +156,7 @@ impl FileBackend {
         Capabilities::new("file", FencingStrength::BestEffort)
             .with_fifo(false)
             .with_election(true)
+            .with_shared(true, true)
             .with_cross_process(true)
             .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
             .with_admin(AdminCapabilities::all())
@@ -201,23 +203,26 @@ impl FileBackend {
     }
 
     /// Acquires `name` in `space`, publishing `value` for elections, inside
-    /// lock-core's `distlock.acquire` span and metrics.
+    /// lock-core's `distlock.acquire` span and metrics. `access` is the
+    /// permit or side of a read-write lock asked for in the shared spaces.
     pub(crate) async fn acquire_in(
         &self,
         space: Space,
         name: &LockName,
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
+        access: Option<Access>,
     ) -> Result<LockGuard> {
         let grant = async {
             let ttl = options.effective_ttl(self.config.default_ttl)?;
             let paths = self.paths(space, name);
             let holder = uuid::Uuid::new_v4().simple().to_string();
             let description = options.holder_description(self.config.holder.as_deref());
-            let mut place = Place::new(self, &paths, &holder, Some(description.clone()));
+            let mut place = Place::new(self, &paths, &holder, Some(description.clone()), access);
             let claim = Claim {
                 value,
                 description: Some(description),
+                access,
             };
             let acquired = self
                 .poll_until_granted(
@@ -279,24 +284,34 @@ impl FileBackend {
                     if next { NEXT_MAX_BACKOFF } else { MAX_BACKOFF },
                 ),
                 Attempt::Queued => (None, MAX_BACKOFF),
+                Attempt::Refused { theirs } => {
+                    // `theirs` is not the limit asked for: this is the error.
+                    let asked = claim.access.unwrap_or(Access::Write);
+                    check_limit_agrees(name, asked, &[Access::Permit(theirs)])?;
+                    (None, MAX_BACKOFF)
+                }
             };
             let now = Instant::now();
             let dir = self.config.dir.display();
+            let what = match claim.access {
+                Some(access) => access.describe(name),
+                None => format!("lock {name}"),
+            };
             if options.wait == Wait::No {
                 return Err(Error::would_block(match remaining {
                     Some(ms) => format!(
-                        "lock {name} is held by another holder (file backend, {dir}); its lease \
+                        "{what} is held by another holder (file backend, {dir}); its lease \
                          runs for up to {ms} ms more unless renewed"
                     ),
                     None => format!(
-                        "lock {name} is free but it is the turn of a waiter that came first \
+                        "{what} is free but it is the turn of a waiter that came first \
                          (file backend, {dir}); wait for it instead of trying once"
                     ),
                 }));
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::timeout(format!(
-                    "lock {name} still held by another holder (or promised to an earlier \
+                    "{what} still held by another holder (or promised to an earlier \
                      waiter) after waiting {:?} (file backend, {dir})",
                     now - start
                 )));
@@ -366,7 +381,27 @@ impl LockBackend for FileBackend {
     /// taken the lock, a background task releases it at once (the TTL is the
     /// backstop if the process exits first).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, None).await
+        self.acquire_in(Space::Lock, name, options, None, None)
+            .await
+    }
+
+    /// Acquires a permit of the semaphore `name`, or a side of the
+    /// read-write lock `name`, polling while the grants and the waiters
+    /// ahead of it keep it out. Its record is in a space of its own.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](LockBackend::acquire): a dropped waiter's queue place
+    /// is removed in the background (and lapses in 400 ms anyway), and an
+    /// attempt in flight that turns out to have been granted is released.
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        self.acquire_in(Space::of(access), name, options, None, Some(access))
+            .await
     }
 
     /// The holder and waiters of `name`'s lock (or of its election, if only

@@ -69,6 +69,15 @@ fn boot_id() -> Option<&'static str> {
     .as_deref()
 }
 
+/// `ms` on both clocks of one boot: the instants unit tests decide at.
+#[cfg(test)]
+pub(crate) fn test_at(ms: u64) -> Now {
+    Now {
+        wall_ms: ms,
+        boot: Some(BootNow { id: "boot", ms }),
+    }
+}
+
 /// A TTL in whole milliseconds, rounded up and at least 1.
 pub(crate) use lock_core::raw::lease_millis as ttl_ms;
 

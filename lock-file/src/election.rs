@@ -48,7 +48,7 @@ impl ElectionBackend for FileBackend {
     /// cancelled campaign leaves nothing behind.
     async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
         let value = Some(bid.value.clone());
-        let guard = self.acquire_in(Space::Election, name, &bid.options, value);
+        let guard = self.acquire_in(Space::Election, name, &bid.options, value, None);
         Ok(Leadership::new(guard.await?, bid.value))
     }
 

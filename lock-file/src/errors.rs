@@ -34,22 +34,23 @@ pub(crate) fn io_error(e: io::Error, op: &str, name: &LockName, path: &Path) -> 
     Error::backend(message).with_source(e)
 }
 
-/// The error for an operation on a lock that is no longer ours.
-pub(crate) fn gone_error(gone: Gone, op: &str, name: &LockName, token: u64) -> Error {
+/// The error for an operation on a grant that is no longer ours; `kind`
+/// says what `name` is (`lock`, `semaphore`, `read-write lock`).
+pub(crate) fn gone_error(gone: Gone, op: &str, kind: &str, name: &LockName, token: u64) -> Error {
     match gone {
         Gone::Expired => Error::lease_lost(format!(
-            "file backend: cannot {op} lock {name} (token {token}): its lease ran out or was \
+            "file backend: cannot {op} {kind} {name} (token {token}): its lease ran out or was \
              ended from outside; acquire it again"
         )),
         Gone::TakenOver => Error::lease_lost(format!(
-            "file backend: cannot {op} lock {name} (token {token}): another holder took it over \
+            "file backend: cannot {op} {kind} {name} (token {token}): another holder took it over \
              after our lease ran out"
         )),
         Gone::Released => Error::not_held(format!(
-            "file backend: cannot {op} lock {name} (token {token}): it was already released"
+            "file backend: cannot {op} {kind} {name} (token {token}): it was already released"
         )),
         Gone::Revoked => Error::lease_lost(format!(
-            "file backend: cannot {op} lock {name} (token {token}): it was broken by an \
+            "file backend: cannot {op} {kind} {name} (token {token}): it was broken by an \
              operator (force_release); acquire it again"
         )),
     }

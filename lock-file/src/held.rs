@@ -36,7 +36,7 @@ impl FileLease {
         if gone == Gone::Revoked {
             self.notifier.fire(LostReason::Revoked);
         }
-        gone_error(gone, op, &self.name, self.token)
+        gone_error(gone, op, self.space.kind(), &self.name, self.token)
     }
 }
 

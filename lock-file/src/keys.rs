@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lock_core::LockName;
+use lock_core::access::{Access, SharedSpace};
 
 use crate::case::Case;
 
@@ -22,20 +23,58 @@ use crate::case::Case;
 /// with room for the `.lock` / `.rec.tmp` suffixes).
 const SEGMENT: usize = 200;
 
-/// Locks and elections live in separate key spaces (sub-directories).
+/// Locks, elections, semaphores and read-write locks live in separate key
+/// spaces (sub-directories): the semaphore `jobs` is not the lock `jobs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Space {
     Lock,
     Election,
+    Semaphore,
+    RwLock,
 }
 
 impl Space {
-    pub(crate) const ALL: [Space; 2] = [Space::Lock, Space::Election];
+    /// Every space, as `list` walks them.
+    pub(crate) const ALL: [Space; 4] = [
+        Space::Lock,
+        Space::Election,
+        Space::Semaphore,
+        Space::RwLock,
+    ];
+
+    /// The spaces whose records have one holder ([`crate::record`]), the
+    /// ones operators inspect and break.
+    pub(crate) const SINGLE: [Space; 2] = [Space::Lock, Space::Election];
+
+    /// The space of a semaphore permit or a side of a read-write lock.
+    pub(crate) fn of(access: Access) -> Space {
+        match access.space() {
+            SharedSpace::Semaphore => Space::Semaphore,
+            SharedSpace::RwLock => Space::RwLock,
+        }
+    }
+
+    /// Whether its records hold many grants at once ([`crate::shares`]).
+    pub(crate) fn is_shared(self) -> bool {
+        matches!(self, Space::Semaphore | Space::RwLock)
+    }
+
+    /// What a name in this space is, for messages (an election's
+    /// leadership is a lock).
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Space::Lock | Space::Election => "lock",
+            Space::Semaphore => "semaphore",
+            Space::RwLock => "read-write lock",
+        }
+    }
 
     pub(crate) fn dir(self) -> &'static str {
         match self {
             Space::Lock => "locks",
             Space::Election => "elections",
+            Space::Semaphore => "semaphores",
+            Space::RwLock => "rwlocks",
         }
     }
 }
@@ -43,6 +82,8 @@ impl Space {
 /// The files of one lock name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct LockPaths {
+    /// The space they are in, which says what their record holds.
+    pub(crate) space: Space,
     /// Locked with `flock` around every read-modify-write; never replaced.
     pub(crate) lock: PathBuf,
     /// The record: holder, lease deadline, fencing counter, election value.
@@ -82,6 +123,7 @@ fn files(root: &Path, space: Space, escaped: &str) -> LockPaths {
         dir.push(parent);
     }
     LockPaths {
+        space,
         lock: dir.join(format!("{last}.lock")),
         record: dir.join(format!("{last}.rec")),
         tmp: dir.join(format!("{last}.rec.tmp")),
@@ -265,7 +307,9 @@ mod tests {
     fn spaces_do_not_share_files() {
         let name = LockName::new("x").unwrap();
         let lock = LockPaths::new(Path::new("/r"), Space::Lock, &name, Case::Sensitive);
-        let election = LockPaths::new(Path::new("/r"), Space::Election, &name, Case::Sensitive);
-        assert_ne!(lock.record, election.record);
+        let others = [Space::Election, Space::Semaphore, Space::RwLock]
+            .map(|space| LockPaths::new(Path::new("/r"), space, &name, Case::Sensitive).record);
+        assert!(!others.contains(&lock.record), "{others:?}");
+        assert!(others[1..].iter().all(|r| *r != others[0]) && others[1] != others[2]);
     }
 }

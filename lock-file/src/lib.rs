@@ -14,7 +14,9 @@ mod keys;
 mod place;
 mod queue;
 mod record;
+mod shares;
 mod store;
+mod stored_access;
 mod wakeups;
 
 pub use backend::FileBackend;

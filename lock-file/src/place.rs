@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LockName, Result};
+use lock_core::{Access, LockName, Result};
 use tokio::time::Instant;
 
 use crate::backend::FileBackend;
@@ -22,6 +22,8 @@ pub(crate) struct Place {
     holder: String,
     /// How the waiter is described to operators.
     description: Option<String>,
+    /// What it waits for, in the shared spaces.
+    access: Option<Access>,
     request_timeout: Duration,
     /// When the place was last taken or renewed; `None` while it has none.
     renewed: Option<Instant>,
@@ -33,11 +35,13 @@ impl Place {
         paths: &LockPaths,
         holder: &str,
         description: Option<String>,
+        access: Option<Access>,
     ) -> Self {
         Place {
             paths: paths.clone(),
             holder: holder.to_owned(),
             description,
+            access,
             request_timeout: backend.config().request_timeout,
             renewed: None,
         }
@@ -55,11 +59,11 @@ impl Place {
         limit: Duration,
     ) -> Result<()> {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
-        let description = self.description.clone();
+        let (description, access) = (self.description.clone(), self.access);
         let at = Instant::now();
         backend
             .blocking_within(limit, "queue for", name, &self.paths.queue, move |bound| {
-                store::enroll(&paths, &holder, description.as_deref(), bound)
+                store::enroll(&paths, &holder, description.as_deref(), access, bound)
             })
             .await?;
         self.renewed = Some(at);

@@ -19,11 +19,13 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::time::Duration;
 
+use lock_core::Access;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
 use crate::keys::LockPaths;
 use crate::record::{Deadline, cut_to};
+use crate::stored_access::StoredAccess;
 
 /// How long a waiter keeps its place without renewing it.
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(400);
@@ -46,6 +48,9 @@ struct Entry {
     /// Who waits, for operators (the description it will hold the lock with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     description: Option<String>,
+    /// What it waits for, in the queues of semaphores and read-write locks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    access: Option<StoredAccess>,
 }
 
 /// One waiter as an operator sees it.
@@ -94,8 +99,26 @@ impl Queue {
         self.waiters.first().is_none_or(|e| e.id == id)
     }
 
-    /// Enrolls `id` at the back, or renews its place if it has one.
-    pub(crate) fn enroll(&mut self, id: &str, description: Option<&str>, now: &Now) {
+    /// What the waiters ahead of `id` wait for, first come first (all of
+    /// them if `id` is not queued). A waiter enrolled without an access (a
+    /// lock's) counts as a writer.
+    pub(crate) fn ahead_of(&self, id: &str) -> Vec<Access> {
+        let position = self.waiters.iter().position(|e| e.id == id);
+        self.waiters[..position.unwrap_or(self.waiters.len())]
+            .iter()
+            .map(|e| e.access.map_or(Access::Write, |a| a.0))
+            .collect()
+    }
+
+    /// Enrolls `id` at the back, waiting for `access` (`None` for a lock or
+    /// an election), or renews its place if it has one.
+    pub(crate) fn enroll(
+        &mut self,
+        id: &str,
+        description: Option<&str>,
+        access: Option<Access>,
+        now: &Now,
+    ) {
         let lease_ms = u64::try_from(ENTRY_LEASE.as_millis()).unwrap_or(u64::MAX);
         let lease = Deadline::after(now, lease_ms);
         match self.waiters.iter_mut().find(|e| e.id == id) {
@@ -104,6 +127,7 @@ impl Queue {
                 id: id.to_owned(),
                 lease,
                 description: description.map(str::to_owned),
+                access: access.map(StoredAccess),
             }),
         }
     }
@@ -130,28 +154,32 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::BootNow;
-
-    fn at(ms: u64) -> Now {
-        Now {
-            wall_ms: ms,
-            boot: Some(BootNow { id: "boot", ms }),
-        }
-    }
+    use crate::clock::test_at as at;
 
     #[test]
     fn first_come_first_served_and_lapsed_places_are_dropped() {
         let mut queue = Queue::default();
         assert!(queue.turn_of("anyone"));
-        queue.enroll("a", None, &at(0));
-        queue.enroll("b", None, &at(10));
-        queue.enroll("a", None, &at(20));
+        queue.enroll("a", None, None, &at(0));
+        queue.enroll("b", None, None, &at(10));
+        queue.enroll("a", None, None, &at(20));
         assert!(queue.turn_of("a") && !queue.turn_of("b"));
         // a stops renewing; b renews; a's place lapses.
-        queue.enroll("b", None, &at(300));
+        queue.enroll("b", None, None, &at(300));
         assert!(queue.prune(&at(420)));
         assert!(queue.turn_of("b"));
         assert!(queue.leave("b") && !queue.leave("b"));
         assert!(queue.turn_of("c"));
+    }
+
+    #[test]
+    fn waiters_ahead_are_read_with_their_access() {
+        let mut queue = Queue::default();
+        queue.enroll("r", None, Some(Access::Read), &at(0));
+        queue.enroll("w", None, Some(Access::Write), &at(0));
+        queue.enroll("l", None, None, &at(0));
+        assert_eq!(queue.ahead_of("r"), vec![]);
+        assert_eq!(queue.ahead_of("l"), vec![Access::Read, Access::Write]);
+        assert_eq!(queue.ahead_of("new").len(), 3);
     }
 }

@@ -10,6 +10,7 @@ use std::fs::{self, File};
 use std::io::{self, Write as _};
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
@@ -176,7 +177,7 @@ pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
         return Ok(record);
     }
     let token = match &paths.legacy_record {
-        Some(legacy) => read_file(legacy)?.map_or(0, |r| r.token),
+        Some(legacy) => read_file::<Record>(legacy)?.map_or(0, |r| r.token),
         None => 0,
     };
     Ok(Record {
@@ -185,7 +186,9 @@ pub(crate) fn read(paths: &LockPaths) -> io::Result<Record> {
     })
 }
 
-fn read_file(path: &Path) -> io::Result<Option<Record>> {
+/// Reads the record file at `path` (a [`Record`] or, in the shared spaces, a
+/// [`SharedRecord`](crate::shares::SharedRecord)); `None` if there is none.
+pub(crate) fn read_file<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
     match fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             io::Error::new(
@@ -202,8 +205,9 @@ fn read_file(path: &Path) -> io::Result<Option<Record>> {
     }
 }
 
-/// Replaces the record atomically. Call only while holding the `flock`.
-pub(crate) fn write(paths: &LockPaths, record: &Record, fsync: bool) -> io::Result<()> {
+/// Replaces the record (of either kind) atomically. Call only while holding
+/// the `flock`.
+pub(crate) fn write(paths: &LockPaths, record: &impl Serialize, fsync: bool) -> io::Result<()> {
     let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
     let mut tmp = File::create(&paths.tmp)?;
     tmp.write_all(&bytes)?;

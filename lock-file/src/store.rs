@@ -10,11 +10,16 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 
+use lock_core::Access;
+use lock_core::access::Permits;
+use serde::Serialize;
+
 use crate::clock::{self, Now};
 use crate::flock::{self, Bound};
 use crate::keys::LockPaths;
 use crate::queue::Queue;
 use crate::record::{self, Record};
+use crate::shares::{ShareClaim, SharedRecord};
 
 /// What an acquisition attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,10 +27,13 @@ pub(crate) enum Attempt {
     /// The lock is ours, with this fencing token.
     Granted { token: u64 },
     /// Someone else's lease runs for this many more milliseconds; `next`
-    /// if the caller is first among the waiters (or nobody waits).
+    /// if only holders stand before the caller (it is first among the
+    /// waiters, or nobody waits).
     Held { remaining_ms: u64, next: bool },
     /// The lock is free, but it is an earlier waiter's turn.
     Queued,
+    /// A permit ahead is of a semaphore with this other limit.
+    Refused { theirs: Permits },
 }
 
 /// Why an operation on a held lock did nothing.
@@ -41,14 +49,51 @@ pub(crate) enum Gone {
     Revoked,
 }
 
-fn gone(record: &Record, holder: &str, now: &Now) -> Gone {
-    if record.was_revoked(holder, now) {
-        return Gone::Revoked;
+/// What the transactions here need of a record, of either kind: a lock's
+/// or an election's ([`Record`], one holder) or a semaphore's or a
+/// read-write lock's ([`SharedRecord`], many).
+trait Holdings: Serialize + Sized {
+    fn read(paths: &LockPaths) -> io::Result<Self>;
+    /// Whether `holder` holds a running lease at `now`.
+    fn holds(&self, holder: &str, now: &Now) -> bool;
+    /// Why `holder`, which does not hold a running lease, has none.
+    fn gone(&self, holder: &str, now: &Now) -> Gone;
+}
+
+impl Holdings for Record {
+    fn read(paths: &LockPaths) -> io::Result<Self> {
+        record::read(paths)
     }
-    match record.holder.as_deref() {
-        Some(h) if h == holder => Gone::Expired,
-        Some(_) => Gone::TakenOver,
-        None => Gone::Released,
+
+    fn holds(&self, holder: &str, now: &Now) -> bool {
+        self.is_held_by(holder, now)
+    }
+
+    fn gone(&self, holder: &str, now: &Now) -> Gone {
+        if self.was_revoked(holder, now) {
+            return Gone::Revoked;
+        }
+        match self.holder.as_deref() {
+            Some(h) if h == holder => Gone::Expired,
+            Some(_) => Gone::TakenOver,
+            None => Gone::Released,
+        }
+    }
+}
+
+impl Holdings for SharedRecord {
+    fn read(paths: &LockPaths) -> io::Result<Self> {
+        SharedRecord::read(paths)
+    }
+
+    fn holds(&self, holder: &str, now: &Now) -> bool {
+        self.live_share(holder, now).is_some()
+    }
+
+    /// A grant that ran out stays in the record until the next grant drops
+    /// it; either way its lease ended, which is what it learns.
+    fn gone(&self, _holder: &str, _now: &Now) -> Gone {
+        Gone::Expired
     }
 }
 
@@ -72,14 +117,14 @@ fn open_lock_file(paths: &LockPaths) -> io::Result<File> {
 
 /// Runs `decide` on the record under the `flock`, writing the record back
 /// if it returns `true` as its second value.
-fn transact<T>(
+fn transact<R: Holdings, T>(
     paths: &LockPaths,
     fsync: bool,
     bound: &Bound,
-    decide: impl FnOnce(&mut Record, &Now) -> (T, bool),
+    decide: impl FnOnce(&mut R, &Now) -> (T, bool),
 ) -> io::Result<T> {
     locked(paths, bound, || {
-        let mut record = record::read(paths)?;
+        let mut record = R::read(paths)?;
         let (out, changed) = decide(&mut record, &clock::now());
         if changed {
             record::write(paths, &record, fsync)?;
@@ -104,21 +149,25 @@ fn held(record: &Record, now: &Now, next: bool) -> Option<Attempt> {
     })
 }
 
-/// Takes the lock for `holder` if it is free or its lease ran out, and it
-/// is `holder`'s turn in the waiters' [`Queue`] (nobody waits, or `holder`
-/// is first); a granted waiter leaves the queue.
-///
-/// A lock that is held, or free but not `holder`'s turn, is seen from plain
-/// reads (records and queues are replaced atomically), so a waiter's poll
-/// takes no `flock`: a waiter stopped mid-poll blocks no one.
 /// What a grant stores besides the holder id: the election value and the
-/// holder's description.
+/// holder's description; for a semaphore or a read-write lock, the access
+/// asked for.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Claim {
     pub(crate) value: Option<Vec<u8>>,
     pub(crate) description: Option<String>,
+    pub(crate) access: Option<Access>,
 }
 
+/// Takes the lock for `holder` if it is free or its lease ran out, and it
+/// is `holder`'s turn in the waiters' [`Queue`] (nobody waits, or `holder`
+/// is first); a granted waiter leaves the queue. In the shared spaces, the
+/// permit or side of a read-write lock in `claim.access`, if the grants and
+/// the waiters ahead let it in ([`SharedRecord::verdict`]).
+///
+/// A lock that is held, or free but not `holder`'s turn, is seen from plain
+/// reads (records and queues are replaced atomically), so a waiter's poll
+/// takes no `flock`: a waiter stopped mid-poll blocks no one.
 pub(crate) fn try_acquire(
     paths: &LockPaths,
     holder: &str,
@@ -127,43 +176,80 @@ pub(crate) fn try_acquire(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Attempt> {
+    let Claim {
+        value,
+        description,
+        access,
+    } = claim;
+    let Some(access) = access else {
+        let verdict = |record: &Record, queue: &Queue, now: &Now| {
+            let next = queue.turn_of(holder);
+            match held(record, now, next) {
+                Some(held) => Err(held),
+                None if !next => Err(Attempt::Queued),
+                None => Ok(()),
+            }
+        };
+        return claim_turn(paths, holder, fsync, bound, verdict, |record, now| {
+            let token = record.token + 1;
+            *record = Record {
+                holder: Some(holder.to_owned()),
+                token,
+                value,
+                description,
+                acquired_ms: Some(now.wall_ms),
+                revoked: record.live_revocations(now),
+                ..Record::default()
+            };
+            record.set_deadline(now, ttl_ms);
+            token
+        });
+    };
+    let verdict = |record: &SharedRecord, queue: &Queue, now: &Now| {
+        record.verdict(holder, access, queue, now)
+    };
+    let claim = ShareClaim {
+        access,
+        ttl_ms,
+        description,
+    };
+    claim_turn(paths, holder, fsync, bound, verdict, |record, now| {
+        record.grant(holder, claim, now)
+    })
+}
+
+/// Grants `holder` the record if `verdict` lets it in, first from plain
+/// reads, then again under the `flock`: `grant` changes the record and
+/// returns the token, and the winner leaves the queue.
+fn claim_turn<R: Holdings>(
+    paths: &LockPaths,
+    holder: &str,
+    fsync: bool,
+    bound: &Bound,
+    verdict: impl Fn(&R, &Queue, &Now) -> Result<(), Attempt>,
+    grant: impl FnOnce(&mut R, &Now) -> u64,
+) -> io::Result<Attempt> {
     // Without the `flock`: a held lock, or one that is an earlier waiter's
     // turn, needs no transaction (and leaves the `flock` to that waiter).
-    let record = record::read(paths)?;
+    let record = R::read(paths)?;
     let mut queue = Queue::read(paths)?;
     let now = clock::now();
     queue.prune(&now);
-    if let Some(held) = held(&record, &now, queue.turn_of(holder)) {
-        return Ok(held);
-    }
-    if !queue.turn_of(holder) {
-        return Ok(Attempt::Queued);
+    if let Err(attempt) = verdict(&record, &queue, &now) {
+        return Ok(attempt);
     }
     locked(paths, bound, || {
-        let mut record = record::read(paths)?;
+        let mut record = R::read(paths)?;
         let now = clock::now();
         let mut queue = Queue::read(paths)?;
-        if let Some(held) = held(&record, &now, queue.turn_of(holder)) {
-            return Ok(held);
-        }
         let pruned = queue.prune(&now);
-        if !queue.turn_of(holder) {
+        if let Err(attempt) = verdict(&record, &queue, &now) {
             if pruned {
                 queue.write(paths)?;
             }
-            return Ok(Attempt::Queued);
+            return Ok(attempt);
         }
-        let token = record.token + 1;
-        record = Record {
-            holder: Some(holder.to_owned()),
-            token,
-            value: claim.value,
-            description: claim.description,
-            acquired_ms: Some(now.wall_ms),
-            revoked: record.live_revocations(&now),
-            ..Record::default()
-        };
-        record.set_deadline(&now, ttl_ms);
+        let token = grant(&mut record, &now);
         record::write(paths, &record, fsync)?;
         if queue.leave(holder) || pruned {
             queue.write(paths)?;
@@ -172,19 +258,20 @@ pub(crate) fn try_acquire(
     })
 }
 
-/// Enrolls `holder` (described as `description`) as a waiter on the lock,
-/// or renews its place.
+/// Enrolls `holder` (described as `description`, waiting for `access` in
+/// the shared spaces) as a waiter on the lock, or renews its place.
 pub(crate) fn enroll(
     paths: &LockPaths,
     holder: &str,
     description: Option<&str>,
+    access: Option<Access>,
     bound: &Bound,
 ) -> io::Result<()> {
     locked(paths, bound, || {
         let now = clock::now();
         let mut queue = Queue::read(paths)?;
         queue.prune(&now);
-        queue.enroll(holder, description, &now);
+        queue.enroll(holder, description, access, &now);
         queue.write(paths)
     })
 }
@@ -202,25 +289,43 @@ pub(crate) fn leave(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Resul
 
 /// Changes the record with `change` if `holder`'s lease is still running;
 /// otherwise touches nothing and says who has it now.
-fn while_held(
+fn while_held<R: Holdings>(
     paths: &LockPaths,
     holder: &str,
     fsync: bool,
     bound: &Bound,
-    change: impl FnOnce(&mut Record, &Now),
+    change: impl FnOnce(&mut R, &Now),
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, bound, |record, now| {
-        if record.is_held_by(holder, now) {
+    transact(paths, fsync, bound, |record: &mut R, now| {
+        if record.holds(holder, now) {
             change(record, now);
             (Ok(()), true)
         } else {
-            (Err(gone(record, holder, now)), false)
+            (Err(record.gone(holder, now)), false)
         }
     })
 }
 
-/// Extends `holder`'s running lease. A lease that already ran out is never
-/// revived: the lock may have looked free to someone in the meantime.
+/// Changes `holder`'s grant with `shared` in the shared spaces, else its
+/// lock's record with `single`, if its lease is still running.
+fn while_holding(
+    paths: &LockPaths,
+    holder: &str,
+    fsync: bool,
+    bound: &Bound,
+    shared: impl FnOnce(&mut SharedRecord, &Now),
+    single: impl FnOnce(&mut Record, &Now),
+) -> io::Result<Result<(), Gone>> {
+    if paths.space.is_shared() {
+        while_held(paths, holder, fsync, bound, shared)
+    } else {
+        while_held(paths, holder, fsync, bound, single)
+    }
+}
+
+/// Extends `holder`'s running lease (its grant's, in the shared spaces). A
+/// lease that already ran out is never revived: the lock may have looked
+/// free to someone in the meantime.
 pub(crate) fn renew(
     paths: &LockPaths,
     holder: &str,
@@ -228,19 +333,32 @@ pub(crate) fn renew(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    while_held(paths, holder, fsync, bound, |record, now| {
-        record.set_deadline(now, ttl_ms);
-    })
+    while_holding(
+        paths,
+        holder,
+        fsync,
+        bound,
+        |record, now| record.renew(holder, now, ttl_ms),
+        |record, now| record.set_deadline(now, ttl_ms),
+    )
 }
 
-/// Frees the lock if `holder`'s lease is still running; otherwise touches nothing.
+/// Frees the lock (drops `holder`'s grant, in the shared spaces) if
+/// `holder`'s lease is still running; otherwise touches nothing.
 pub(crate) fn release(
     paths: &LockPaths,
     holder: &str,
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    while_held(paths, holder, fsync, bound, |record, _| record.free())
+    while_holding(
+        paths,
+        holder,
+        fsync,
+        bound,
+        |record, _| record.remove(holder),
+        |record, _| record.free(),
+    )
 }
 
 /// Evicts whoever holds the lock now (an operator breaking it): frees it,
@@ -254,7 +372,7 @@ pub(crate) fn force_release(
     if !paths.lock.exists() {
         return Ok(None);
     }
-    transact(paths, fsync, bound, |record, now| {
+    transact(paths, fsync, bound, |record: &mut Record, now| {
         let evicted = record.revoke(now);
         let changed = evicted.is_some();
         (evicted, changed)
@@ -269,7 +387,7 @@ pub(crate) fn proclaim(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    while_held(paths, holder, fsync, bound, |record, _| {
+    while_held(paths, holder, fsync, bound, |record: &mut Record, _| {
         record.value = Some(value);
     })
 }
@@ -281,7 +399,7 @@ pub(crate) fn expire(paths: &LockPaths, fsync: bool, bound: &Bound) -> io::Resul
     if !paths.lock.exists() {
         return Ok(false);
     }
-    transact(paths, fsync, bound, |record, now| {
+    transact(paths, fsync, bound, |record: &mut Record, now| {
         if record.live_holder(now).is_some() {
             record.end_lease();
             (true, true)
@@ -377,6 +495,7 @@ mod tests {
         let claim = Claim {
             value: None,
             description: Some("stuck".into()),
+            access: None,
         };
         assert_eq!(
             try_acquire(&p, "x", 60_000, claim, false, &b()).unwrap(),
@@ -404,6 +523,35 @@ mod tests {
         );
         assert_eq!(release(&p, "x", false, &b()).unwrap(), Err(Gone::Revoked));
         assert!(read(&p).unwrap().is_held_by("y", &clock::now()));
+    }
+
+    #[test]
+    fn shared_grants_renew_and_release_only_their_own_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = LockName::new("pool").unwrap();
+        let p = LockPaths::new(dir.path(), Space::Semaphore, &name, Case::Sensitive);
+        let permit = |ttl_ms, holder| {
+            let claim = Claim {
+                access: Some(Access::permit(2).unwrap()),
+                ..Claim::default()
+            };
+            try_acquire(&p, holder, ttl_ms, claim, false, &b()).unwrap()
+        };
+        assert_eq!(permit(60_000, "x"), Attempt::Granted { token: 1 });
+        assert_eq!(permit(1, "y"), Attempt::Granted { token: 2 });
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // y's lease ran out: it is never revived, and frees its permit.
+        assert_eq!(
+            renew(&p, "y", 60_000, false, &b()).unwrap(),
+            Err(Gone::Expired)
+        );
+        assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::Expired));
+        assert_eq!(release(&p, "z", false, &b()).unwrap(), Err(Gone::Expired));
+        assert_eq!(permit(60_000, "z"), Attempt::Granted { token: 3 });
+        assert!(matches!(permit(60_000, "w"), Attempt::Held { .. }));
+        assert_eq!(renew(&p, "x", 60_000, false, &b()).unwrap(), Ok(()));
+        assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
+        assert_eq!(permit(60_000, "w"), Attempt::Granted { token: 4 });
     }
 
     #[test]

@@ -8,6 +8,8 @@ use tokio::time::Instant;
 use lock_core::{ErrorKind, LockBackendExt};
 use lock_file::{FileBackend, FileConfig};
 
+#[path = "support/helper_process.rs"]
+mod helper_process;
 mod support;
 
 async fn backend(dir: &std::path::Path) -> FileBackend {
@@ -85,98 +87,19 @@ async fn cancelled_attempts_never_leave_the_lock_taken() {
     guard.release().await.unwrap();
 }
 
-/// Helper processes: this test binary run again with [`HELPER_ENV`] set to
-/// a task, so a test can put another OS process on the same lock files.
+/// The helper processes of these tests: holding a record's OS lock, and
+/// contending for a lock.
 mod helper {
     use std::path::Path;
-    use std::process::Stdio;
     use std::time::Duration;
 
-    use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-    use tokio::process::{Child, ChildStdout, Command};
+    pub(crate) use crate::helper_process::{HELPER_ENV, Helper};
 
-    pub(crate) const HELPER_ENV: &str = "LOCK_FILE_TEST_HELPER";
-
-    /// A running helper process; killed when dropped.
-    pub(crate) struct Helper {
-        child: Child,
-        lines: Lines<BufReader<ChildStdout>>,
-    }
-
-    impl Helper {
-        /// Starts `task` (`"flock <path>"`, ...) in a new process.
-        pub(crate) fn start(task: &str) -> Helper {
-            let exe = std::env::current_exe().expect("path of this test binary");
-            let mut child = Command::new(exe)
-                .args([
-                    "--exact",
-                    "helper_process",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(HELPER_ENV, task)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("start a helper process (this test binary)");
-            let stdout = child.stdout.take().expect("piped stdout");
-            Helper {
-                child,
-                lines: BufReader::new(stdout).lines(),
-            }
-        }
-
-        /// Starts a helper that holds the OS lock on `path` until stopped.
-        pub(crate) async fn flock(path: &Path) -> Helper {
-            let mut helper = Helper::start(&format!("flock {}", path.display()));
-            helper.expect_line("held", Duration::from_secs(10)).await;
-            helper
-        }
-
-        /// Waits for the helper to print `line` (other output is skipped).
-        pub(crate) async fn expect_line(&mut self, line: &str, within: Duration) {
-            let found = tokio::time::timeout(within, async {
-                while let Some(got) = self.lines.next_line().await.expect("helper stdout") {
-                    if got.trim() == line {
-                        return true;
-                    }
-                }
-                false
-            })
-            .await;
-            assert_eq!(found, Ok(true), "helper never printed {line:?}");
-        }
-
-        /// Writes `line` to the helper's stdin.
-        pub(crate) async fn send(&mut self, line: &str) {
-            use tokio::io::AsyncWriteExt as _;
-            let stdin = self.child.stdin.as_mut().expect("piped stdin");
-            stdin
-                .write_all(format!("{line}\n").as_bytes())
-                .await
-                .unwrap();
-            stdin.flush().await.unwrap();
-        }
-
-        /// The rest of the next line the helper prints after `prefix`.
-        pub(crate) async fn line_after(&mut self, prefix: &str, within: Duration) -> String {
-            tokio::time::timeout(within, async {
-                while let Some(got) = self.lines.next_line().await.expect("helper stdout") {
-                    if let Some(rest) = got.trim().strip_prefix(prefix) {
-                        return rest.to_owned();
-                    }
-                }
-                panic!("the helper exited without printing {prefix:?}");
-            })
-            .await
-            .unwrap_or_else(|_| panic!("the helper printed no {prefix:?} within {within:?}"))
-        }
-
-        /// Kills the helper and waits until it is gone.
-        pub(crate) async fn stop(mut self) {
-            self.child.kill().await.expect("kill the helper");
-        }
+    /// Starts a helper that holds the OS lock on `path` until stopped.
+    pub(crate) async fn flock(path: &Path) -> Helper {
+        let mut helper = Helper::start(&format!("flock {}", path.display()));
+        helper.expect_line("held", Duration::from_secs(10)).await;
+        helper
     }
 
     /// What a helper process does, by task.
@@ -299,7 +222,7 @@ fn a_process_stuck_inside_a_transaction_delays_no_one_past_their_bounds() {
         let a = FileBackend::connect(config.clone()).await.unwrap();
         let b = FileBackend::connect(config).await.unwrap();
         let holder = a.lock("stuck").await.unwrap();
-        let helper = helper::Helper::flock(&dir.path().join("locks/stuck.lock")).await;
+        let helper = helper::flock(&dir.path().join("locks/stuck.lock")).await;
         let stuck_since = Instant::now();
 
         // The holder cannot renew, and learns it lost the lock within its TTL.
@@ -381,7 +304,7 @@ async fn a_queued_waiter_gives_up_within_its_wait_while_the_os_lock_is_stuck() {
     })
     .await
     .expect("the waiter never queued");
-    let helper = helper::Helper::flock(&dir.path().join("locks/queued.lock")).await;
+    let helper = helper::flock(&dir.path().join("locks/queued.lock")).await;
     let (result, waited) = waiter.await.unwrap();
     let err = result.expect_err("the lock was held throughout");
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
@@ -470,11 +393,7 @@ async fn waiters_in_other_processes_are_not_starved() {
     }
     let mut counts = Vec::new();
     for helper in &mut helpers {
-        let count: u64 = helper
-            .line_after("count ", Duration::from_secs(10))
-            .await
-            .parse()
-            .unwrap();
+        let count: u64 = helper.value_after("count ", Duration::from_secs(10)).await;
         counts.push(count);
     }
     let total: u64 = counts.iter().sum();

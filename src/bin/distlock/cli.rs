@@ -72,6 +72,12 @@ pub(crate) enum Command {
     /// DISTLOCK_KEY (the lock's key, node or file on the backend) and
     /// DISTLOCK_URL (the backend's URL, any password masked); the rest of
     /// distlock's environment is passed on unchanged.
+    ///
+    /// With --permits N it holds one of N permits of the semaphore NAME
+    /// instead, with --shared the read side and with --exclusive the write
+    /// side of the read-write lock NAME: a semaphore, a read-write lock and
+    /// the mutex of one NAME are independent. A backend without semaphores
+    /// or read-write locks refuses them (exit 64).
     #[command(after_help = exit::help(Topic::Run))]
     Run(RunArgs),
     /// Campaign for leadership and hold it until signalled, or follow the leaders.
@@ -99,7 +105,8 @@ pub(crate) enum Command {
     #[command(after_help = exit::help(Topic::Status))]
     Status(StatusArgs),
     /// List the locks and elections held or waited for, one per line
-    /// (kind, name, holder's token, waiters).
+    /// (kind, name, holder's token, waiters); also the semaphores and
+    /// read-write locks, on backends that report them.
     #[command(after_help = exit::help(Topic::Ls))]
     Ls(LsArgs),
     /// Break a lock whose holder is stuck: remove the holder and print the
@@ -166,7 +173,25 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) grace: Option<Duration>,
 
-    /// The lock's name.
+    /// Hold one of N permits of the semaphore NAME instead of the lock
+    /// NAME: up to N commands run at once. The semaphore NAME is not the
+    /// mutex NAME; every holder must give the same N.
+    #[arg(long, value_name = "N", conflicts_with_all = ["shared", "exclusive"])]
+    pub(crate) permits: Option<u32>,
+
+    /// Hold the read side of the read-write lock NAME (not the mutex NAME):
+    /// runs alongside other --shared holders, never with an --exclusive one.
+    #[arg(long, conflicts_with = "exclusive")]
+    pub(crate) shared: bool,
+
+    /// Hold the write side of the read-write lock NAME (not the mutex
+    /// NAME): runs alone, after the --shared holders ahead of it; --shared
+    /// holders that come after it wait for it.
+    #[arg(long)]
+    pub(crate) exclusive: bool,
+
+    /// The lock's name (the semaphore's with --permits, the read-write
+    /// lock's with --shared or --exclusive).
     pub(crate) name: String,
 
     /// Words after NAME without a `--` before them: taken only to say where

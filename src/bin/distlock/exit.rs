@@ -86,7 +86,9 @@ const CODES: &[(&[Topic], &str)] = &[
     (
         &[Run],
         "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`",
+         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`,
+         --permits 0, --permits/--shared/--exclusive together, a semaphore limit
+         other than its holders', no semaphores or read-write locks on the backend",
     ),
     (
         &[Elect],

@@ -5,7 +5,7 @@ use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use distlock::{
-    AcquireOptions, Backend, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait,
+    Access, AcquireOptions, Backend, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait,
 };
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{Signal as UnixSignal, SignalKind, signal};
@@ -47,6 +47,12 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
         check_ttl_arg(ttl)?;
         check_grace(args.grace, ttl)?;
     }
+    let access = access_of(&args)?;
+    // What is held, for messages: `lock NAME`, `a permit of semaphore NAME (limit N)`, ...
+    let what = match access {
+        Some(access) => access.describe(&name),
+        None => format!("lock {name}"),
+    };
     let mut config = target::shared(target, "run")?;
     let (mut sigint, mut sigterm) = stop_signals()?;
     let backend = connect_with_ttl(&mut config, args.ttl).await?;
@@ -61,12 +67,18 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
     };
     let notice = waiting::notice(
         std::io::stderr().is_terminal(),
-        &format!("lock {name}"),
+        &what,
         backend.description(),
         args.wait,
     );
+    let acquire = async {
+        match access {
+            Some(access) => backend.acquire_as(&name, access, &options).await,
+            None => backend.acquire(&name, &options).await,
+        }
+    };
     let acquired = tokio::select! {
-        acquired = waiting::noting(backend.acquire(&name, &options), notice) => acquired,
+        acquired = waiting::noting(acquire, notice) => acquired,
         _ = sigint.recv() => return Ok(give_up(INTERRUPTED, &config).await),
         _ = sigterm.recv() => return Ok(give_up(TERMINATED, &config).await),
     };
@@ -83,7 +95,7 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
             return Err(Failure::new(
                 NOT_ACQUIRED,
                 format!(
-                    "lock {name} not acquired {waited} on {}: it is held by someone else",
+                    "{what} not acquired {waited} on {}: it is held by someone else",
                     backend.description()
                 ),
             ));
@@ -125,13 +137,13 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
             status = running.wait() => break status,
             reason = lost.lost(), if !ending.terminated => {
                 eprintln!(
-                    "distlock: lost lock {name} (token {}) while the command ran: {reason}; \
+                    "distlock: lost {what} (token {}) while the command ran: {reason}; \
                      sending SIGTERM to the command",
                     guard.token()
                 );
                 ending.terminate(&running);
             }
-            _ = sleep_until(wake_at) => ending.on_time(&guard, &running, &name),
+            _ = sleep_until(wake_at) => ending.on_time(&guard, &running, &what),
             _ = sigint.recv() => child::signal(&running, Signal::SIGINT),
             _ = sigterm.recv() => child::signal(&running, Signal::SIGTERM),
         }
@@ -145,7 +157,7 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
     if ending.terminated || !guard.is_held() {
         if !ending.terminated {
             eprintln!(
-                "distlock: lock {name} (token {}) was lost by the time the command exited: {}",
+                "distlock: {what} (token {}) was lost by the time the command exited: {}",
                 guard.token(),
                 lost.reason()
                     .map_or_else(|| "validity deadline passed".to_owned(), |r| r.to_string())
@@ -158,22 +170,37 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
     match tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await {
         Ok(Ok(())) => Ok(code),
         Ok(Err(e)) if matches!(e.kind(), ErrorKind::LeaseLost | ErrorKind::NotHeld) => {
-            eprintln!("distlock: lock {name} was lost before it could be released: {e}");
+            eprintln!("distlock: {what} was lost before it could be released: {e}");
             Ok(LOST)
         }
         Ok(Err(e)) => {
-            eprintln!(
-                "distlock: warning: releasing lock {name} failed ({e}); its lease will expire"
-            );
+            eprintln!("distlock: warning: releasing {what} failed ({e}); its lease will expire");
             Ok(code)
         }
         Err(_) => {
             eprintln!(
-                "distlock: warning: releasing lock {name} took longer than {RELEASE_TIMEOUT:?}; its lease will expire"
+                "distlock: warning: releasing {what} took longer than {RELEASE_TIMEOUT:?}; its lease will expire"
             );
             Ok(code)
         }
     }
+}
+
+/// What `--permits N`, `--shared` or `--exclusive` ask to hold instead of
+/// the lock NAME (`None` without them); clap refuses them together.
+fn access_of(args: &RunArgs) -> Result<Option<Access>, Failure> {
+    if let Some(limit) = args.permits {
+        return Access::permit(limit)
+            .map(Some)
+            .map_err(|e| Failure::usage(format!("--permits {limit}: {e}")));
+    }
+    Ok(if args.shared {
+        Some(Access::Read)
+    } else if args.exclusive {
+        Some(Access::Write)
+    } else {
+        None
+    })
 }
 
 /// Ends the command before the lock can pass to someone else.
@@ -248,7 +275,8 @@ impl Ending {
         });
     }
 
-    fn on_time(&mut self, guard: &LockGuard, running: &tokio::process::Child, name: &LockName) {
+    /// `what` names what is held, for messages (`lock NAME`, ...).
+    fn on_time(&mut self, guard: &LockGuard, running: &tokio::process::Child, what: &str) {
         self.observe(guard);
         let now = Instant::now();
         if !self.terminated {
@@ -257,7 +285,7 @@ impl Ending {
                 .map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
             if left <= self.grace {
                 eprintln!(
-                    "distlock: lock {name} (token {}) could not be renewed and has {} of its lease \
+                    "distlock: {what} (token {}) could not be renewed and has {} of its lease \
                      left; sending SIGTERM to the command",
                     guard.token(),
                     distlock::format_duration(left)
@@ -266,7 +294,7 @@ impl Ending {
             }
         } else if !self.killed && self.kill_at.is_some_and(|k| now >= k) {
             eprintln!(
-                "distlock: the command did not exit before lock {name} could pass to another \
+                "distlock: the command did not exit before {what} could pass to another \
                  holder; sending SIGKILL"
             );
             child::signal(running, Signal::SIGKILL);
