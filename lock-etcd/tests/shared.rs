@@ -22,7 +22,8 @@ const CLIENTS: usize = 6;
 const ROUNDS: usize = 6;
 
 /// The queue of semaphore or read-write lock `name` (`space` is
-/// `semaphore` or `rwlock`), as the crate docs give it.
+/// `semaphore` or `rwlock`), as the crate docs give it, for a name without
+/// `/` or `%`.
 fn queue(space: &str, name: &str) -> String {
     format!("{PREFIX}/{space}/{name}/")
 }
@@ -36,7 +37,7 @@ async fn keys_in(raw: &mut etcd_client::Client, queue: &str) -> i64 {
 #[tokio::test]
 async fn six_clients_never_hold_more_than_three_permits_and_fill_all_three() {
     let cluster = start_cluster(1).await;
-    let name = "shared/contention";
+    let name = "shared-contention";
     let inside = Arc::new(AtomicUsize::new(0));
     // The most holders seen inside at once, published to the first round's
     // holders, which each stay until all three permits are in use.
@@ -83,7 +84,7 @@ async fn six_clients_never_hold_more_than_three_permits_and_fill_all_three() {
 #[tokio::test]
 async fn a_queued_writer_goes_before_a_later_reader() {
     let cluster = start_cluster(1).await;
-    let name = "shared/writer-first";
+    let name = "shared-writer-first";
     let mut raw = raw_client(&cluster).await;
     let mut puts = watch_queue(&mut raw, &queue("rwlock", name)).await;
     let first_reader = backend(&cluster).await;
@@ -139,20 +140,20 @@ async fn a_try_that_would_block_leaves_no_key_behind() {
     let cluster = start_cluster(1).await;
     let (a, b) = (backend(&cluster).await, backend(&cluster).await);
     let mut raw = raw_client(&cluster).await;
-    let held = a.try_permit("shared/try", 1).await.expect("the one permit");
-    fails_with(ErrorKind::WouldBlock, "a second permit", b.try_permit("shared/try", 1).await);
+    let held = a.try_permit("shared-try", 1).await.expect("the one permit");
+    fails_with(ErrorKind::WouldBlock, "a second permit", b.try_permit("shared-try", 1).await);
     // A semaphore with room lets a try in behind its holders.
-    let more = b.try_permit("shared/try-room", 2).await.expect("first of two");
-    let second = a.try_permit("shared/try-room", 2).await.expect("second of two");
+    let more = b.try_permit("shared-try-room", 2).await.expect("first of two");
+    let second = a.try_permit("shared-try-room", 2).await.expect("second of two");
     assert!(second.token() > more.token());
-    fails_with(ErrorKind::WouldBlock, "a third of two", b.try_permit("shared/try-room", 2).await);
-    let writer = a.try_write_lock("shared/try").await.expect("the rwlock is apart");
-    fails_with(ErrorKind::WouldBlock, "a read beside the writer", b.try_read_lock("shared/try").await);
-    assert_eq!(keys_in(&mut raw, &queue("semaphore", "shared/try")).await, 1);
-    assert_eq!(keys_in(&mut raw, &queue("semaphore", "shared/try-room")).await, 2);
-    assert_eq!(keys_in(&mut raw, &queue("rwlock", "shared/try")).await, 1);
+    fails_with(ErrorKind::WouldBlock, "a third of two", b.try_permit("shared-try-room", 2).await);
+    let writer = a.try_write_lock("shared-try").await.expect("the rwlock is apart");
+    fails_with(ErrorKind::WouldBlock, "a read beside the writer", b.try_read_lock("shared-try").await);
+    assert_eq!(keys_in(&mut raw, &queue("semaphore", "shared-try")).await, 1);
+    assert_eq!(keys_in(&mut raw, &queue("semaphore", "shared-try-room")).await, 2);
+    assert_eq!(keys_in(&mut raw, &queue("rwlock", "shared-try")).await, 1);
     // Different limits for one semaphore are refused, naming both.
-    let err = fails_with(ErrorKind::InvalidConfig, "another limit", b.try_permit("shared/try-room", 5).await);
+    let err = fails_with(ErrorKind::InvalidConfig, "another limit", b.try_permit("shared-try-room", 5).await);
     assert!(err.to_string().contains("limit of 2") && err.to_string().contains("not 5"), "{err}");
     for guard in [held, more, second, writer] {
         guard.release().await.expect("release");
@@ -220,7 +221,7 @@ async fn a_waiter_wakes_only_when_an_entry_it_waits_for_leaves() {
     // The tests' runtime runs every task on this thread.
     let _events = tracing::subscriber::set_default(tracing_subscriber::registry().with(wakeups.clone()));
     let cluster = start_cluster(1).await;
-    let name = "shared/wakeups";
+    let name = "shared-wakeups";
     let mut raw = raw_client(&cluster).await;
     let mut puts = watch_queue(&mut raw, &queue("semaphore", name)).await;
     // A and B hold both permits; C waits on A and B, D on B and C, E on C
