@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::admin::AdminCapabilities;
 use lock_core::{
-    AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage, LockBackend,
+    Access, AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage, LockBackend,
     LockGuard, LockName, LockStatus, Result,
 };
 
@@ -100,6 +100,7 @@ impl EtcdBackend {
         Capabilities::new("etcd", FencingStrength::Strong)
             .with_fifo(true)
             .with_election(true)
+            .with_shared(true, true)
             .with_ttl_limits(Duration::from_secs(1), Duration::from_secs(1))
             // etcd keeps no time with a key: when the holder got the lock
             // is not known.
@@ -123,7 +124,7 @@ impl EtcdBackend {
             let won = queue::acquire(
                 &self.inner,
                 space,
-                name.as_str(),
+                name,
                 queue,
                 value,
                 secs,
@@ -170,6 +171,29 @@ impl LockBackend for EtcdBackend {
     /// not be reached).
     async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
         self.acquire_in(Space::Lock, name, options, self.description(options))
+            .await
+    }
+
+    /// Joins the semaphore's or read-write lock's revision queue, its
+    /// access stored with its key, and waits until the entries ahead allow
+    /// it in ([`lock_core::access::blockers`]), watching only the entries
+    /// that rule names. The token is the key's create revision, as a
+    /// lock's.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](LockBackend::acquire): cancelling revokes the entry's
+    /// lease in the background, which deletes its key, so it never holds a
+    /// permit or blocks a waiter beyond its TTL.
+    async fn acquire_as(
+        &self,
+        name: &LockName,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard> {
+        let description = options.holder_description(self.inner.config.holder.as_deref());
+        let value = crate::shared::value(access, &description);
+        self.acquire_in(Space::Shared(access), name, options, value)
             .await
     }
 

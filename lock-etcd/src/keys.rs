@@ -13,11 +13,17 @@
 //!
 //! In both, the lease id in the last segment makes the key unique per
 //! holder and lets tools find the lease behind a key.
+//!
+//! Semaphores and read-write locks always use the `distlock` layout's
+//! spaces, `<prefix>/semaphore/<escaped name>/` and
+//! `<prefix>/rwlock/<escaped name>/`, whatever the layout: Go's
+//! `concurrency` package has no semaphore, and etcd's `recipes` RWMutex
+//! keeps its keys in a way this queue cannot share.
 
 use std::fmt;
 use std::str::FromStr;
 
-use lock_core::{Error, LockName};
+use lock_core::{Access, Error, LockName};
 use serde::{Deserialize, Serialize};
 
 /// How lock and election names map to etcd keys.
@@ -76,23 +82,42 @@ impl FromStr for KeyLayout {
     }
 }
 
-/// Locks and elections are separate queues even when their names match.
+/// Which queue an entry joins: locks, elections, semaphores and read-write
+/// locks are separate queues even when their names match. A shared entry
+/// also says what it asks for, which decides whom it waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Space {
     Lock,
     Election,
+    /// A semaphore (`Access::Permit`) or read-write lock (`Read`, `Write`).
+    Shared(Access),
 }
 
 impl Space {
-    /// The word used in messages: `lock` or `election`.
+    /// The word used in messages: `lock`, `election`, `semaphore`,
+    /// `read-write lock`.
     pub(crate) fn noun(self) -> &'static str {
-        self.segment()
+        match self {
+            Space::Shared(Access::Permit(_)) => "semaphore",
+            Space::Shared(_) => "read-write lock",
+            other => other.segment(),
+        }
+    }
+
+    /// The access of a shared entry; `None` for locks and elections, whose
+    /// entries are all exclusive.
+    pub(crate) fn access(self) -> Option<Access> {
+        match self {
+            Space::Shared(access) => Some(access),
+            Space::Lock | Space::Election => None,
+        }
     }
 
     fn segment(self) -> &'static str {
         match self {
             Space::Lock => "lock",
             Space::Election => "election",
+            Space::Shared(access) => access.space().as_str(),
         }
     }
 }
@@ -140,10 +165,11 @@ impl KeySpace {
     }
 
     /// The queue of `name`: every contender's key starts with this. In the
-    /// `distlock` layout no other key does; in the `concurrency` layout
-    /// the queue of `a` also holds the keys of `a/b`, as in Go.
+    /// `distlock` layout (and for shared primitives) no other key does; in
+    /// the `concurrency` layout the queue of `a` also holds the keys of
+    /// `a/b`, as in Go.
     pub(crate) fn queue(&self, space: Space, name: &LockName) -> String {
-        match self.layout {
+        match self.layout_of(space) {
             KeyLayout::Distlock => format!(
                 "{}/{}/{}/",
                 self.root,
@@ -163,10 +189,19 @@ impl KeySpace {
         self.layout
     }
 
+    /// The layout keys of `space` follow: shared primitives have no Go
+    /// counterpart, so they always keep to the `distlock` layout.
+    fn layout_of(&self, space: Space) -> KeyLayout {
+        match space {
+            Space::Shared(_) => KeyLayout::Distlock,
+            Space::Lock | Space::Election => self.layout,
+        }
+    }
+
     /// Where the keys of every queue of `space` start: `<prefix>/lock/`
     /// (`distlock`), nothing (`concurrency`).
     fn space_root(&self, space: Space) -> String {
-        match self.layout {
+        match self.layout_of(space) {
             KeyLayout::Distlock => format!("{}/{}/", self.root, space.segment()),
             KeyLayout::Concurrency => String::new(),
         }
@@ -176,7 +211,7 @@ impl KeySpace {
     /// `space` that starts with `prefix`; the range ends at
     /// [`range_end`] of it.
     pub(crate) fn names_from(&self, space: Space, prefix: &str) -> String {
-        match self.layout {
+        match self.layout_of(space) {
             KeyLayout::Distlock => format!("{}{}", self.space_root(space), escape(prefix)),
             KeyLayout::Concurrency => prefix.to_owned(),
         }
@@ -192,7 +227,7 @@ impl KeySpace {
         if lease <= 0 || hex != format!("{lease:x}") {
             return None;
         }
-        let name = match self.layout {
+        let name = match self.layout_of(space) {
             KeyLayout::Distlock => {
                 let escaped = queue.strip_prefix(&self.space_root(space))?;
                 if escaped.contains('/') {
@@ -276,6 +311,25 @@ mod tests {
         let probe = KeySpace::new("/p", KeyLayout::Distlock).probe();
         assert_eq!(probe.range, "/p/");
         assert!(probe.must_be_readable);
+    }
+
+    #[test]
+    fn shared_primitives_have_spaces_of_their_own_in_every_layout() {
+        let name = LockName::new("a/b").unwrap();
+        let permit = Space::Shared(Access::permit(3).unwrap());
+        for layout in KeyLayout::ALL {
+            let keys = KeySpace::new("/p", layout);
+            assert_eq!(keys.queue(permit, &name), "/p/semaphore/a%2Fb/");
+            for access in [Access::Read, Access::Write] {
+                assert_eq!(keys.queue(Space::Shared(access), &name), "/p/rwlock/a%2Fb/");
+            }
+        }
+        let keys = KeySpace::new("/p", KeyLayout::Distlock);
+        let lock = keys.queue(Space::Lock, &name);
+        let rwlock = keys.queue(Space::Shared(Access::Read), &name);
+        assert!(!lock.starts_with(&rwlock) && !rwlock.starts_with(&lock));
+        assert_eq!(permit.noun(), "semaphore");
+        assert_eq!(Space::Shared(Access::Write).noun(), "read-write lock");
     }
 
     #[test]

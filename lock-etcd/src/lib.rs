@@ -16,6 +16,7 @@ mod ownership;
 mod pool;
 mod queue;
 mod rpc;
+mod shared;
 mod token;
 mod url;
 mod watch;

@@ -5,6 +5,12 @@
 //! with the lowest `create_revision` holds the lock. A waiter watches only
 //! the key created just before its own, so a release wakes exactly one
 //! waiter, and re-reads after every wake-up.
+//!
+//! Semaphores and read-write locks are the same queue with a different
+//! grant rule: each entry stores its access ([`crate::shared`]), a waiter
+//! reads the entries ahead of it and watches only those that
+//! [`lock_core::access::blockers`] names, so a departure wakes only the
+//! waiters it can let in.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,14 +19,15 @@ use etcd_client::{
     Compare, CompareOp, GetOptions, GetResponse, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
     TxnOp, TxnOpResponse, TxnResponse,
 };
-use lock_core::{Error, ErrorKind, LostSignal, Result, Wait};
+use lock_core::access::{blockers, check_limit_agrees};
+use lock_core::{Access, Error, ErrorKind, LockName, LostSignal, Result, Wait};
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
 use crate::backend::Inner;
 use crate::keys::{KeySpace, Space};
 use crate::lease::Lease;
 use crate::rpc::Retry;
-use crate::watch::{DeletionWatch, Woken};
+use crate::watch::{DeletionWatches, Woken};
 
 /// Pause before re-reading after a failed read or a broken watch.
 const RECHECK_PAUSE: Duration = Duration::from_millis(20);
@@ -32,6 +39,13 @@ const UNSYNCED_RECHECKS: [Duration; 3] = [
     Duration::from_millis(30),
     Duration::from_millis(60),
 ];
+
+/// How many times a try re-reads a queue that changed between its read and
+/// its write before it gives up with `WouldBlock`.
+const TRY_ROUNDS: usize = 8;
+
+/// A queue key and its create revision: an entry someone waits for.
+type KeyRev = (String, i64);
 
 /// A place at the head of the queue: the lock is ours.
 #[derive(Debug)]
@@ -52,7 +66,7 @@ pub(crate) struct Won {
 pub(crate) async fn acquire(
     inner: &Arc<Inner>,
     space: Space,
-    name: &str,
+    name: &LockName,
     queue: String,
     value: Vec<u8>,
     secs: i64,
@@ -66,7 +80,7 @@ pub(crate) async fn acquire(
     let request_timeout = inner.rpc.request_timeout();
     let join_by = start + request_timeout;
     let deadline = wait.deadline_from(start);
-    let what = format!("{} {name:?}", space.noun());
+    let what = format!("{} {:?}", space.noun(), name.as_str());
     let mut from_pool = true;
     let (mut entry, position) = loop {
         let (lease, pooled) = if from_pool {
@@ -76,6 +90,8 @@ pub(crate) async fn acquire(
         };
         let mut entry = Entry {
             inner: inner.clone(),
+            name: name.clone(),
+            access: space.access(),
             what: what.clone(),
             key: KeySpace::entry(&queue, lease.id()),
             queue: queue.clone(),
@@ -155,9 +171,10 @@ enum Joined {
 #[derive(Debug, Clone)]
 struct Position {
     rev: i64,
-    /// The key just before ours, if known, and its create revision.
-    pred: Option<(String, i64)>,
-    /// The store revision the predecessor was seen at.
+    /// The keys ahead whose departure we wait for, if known: the key just
+    /// before ours for a lock, those `blockers` names for a shared entry.
+    blockers: Option<Vec<KeyRev>>,
+    /// The store revision the blockers were seen at.
     seen_at: i64,
 }
 
@@ -166,6 +183,10 @@ struct Position {
 /// an abandoned waiter never blocks the others beyond that request.
 struct Entry {
     inner: Arc<Inner>,
+    name: LockName,
+    /// What a shared entry asks for; `None` for a lock or election entry,
+    /// which waits for every entry ahead.
+    access: Option<Access>,
     what: String,
     key: String,
     queue: String,
@@ -179,66 +200,128 @@ struct Entry {
 }
 
 impl Entry {
-    /// `try_lock`: writes our key only if the queue is empty, so a busy
-    /// lock costs one read-only round trip and leaves nothing to clean up.
+    /// `try_lock`: writes our key only if it would be granted at once, so
+    /// a busy queue costs one read-only round trip and leaves nothing to
+    /// clean up.
+    ///
+    /// The first Txn writes only into an empty queue. A shared entry may
+    /// also be granted behind others: it then writes only if no key was
+    /// put in the queue since the read that granted it (a key that left
+    /// meanwhile only lets in more), re-reading if one was.
     async fn try_once(mut self, value: Vec<u8>) -> Result<Won> {
         let lease_id = self.lease_id();
-        self.written = true;
-        let txn = Txn::new()
-            .when([Compare::create_revision(self.queue.clone(), CompareOp::Equal, 0).with_prefix()])
-            .and_then([TxnOp::put(
-                self.key.clone(),
-                value,
-                Some(PutOptions::new().with_lease(lease_id)),
-            )])
-            .or_else([
-                TxnOp::get(self.queue.clone(), Some(first_created())),
-                TxnOp::get(self.key.clone(), None),
-            ]);
-        let op = format!("try to acquire {}", self.what);
-        let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
-        self.retried = attempts > 1;
-        let rev = header_rev(&resp);
-        if resp.succeeded() {
-            return Ok(self.won(rev, rev));
+        // Every key of the queue is older than this revision (an empty
+        // range compares as revision 0).
+        let mut unchanged_before = 1;
+        for _ in 0..TRY_ROUNDS {
+            self.written = true;
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    self.queue.clone(),
+                    CompareOp::Less,
+                    unchanged_before,
+                )
+                .with_prefix()])
+                .and_then([TxnOp::put(
+                    self.key.clone(),
+                    value.clone(),
+                    Some(PutOptions::new().with_lease(lease_id)),
+                )])
+                .or_else([
+                    TxnOp::get(self.queue.clone(), Some(self.queue_read())),
+                    TxnOp::get(self.key.clone(), None),
+                ]);
+            let op = format!("try to acquire {}", self.what);
+            let (resp, attempts) = self.txn_by(&op, txn, Some(self.join_by)).await?;
+            self.retried |= attempts > 1;
+            let seen_at = header_rev(&resp);
+            if resp.succeeded() {
+                return Ok(self.won(seen_at, seen_at));
+            }
+            let ops = resp.op_responses();
+            let ours = first_kv(&ops, 1).map(KeyValue::create_revision);
+            // Our key exists if an earlier attempt wrote it behind someone.
+            // An earlier attempt may also still be on its way and write our
+            // key once the lock is free: the lease must then not go back to
+            // the pool, which would keep that key (and the lock) alive.
+            // Either way, dropping `self` revokes the lease, which removes
+            // the key.
+            self.written = ours.is_some() || self.retried;
+            let blocking = self.waits_for(ahead_of(kvs(&ops, 0), ours.unwrap_or(i64::MAX)))?;
+            match ours {
+                // An earlier attempt of this request got through after all.
+                Some(rev) if blocking.is_empty() => return Ok(self.won(rev, seen_at)),
+                None if blocking.is_empty() => unchanged_before = seen_at + 1,
+                _ => return Err(self.busy(&blocking)),
+            }
         }
-        let ops = resp.op_responses();
-        let owner = first_kv(&ops, 0);
-        if let Some(owner) = owner.filter(|kv| kv.key() == self.key.as_bytes()) {
-            // An earlier attempt of this request got through after all.
-            let rev = owner.create_revision();
-            return Ok(self.won(rev, header_rev(&resp)));
-        }
-        // Our key exists if an earlier attempt wrote it behind someone. An
-        // earlier attempt may also still be on its way and write our key
-        // once the lock is free: the lease must then not go back to the
-        // pool, which would keep that key (and the lock) alive. Either way,
-        // dropping `self` revokes the lease, which removes the key.
-        self.written = first_kv(&ops, 1).is_some() || self.retried;
+        self.written = self.retried;
         Err(Error::would_block(format!(
-            "{} is held by another client (holder key {}, etcd at {})",
+            "{} changed {TRY_ROUNDS} times while trying to join it (etcd at {})",
             self.what,
-            owner.map_or_else(
-                || "?".into(),
-                |kv| String::from_utf8_lossy(kv.key()).into_owned()
-            ),
             self.inner.rpc.endpoints()
         )))
     }
 
-    /// Puts our key (unless an earlier attempt did) and reads our
-    /// predecessor, all in one Txn.
+    /// `WouldBlock` naming the keys we would wait for.
+    fn busy(&self, blocking: &[KeyRev]) -> Error {
+        let keys: Vec<&str> = blocking.iter().map(|(key, _)| key.as_str()).collect();
+        Error::would_block(format!(
+            "{} is held by another client (holder key{} {}, etcd at {})",
+            self.what,
+            if keys.len() > 1 { "s" } else { "" },
+            keys.join(", "),
+            self.inner.rpc.endpoints()
+        ))
+    }
+
+    /// What a Txn or read of the whole queue needs to see: the holder of a
+    /// lock, or every entry of a shared queue.
+    fn queue_read(&self) -> GetOptions {
+        match self.access {
+            None => first_created(),
+            Some(_) => oldest_first(),
+        }
+    }
+
+    /// The entries of `ahead` (oldest first) whose departure we wait for;
+    /// none means granted. A lock or election entry waits for the newest
+    /// entry ahead; a shared entry for those `blockers` names, once its
+    /// limit agrees with theirs.
+    fn waits_for(&self, ahead: Vec<&KeyValue>) -> Result<Vec<KeyRev>> {
+        let key_rev =
+            |kv: &KeyValue| (String::from_utf8_lossy(kv.key()).into_owned(), kv.create_revision());
+        let Some(access) = self.access else {
+            return Ok(ahead.last().map(|kv| key_rev(kv)).into_iter().collect());
+        };
+        let accesses: Vec<Access> = ahead
+            .iter()
+            .map(|kv| crate::shared::access_of(kv.value(), access))
+            .collect();
+        check_limit_agrees(&self.name, access, &accesses)?;
+        Ok(blockers(access, &accesses)
+            .into_iter()
+            .map(|at| key_rev(ahead[at]))
+            .collect())
+    }
+
+    /// Puts our key (unless an earlier attempt did) and reads what is
+    /// ahead of it, all in one Txn.
     ///
-    /// Right after the put our key is the newest of the queue, so the two
-    /// newest keys say everything: ours alone means the lock is ours,
-    /// otherwise the other one is our immediate predecessor.
+    /// Right after the put our key is the newest of the queue. For a lock
+    /// the two newest keys say everything: ours alone means the lock is
+    /// ours, otherwise the other one is our immediate predecessor. A shared
+    /// entry reads the whole queue, to apply `blockers` to it.
     async fn enqueue(&mut self, value: Vec<u8>) -> Result<Joined> {
         let lease_id = self.lease_id();
         self.written = true;
-        let newest_two = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Descend)
-            .with_limit(2);
+        let ahead = match self.access {
+            None => GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Descend)
+                .with_limit(2),
+            Some(_) => oldest_first(),
+        };
         let txn = Txn::new()
             .when([Compare::create_revision(
                 self.key.clone(),
@@ -251,7 +334,7 @@ impl Entry {
                     value,
                     Some(PutOptions::new().with_lease(lease_id)),
                 ),
-                TxnOp::get(self.queue.clone(), Some(newest_two)),
+                TxnOp::get(self.queue.clone(), Some(ahead)),
             ])
             .or_else([
                 TxnOp::get(self.key.clone(), None),
@@ -264,16 +347,15 @@ impl Entry {
         let ops = resp.op_responses();
         if resp.succeeded() {
             let rev = seen_at;
-            return Ok(match kvs(&ops, 1).get(1) {
-                None => Joined::Holder { rev, seen_at },
-                Some(pred) => Joined::Waiting(Position {
+            let blocking = self.waits_for(ahead_of(kvs(&ops, 1), rev))?;
+            return Ok(if blocking.is_empty() {
+                Joined::Holder { rev, seen_at }
+            } else {
+                Joined::Waiting(Position {
                     rev,
-                    pred: Some((
-                        String::from_utf8_lossy(pred.key()).into_owned(),
-                        pred.create_revision(),
-                    )),
+                    blockers: Some(blocking),
                     seen_at,
-                }),
+                })
             });
         }
         // An earlier attempt of this request put our key: find our place.
@@ -286,13 +368,14 @@ impl Entry {
         }
         Ok(Joined::Waiting(Position {
             rev,
-            pred: None,
+            blockers: None,
             seen_at,
         }))
     }
 
-    /// Waits until no key older than ours is left; returns the revision at
-    /// which that was seen.
+    /// Waits until no key ahead of ours blocks it any more (for a lock: no
+    /// key older than ours is left); returns the revision at which that was
+    /// seen.
     async fn wait_turn(&self, mut at: Position, lease_lost: &LostSignal) -> Result<i64> {
         let mut min_rev = at.seen_at;
         loop {
@@ -302,11 +385,11 @@ impl Entry {
                     self.what
                 )));
             }
-            let Some((pred, pred_rev)) = at.pred.clone() else {
+            let Some(blocking) = at.blockers.take() else {
                 match self.read_turn(at.rev, min_rev).await {
                     Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
-                    Ok(Turn::After(pred, seen_at)) => {
-                        at.pred = Some(pred);
+                    Ok(Turn::After(blocking, seen_at)) => {
+                        at.blockers = Some(blocking);
                         at.seen_at = seen_at;
                     }
                     Err(e) if e.is_retryable() => {
@@ -317,17 +400,17 @@ impl Entry {
                 }
                 continue;
             };
-            tracing::trace!(predecessor = pred, "waiting for the predecessor");
-            let op = format!("watch the predecessor of {}", self.what);
+            tracing::trace!(blockers = ?blocking, "waiting for the entries ahead");
+            let op = format!("watch the entries ahead of {}", self.what);
             let woken = tokio::select! {
                 reason = lease_lost.lost() => {
                     return Err(Error::lease_lost(format!(
                         "{}: our lease ended while waiting ({reason})", self.what
                     )));
                 }
-                woken = self.until_deleted(&op, &pred, pred_rev, at.seen_at) => woken,
+                woken = self.until_deleted(&op, &blocking, at.seen_at) => woken,
             };
-            at.pred = None;
+            tracing::debug!(key = self.key, "woken: re-reading the queue");
             match woken {
                 Ok(Woken::Deleted(rev)) => min_rev = rev,
                 Ok(Woken::Recheck) => min_rev = at.seen_at,
@@ -340,31 +423,26 @@ impl Entry {
         }
     }
 
-    /// Watches `pred` from now; if the store moved on since `seen_at`, first
-    /// checks that the deletion did not fall into the gap.
+    /// Watches the `blocking` keys from now until one is gone; if the
+    /// store moved on since `seen_at`, first checks that a deletion did not
+    /// fall into the gap.
     ///
     /// A watch from "now" is synced unless a write lands between etcd
     /// reading its current revision and registering the watch; then it
     /// hears nothing until etcd's 100 ms sync loop runs. That happens to a
     /// few percent of waits under contention, and it stalls the whole
-    /// queue, so the predecessor is re-read a few times within those 100 ms.
-    async fn until_deleted(
-        &self,
-        op: &str,
-        pred: &str,
-        pred_rev: i64,
-        seen_at: i64,
-    ) -> Result<Woken> {
-        let mut watch =
-            DeletionWatch::open(&self.inner.hub, &self.inner.rpc, op, pred, None).await?;
+    /// queue, so the blockers are re-read a few times within those 100 ms.
+    async fn until_deleted(&self, op: &str, blocking: &[KeyRev], seen_at: i64) -> Result<Woken> {
+        let keys: Vec<&str> = blocking.iter().map(|(key, _)| key.as_str()).collect();
+        let mut watch = DeletionWatches::open(&self.inner.hub, &self.inner.rpc, op, &keys).await?;
         let created_at = Instant::now();
         let created_rev = watch.created_rev();
         // A deletion seen by a read counts as a deletion at the read's
         // revision: the re-read of the queue that follows must not go back
         // to an older revision, or a lagging member would show the
-        // predecessor again.
+        // blocker again.
         if created_rev > seen_at
-            && let Some(gone) = self.gone_at(pred, pred_rev, created_rev).await?
+            && let Some(gone) = self.gone_at(blocking, created_rev).await?
         {
             return Ok(Woken::Deleted(gone));
         }
@@ -372,23 +450,23 @@ impl Entry {
             tokio::select! {
                 woken = watch.deleted() => return Ok(woken),
                 () = sleep_until(created_at + offset) => {
-                    if let Some(gone) = self.gone_at(pred, pred_rev, created_rev).await? {
-                        tracing::debug!(predecessor = pred, after = ?offset, "deletion not heard: watch was unsynced");
+                    if let Some(gone) = self.gone_at(blocking, created_rev).await? {
+                        tracing::debug!(blockers = ?keys, after = ?offset, "deletion not heard: watch was unsynced");
                         return Ok(Woken::Deleted(gone));
                     }
                 }
             }
         }
         // A watch can also go silent for good: its member froze, or its
-        // connection died without a reset. Read the predecessor every
-        // TTL/3, so a waiter that has become the head always finds out.
+        // connection died without a reset. Read the blockers every TTL/3,
+        // so a waiter that has been let in always finds out.
         let every = self.recheck_every();
         loop {
             tokio::select! {
                 woken = watch.deleted() => return Ok(woken),
                 () = sleep(every) => {
-                    if let Some(gone) = self.gone_at(pred, pred_rev, created_rev).await? {
-                        tracing::debug!(predecessor = pred, "deletion not heard: the watch is silent");
+                    if let Some(gone) = self.gone_at(blocking, created_rev).await? {
+                        tracing::debug!(blockers = ?keys, "deletion not heard: the watch is silent");
                         return Ok(Woken::Deleted(gone));
                     }
                 }
@@ -403,33 +481,37 @@ impl Entry {
         (ttl / 3).max(Duration::from_millis(100))
     }
 
-    /// The revision at which `key` with `create_rev` was seen gone, or
-    /// `None` if it still exists, read at a revision ≥ `min_rev`
-    /// (member-local read first, linearizable if that member lags).
-    async fn gone_at(&self, key: &str, create_rev: i64, min_rev: i64) -> Result<Option<i64>> {
-        let op = format!("check the predecessor of {}", self.what);
-        let read = |options: GetOptions| {
-            self.inner
-                .rpc
-                .call(&op, Retry::Idempotent, move |client, _| {
-                    let options = options.clone();
-                    async move { client.kv_client().get(key, Some(options)).await }
-                })
+    /// The revision at which one of the `keys` (each with its create
+    /// revision) was seen gone, or `None` if all still exist, read at a
+    /// revision ≥ `min_rev` in one Txn (member-local read first,
+    /// linearizable if that member lags).
+    async fn gone_at(&self, keys: &[KeyRev], min_rev: i64) -> Result<Option<i64>> {
+        let op = format!("check the entries ahead of {}", self.what);
+        let read = |serializable: bool| {
+            let mut options = GetOptions::new();
+            if serializable {
+                options = options.with_serializable();
+            }
+            let gets: Vec<TxnOp> = keys
+                .iter()
+                .map(|(key, _)| TxnOp::get(key.clone(), Some(options.clone())))
+                .collect();
+            self.txn(&op, Txn::new().and_then(gets))
         };
-        let mut resp = read(GetOptions::new().with_serializable()).await?;
-        if resp.header().map_or(0, |h| h.revision()) < min_rev {
-            resp = read(GetOptions::new()).await?;
+        let mut resp = read(true).await?;
+        if header_rev(&resp) < min_rev {
+            resp = read(false).await?;
         }
-        let exists = resp
-            .kvs()
-            .first()
-            .is_some_and(|kv| kv.create_revision() == create_rev);
-        Ok((!exists).then(|| resp.header().map_or(min_rev, |h| h.revision())))
+        let ops = resp.op_responses();
+        let all_there = keys.iter().enumerate().all(|(at, (_, create_rev))| {
+            first_kv(&ops, at).is_some_and(|kv| kv.create_revision() == *create_rev)
+        });
+        Ok((!all_there).then(|| header_rev(&resp).max(min_rev)))
     }
 
-    /// Confirms our key still exists and finds our predecessor, reading at a
-    /// revision ≥ `min_rev` (member-local first, linearizable if that member
-    /// lags).
+    /// Confirms our key still exists and finds whom we wait for, reading at
+    /// a revision ≥ `min_rev` (member-local first, linearizable if that
+    /// member lags).
     async fn read_turn(&self, rev: i64, min_rev: i64) -> Result<Turn> {
         let mut resp = self.read_turn_at(rev, true).await?;
         if header_rev(&resp) < min_rev {
@@ -440,28 +522,28 @@ impl Entry {
         }
         let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
-        Ok(match first_kv(&ops, 0) {
-            None => Turn::Ours(seen_at),
-            Some(kv) => Turn::After(
-                (
-                    String::from_utf8_lossy(kv.key()).into_owned(),
-                    kv.create_revision(),
-                ),
-                seen_at,
-            ),
+        let blocking = self.waits_for(ahead_of(kvs(&ops, 0), rev))?;
+        Ok(if blocking.is_empty() {
+            Turn::Ours(seen_at)
+        } else {
+            Turn::After(blocking, seen_at)
         })
     }
 
-    /// One Txn: if our key still has revision `rev`, get the newest key
-    /// older than it.
+    /// One Txn: if our key still has revision `rev`, get the keys older
+    /// than it that decide our turn (the newest of them for a lock, all of
+    /// them for a shared entry).
     async fn read_turn_at(&self, rev: i64, serializable: bool) -> Result<TxnResponse> {
-        let mut predecessor = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Descend)
-            .with_max_create_revision(rev - 1)
-            .with_limit(1);
+        let mut ahead = match self.access {
+            None => GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Descend)
+                .with_limit(1),
+            Some(_) => oldest_first(),
+        }
+        .with_max_create_revision(rev - 1);
         if serializable {
-            predecessor = predecessor.with_serializable();
+            ahead = ahead.with_serializable();
         }
         let txn = Txn::new()
             .when([Compare::create_revision(
@@ -469,7 +551,7 @@ impl Entry {
                 CompareOp::Equal,
                 rev,
             )])
-            .and_then([TxnOp::get(self.queue.clone(), Some(predecessor))]);
+            .and_then([TxnOp::get(self.queue.clone(), Some(ahead))]);
         let op = format!("check the queue position of {}", self.what);
         self.txn(&op, txn).await
     }
@@ -550,10 +632,10 @@ impl Drop for Entry {
 
 /// The outcome of reading our place in the queue.
 enum Turn {
-    /// No key older than ours: the lock is ours (seen at this revision).
+    /// Nothing ahead blocks us: the lock is ours (seen at this revision).
     Ours(i64),
-    /// This key is just before ours (seen at this revision).
-    After((String, i64), i64),
+    /// We wait for these keys ahead (seen at this revision).
+    After(Vec<KeyRev>, i64),
 }
 
 /// A whole queue in order: the holder first, then the waiters.
@@ -587,6 +669,13 @@ pub(crate) async fn read(
             async move { client.kv_client().get(queue, Some(options)).await }
         })
         .await
+}
+
+/// The keys of `kvs` created before revision `rev`, oldest first.
+fn ahead_of(kvs: &[KeyValue], rev: i64) -> Vec<&KeyValue> {
+    let mut ahead: Vec<&KeyValue> = kvs.iter().filter(|kv| kv.create_revision() < rev).collect();
+    ahead.sort_by_key(|kv| kv.create_revision());
+    ahead
 }
 
 fn header_rev(resp: &TxnResponse) -> i64 {

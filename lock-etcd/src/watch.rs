@@ -120,3 +120,48 @@ impl DeletionWatch {
         }
     }
 }
+
+/// Watches for the deletion of any of several keys: the entries a shared
+/// waiter waits for, or the one predecessor of a mutex waiter.
+#[derive(Debug)]
+pub(crate) struct DeletionWatches {
+    watches: Vec<DeletionWatch>,
+}
+
+impl DeletionWatches {
+    /// Watches every key of `keys` from now, all opened at once on the
+    /// shared stream (one round trip, however many keys).
+    pub(crate) async fn open(hub: &WatchHub, rpc: &Rpc, op: &str, keys: &[&str]) -> Result<Self> {
+        let opening = keys
+            .iter()
+            .map(|key| DeletionWatch::open(hub, rpc, op, key, None));
+        let watches = futures::future::try_join_all(opening).await?;
+        Ok(DeletionWatches { watches })
+    }
+
+    /// The newest revision any of the watches was created at: every
+    /// deletion after it is reported.
+    pub(crate) fn created_rev(&self) -> i64 {
+        self.watches
+            .iter()
+            .map(DeletionWatch::created_rev)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Waits until one of the keys is deleted or one of the watches ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a deletion not yet received stays in its stream.
+    pub(crate) async fn deleted(&mut self) -> Woken {
+        if self.watches.is_empty() {
+            return Woken::Recheck;
+        }
+        let waits = self
+            .watches
+            .iter_mut()
+            .map(|watch| Box::pin(watch.deleted()));
+        futures::future::select_all(waits).await.0
+    }
+}
