@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::admin::AdminCapabilities;
 use lock_core::{
-    Access, AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage, LockBackend,
-    LockGuard, LockName, LockStatus, Result,
+    Access, AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage,
+    LockBackend, LockGuard, LockName, LockStatus, Result,
 };
 
 use crate::config::EtcdConfig;
@@ -121,16 +121,8 @@ impl EtcdBackend {
             let ttl = options.ttl_for(self.inner.config.default_ttl, &caps)?;
             let secs = whole_seconds(ttl);
             let queue = self.inner.keys.queue(space, name);
-            let won = queue::acquire(
-                &self.inner,
-                space,
-                name,
-                queue,
-                value,
-                secs,
-                options.wait,
-            )
-            .await?;
+            let won =
+                queue::acquire(&self.inner, space, name, queue, value, secs, options.wait).await?;
             tracing::debug!(
                 token = won.rev,
                 key = won.key,

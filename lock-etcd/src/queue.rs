@@ -289,8 +289,12 @@ impl Entry {
     /// entry ahead; a shared entry for those `blockers` names, once its
     /// limit agrees with theirs.
     fn waits_for(&self, ahead: Vec<&KeyValue>) -> Result<Vec<KeyRev>> {
-        let key_rev =
-            |kv: &KeyValue| (String::from_utf8_lossy(kv.key()).into_owned(), kv.create_revision());
+        let key_rev = |kv: &KeyValue| {
+            (
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                kv.create_revision(),
+            )
+        };
         let Some(access) = self.access else {
             return Ok(ahead.last().map(|kv| key_rev(kv)).into_iter().collect());
         };

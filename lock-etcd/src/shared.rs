@@ -28,7 +28,9 @@ pub(crate) fn access_of(value: &[u8], mine: Access) -> Access {
     let text = String::from_utf8_lossy(value);
     let mut words = text.split(' ');
     let stored = match (words.next(), mine) {
-        (Some("permit"), Access::Permit(_)) => words.next().and_then(parse_permits).map(Access::Permit),
+        (Some("permit"), Access::Permit(_)) => {
+            words.next().and_then(parse_permits).map(Access::Permit)
+        }
         (Some("read"), Access::Read | Access::Write) => Some(Access::Read),
         (Some("write"), Access::Read | Access::Write) => Some(Access::Write),
         _ => None,

@@ -77,6 +77,13 @@ pub async fn behind_proxy(
     (proxy, backend)
 }
 
+/// The queue of semaphore or read-write lock `name` (`space` is
+/// `semaphore` or `rwlock`), as the crate docs give it, for a name without
+/// `/` or `%`.
+pub fn shared_queue(space: &str, name: &str) -> String {
+    format!("{PREFIX}/{space}/{name}/")
+}
+
 /// The queue directory (with its trailing `/`) that holder key `key` is in.
 pub fn queue_of(key: &str) -> String {
     key.rsplit_once('/').unwrap().0.to_owned() + "/"
