@@ -25,7 +25,7 @@ async fn outside(url: &str) -> FileBackend {
         .unwrap()
 }
 
-/// Runs `sh -c SCRIPT` under `distlock run --ttl 600ms --grace 300ms NAME`
+/// Runs `sh -c SCRIPT` under `distlock run --ttl 2s --grace 300ms NAME`
 /// with `$WORK` a fresh directory, ends the lease from outside (as an
 /// operator breaking a stuck lock would) once the script has created
 /// `$WORK/started`, and checks that distlock exits 76. Returns its output
@@ -36,7 +36,10 @@ async fn lose_the_lock_while_running(
 ) -> (std::process::Output, tempfile::TempDir) {
     let fixture = file_fixture();
     let work = tempfile::tempdir().unwrap();
-    let words = format!("run --ttl 600ms --grace 300ms {name} -- sh -c");
+    // The TTL leaves the renewal that finds the lease gone (every TTL/3)
+    // over a second before the grace point, so the loss, not the grace
+    // timer, is what ends the command even on a loaded machine.
+    let words = format!("run --ttl 2s --grace 300ms {name} -- sh -c");
     let mut cmd = cmd(Some(&fixture.url), &words);
     cmd.arg(script).env("WORK", work.path());
     let run = tokio::spawn(async move { output_within(BOUND, &mut cmd).await });
