@@ -36,6 +36,19 @@ async fn integer(server: &RedisServer, args: &[&str]) -> i64 {
     }
 }
 
+/// The PTTLs of `a` and `b` read in one script, so no renewal can land
+/// between the two reads.
+async fn both_pttls(server: &RedisServer, a: &str, b: &str) -> (i64, i64) {
+    let script = "return {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}";
+    match server.command(&["EVAL", script, "2", a, b]).await {
+        Ok(RespReply::Array(Some(items))) => match items.as_slice() {
+            [RespReply::Integer(a), RespReply::Integer(b)] => (*a, *b),
+            other => panic!("PTTLs of {a} and {b}: {other:?}"),
+        },
+        other => panic!("PTTLs of {a} and {b}: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn the_configured_holder_describes_grants_unless_the_acquire_has_its_own() {
     let server = support::start_redis().await;
@@ -72,8 +85,7 @@ async fn the_holder_record_lives_exactly_as_long_as_the_lock() {
     // Across renewals the record keeps the owner key's lease.
     for _ in 0..3 {
         tokio::time::sleep(TTL / 2).await;
-        let owner_left = integer(&server, &["PTTL", owner_key]).await;
-        let record_left = integer(&server, &["PTTL", record_key]).await;
+        let (owner_left, record_left) = both_pttls(&server, owner_key, record_key).await;
         assert!(owner_left > 0, "owner key PTTL {owner_left}");
         assert!(
             (record_left - owner_left).abs() <= 50,
