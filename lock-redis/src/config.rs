@@ -160,7 +160,7 @@ impl CommonConfig {
         self.validate()
     }
 
-    fn apply(&mut self, parsed: ParsedUrl) {
+    pub(crate) fn apply(&mut self, parsed: ParsedUrl) {
         self.db = parsed.db.unwrap_or(self.db);
         self.username = parsed.username;
         self.password = parsed.password;
@@ -179,7 +179,7 @@ impl CommonConfig {
         }
     }
 
-    fn debug_fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
+    pub(crate) fn debug_fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
         s.field("db", &self.db)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
@@ -265,6 +265,7 @@ macro_rules! common_builders {
         }
     };
 }
+pub(crate) use common_builders;
 
 impl RedisConfig {
     /// A config for `host:port` with every other setting at its default.
@@ -381,22 +382,29 @@ impl RedlockConfig {
 
     /// Checks every field that can be checked without a network call.
     pub fn validate(&self) -> Result<()> {
-        if self.servers.is_empty() {
-            return Err(Error::invalid_config(
-                "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
-            ));
-        }
-        for (i, a) in self.servers.iter().enumerate() {
-            if self.servers[..i].contains(a) {
-                return Err(Error::invalid_config(format!(
-                    "redlock server {a} is listed twice; the servers must be independent"
-                )));
-            }
-        }
+        check_server_list(
+            &self.servers,
+            "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
+            "redlock server {} is listed twice; the servers must be independent",
+        )?;
         self.common.validate()
     }
 
     common_builders!();
+}
+
+/// `InvalidConfig` with `empty` when `servers` is empty, or with `twice`
+/// (its `{}` replaced by the address) when an address is listed twice.
+pub(crate) fn check_server_list(servers: &[ServerAddr], empty: &str, twice: &str) -> Result<()> {
+    if servers.is_empty() {
+        return Err(Error::invalid_config(empty));
+    }
+    for (i, a) in servers.iter().enumerate() {
+        if servers[..i].contains(a) {
+            return Err(Error::invalid_config(twice.replace("{}", &a.to_string())));
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Debug for RedlockConfig {

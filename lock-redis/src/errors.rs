@@ -22,6 +22,8 @@ pub(crate) trait RedisSite {
     fn timed_out(&self, after: Duration) -> Error;
     /// A connection that could not be set up within `after`.
     fn unreachable(&self, after: Duration) -> Error;
+    /// Servers that could not be reached, for the reason `why`.
+    fn unreachable_because(&self, why: &str) -> Error;
 }
 
 impl RedisSite for Site<'_> {
@@ -57,6 +59,14 @@ impl RedisSite for Site<'_> {
                 "unreachable: not done within {after:?} (connect_timeout); is redis-server \
                  running and reachable?"
             ),
+        )
+    }
+
+    fn unreachable_because(&self, why: &str) -> Error {
+        Site::error(
+            self,
+            ErrorKind::Unavailable,
+            format_args!("unreachable: {why}; is redis-server running and reachable?"),
         )
     }
 }

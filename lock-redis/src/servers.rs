@@ -99,14 +99,44 @@ impl Servers {
         addrs: &[ServerAddr],
         common: &CommonConfig,
     ) -> Result<Arc<Servers>> {
+        Self::connect_nodes(backend, common, |channel| {
+            addrs
+                .iter()
+                .map(|addr| Node::new(backend, addr, common, channel.to_owned()))
+                .collect()
+        })
+        .await
+    }
+
+    /// Connects to a Redis Cluster through its `seeds`: one node, as a
+    /// single server is, whose commands the cluster client routes.
+    pub(crate) async fn connect_cluster(
+        backend: &'static str,
+        seeds: &[ServerAddr],
+        common: &CommonConfig,
+    ) -> Result<Arc<Servers>> {
+        Self::connect_nodes(backend, common, |channel| {
+            Ok(vec![Node::cluster(
+                backend,
+                seeds,
+                common,
+                channel.to_owned(),
+            )?])
+        })
+        .await
+    }
+
+    /// Connects to the nodes `make` sets up for the instance's wake-up
+    /// channel, as [`connect`](Self::connect).
+    async fn connect_nodes(
+        backend: &'static str,
+        common: &CommonConfig,
+        make: impl FnOnce(&str) -> Result<Vec<Node>>,
+    ) -> Result<Arc<Servers>> {
         common.validate()?;
         let instance = format!("{:016x}", rand::random::<u64>());
         let keys = KeySpace::new(&common.prefix, common.db);
-        let channel = format!("{}{}", keys.wake_prefix(), instance);
-        let nodes = addrs
-            .iter()
-            .map(|addr| Node::new(backend, addr, common, channel.clone()))
-            .collect::<Result<Vec<_>>>()?;
+        let nodes = make(&format!("{}{}", keys.wake_prefix(), instance))?;
         let servers = Servers {
             backend,
             quorum: nodes.len() / 2 + 1,
