@@ -358,8 +358,8 @@ async fn check(
                 .await?;
             redis::cmd("PING").query_async::<String>(&mut conn).await?;
             // Load the scripts now, so the first lock operations do not pay
-            // a NOSCRIPT round trip. After a server restart they are
-            // reloaded on first use.
+            // a NOSCRIPT round trip. After a server restart the first call
+            // of each sends its source (EVAL), which caches it again.
             for script in SCRIPTS.all() {
                 script.load_async(&mut conn).await?;
             }
