@@ -12,6 +12,10 @@ use crate::cluster::{self, Master};
 use crate::scripts::SCRIPTS;
 
 /// The clients and the command connection of one server or one cluster.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per backend instance, behind an Arc: boxing would save nothing"
+)]
 pub(crate) enum Endpoint {
     /// One server.
     Server {

@@ -53,89 +53,26 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    /// Sets up the connections to one server without waiting for them;
-    /// [`Node::probe`] checks that the server is reachable and accepts our
+    /// Sets up the connections to `at` without waiting for them;
+    /// [`Node::probe`] checks that it is reachable and accepts our
     /// credentials.
     pub(crate) fn new(
         backend: &'static str,
-        server: &ServerAddr,
+        at: At<'_>,
         common: &CommonConfig,
         instance_channel: String,
     ) -> Result<Node> {
-        let addr = server.to_string();
-        let client = client_for(backend, server, common)?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(common.connect_timeout))
-            .set_response_timeout(Some(common.request_timeout))
-            // One connection attempt per reconnection: a dead server must
-            // fail fast (Redlock carries on with the others); the next
-            // command tries again.
-            .set_number_of_retries(0);
-        let conn =
-            ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
-                Site {
-                    backend,
-                    address: &addr,
-                    operation: "set up the connection",
-                }
-                .client_error(e)
-            })?;
-        let subscribe_at = vec![(client.clone(), addr.clone())];
-        let endpoint = Endpoint::Server { client, conn };
-        Ok(Node::with(
-            backend,
-            addr,
-            endpoint,
-            subscribe_at,
-            common,
-            instance_channel,
-        ))
-    }
-
-    /// Sets up the connections to a Redis Cluster through its `seeds`,
-    /// without waiting for them. Wake-ups are subscribed on one seed at a
-    /// time, the next one when it fails: a cluster forwards every `PUBLISH`
-    /// to all its nodes.
-    pub(crate) fn cluster(
-        backend: &'static str,
-        seeds: &[ServerAddr],
-        common: &CommonConfig,
-        instance_channel: String,
-    ) -> Result<Node> {
-        let client = cluster::client(backend, seeds, common)?;
-        let conn =
-            client.get_pending_async_connection_with_config(cluster::connection_config(common));
-        let subscribe_at = seeds
-            .iter()
-            .map(|seed| Ok((client_for(backend, seed, common)?, seed.to_string())))
-            .collect::<Result<Vec<_>>>()?;
-        let endpoint = Endpoint::Cluster { client, conn };
-        let addr = cluster::addrs(seeds);
-        Ok(Node::with(
-            backend,
-            addr,
-            endpoint,
-            subscribe_at,
-            common,
-            instance_channel,
-        ))
-    }
-
-    fn with(
-        backend: &'static str,
-        addr: String,
-        endpoint: Endpoint,
-        subscribe_at: Vec<(Client, String)>,
-        common: &CommonConfig,
-        instance_channel: String,
-    ) -> Node {
+        let (addr, endpoint, subscribe_at) = match at {
+            At::Server(server) => server_endpoint(backend, server, common)?,
+            At::Cluster(seeds) => cluster_endpoint(backend, seeds, common)?,
+        };
         let (wakeups, wake_task) = Wakeups::start(
             subscribe_at,
             instance_channel,
             common.connect_timeout,
             common.request_timeout,
         );
-        Node {
+        Ok(Node {
             inner: Arc::new(NodeInner {
                 addr,
                 backend,
@@ -145,7 +82,7 @@ impl Node {
                 wakeups,
                 _wake_task: wake_task,
             }),
-        }
+        })
     }
 
     /// Connects once, authenticates, selects the database and pings, within
@@ -211,12 +148,12 @@ impl Node {
         }
     }
 
-    /// `host:port`, for messages.
+    /// `host:port`, or a cluster's seeds, for messages.
     pub(crate) fn addr(&self) -> &str {
         &self.inner.addr
     }
 
-    /// The backend name (`redis` or `redlock`), for messages.
+    /// The backend name (`redis`, `redis-cluster` or `redlock`), for messages.
     pub(crate) fn backend(&self) -> &'static str {
         self.inner.backend
     }
@@ -337,6 +274,68 @@ impl Node {
         }
         Ok(keys)
     }
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum At<'a> {
+    /// One server.
+    Server(&'a ServerAddr),
+    /// A Redis Cluster, through these seed nodes.
+    Cluster(&'a [ServerAddr]),
+}
+
+/// A node's address for messages, its endpoint, and the servers its
+/// wake-ups may be subscribed on, in order.
+type Parts = (String, Endpoint, Vec<(Client, String)>);
+
+/// One server: a lazily connecting, self-healing command connection, and
+/// wake-ups subscribed on the server itself.
+fn server_endpoint(
+    backend: &'static str,
+    server: &ServerAddr,
+    common: &CommonConfig,
+) -> Result<Parts> {
+    let addr = server.to_string();
+    let client = client_for(backend, server, common)?;
+    let manager = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(common.connect_timeout))
+        .set_response_timeout(Some(common.request_timeout))
+        // One connection attempt per reconnection: a dead server must fail
+        // fast (Redlock carries on with the others); the next command tries
+        // again.
+        .set_number_of_retries(0);
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
+        Site {
+            backend,
+            address: &addr,
+            operation: "set up the connection",
+        }
+        .client_error(e)
+    })?;
+    let subscribe_at = vec![(client.clone(), addr.clone())];
+    Ok((addr, Endpoint::Server { client, conn }, subscribe_at))
+}
+
+/// A Redis Cluster: a lazily connecting cluster connection, and wake-ups
+/// subscribed on one seed at a time, the next one when it fails (a cluster
+/// forwards every `PUBLISH` to all its nodes).
+fn cluster_endpoint(
+    backend: &'static str,
+    seeds: &[ServerAddr],
+    common: &CommonConfig,
+) -> Result<Parts> {
+    let client = cluster::client(backend, seeds, common)?;
+    let conn = client.get_pending_async_connection_with_config(cluster::connection_config(common));
+    let subscribe_at = seeds
+        .iter()
+        .map(|seed| Ok((client_for(backend, seed, common)?, seed.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((
+        cluster::addrs(seeds),
+        Endpoint::Cluster { client, conn },
+        subscribe_at,
+    ))
 }
 
 /// Connects afresh (not through the shared connection, so that the connect

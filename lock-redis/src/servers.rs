@@ -1,9 +1,10 @@
 //! The servers behind one backend instance, and the operations that run on
-//! all of them: one server for `redis://`, N independent ones with a
-//! majority quorum for `redlock://`.
+//! all of them: one server for `redis://`, one cluster (a single node whose
+//! client routes each call to the lock's master) for `redis+cluster://`, N
+//! independent ones with a majority quorum for `redlock://`.
 //!
-//! With one server the quorum is 1 and every operation is a single script
-//! call; the same code serves both modes.
+//! With one node the quorum is 1 and every operation is a single script
+//! call; the same code serves every mode.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,7 @@ use redis::Script;
 
 use crate::config::{CommonConfig, ServerAddr};
 use crate::keys::{KeySpace, LockKeys, Space};
-use crate::node::Node;
+use crate::node::{At, Node};
 use crate::scripts::SCRIPTS;
 use crate::{fair_queue, held, redlock};
 
@@ -102,7 +103,7 @@ impl Servers {
         Self::connect_nodes(backend, common, |channel| {
             addrs
                 .iter()
-                .map(|addr| Node::new(backend, addr, common, channel.to_owned()))
+                .map(|addr| Node::new(backend, At::Server(addr), common, channel.to_owned()))
                 .collect()
         })
         .await
@@ -116,12 +117,8 @@ impl Servers {
         common: &CommonConfig,
     ) -> Result<Arc<Servers>> {
         Self::connect_nodes(backend, common, |channel| {
-            Ok(vec![Node::cluster(
-                backend,
-                seeds,
-                common,
-                channel.to_owned(),
-            )?])
+            let node = Node::new(backend, At::Cluster(seeds), common, channel.to_owned())?;
+            Ok(vec![node])
         })
         .await
     }

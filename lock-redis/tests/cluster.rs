@@ -10,7 +10,7 @@ use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName
 use lock_redis::RedisClusterBackend;
 use lock_testkit::assert::{fails_within, inspect_until, within};
 use lock_testkit::servers::{RedisCluster, RedisClusterNode, RespReply};
-use support::cluster::{cluster_client, start_cluster};
+use support::cluster::replicated_cluster_and_two_clients;
 use tokio::time::Instant;
 
 /// Room for a failover (2–4 s with the launcher's 1 s node timeout) on a
@@ -54,17 +54,31 @@ async fn fail_over(cluster: &RedisCluster, master: &RedisClusterNode) {
     eprintln!("failover of {} took {took:?}", master.addr());
 }
 
+/// Runs `attempt` again while it fails with a retryable error (the cluster
+/// is still settling after a failover), until it decides or panics naming
+/// `what` after [`FAILOVER_BOUND`].
+async fn until_decided<T, F>(what: &str, attempt: impl Fn() -> F) -> lock_core::Result<T>
+where
+    F: Future<Output = lock_core::Result<T>>,
+{
+    within(FAILOVER_BOUND, what, async {
+        loop {
+            match attempt().await {
+                Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_millis(50)).await,
+                decided => return decided,
+            }
+        }
+    })
+    .await
+}
+
 /// A lock whose master fails over (to a replica that has its keys) stays
 /// exclusive: the holder's guard either renews against the promoted master
 /// (and a second client is refused until it releases) or reports the loss;
 /// either way the second client's token is higher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_held_lock_stays_exclusive_or_reports_its_loss_across_a_failover() {
-    let cluster = start_cluster(3, 1).await;
-    let (holder, other) = (
-        cluster_client(&cluster).await,
-        cluster_client(&cluster).await,
-    );
+    let (cluster, holder, other) = replicated_cluster_and_two_clients().await;
     let name = LockName::new("cluster/failover").unwrap();
     // Long enough to outlast the failover, so that both outcomes can occur.
     let ttl = Duration::from_secs(8);
@@ -79,15 +93,7 @@ async fn a_held_lock_stays_exclusive_or_reports_its_loss_across_a_failover() {
     fail_over(&cluster, master).await;
 
     // Renew until the promoted master answers either way.
-    let renewed = within(FAILOVER_BOUND, "a renewal that decides", async {
-        loop {
-            match guard.renew().await {
-                Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_millis(50)).await,
-                decided => return decided,
-            }
-        }
-    })
-    .await;
+    let renewed = until_decided("a renewal that decides", || guard.renew()).await;
     let next = match renewed {
         Ok(()) => {
             eprintln!("the holder renewed on the promoted master");
@@ -128,11 +134,7 @@ async fn a_held_lock_stays_exclusive_or_reports_its_loss_across_a_failover() {
 /// another seed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn wake_ups_arrive_after_the_subscribed_node_died() {
-    let cluster = start_cluster(3, 1).await;
-    let (holder, waiter) = (
-        cluster_client(&cluster).await,
-        cluster_client(&cluster).await,
-    );
+    let (cluster, holder, waiter) = replicated_cluster_and_two_clients().await;
     // Every client subscribes on the first seed first: the first node.
     let first = cluster.node(0);
     let masters = cluster.masters().await.expect("masters");
@@ -145,15 +147,12 @@ async fn wake_ups_arrive_after_the_subscribed_node_died() {
     // Long, so that the waiter's own timers (every TTL/3) cannot explain a
     // quick grant.
     let ttl = Duration::from_secs(30);
-    let guard = within(FAILOVER_BOUND, "acquire after the failover", async {
-        loop {
-            match holder.acquire(&name, &AcquireOptions::new().ttl(ttl)).await {
-                Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_millis(50)).await,
-                acquired => return acquired.expect("acquire"),
-            }
-        }
+    let options = AcquireOptions::new().ttl(ttl);
+    let guard = until_decided("acquire after the failover", || {
+        holder.acquire(&name, &options)
     })
-    .await;
+    .await
+    .expect("acquire");
     let wait = tokio::spawn({
         let name = name.clone();
         async move {

@@ -30,6 +30,18 @@ pub async fn cluster_client(cluster: &RedisCluster) -> RedisClusterBackend {
         .expect("connect to the redis cluster")
 }
 
+/// A cluster of three masters with a replica each, and two independent
+/// clients of it.
+pub async fn replicated_cluster_and_two_clients()
+-> (RedisCluster, RedisClusterBackend, RedisClusterBackend) {
+    let cluster = start_cluster(3, 1).await;
+    let (a, b) = (
+        cluster_client(&cluster).await,
+        cluster_client(&cluster).await,
+    );
+    (cluster, a, b)
+}
+
 /// Deletes `key` on the master of its slot, as expiry would; it must have
 /// been there.
 pub async fn delete_on_its_master(cluster: &RedisCluster, key: &str) {
