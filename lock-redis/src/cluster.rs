@@ -46,10 +46,16 @@ pub(crate) fn client(
     })
 }
 
-/// The timeouts of every connection the cluster client opens.
+/// The timeouts of the command connection's links to the nodes.
+///
+/// The cluster client connects to every seed at once and goes on when all
+/// have answered or failed, and it reconnects to a node within a command;
+/// every command must finish within the request timeout, so a node gets at
+/// most half of it to accept a connection, and a seed that accepts but
+/// never answers (a paused node) leaves the command the other half.
 pub(crate) fn connection_config(common: &CommonConfig) -> ClusterConfig {
     ClusterConfig::new()
-        .set_connection_timeout(common.connect_timeout)
+        .set_connection_timeout(common.connect_timeout.min(common.request_timeout / 2))
         .set_response_timeout(common.request_timeout)
 }
 

@@ -368,9 +368,11 @@ async fn check(
         // A cluster's scripts are cached on each master by the first EVAL
         // that finds them missing there.
         Endpoint::Cluster { client, .. } => {
+            // Half the limit to reach the seeds (all at once, waiting for
+            // the slowest), half for the commands.
             let config = redis::cluster::ClusterConfig::new()
-                .set_connection_timeout(limit)
-                .set_response_timeout(limit);
+                .set_connection_timeout(limit / 2)
+                .set_response_timeout(limit / 2);
             let mut conn = client.get_async_connection_with_config(config).await?;
             let mut found = Vec::new();
             for master in cluster::masters(&mut conn).await? {

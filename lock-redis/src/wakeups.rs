@@ -40,6 +40,9 @@ use crate::errors::kind_of;
 const PING_EVERY: Duration = Duration::from_secs(2);
 /// Pause between reconnection attempts.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// The least time one connection attempt gets, however many servers share
+/// the connect timeout.
+const MIN_ATTEMPT: Duration = Duration::from_millis(250);
 /// Pause before subscribing again after the server refused it (ACL).
 const RETRY_REFUSED: Duration = Duration::from_secs(5);
 
@@ -296,8 +299,13 @@ async fn run(
     servers: Vec<(redis::Client, String)>,
     connect_timeout: Duration,
 ) {
+    // Each server gets its share of the connect timeout, so that one that
+    // accepts but never answers cannot keep the others from being tried
+    // within it (connect waits that long for the subscription).
+    let share = connect_timeout / u32::try_from(servers.len()).unwrap_or(u32::MAX).max(1);
+    let per_server = share.max(MIN_ATTEMPT).min(connect_timeout);
     for (client, addr) in servers.iter().cycle() {
-        match timeout(connect_timeout, client.get_async_pubsub()).await {
+        match timeout(per_server, client.get_async_pubsub()).await {
             Ok(Ok(pubsub)) => {
                 let (sink, mut stream) = pubsub.split();
                 let subscribed = subscribe_all(&wakeups, sink.clone()).await;

@@ -143,18 +143,52 @@ async fn wake_ups_arrive_after_the_subscribed_node_died() {
     } else {
         first.kill().await;
     }
-    let name = LockName::new("cluster/wake").unwrap();
-    // Long, so that the waiter's own timers (every TTL/3) cannot explain a
-    // quick grant.
+    handed_over_promptly(&holder, &waiter, "cluster/wake").await;
+}
+
+/// A first seed that accepts connections but never answers holds up
+/// neither connect (within its timeout) nor wake-ups: they are subscribed
+/// on the next seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_silent_first_seed_holds_up_neither_connect_nor_wake_ups() {
+    let cluster = support::cluster::start_cluster(3, 0).await;
+    // Accepts connections (the kernel completes the handshake) and never
+    // answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let silent = listener.local_addr().expect("address");
+    let url = format!(
+        "redis+cluster://{silent},{}?connect_timeout=2s",
+        cluster.addrs().join(",")
+    );
+    let connect = || async {
+        within(
+            Duration::from_secs(3),
+            "connect past a silent seed",
+            RedisClusterBackend::connect_url(&url),
+        )
+        .await
+        .expect("connect")
+    };
+    let (holder, waiter) = (connect().await, connect().await);
+    handed_over_promptly(&holder, &waiter, "cluster/silent-seed").await;
+}
+
+/// `waiter` queues for `name` while `holder` holds it with a long TTL, and
+/// gets it at once when `holder` releases: by its wake-up, not by its
+/// timers (every TTL/3), which the long TTL rules out.
+async fn handed_over_promptly(
+    holder: &RedisClusterBackend,
+    waiter: &RedisClusterBackend,
+    name: &str,
+) {
+    let name = LockName::new(name).unwrap();
     let ttl = Duration::from_secs(30);
     let options = AcquireOptions::new().ttl(ttl);
-    let guard = until_decided("acquire after the failover", || {
-        holder.acquire(&name, &options)
-    })
-    .await
-    .expect("acquire");
+    let guard = until_decided("acquire", || holder.acquire(&name, &options))
+        .await
+        .expect("acquire");
     let wait = tokio::spawn({
-        let name = name.clone();
+        let (name, waiter) = (name.clone(), waiter.clone());
         async move {
             let options = AcquireOptions::new()
                 .ttl(ttl)
@@ -163,7 +197,7 @@ async fn wake_ups_arrive_after_the_subscribed_node_died() {
         }
     });
     inspect_until(
-        &holder,
+        holder,
         &name,
         Duration::from_secs(5),
         "the waiter queues",
