@@ -279,13 +279,14 @@ impl RedisConfig {
     /// Parses a `redis://` or `rediss://` URL.
     ///
     /// Fails with `InvalidConfig` naming what is wrong: the scheme, a host
-    /// list (use `redlock://` for several servers), the port, the database
+    /// list (use `redis+cluster://` for a cluster, `redlock://` for a
+    /// quorum of independent servers), the port, the database
     /// number, an unknown option or a bad option value.
     pub fn from_url(url: &str) -> Result<Self> {
         let parsed = url::parse(url, &["redis", "rediss"])?;
         if parsed.hosts.len() != 1 {
             return Err(Error::invalid_config(format!(
-                "redis URL {} names {} servers; a redis:// URL takes one (use redlock://h1,h2,h3 for a quorum of independent servers)",
+                "redis URL {} names {} servers; a redis:// URL takes one (use redis+cluster://h1,h2,h3 for a Redis Cluster, or redlock://h1,h2,h3 for a quorum of independent servers)",
                 lock_core::raw::redact_url(url),
                 parsed.hosts.len()
             )));
