@@ -35,6 +35,9 @@ impl RedisSite for Site<'_> {
             }
             ErrorKind::Unavailable => "is redis-server running and reachable?",
             ErrorKind::Timeout => "the server did not answer within request_timeout",
+            ErrorKind::InvalidName => {
+                "on a Redis Cluster a lock name must not start with '}': its keys' {name} hash tag would be empty, so they would hash to different slots"
+            }
             _ => "see the source error",
         };
         Site::error(self, kind, format_args!("failed: {err}; {advice}")).with_source(err)
@@ -88,6 +91,10 @@ pub(crate) fn kind_of(err: &RedisError) -> ErrorKind {
     match err.kind() {
         redis::ErrorKind::Server(kind) => match kind {
             ServerErrorKind::NoPerm => ErrorKind::Unauthorized,
+            // Every key of a lock shares its `{name}` hash tag, and the
+            // prefix may hold no braces, so only a name that empties the
+            // tag (one starting with `}`) spreads them over slots.
+            ServerErrorKind::CrossSlot => ErrorKind::InvalidName,
             ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown

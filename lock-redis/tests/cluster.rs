@@ -218,6 +218,18 @@ async fn handed_over_promptly(
     next.release().await.expect("release");
 }
 
+/// A name that empties the hash tag spreads a lock's keys over slots; the
+/// cluster refuses the script, and the error says why.
+#[tokio::test]
+async fn a_name_that_empties_the_hash_tag_is_an_invalid_name() {
+    let cluster = support::cluster::start_cluster(3, 0).await;
+    let client = support::cluster::cluster_client(&cluster).await;
+    let err = client.try_lock("}jobs").await.expect_err("CROSSSLOT");
+    assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
+    assert!(err.to_string().contains("must not start with '}'"), "{err}");
+    support::lock_and_release(&client, "jobs}").await;
+}
+
 #[tokio::test]
 async fn bad_cluster_urls_are_invalid_config_naming_the_problem() {
     let cases = [
