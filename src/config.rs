@@ -53,7 +53,7 @@ pub const ENV_VARS: [&str; 13] = [
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Backend URL (`memory://`, `file:///dir`, `etcd://...`, `redis://...`,
-    /// `rediss://...`, `redlock://...`, `zk://...`).
+    /// `rediss://...`, `redlock://...`, `redis+cluster://...`, `zk://...`).
     pub url: Option<String>,
     /// Default lease TTL.
     #[serde(with = "serde_opt", skip_serializing_if = "Option::is_none")]

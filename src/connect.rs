@@ -211,7 +211,8 @@ impl From<lock_zk::ZkBackend> for Backend {
 /// Connects to the backend named by `url`.
 ///
 /// Accepted: `memory://[NAME]`, `file:///DIR`, `etcd://…`, `redis://…`,
-/// `rediss://…`, `redlock://…`, `zk://…`. A scheme whose cargo feature is off
+/// `rediss://…`, `redlock://…`, `redis+cluster://…`, `rediss+cluster://…`,
+/// `zk://…`. A scheme whose cargo feature is off
 /// gives `Unsupported` naming the feature; an unknown scheme gives
 /// `InvalidConfig` listing the known ones.
 ///

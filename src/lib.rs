@@ -41,7 +41,7 @@ pub mod etcd {
     pub use lock_etcd::*;
 }
 
-/// The Redis and Redlock backends (feature `redis`).
+/// The Redis, Redis Cluster and Redlock backends (feature `redis`).
 #[cfg(feature = "redis")]
 pub mod redis {
     pub use lock_redis::*;

@@ -24,13 +24,17 @@ pub enum Scheme {
     Rediss,
     /// `redlock://host:port,host:port,host:port`: quorum over independent Redis servers (feature `redis`).
     Redlock,
+    /// `redis+cluster://host:port,host:port,...`: a Redis Cluster, through its seed nodes (feature `redis`).
+    RedisCluster,
+    /// `rediss+cluster://...`: a Redis Cluster over TLS (feature `redis`).
+    RedissCluster,
     /// `zk://host:port[,host:port...][/chroot]` (feature `zk`).
     Zk,
 }
 
 impl Scheme {
     /// Every scheme, in the order they are listed in messages.
-    pub const ALL: [Scheme; 8] = [
+    pub const ALL: [Scheme; 10] = [
         Scheme::Memory,
         Scheme::File,
         Scheme::Etcd,
@@ -38,6 +42,8 @@ impl Scheme {
         Scheme::Redis,
         Scheme::Rediss,
         Scheme::Redlock,
+        Scheme::RedisCluster,
+        Scheme::RedissCluster,
         Scheme::Zk,
     ];
 
@@ -51,6 +57,8 @@ impl Scheme {
             Scheme::Redis => "redis",
             Scheme::Rediss => "rediss",
             Scheme::Redlock => "redlock",
+            Scheme::RedisCluster => "redis+cluster",
+            Scheme::RedissCluster => "rediss+cluster",
             Scheme::Zk => "zk",
         }
     }
@@ -60,7 +68,11 @@ impl Scheme {
         match self {
             Scheme::Memory | Scheme::File => None,
             Scheme::Etcd | Scheme::Etcds => Some("etcd"),
-            Scheme::Redis | Scheme::Rediss | Scheme::Redlock => Some("redis"),
+            Scheme::Redis
+            | Scheme::Rediss
+            | Scheme::Redlock
+            | Scheme::RedisCluster
+            | Scheme::RedissCluster => Some("redis"),
             Scheme::Zk => Some("zk"),
         }
     }
@@ -70,7 +82,11 @@ impl Scheme {
         match self {
             Scheme::Memory | Scheme::File => true,
             Scheme::Etcd | Scheme::Etcds => cfg!(feature = "etcd"),
-            Scheme::Redis | Scheme::Rediss | Scheme::Redlock => cfg!(feature = "redis"),
+            Scheme::Redis
+            | Scheme::Rediss
+            | Scheme::Redlock
+            | Scheme::RedisCluster
+            | Scheme::RedissCluster => cfg!(feature = "redis"),
             Scheme::Zk => cfg!(feature = "zk"),
         }
     }
@@ -118,6 +134,7 @@ impl Scheme {
             Scheme::Etcd | Scheme::Etcds => "etcd",
             Scheme::Redis | Scheme::Rediss => "Redis",
             Scheme::Redlock => "Redlock",
+            Scheme::RedisCluster | Scheme::RedissCluster => "Redis Cluster",
             Scheme::Zk => "ZooKeeper",
         }
     }

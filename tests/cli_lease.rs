@@ -56,7 +56,7 @@ async fn ttl_help_states_each_backends_default() {
     ));
     #[cfg(feature = "redis")]
     expected.push(format!(
-        "redis/rediss/redlock {}",
+        "redis/rediss/redlock/redis+cluster {}",
         format_duration(distlock::redis::DEFAULT_TTL)
     ));
     #[cfg(feature = "zk")]

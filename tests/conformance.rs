@@ -16,7 +16,7 @@ use lock_testkit::conformance::Target;
 #[cfg(feature = "etcd")]
 use lock_testkit::servers::EtcdCluster;
 #[cfg(feature = "redis")]
-use lock_testkit::servers::{RedisServer, RedisServers};
+use lock_testkit::servers::{RedisCluster, RedisServer, RedisServers};
 
 /// A backend under test by URL, with what acting on it from outside needs.
 struct UrlTarget {
@@ -36,6 +36,8 @@ enum Outside {
     Redis(lock_testkit::servers::RedisServer),
     #[cfg(feature = "redis")]
     Redlock(lock_testkit::servers::RedisServers),
+    #[cfg(feature = "redis")]
+    RedisCluster(lock_testkit::servers::RedisCluster),
     #[cfg(feature = "zk")]
     Zk(zk_outside::ZkOutside),
 }
@@ -87,6 +89,13 @@ impl UrlTarget {
         let servers = started(RedisServers::start(3)).await;
         let url = format!("redlock://{}", servers.addrs().join(","));
         UrlTarget::new(url, REDIS_TTL, Outside::Redlock(servers))
+    }
+
+    /// Three masters without replicas.
+    #[cfg(feature = "redis")]
+    async fn redis_cluster() -> Self {
+        let cluster = started(RedisCluster::start(3, 0)).await;
+        UrlTarget::new(cluster.url(), REDIS_TTL, Outside::RedisCluster(cluster))
     }
 
     /// Each client connects through its own proxy; see `connect`.
@@ -174,6 +183,18 @@ impl Target for UrlTarget {
                     deleted >= 2,
                     "lock key {} held on only {deleted} servers",
                     guard.key()
+                );
+            }
+            #[cfg(feature = "redis")]
+            Outside::RedisCluster(cluster) => {
+                let master = cluster.master_for_key(guard.key()).await.expect("master");
+                let reply = master.command(&["DEL", guard.key()]).await.expect("DEL");
+                assert_eq!(
+                    reply,
+                    lock_testkit::servers::RespReply::Integer(1),
+                    "no lock key {} on its master {}",
+                    guard.key(),
+                    master.addr()
                 );
             }
             #[cfg(feature = "zk")]
@@ -311,6 +332,8 @@ suites! {
     redis => UrlTarget::redis().await;
     #[cfg(feature = "redis")]
     redlock => UrlTarget::redlock().await;
+    #[cfg(feature = "redis")]
+    redis_cluster => UrlTarget::redis_cluster().await;
     #[cfg(feature = "zk")]
     zk => UrlTarget::zk().await;
 }

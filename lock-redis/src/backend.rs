@@ -1,5 +1,6 @@
-//! The public backends: [`RedisBackend`] (one server) and [`RedlockBackend`]
-//! (a majority of N independent servers).
+//! The public backends: [`RedisBackend`] (one server), [`RedisClusterBackend`]
+//! (a Redis Cluster) and [`RedlockBackend`] (a majority of N independent
+//! servers).
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use lock_core::{
     LockStatus, Result,
 };
 
+use crate::cluster_config::RedisClusterConfig;
 use crate::config::{RedisConfig, RedlockConfig};
 use crate::election;
 use crate::keys::Space;
@@ -22,12 +24,16 @@ use crate::servers::Servers;
 const REDIS: &str = "redis";
 /// Backend name of the quorum mode.
 const REDLOCK: &str = "redlock";
+/// Backend name of a Redis Cluster.
+const REDIS_CLUSTER: &str = "redis-cluster";
 
 fn capabilities(servers: &Servers) -> Capabilities {
     // Tokens are best effort: they come from a counter in Redis memory. The
     // counter is seeded from the server clock, so a restart that lost it
     // still continues upwards, but an asynchronous replica promoted after a
-    // failover may hand out a token again.
+    // failover (a Redis Cluster's, or a single server's under Sentinel) may
+    // hand out a token again. A cluster is one node here: each lock's keys
+    // live on one master, with one queue, as on a single server.
     Capabilities::new(servers.backend, FencingStrength::BestEffort)
         // The wait queue only exists on a single server; Redlock waiters race.
         .with_fifo(servers.nodes.len() == 1)
@@ -75,6 +81,46 @@ impl RedisBackend {
     /// As [`connect`](Self::connect).
     pub async fn connect_url(url: &str) -> Result<Self> {
         Self::connect(RedisConfig::from_url(url)?).await
+    }
+}
+
+/// A lock service on a Redis Cluster (`redis+cluster://h1:p1,h2:p2`).
+///
+/// Each lock lives on the master of its name's slot, with the same keys,
+/// scripts, FIFO queue, semaphores and read-write locks as on one server.
+/// Clones share the connections. See the [crate documentation](crate) for
+/// what a failover means for a held lock and its fencing token.
+#[derive(Clone)]
+pub struct RedisClusterBackend {
+    servers: Arc<Servers>,
+}
+
+impl RedisClusterBackend {
+    /// Connects to the cluster through its seed nodes, reads its masters,
+    /// and subscribes to this instance's wake-up channel on a seed.
+    ///
+    /// Fails within `connect_timeout` with `Unavailable` naming the seeds
+    /// when none of them (or not every master) answers, `Unauthorized`
+    /// (wrong credentials) or `InvalidConfig` (a bad setting).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future closes whatever was opened.
+    pub async fn connect(config: RedisClusterConfig) -> Result<Self> {
+        config.validate()?;
+        let servers =
+            Servers::connect_cluster(REDIS_CLUSTER, &config.nodes, &config.common).await?;
+        Ok(RedisClusterBackend { servers })
+    }
+
+    /// Connects to the cluster of a `redis+cluster://` or
+    /// `rediss+cluster://` URL.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(url: &str) -> Result<Self> {
+        Self::connect(RedisClusterConfig::from_url(url)?).await
     }
 }
 
@@ -229,27 +275,36 @@ macro_rules! impl_backend {
     };
 }
 
-impl_backend!(RedisBackend, shared: {
-    /// Acquires a permit of the semaphore `name`, or a side of the
-    /// read-write lock `name`, in their own key spaces.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](LockBackend::acquire): cancelling gives up the
-    /// attempt and its place in the queue. A spawned task removes the queue
-    /// entry (and ends a grant that was in flight, owner-checked), serving
-    /// the next waiters if that freed room; if that task cannot run, the
-    /// entry expires after one TTL.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.servers
-            .acquire(Space::shared(access), access, name, options, None)
-            .await
-    }
-});
+/// Implements the backend traits for a backend whose locks each live on one
+/// server, with semaphores and read-write locks (`acquire_as`).
+macro_rules! impl_shared_backend {
+    ($backend:ident) => {
+        impl_backend!($backend, shared: {
+            /// Acquires a permit of the semaphore `name`, or a side of the
+            /// read-write lock `name`, in their own key spaces.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`acquire`](LockBackend::acquire): cancelling gives up the
+            /// attempt and its place in the queue. A spawned task removes the queue
+            /// entry (and ends a grant that was in flight, owner-checked), serving
+            /// the next waiters if that freed room; if that task cannot run, the
+            /// entry expires after one TTL.
+            async fn acquire_as(
+                &self,
+                name: &LockName,
+                access: Access,
+                options: &AcquireOptions,
+            ) -> Result<LockGuard> {
+                self.servers
+                    .acquire(Space::shared(access), access, name, options, None)
+                    .await
+            }
+        });
+    };
+}
+
+impl_shared_backend!(RedisBackend);
+impl_shared_backend!(RedisClusterBackend);
 // Redlock keeps the default `acquire_as`: `Unsupported`.
 impl_backend!(RedlockBackend);

@@ -160,7 +160,7 @@ impl CommonConfig {
         self.validate()
     }
 
-    fn apply(&mut self, parsed: ParsedUrl) {
+    pub(crate) fn apply(&mut self, parsed: ParsedUrl) {
         self.db = parsed.db.unwrap_or(self.db);
         self.username = parsed.username;
         self.password = parsed.password;
@@ -179,7 +179,7 @@ impl CommonConfig {
         }
     }
 
-    fn debug_fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
+    pub(crate) fn debug_fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
         s.field("db", &self.db)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
@@ -265,6 +265,7 @@ macro_rules! common_builders {
         }
     };
 }
+pub(crate) use common_builders;
 
 impl RedisConfig {
     /// A config for `host:port` with every other setting at its default.
@@ -278,13 +279,14 @@ impl RedisConfig {
     /// Parses a `redis://` or `rediss://` URL.
     ///
     /// Fails with `InvalidConfig` naming what is wrong: the scheme, a host
-    /// list (use `redlock://` for several servers), the port, the database
+    /// list (use `redis+cluster://` for a cluster, `redlock://` for a
+    /// quorum of independent servers), the port, the database
     /// number, an unknown option or a bad option value.
     pub fn from_url(url: &str) -> Result<Self> {
         let parsed = url::parse(url, &["redis", "rediss"])?;
         if parsed.hosts.len() != 1 {
             return Err(Error::invalid_config(format!(
-                "redis URL {} names {} servers; a redis:// URL takes one (use redlock://h1,h2,h3 for a quorum of independent servers)",
+                "redis URL {} names {} servers; a redis:// URL takes one (use redis+cluster://h1,h2,h3 for a Redis Cluster, or redlock://h1,h2,h3 for a quorum of independent servers)",
                 lock_core::raw::redact_url(url),
                 parsed.hosts.len()
             )));
@@ -381,22 +383,29 @@ impl RedlockConfig {
 
     /// Checks every field that can be checked without a network call.
     pub fn validate(&self) -> Result<()> {
-        if self.servers.is_empty() {
-            return Err(Error::invalid_config(
-                "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
-            ));
-        }
-        for (i, a) in self.servers.iter().enumerate() {
-            if self.servers[..i].contains(a) {
-                return Err(Error::invalid_config(format!(
-                    "redlock server {a} is listed twice; the servers must be independent"
-                )));
-            }
-        }
+        check_server_list(
+            &self.servers,
+            "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
+            "redlock server {} is listed twice; the servers must be independent",
+        )?;
         self.common.validate()
     }
 
     common_builders!();
+}
+
+/// `InvalidConfig` with `empty` when `servers` is empty, or with `twice`
+/// (its `{}` replaced by the address) when an address is listed twice.
+pub(crate) fn check_server_list(servers: &[ServerAddr], empty: &str, twice: &str) -> Result<()> {
+    if servers.is_empty() {
+        return Err(Error::invalid_config(empty));
+    }
+    for (i, a) in servers.iter().enumerate() {
+        if servers[..i].contains(a) {
+            return Err(Error::invalid_config(twice.replace("{}", &a.to_string())));
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Debug for RedlockConfig {

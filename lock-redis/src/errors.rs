@@ -22,6 +22,8 @@ pub(crate) trait RedisSite {
     fn timed_out(&self, after: Duration) -> Error;
     /// A connection that could not be set up within `after`.
     fn unreachable(&self, after: Duration) -> Error;
+    /// Servers that could not be reached, for the reason `why`.
+    fn unreachable_because(&self, why: &str) -> Error;
 }
 
 impl RedisSite for Site<'_> {
@@ -33,6 +35,9 @@ impl RedisSite for Site<'_> {
             }
             ErrorKind::Unavailable => "is redis-server running and reachable?",
             ErrorKind::Timeout => "the server did not answer within request_timeout",
+            ErrorKind::InvalidName => {
+                "on a Redis Cluster a lock name must not start with '}': its keys' {name} hash tag would be empty, so they would hash to different slots"
+            }
             _ => "see the source error",
         };
         Site::error(self, kind, format_args!("failed: {err}; {advice}")).with_source(err)
@@ -59,6 +64,14 @@ impl RedisSite for Site<'_> {
             ),
         )
     }
+
+    fn unreachable_because(&self, why: &str) -> Error {
+        Site::error(
+            self,
+            ErrorKind::Unavailable,
+            format_args!("unreachable: {why}; is redis-server running and reachable?"),
+        )
+    }
 }
 
 /// The distlock kind of a redis-rs error.
@@ -78,6 +91,10 @@ pub(crate) fn kind_of(err: &RedisError) -> ErrorKind {
     match err.kind() {
         redis::ErrorKind::Server(kind) => match kind {
             ServerErrorKind::NoPerm => ErrorKind::Unauthorized,
+            // Every key of a lock shares its `{name}` hash tag, and the
+            // prefix may hold no braces, so only a name that empties the
+            // tag (one starting with `}`) spreads them over slots.
+            ServerErrorKind::CrossSlot => ErrorKind::InvalidName,
             ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown

@@ -3,8 +3,11 @@
 mod admin;
 mod attempt;
 mod backend;
+mod cluster;
+mod cluster_config;
 mod config;
 mod election;
+mod endpoint;
 mod errors;
 mod fair_queue;
 mod held;
@@ -18,7 +21,8 @@ mod servers;
 mod url;
 mod wakeups;
 
-pub use backend::{RedisBackend, RedlockBackend};
+pub use backend::{RedisBackend, RedisClusterBackend, RedlockBackend};
+pub use cluster_config::RedisClusterConfig;
 pub use config::{
     CommonConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,

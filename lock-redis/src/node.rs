@@ -1,5 +1,6 @@
-//! One Redis server as a backend instance sees it: a self-healing command
-//! connection, a pub/sub connection for wake-ups, and timeouts on every call.
+//! One Redis server, or one Redis Cluster, as a backend instance sees it: a
+//! self-healing command connection, a pub/sub connection for wake-ups, and
+//! timeouts on every call.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -9,29 +10,32 @@ use std::time::Duration;
 use lock_core::{Error, ErrorKind, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, FromRedisValue, IntoConnectionInfo,
-    RedisConnectionInfo, Script, TlsCertificates,
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, FromRedisValue,
+    IntoConnectionInfo, RedisConnectionInfo, RedisResult, Script, TlsCertificates,
 };
 use tokio::time::timeout;
 
+use crate::cluster;
 use crate::config::{CommonConfig, ServerAddr};
 use lock_core::raw::Site;
 
-use crate::errors::RedisSite;
+use crate::endpoint::{Endpoint, ScriptCall};
+use crate::errors::{RedisSite, kind_of};
 use crate::scripts::SCRIPTS;
 use crate::wakeups::{Link, WakeTask, Wakeups};
 
-/// One server: commands go through `conn`, wake-ups arrive on `wakeups`.
+/// One server or cluster: commands go through `endpoint`, wake-ups arrive
+/// on `wakeups`.
 #[derive(Clone)]
 pub(crate) struct Node {
     inner: Arc<NodeInner>,
 }
 
 struct NodeInner {
+    /// `host:port`, or a cluster's seeds `h1:p1,h2:p2`.
     addr: String,
     backend: &'static str,
-    client: Client,
-    conn: ConnectionManager,
+    endpoint: Endpoint,
     connect_timeout: Duration,
     request_timeout: Duration,
     wakeups: Arc<Wakeups>,
@@ -49,35 +53,21 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    /// Sets up the connections without waiting for them; [`Node::probe`]
-    /// checks that the server is reachable and accepts our credentials.
+    /// Sets up the connections to `at` without waiting for them;
+    /// [`Node::probe`] checks that it is reachable and accepts our
+    /// credentials.
     pub(crate) fn new(
         backend: &'static str,
-        server: &ServerAddr,
+        at: At<'_>,
         common: &CommonConfig,
         instance_channel: String,
     ) -> Result<Node> {
-        let addr = server.to_string();
-        let client = client_for(backend, server, common)?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(common.connect_timeout))
-            .set_response_timeout(Some(common.request_timeout))
-            // One connection attempt per reconnection: a dead server must
-            // fail fast (Redlock carries on with the others); the next
-            // command tries again.
-            .set_number_of_retries(0);
-        let conn =
-            ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
-                Site {
-                    backend,
-                    address: &addr,
-                    operation: "set up the connection",
-                }
-                .client_error(e)
-            })?;
+        let (addr, endpoint, subscribe_at) = match at {
+            At::Server(server) => server_endpoint(backend, server, common)?,
+            At::Cluster(seeds) => cluster_endpoint(backend, seeds, common)?,
+        };
         let (wakeups, wake_task) = Wakeups::start(
-            client.clone(),
-            addr.clone(),
+            subscribe_at,
             instance_channel,
             common.connect_timeout,
             common.request_timeout,
@@ -86,8 +76,7 @@ impl Node {
             inner: Arc::new(NodeInner {
                 addr,
                 backend,
-                client,
-                conn,
+                endpoint,
                 connect_timeout: common.connect_timeout,
                 request_timeout: common.request_timeout,
                 wakeups,
@@ -108,49 +97,39 @@ impl Node {
             operation: "connect",
         };
         let started = tokio::time::Instant::now();
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(inner.connect_timeout))
-            .set_response_timeout(Some(inner.connect_timeout));
-        let probe = async {
-            let mut conn = inner
-                .client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await?;
-            redis::cmd("PING").query_async::<String>(&mut conn).await?;
-            // Load the scripts now, so the first lock operations do not pay
-            // a NOSCRIPT round trip. After a server restart they are
-            // reloaded on first use.
-            for script in SCRIPTS.all() {
-                script.load_async(&mut conn).await?;
-            }
-            eviction_settings(&mut conn).await
-        };
-        match timeout(inner.connect_timeout, probe).await {
+        match timeout(
+            inner.connect_timeout,
+            check(&inner.endpoint, inner.connect_timeout),
+        )
+        .await
+        {
             Err(_) => return Err(site.unreachable(inner.connect_timeout)),
             Ok(Err(e)) => {
                 let detail = e.to_string();
+                let kind = kind_of(&e);
                 let mut err = site.client_error(e);
                 if detail.contains("DB index") {
                     err = Error::invalid_config(err.message().to_owned());
-                } else if err.kind() == ErrorKind::Timeout {
+                } else if kind == ErrorKind::Timeout {
                     err = site.unreachable(inner.connect_timeout);
+                } else if matches!(inner.endpoint, Endpoint::Cluster { .. })
+                    && !matches!(kind, ErrorKind::Unauthorized | ErrorKind::InvalidConfig)
+                {
+                    // A cluster client that reached no seed, or not every
+                    // master, says so in many ways; all mean unreachable.
+                    err = site.unreachable_because(&detail);
                 }
                 return Err(err);
             }
-            Ok(Ok(Some(Eviction { maxmemory, policy })))
-                if maxmemory > 0 && policy != "noeviction" =>
-            {
-                return Err(Error::invalid_config(format!(
-                    "{} at {}: maxmemory-policy is {policy} with maxmemory {maxmemory} bytes: when memory runs out the server may evict a held lock's key (volatile-* and allkeys-* policies) or its fencing counter (allkeys-*), letting a second client in; set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in the server's configuration file), or use a server without maxmemory",
-                    inner.backend, inner.addr
-                )));
+            Ok(Ok(found)) => {
+                for (addr, eviction) in found {
+                    check_eviction(
+                        inner.backend,
+                        addr.as_deref().unwrap_or(&inner.addr),
+                        eviction,
+                    )?;
+                }
             }
-            Ok(Ok(Some(_))) => {}
-            Ok(Ok(None)) => tracing::warn!(
-                backend = inner.backend,
-                addr = %inner.addr,
-                "cannot read maxmemory-policy (CONFIG GET is not allowed here); it must be noeviction, or evicted keys may let a second client in"
-            ),
         }
         let left = inner.connect_timeout.saturating_sub(started.elapsed());
         match inner.wakeups.wait_ready(left).await {
@@ -169,12 +148,12 @@ impl Node {
         }
     }
 
-    /// `host:port`, for messages.
+    /// `host:port`, or a cluster's seeds, for messages.
     pub(crate) fn addr(&self) -> &str {
         &self.inner.addr
     }
 
-    /// The backend name (`redis` or `redlock`), for messages.
+    /// The backend name (`redis`, `redis-cluster` or `redlock`), for messages.
     pub(crate) fn backend(&self) -> &'static str {
         self.inner.backend
     }
@@ -194,19 +173,21 @@ impl Node {
         args: &[&[u8]],
     ) -> redis::RedisResult<i64> {
         let inner = &self.inner;
-        let mut conn = inner
-            .client
-            .get_connection_with_timeout(inner.connect_timeout)?;
-        conn.set_read_timeout(Some(inner.request_timeout))?;
-        conn.set_write_timeout(Some(inner.request_timeout))?;
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
+        let call = ScriptCall::new(script, keys, args);
+        match &inner.endpoint {
+            Endpoint::Server { client, .. } => {
+                let mut conn = client.get_connection_with_timeout(inner.connect_timeout)?;
+                conn.set_read_timeout(Some(inner.request_timeout))?;
+                conn.set_write_timeout(Some(inner.request_timeout))?;
+                call.run_blocking(&mut conn)
+            }
+            Endpoint::Cluster { client, .. } => {
+                let config = redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(inner.connect_timeout)
+                    .set_response_timeout(inner.request_timeout);
+                call.run_blocking(&mut client.get_connection_with_config(config)?)
+            }
         }
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        invocation.invoke(&mut conn)
     }
 
     /// Runs `script` with `keys` and `args` within the request timeout.
@@ -214,6 +195,10 @@ impl Node {
     ///
     /// The arguments are copied before the returned future starts, so it
     /// borrows nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have run.
     pub(crate) fn eval<T: FromRedisValue + Send + 'static>(
         &self,
         script: &'static Script,
@@ -221,13 +206,7 @@ impl Node {
         args: &[&[u8]],
         what: &str,
     ) -> impl Future<Output = Result<T>> + Send + 'static + use<T> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
-        }
-        for arg in args {
-            invocation.arg(*arg);
-        }
+        let call = ScriptCall::new(script, keys, args);
         let inner = self.inner.clone();
         let what = what.to_owned();
         async move {
@@ -236,25 +215,34 @@ impl Node {
                 address: &inner.addr,
                 operation: &what,
             };
-            let mut conn = inner.conn.clone();
-            match timeout(
-                inner.request_timeout,
-                invocation.invoke_async::<T>(&mut conn),
-            )
-            .await
-            {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(e)) => Err(site.client_error(e)),
-                Err(_) => Err(site.timed_out(inner.request_timeout)),
-            }
+            bounded(&site, inner.request_timeout, call.run::<T>(&inner.endpoint)).await
         }
     }
 }
 
+/// The result of `work` if it is done within `limit`, its error mapped at
+/// `site`.
+async fn bounded<T>(
+    site: &Site<'_>,
+    limit: Duration,
+    work: impl Future<Output = RedisResult<T>>,
+) -> Result<T> {
+    match timeout(limit, work).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(site.client_error(e)),
+        Err(_) => Err(site.timed_out(limit)),
+    }
+}
+
 impl Node {
-    /// Every key matching `pattern`: `SCAN` with `MATCH`, page after page
-    /// (`COUNT` 1000), each page within the request timeout. Costs one
-    /// round trip per 1000 keys of the whole database.
+    /// Every key matching `pattern`, on the server or on every master of the
+    /// cluster: `SCAN` with `MATCH`, page after page (`COUNT` 1000), each
+    /// page within the request timeout. Costs one round trip per 1000 keys
+    /// of the whole database.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub(crate) async fn scan(&self, pattern: &str, what: &str) -> Result<Vec<Vec<u8>>> {
         let inner = &self.inner;
         let site = Site {
@@ -262,27 +250,136 @@ impl Node {
             address: &inner.addr,
             operation: what,
         };
-        let mut conn = inner.conn.clone();
-        let mut cursor: u64 = 0;
+        let limit = inner.request_timeout;
         let mut keys = Vec::new();
-        loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000);
-            let page = scan.query_async::<(u64, Vec<Vec<u8>>)>(&mut conn);
-            let (next, found) = match timeout(inner.request_timeout, page).await {
-                Ok(Ok(page)) => page,
-                Ok(Err(e)) => return Err(site.client_error(e)),
-                Err(_) => return Err(site.timed_out(inner.request_timeout)),
-            };
-            keys.extend(found);
-            if next == 0 {
-                return Ok(keys);
+        for master in bounded(&site, limit, inner.endpoint.masters()).await? {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let page = inner
+                    .endpoint
+                    .query::<(u64, Vec<Vec<u8>>)>(master.as_ref(), &scan);
+                let (next, found) = bounded(&site, limit, page).await?;
+                keys.extend(found);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            cursor = next;
+        }
+        Ok(keys)
+    }
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum At<'a> {
+    /// One server.
+    Server(&'a ServerAddr),
+    /// A Redis Cluster, through these seed nodes.
+    Cluster(&'a [ServerAddr]),
+}
+
+/// A node's address for messages, its endpoint, and the servers its
+/// wake-ups may be subscribed on, in order.
+type Parts = (String, Endpoint, Vec<(Client, String)>);
+
+/// One server: a lazily connecting, self-healing command connection, and
+/// wake-ups subscribed on the server itself.
+fn server_endpoint(
+    backend: &'static str,
+    server: &ServerAddr,
+    common: &CommonConfig,
+) -> Result<Parts> {
+    let addr = server.to_string();
+    let client = client_for(backend, server, common)?;
+    let manager = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(common.connect_timeout))
+        .set_response_timeout(Some(common.request_timeout))
+        // One connection attempt per reconnection: a dead server must fail
+        // fast (Redlock carries on with the others); the next command tries
+        // again.
+        .set_number_of_retries(0);
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
+        Site {
+            backend,
+            address: &addr,
+            operation: "set up the connection",
+        }
+        .client_error(e)
+    })?;
+    let subscribe_at = vec![(client.clone(), addr.clone())];
+    Ok((addr, Endpoint::Server { client, conn }, subscribe_at))
+}
+
+/// A Redis Cluster: a lazily connecting cluster connection, and wake-ups
+/// subscribed on one seed at a time, the next one when it fails (a cluster
+/// forwards every `PUBLISH` to all its nodes).
+fn cluster_endpoint(
+    backend: &'static str,
+    seeds: &[ServerAddr],
+    common: &CommonConfig,
+) -> Result<Parts> {
+    let client = cluster::client(backend, seeds, common)?;
+    let conn = client.get_pending_async_connection_with_config(cluster::connection_config(common));
+    let subscribe_at = seeds
+        .iter()
+        .map(|seed| Ok((client_for(backend, seed, common)?, seed.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((
+        cluster::addrs(seeds),
+        Endpoint::Cluster { client, conn },
+        subscribe_at,
+    ))
+}
+
+/// Connects afresh (not through the shared connection, so that the connect
+/// timeout bounds it, `limit`), checks that the server answers, loads the
+/// scripts on a single server, and reads the eviction settings of every
+/// server that keeps keys: the one server (`None`), or each master of a
+/// cluster (its address).
+async fn check(
+    endpoint: &Endpoint,
+    limit: Duration,
+) -> RedisResult<Vec<(Option<String>, Option<Eviction>)>> {
+    match endpoint {
+        Endpoint::Server { client, .. } => {
+            let config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(limit))
+                .set_response_timeout(Some(limit));
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            // Load the scripts now, so the first lock operations do not pay
+            // a NOSCRIPT round trip. After a server restart the first call
+            // of each sends its source (EVAL), which caches it again.
+            for script in SCRIPTS.all() {
+                script.load_async(&mut conn).await?;
+            }
+            let reply = eviction_query().query_async(&mut conn).await;
+            Ok(vec![(None, eviction_from(reply)?)])
+        }
+        // A cluster's scripts are cached on each master by the first EVAL
+        // that finds them missing there.
+        Endpoint::Cluster { client, .. } => {
+            // Half the limit to reach the seeds (all at once, waiting for
+            // the slowest), half for the commands.
+            let config = redis::cluster::ClusterConfig::new()
+                .set_connection_timeout(limit / 2)
+                .set_response_timeout(limit / 2);
+            let mut conn = client.get_async_connection_with_config(config).await?;
+            let mut found = Vec::new();
+            for master in cluster::masters(&mut conn).await? {
+                let reply = cluster::on_master(&mut conn, &master, &eviction_query()).await;
+                found.push((Some(master.to_string()), eviction_from(reply)?));
+            }
+            Ok(found)
         }
     }
 }
@@ -294,18 +391,18 @@ struct Eviction {
     policy: String,
 }
 
-/// Reads `maxmemory` and `maxmemory-policy`; `None` where the server does
-/// not let us (`CONFIG` renamed or disabled on managed Redis, or denied by
-/// the user's ACL): refusing there would make the backend unusable on such
-/// services, so the caller warns instead.
-async fn eviction_settings(
-    conn: &mut redis::aio::MultiplexedConnection,
-) -> redis::RedisResult<Option<Eviction>> {
-    let reply = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory*")
-        .query_async::<HashMap<String, String>>(conn)
-        .await;
+/// Asks for `maxmemory` and `maxmemory-policy`.
+fn eviction_query() -> redis::Cmd {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg("maxmemory*");
+    cmd
+}
+
+/// The eviction settings in the `reply` to [`eviction_query`]; `None` where
+/// the server does not let us read them (`CONFIG` renamed or disabled on
+/// managed Redis, or denied by the user's ACL): refusing there would make
+/// the backend unusable on such services, so the caller warns instead.
+fn eviction_from(reply: RedisResult<HashMap<String, String>>) -> RedisResult<Option<Eviction>> {
     let settings = match reply {
         Ok(settings) => settings,
         // The server answered with an error: it does not allow CONFIG GET.
@@ -323,13 +420,56 @@ async fn eviction_settings(
     }))
 }
 
+/// Refuses a server at `addr` that may evict keys; warns when its settings
+/// are unknown.
+fn check_eviction(backend: &str, addr: &str, eviction: Option<Eviction>) -> Result<()> {
+    match eviction {
+        Some(Eviction { maxmemory, policy }) if maxmemory > 0 && policy != "noeviction" => {
+            Err(Error::invalid_config(format!(
+                "{backend} at {addr}: maxmemory-policy is {policy} with maxmemory {maxmemory} bytes: when memory runs out the server may evict a held lock's key (volatile-* and allkeys-* policies) or its fencing counter (allkeys-*), letting a second client in; set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in the server's configuration file), or use a server without maxmemory"
+            )))
+        }
+        Some(_) => Ok(()),
+        None => {
+            tracing::warn!(
+                backend,
+                addr,
+                "cannot read maxmemory-policy (CONFIG GET is not allowed here); it must be noeviction, or evicted keys may let a second client in"
+            );
+            Ok(())
+        }
+    }
+}
+
 fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig) -> Result<Client> {
     let addr = server.to_string();
-    let site = Site {
-        backend,
-        address: &addr,
-        operation: "configure the client",
+    let info = connection_info(backend, server, common)?;
+    let client = match root_cert(backend, &addr, common)? {
+        Some(pem) => Client::build_with_tls(
+            info,
+            TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            },
+        ),
+        None => Client::open(info),
     };
+    client.map_err(|e| {
+        let site = Site {
+            backend,
+            address: &addr,
+            operation: "configure the client",
+        };
+        Error::invalid_config(site.client_error(e).message().to_owned())
+    })
+}
+
+/// How to reach `server`: address, TLS, credentials and database.
+pub(crate) fn connection_info(
+    backend: &'static str,
+    server: &ServerAddr,
+    common: &CommonConfig,
+) -> Result<ConnectionInfo> {
     let conn_addr = if common.tls.enabled {
         install_crypto_provider();
         ConnectionAddr::TcpTls {
@@ -350,32 +490,32 @@ fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig)
     if let Some(password) = &common.password {
         settings = settings.set_password(password);
     }
-    let info = conn_addr
-        .into_connection_info()
-        .map_err(|e| site.client_error(e))?
-        .set_redis_settings(settings);
-    let client = match &common.tls.ca_file {
-        Some(path) if common.tls.enabled => {
-            let pem = std::fs::read(path).map_err(|e| {
-                Error::invalid_config(format!(
-                    "{backend} at {addr}: cannot read tls_ca_file {}: {e}",
-                    path.display()
-                ))
-            })?;
-            Client::build_with_tls(
-                info,
-                TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem),
-                },
-            )
+    let info = conn_addr.into_connection_info().map_err(|e| {
+        Site {
+            backend,
+            address: &server.to_string(),
+            operation: "configure the client",
         }
-        _ => Client::open(info),
-    };
-    client.map_err(|e| {
-        let err = site.client_error(e);
-        Error::invalid_config(err.message().to_owned())
-    })
+        .client_error(e)
+    })?;
+    Ok(info.set_redis_settings(settings))
+}
+
+/// The PEM root certificates to trust, when TLS is on and `tls_ca_file` set.
+pub(crate) fn root_cert(
+    backend: &str,
+    addr: &str,
+    common: &CommonConfig,
+) -> Result<Option<Vec<u8>>> {
+    match &common.tls.ca_file {
+        Some(path) if common.tls.enabled => std::fs::read(path).map(Some).map_err(|e| {
+            Error::invalid_config(format!(
+                "{backend} at {addr}: cannot read tls_ca_file {}: {e}",
+                path.display()
+            ))
+        }),
+        _ => Ok(None),
+    }
 }
 
 /// rustls needs one process-wide crypto provider; install ring's unless the

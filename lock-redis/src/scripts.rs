@@ -1,9 +1,11 @@
 //! The Lua scripts: every check-then-act on a lock is one atomic script.
 //!
-//! They are sent with `EVALSHA` (falling back to loading them once after a
-//! server restart). Numbers that may exceed 14 digits are formatted with
+//! They are sent with `EVALSHA`, falling back to `EVAL` with the source
+//! where the server does not have them cached (after a restart, or on a
+//! replica promoted by a failover). Numbers that may exceed 14 digits are formatted with
 //! `%d`, because Redis' Lua turns plain numbers into strings with `%.14g`.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use redis::Script;
@@ -405,13 +407,19 @@ macro_rules! scripts {
         #[derive(Debug)]
         pub(crate) struct Scripts {
             $(pub(crate) $name: Script,)*
+            /// Each script's source by its SHA-1 hash.
+            sources: HashMap<String, String>,
         }
 
         impl Scripts {
             fn new() -> Scripts {
-                Scripts {
-                    $($name: Script::new(&$source),)*
-                }
+                let mut sources = HashMap::new();
+                $(
+                    let source = String::from($source);
+                    let $name = Script::new(&source);
+                    sources.insert($name.get_hash().to_owned(), source);
+                )*
+                Scripts { $($name,)* sources }
             }
 
             /// Every script, for loading them at connect.
@@ -420,6 +428,14 @@ macro_rules! scripts {
             }
         }
     };
+}
+
+impl Scripts {
+    /// The source of `script`, one of ours, for `EVAL` where the server
+    /// does not have it cached.
+    pub(crate) fn source(&self, script: &Script) -> &str {
+        &self.sources[script.get_hash()]
+    }
 }
 
 /// `script` with the functions that serve the next waiter on a release.

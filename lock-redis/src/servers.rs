@@ -1,9 +1,10 @@
 //! The servers behind one backend instance, and the operations that run on
-//! all of them: one server for `redis://`, N independent ones with a
-//! majority quorum for `redlock://`.
+//! all of them: one server for `redis://`, one cluster (a single node whose
+//! client routes each call to the lock's master) for `redis+cluster://`, N
+//! independent ones with a majority quorum for `redlock://`.
 //!
-//! With one server the quorum is 1 and every operation is a single script
-//! call; the same code serves both modes.
+//! With one node the quorum is 1 and every operation is a single script
+//! call; the same code serves every mode.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,7 @@ use redis::Script;
 
 use crate::config::{CommonConfig, ServerAddr};
 use crate::keys::{KeySpace, LockKeys, Space};
-use crate::node::Node;
+use crate::node::{At, Node};
 use crate::scripts::SCRIPTS;
 use crate::{fair_queue, held, redlock};
 
@@ -99,14 +100,40 @@ impl Servers {
         addrs: &[ServerAddr],
         common: &CommonConfig,
     ) -> Result<Arc<Servers>> {
+        Self::connect_nodes(backend, common, |channel| {
+            addrs
+                .iter()
+                .map(|addr| Node::new(backend, At::Server(addr), common, channel.to_owned()))
+                .collect()
+        })
+        .await
+    }
+
+    /// Connects to a Redis Cluster through its `seeds`: one node, as a
+    /// single server is, whose commands the cluster client routes.
+    pub(crate) async fn connect_cluster(
+        backend: &'static str,
+        seeds: &[ServerAddr],
+        common: &CommonConfig,
+    ) -> Result<Arc<Servers>> {
+        Self::connect_nodes(backend, common, |channel| {
+            let node = Node::new(backend, At::Cluster(seeds), common, channel.to_owned())?;
+            Ok(vec![node])
+        })
+        .await
+    }
+
+    /// Connects to the nodes `make` sets up for the instance's wake-up
+    /// channel, as [`connect`](Self::connect).
+    async fn connect_nodes(
+        backend: &'static str,
+        common: &CommonConfig,
+        make: impl FnOnce(&str) -> Result<Vec<Node>>,
+    ) -> Result<Arc<Servers>> {
         common.validate()?;
         let instance = format!("{:016x}", rand::random::<u64>());
         let keys = KeySpace::new(&common.prefix, common.db);
-        let channel = format!("{}{}", keys.wake_prefix(), instance);
-        let nodes = addrs
-            .iter()
-            .map(|addr| Node::new(backend, addr, common, channel.clone()))
-            .collect::<Result<Vec<_>>>()?;
+        let nodes = make(&format!("{}{}", keys.wake_prefix(), instance))?;
         let servers = Servers {
             backend,
             quorum: nodes.len() / 2 + 1,

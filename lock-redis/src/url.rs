@@ -1,4 +1,5 @@
-//! The URL forms `redis://`, `rediss://` and `redlock://h1,h2,h3`.
+//! The URL forms `redis://`, `rediss://`, `redlock://h1,h2,h3` and
+//! `redis+cluster://h1,h2,h3`.
 //!
 //! The split into parts is lock-core's [`UrlParts`], shared by every
 //! backend; this module checks the parts Redis gives meaning to. Every error
@@ -85,7 +86,7 @@ pub(crate) fn parse(url: &str, schemes: &[&str]) -> Result<ParsedUrl> {
         username: parts.username.filter(|user| !user.is_empty()),
         password: parts.password,
         db,
-        tls: parts.scheme == "rediss",
+        tls: parts.scheme.starts_with("rediss"),
         options,
     })
 }

@@ -1,5 +1,5 @@
-//! One pub/sub connection per backend instance and server, shared by every
-//! waiter and observer of that instance.
+//! One pub/sub connection per backend instance and server (or cluster),
+//! shared by every waiter and observer of that instance.
 //!
 //! It carries two kinds of messages:
 //!
@@ -11,6 +11,10 @@
 //! - **Change notices** on named channels (an election's leader channel, a
 //!   Redlock lock's released channel), subscribed while someone listens
 //!   ([`Wakeups::subscribe`]).
+//!
+//! On a Redis Cluster the connection goes to one seed node at a time, and to
+//! the next seed when it fails: a cluster forwards every `PUBLISH` to all its
+//! nodes, so any node hears every wake-up.
 //!
 //! A wake-up can be lost (the connection drops, the server restarts). Every
 //! waiter therefore also sleeps on a timer bounded by the lock's TTL, and
@@ -36,11 +40,15 @@ use crate::errors::kind_of;
 const PING_EVERY: Duration = Duration::from_secs(2);
 /// Pause between reconnection attempts.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// The least time one connection attempt gets, however many servers share
+/// the connect timeout.
+const MIN_ATTEMPT: Duration = Duration::from_millis(250);
 /// Pause before subscribing again after the server refused it (ACL).
 const RETRY_REFUSED: Duration = Duration::from_secs(5);
 
-/// Local listeners of one server's pub/sub connection.
+/// Local listeners of one server's (or cluster's) pub/sub connection.
 pub(crate) struct Wakeups {
+    /// Where the connection may go, for messages.
     addr: String,
     instance_channel: String,
     request_timeout: Duration,
@@ -99,24 +107,25 @@ impl fmt::Debug for Wakeups {
 }
 
 impl Wakeups {
-    /// Starts the pub/sub connection task for `client`. The task ends when
-    /// the returned handle is dropped.
+    /// Starts the pub/sub connection task, which connects to the first of
+    /// `servers` (client and address) and moves on to the next whenever the
+    /// connection fails. The task ends when the returned handle is dropped.
     pub(crate) fn start(
-        client: redis::Client,
-        addr: String,
+        servers: Vec<(redis::Client, String)>,
         instance_channel: String,
         connect_timeout: Duration,
         request_timeout: Duration,
     ) -> (Arc<Wakeups>, WakeTask) {
+        let addrs: Vec<&str> = servers.iter().map(|(_, addr)| addr.as_str()).collect();
         let wakeups = Arc::new(Wakeups {
-            addr,
+            addr: addrs.join(","),
             instance_channel,
             request_timeout,
             state: Mutex::new(State::default()),
             sink: tokio::sync::Mutex::new(None),
             ready: watch::Sender::new(Link::Down),
         });
-        let task = tokio::spawn(run(wakeups.clone(), client, connect_timeout));
+        let task = tokio::spawn(run(wakeups.clone(), servers, connect_timeout));
         (wakeups, WakeTask(task))
     }
 
@@ -284,10 +293,19 @@ async fn send_subscribe(wakeups: Arc<Wakeups>, channel: String) {
 }
 
 /// The pub/sub connection loop: connect, subscribe, deliver, ping; on any
-/// failure mark not ready, wait a little and start over.
-async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Duration) {
-    loop {
-        match timeout(connect_timeout, client.get_async_pubsub()).await {
+/// failure mark not ready, wait a little and start over on the next server.
+async fn run(
+    wakeups: Arc<Wakeups>,
+    servers: Vec<(redis::Client, String)>,
+    connect_timeout: Duration,
+) {
+    // Each server gets its share of the connect timeout, so that one that
+    // accepts but never answers cannot keep the others from being tried
+    // within it (connect waits that long for the subscription).
+    let share = connect_timeout / u32::try_from(servers.len()).unwrap_or(u32::MAX).max(1);
+    let per_server = share.max(MIN_ATTEMPT).min(connect_timeout);
+    for (client, addr) in servers.iter().cycle() {
+        match timeout(per_server, client.get_async_pubsub()).await {
             Ok(Ok(pubsub)) => {
                 let (sink, mut stream) = pubsub.split();
                 let subscribed = subscribe_all(&wakeups, sink.clone()).await;
@@ -296,7 +314,7 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                 {
                     // Waiting cannot work for this user: say so at once
                     // (connect fails with it), and ask again rarely.
-                    tracing::warn!(addr = %wakeups.addr, error = %e, "SUBSCRIBE refused");
+                    tracing::warn!(addr = %addr, error = %e, "SUBSCRIBE refused");
                     wakeups.ready.send_replace(Link::Refused(e.to_string()));
                     sleep(RETRY_REFUSED).await;
                     continue;
@@ -304,7 +322,7 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                 if subscribed.is_ok() {
                     wakeups.ready.send_replace(Link::Ready);
                     wakeups.wake_everyone();
-                    tracing::debug!(addr = %wakeups.addr, "pub/sub connected");
+                    tracing::debug!(addr = %addr, "pub/sub connected");
                     let mut pinger = sink;
                     loop {
                         tokio::select! {
@@ -319,7 +337,7 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                             }
                         }
                     }
-                    tracing::debug!(addr = %wakeups.addr, "pub/sub connection lost; reconnecting");
+                    tracing::debug!(addr = %addr, "pub/sub connection lost; reconnecting");
                 }
                 wakeups.ready.send_replace(Link::Down);
                 *wakeups.sink.lock().await = None;
@@ -328,9 +346,9 @@ async fn run(wakeups: Arc<Wakeups>, client: redis::Client, connect_timeout: Dura
                 }
             }
             Ok(Err(e)) => {
-                tracing::debug!(addr = %wakeups.addr, error = %e, "pub/sub connect failed")
+                tracing::debug!(addr = %addr, error = %e, "pub/sub connect failed")
             }
-            Err(_) => tracing::debug!(addr = %wakeups.addr, "pub/sub connect timed out"),
+            Err(_) => tracing::debug!(addr = %addr, "pub/sub connect timed out"),
         }
         sleep(RECONNECT_DELAY).await;
     }

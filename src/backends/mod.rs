@@ -33,6 +33,8 @@ pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Resul
         Scheme::Redis | Scheme::Rediss => redis::connect(url, config).await,
         #[cfg(feature = "redis")]
         Scheme::Redlock => redis::connect_redlock(url, config).await,
+        #[cfg(feature = "redis")]
+        Scheme::RedisCluster | Scheme::RedissCluster => redis::connect_cluster(url, config).await,
         #[cfg(feature = "zk")]
         Scheme::Zk => zk::connect(url, config).await,
         #[allow(unreachable_patterns)]

@@ -1,10 +1,14 @@
-//! `redis://`, `rediss://` (one server) and `redlock://` (a quorum of
-//! independent servers).
+//! `redis://`, `rediss://` (one server), `redlock://` (a quorum of
+//! independent servers) and `redis+cluster://`, `rediss+cluster://` (a
+//! Redis Cluster).
 
 use std::sync::Arc;
 
 use lock_core::Result;
-use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig};
+use lock_redis::{
+    RedisBackend, RedisClusterBackend, RedisClusterConfig, RedisConfig, RedlockBackend,
+    RedlockConfig,
+};
 
 use super::Services;
 use crate::config::Config;
@@ -19,5 +23,11 @@ pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
 pub(super) async fn connect_redlock(url: &str, config: &Config) -> Result<Services> {
     let redlock = RedlockConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = RedlockBackend::connect(redlock).await?;
+    Ok((Arc::new(backend), Native::Plain))
+}
+
+pub(super) async fn connect_cluster(url: &str, config: &Config) -> Result<Services> {
+    let cluster = RedisClusterConfig::from_url(url)?.with_settings(&config.settings())?;
+    let backend = RedisClusterBackend::connect(cluster).await?;
     Ok((Arc::new(backend), Native::Plain))
 }

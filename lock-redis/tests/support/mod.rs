@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
 pub mod target;
 
 use std::time::Duration;
@@ -32,7 +33,7 @@ pub async fn start_redises(n: usize) -> RedisServers {
 
 /// The tests' TTL and connect timeout, and `request` as the bound on each
 /// command.
-fn test_settings(request: Duration) -> Settings {
+pub fn test_settings(request: Duration) -> Settings {
     Settings {
         ttl: Some(TTL),
         connect_timeout: Some(Duration::from_secs(3)),

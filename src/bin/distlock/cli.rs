@@ -38,9 +38,9 @@ pub(crate) struct Cli {
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
     /// Backend URL (file:///DIR, memory://, etcd://H:P, redis://H:P, rediss://,
-    /// redlock://H1:P,H2:P,H3:P, zk://H:P). Repeat it for `bench`. Default:
-    /// $DISTLOCK_URL, then the url in --config, then lock files in
-    /// ~/.local/state/distlock/locks.
+    /// redlock://H1:P,H2:P,H3:P, redis+cluster://H1:P,H2:P, zk://H:P). Repeat
+    /// it for `bench`. Default: $DISTLOCK_URL, then the url in --config, then
+    /// lock files in ~/.local/state/distlock/locks.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) url: Vec<String>,
 

@@ -20,7 +20,7 @@ fn ttls(memory: bool) -> String {
     parts.push(entry("etcd/etcds", distlock::etcd::DEFAULT_TTL, ""));
     #[cfg(feature = "redis")]
     parts.push(entry(
-        "redis/rediss/redlock",
+        "redis/rediss/redlock/redis+cluster",
         distlock::redis::DEFAULT_TTL,
         "",
     ));

@@ -1,0 +1,9 @@
+//! The whole lock-testkit conformance suite against a real Redis Cluster of
+//! three masters, a fresh cluster per test, each client with its own
+//! connections.
+
+mod support;
+
+use support::cluster::ClusterTarget;
+
+lock_testkit::conformance_tests!(ClusterTarget::start().await);
