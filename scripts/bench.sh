@@ -13,7 +13,8 @@
 # With --scale it regenerates the scale section instead (`distlock bench
 # --sweep held|names|clients`, tables, charts and JSON): each point of the
 # held-locks sweep holds for $HOLD (default 30s; e.g. HOLD=5s for a quick
-# run), the other sweeps run 5 s per point.
+# run), the other sweeps run 5 s per point. SWEEPS picks some of the three
+# (e.g. SWEEPS=held); the tables of the others are kept.
 #
 #   scripts/bench.sh --scale [extra distlock bench flags...]
 set -euo pipefail
@@ -57,9 +58,14 @@ tables=$(mktemp -d)
 status=0
 if $scale; then
     sweep() { bench --sweep "$1" --json "docs/benchmarks-$1.json" --plot "docs/benchmarks-$1.svg" "${@:2}" >"$tables/scale$1" || status=$?; }
-    duration=${HOLD:-30s} sweep held "$@"
-    sweep names --clients 32 "$@"
-    sweep clients --locks 1 "$@"
+    for what in ${SWEEPS:-held names clients}; do
+        case $what in
+            held) duration=${HOLD:-30s} sweep held "$@" ;;
+            names) sweep names --clients 32 "$@" ;;
+            clients) sweep clients --locks 1 "$@" ;;
+            *) echo "error: SWEEPS: unknown sweep $what" >&2; exit 64 ;;
+        esac
+    done
     stamp_marker=scalestamp
 else
     add_redlock_server

@@ -302,6 +302,12 @@ pub(crate) struct BenchArgs {
     /// reported as timed out, and the sweep goes on.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "120s", requires = "sweep")]
     pub(crate) acquire_within: Duration,
+
+    /// `--sweep held`: measure the point in this process. Without it each
+    /// point runs in a child process of its own (this flag set), so that no
+    /// point reuses memory an earlier one freed.
+    #[arg(long, hide = true, requires = "sweep")]
+    pub(crate) in_process: bool,
 }
 
 /// What `distlock bench --sweep` grows.

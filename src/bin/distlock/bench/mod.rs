@@ -80,7 +80,7 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
                 "--sweep measures locks; leave out --primitive",
             ));
         }
-        return sweep::run(&args, what, &configs).await;
+        return sweep::run(&args, what, target.config.as_ref(), &configs).await;
     }
     let outputs = Outputs::create(&args)?;
     let mut results = Vec::new();

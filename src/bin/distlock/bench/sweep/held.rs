@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use distlock::Config;
 use lock_workload::{HoldConfig, ProcessSample, hold_many};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::server::Counter;
 
 /// What holding N locks cost.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct HeldReport {
     /// Locks held at once.
     pub(crate) locks: usize,

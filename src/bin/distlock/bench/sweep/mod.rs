@@ -10,9 +10,12 @@
 //! it.
 
 mod held;
+mod isolate;
 mod plot;
 mod server;
 mod table;
+
+use std::path::PathBuf;
 
 use distlock::Config;
 use lock_workload::{HoldConfig, Primitive, WorkloadReport};
@@ -80,7 +83,14 @@ impl Sweep {
     }
 }
 
-pub(super) async fn run(args: &BenchArgs, what: Sweep, configs: &[Config]) -> Result<u8, Failure> {
+/// Runs the sweep on every config; `config_file` is `--config`, for the
+/// child processes of the held-locks points.
+pub(super) async fn run(
+    args: &BenchArgs,
+    what: Sweep,
+    config_file: Option<&PathBuf>,
+    configs: &[Config],
+) -> Result<u8, Failure> {
     let points = if args.points.is_empty() {
         what.default_points()
     } else {
@@ -95,7 +105,12 @@ pub(super) async fn run(args: &BenchArgs, what: Sweep, configs: &[Config]) -> Re
     let outputs = Outputs::create(args)?;
     let mut backends = Vec::new();
     for (index, config) in configs.iter().enumerate() {
-        backends.push(sweep_one(args, what, &points, config, index).await);
+        let backend = Backend {
+            config,
+            config_file,
+            index,
+        };
+        backends.push(sweep_one(args, what, &points, backend).await);
     }
     let output = SweepOutput {
         sweep: what,
@@ -132,9 +147,9 @@ async fn sweep_one(
     args: &BenchArgs,
     what: Sweep,
     points: &[usize],
-    config: &Config,
-    index: usize,
+    target: Backend<'_>,
 ) -> BackendSweep {
+    let config = target.config;
     let url = config.redacted_url();
     let backend = match distlock::connect_with(config).await {
         Ok(client) => Ok(client.capabilities().backend),
@@ -147,7 +162,7 @@ async fn sweep_one(
     let mut results = Vec::with_capacity(points.len());
     for &at in points {
         let outcome = match backend {
-            Ok(backend) => measure(args, what, at, config, index, backend).await,
+            Ok(backend) => measure(args, what, at, target, backend).await,
             Err(ref e) => Err(e.clone()),
         };
         let point = match outcome {
@@ -193,16 +208,35 @@ enum Measured {
     Held(HeldReport),
 }
 
-/// Runs point `at` of the sweep on `config`'s backend.
+/// The backend a sweep runs on.
+#[derive(Debug, Clone, Copy)]
+struct Backend<'a> {
+    config: &'a Config,
+    /// `--config`, for child processes.
+    config_file: Option<&'a PathBuf>,
+    /// Its place among the URLs, for distinct lock names.
+    index: usize,
+}
+
+/// Runs point `at` of the sweep on `target`'s backend (named `backend`).
 async fn measure(
     args: &BenchArgs,
     what: Sweep,
     at: usize,
-    config: &Config,
-    index: usize,
+    target: Backend<'_>,
     backend: &str,
 ) -> Result<Measured, String> {
+    let Backend {
+        config,
+        config_file,
+        index,
+    } = target;
     let shape = match what {
+        Sweep::Held if !args.in_process => {
+            return isolate::held_point(args, config_file, config, at)
+                .await
+                .map(Measured::Held);
+        }
         Sweep::Held => {
             let settings = HoldConfig {
                 locks: at,
