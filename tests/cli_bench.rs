@@ -130,12 +130,18 @@ async fn bench_loads_semaphores_and_read_write_locks() {
 /// usage errors, before any backend runs.
 #[tokio::test]
 async fn bench_primitive_flags_are_checked() {
-    for words in [
+    assert_usage_errors(&[
         "--primitive semaphore --permits 0",
         "--permits 2",
         "--primitive semaphore --read-ratio 0.5",
         "--primitive rwlock --read-ratio 1.5",
-    ] {
+    ])
+    .await;
+}
+
+/// Each of `flags` makes `distlock bench --url memory://` a usage error.
+async fn assert_usage_errors(flags: &[&str]) {
+    for words in flags {
         let output = output_within(
             Duration::from_secs(30),
             distlock(None)
@@ -143,6 +149,73 @@ async fn bench_primitive_flags_are_checked() {
                 .args(words.split(' ')),
         )
         .await;
-        usage_error(&output, &words);
+        usage_error(&output, words);
     }
+}
+
+/// `--sweep` runs every point end to end on `memory://` with tiny sizes:
+/// each point measured (locks held and none lost; acquisitions with no
+/// violation), one table per backend, and an SVG chart.
+#[tokio::test]
+async fn every_sweep_runs_end_to_end_on_memory() {
+    let work = tempfile::tempdir().unwrap();
+    for (sweep, points) in [("held", "1,20"), ("names", "1,3"), ("clients", "1,3")] {
+        let json = work.path().join(format!("{sweep}.json"));
+        let svg = work.path().join(format!("{sweep}.svg"));
+        let output = output_within(
+            Duration::from_secs(30),
+            distlock(None)
+                .args(["bench", "--url", "memory://", "--sweep", sweep])
+                .args(["--points", points, "--clients", "2", "--duration", "200ms"])
+                .arg("--json")
+                .arg(&json)
+                .arg("--plot")
+                .arg(&svg),
+        )
+        .await;
+        assert!(output.status.success(), "{sweep}: {}", stderr(&output));
+        let table = String::from_utf8_lossy(&output.stdout);
+        assert!(table.contains("memory (memory://)"), "{sweep}: {table}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["sweep"], sweep, "{report}");
+        let measured = report["backends"][0]["points"].as_array().unwrap();
+        let at: Vec<u64> = measured.iter().map(|p| p["at"].as_u64().unwrap()).collect();
+        let expected: Vec<u64> = points.split(',').map(|p| p.parse().unwrap()).collect();
+        assert_eq!(at, expected, "{sweep}: {report}");
+        for point in measured {
+            assert!(point["error"].is_null(), "{sweep}: {point}");
+            if sweep == "held" {
+                assert_eq!(point["held"]["locks"], point["at"], "{point}");
+                assert_eq!(point["held"]["lost"], 0, "{point}");
+            } else {
+                let run = &point["workload"];
+                assert!(
+                    run["acquisitions"].as_u64().unwrap() > 0,
+                    "{sweep}: {point}"
+                );
+                assert_eq!(run["violations"], 0, "{sweep}: {point}");
+            }
+        }
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        assert_well_formed(&svg);
+        assert!(
+            texts(&svg)
+                .iter()
+                .any(|t| t == "memory 3" || t == "memory 20"),
+            "{sweep}"
+        );
+    }
+}
+
+/// `--sweep` flags are checked before anything runs.
+#[tokio::test]
+async fn sweep_flags_are_checked() {
+    assert_usage_errors(&[
+        "--sweep held --points 0,10",
+        "--sweep held --concurrency 0",
+        "--sweep names --primitive semaphore",
+        "--points 1,2",
+    ])
+    .await;
 }

@@ -6,10 +6,17 @@
 //! checks mutual exclusion and token order, so a benchmark that goes fast by
 //! being wrong shows up as violations. The clients contend on a mutex, a
 //! semaphore or a read-write lock ([`Primitive`]).
+//!
+//! For the scale benchmark, [`hold_many`] has one client hold many locks at
+//! once, and [`ProcessSample`] reads what that costs this process.
 
+mod held;
 mod primitive;
+mod process;
 
+pub use held::{HeldLocks, HoldConfig, HoldError, Released, hold_many};
 pub use primitive::Primitive;
+pub use process::{ProcessError, ProcessSample};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -275,6 +275,51 @@ pub(crate) struct BenchArgs {
     /// with --primitive rwlock [default: 0.9].
     #[arg(long, value_name = "R")]
     pub(crate) read_ratio: Option<f64>,
+
+    /// Measure cost as work grows instead: `held` holds --points locks at
+    /// once on one client for --duration each (renewal traffic, client CPU
+    /// and memory per held lock, lost locks); `names` runs --clients
+    /// clients over --points names; `clients` runs --points clients on
+    /// --locks names. One table per backend.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub(crate) sweep: Option<Sweep>,
+
+    /// The sweep's points, comma-separated [default: held 1,100,1000,10000;
+    /// names 1,10,100,1000; clients 1,4,16,64].
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        requires = "sweep"
+    )]
+    pub(crate) points: Vec<usize>,
+
+    /// `--sweep held`: acquisitions and releases in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "sweep")]
+    pub(crate) concurrency: usize,
+
+    /// `--sweep held`: a point whose locks are not all taken within this is
+    /// reported as timed out, and the sweep goes on.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "120s", requires = "sweep")]
+    pub(crate) acquire_within: Duration,
+
+    /// `--sweep held`: measure the point in this process. Without it each
+    /// point runs in a child process of its own (this flag set), so that no
+    /// point reuses memory an earlier one freed.
+    #[arg(long, hide = true, requires = "sweep")]
+    pub(crate) in_process: bool,
+}
+
+/// What `distlock bench --sweep` grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Sweep {
+    /// Locks held at once by one client.
+    Held,
+    /// Lock names shared by the clients.
+    Names,
+    /// Clients on the same names.
+    Clients,
 }
 
 /// The primitives `distlock bench` can load.

@@ -4,6 +4,7 @@ mod chart;
 mod outputs;
 mod plot;
 mod progress;
+mod sweep;
 mod table;
 
 use std::sync::Arc;
@@ -16,9 +17,9 @@ use lock_workload::{
 use serde::Serialize;
 
 use crate::cli::{BenchArgs, BenchPrimitive, TargetArgs};
-use crate::exit::{CANNOT_CREATE, Failure, UNAVAILABLE, USAGE};
+use crate::exit::{Failure, UNAVAILABLE, USAGE};
 use crate::target;
-use outputs::Output;
+use outputs::Outputs;
 
 /// One backend's outcome.
 #[derive(Debug, Serialize)]
@@ -73,16 +74,15 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         let scheme = distlock::Scheme::of_url(&config.effective_url())?;
         scheme.ensure_compiled_in()?;
     }
-    let json_file = args
-        .json
-        .as_deref()
-        .map(|path| Output::create("--json", path))
-        .transpose()?;
-    let plot_file = args
-        .plot
-        .as_deref()
-        .map(|path| Output::create("--plot", path))
-        .transpose()?;
+    if let Some(what) = args.sweep {
+        if primitive != Primitive::Lock {
+            return Err(Failure::usage(
+                "--sweep measures locks; leave out --primitive",
+            ));
+        }
+        return sweep::run(&args, what, target.config.as_ref(), &configs).await;
+    }
+    let outputs = Outputs::create(&args)?;
     let mut results = Vec::new();
     for (index, config) in configs.iter().enumerate() {
         results.push(bench_one(&args, primitive, config, index).await);
@@ -97,16 +97,7 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         results,
     };
     print!("{}", table::render(&output));
-    if let Some(file) = json_file {
-        let json = serde_json::to_string_pretty(&output).expect("bench output serializes");
-        file.write(&(json + "\n"))?;
-    }
-    if let Some(file) = plot_file {
-        let svg = plot::render(&output).map_err(|e| {
-            Failure::new(CANNOT_CREATE, format!("cannot draw the --plot chart: {e}"))
-        })?;
-        file.write(&svg)?;
-    }
+    outputs.write(&output, plot::render)?;
     let failed = (output.results.iter())
         .filter(|r| r.applies && r.error.is_some())
         .count();
@@ -193,7 +184,11 @@ async fn bench_one(
                 let why = format!("the {} backend has no {}", caps.backend, primitive.as_str());
                 return BackendResult::new(url, Some(caps), Err(distlock::Error::unsupported(why)));
             }
-            let outcome = run_on(args, primitive, config, index, caps.backend).await;
+            let shape = Shape {
+                clients: args.clients,
+                locks: args.locks,
+            };
+            let outcome = run_on(args, primitive, shape, config, index, caps.backend).await;
             (Some(caps), outcome)
         }
         Err(e) => (None, Err(e)),
@@ -230,11 +225,19 @@ impl BackendResult {
     }
 }
 
+/// How many clients share how many names.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    clients: usize,
+    locks: usize,
+}
+
 /// The workload on `config`'s backend (named `backend` on the progress
 /// bar), each client with a connection of its own.
 async fn run_on(
     args: &BenchArgs,
     primitive: Primitive,
+    shape: Shape,
     config: &Config,
     index: usize,
     backend: &str,
@@ -245,8 +248,8 @@ async fn run_on(
         async move { Ok(distlock::connect_with(&config).await?.lock_backend()) }.boxed()
     });
     let workload = WorkloadConfig {
-        clients: args.clients,
-        locks: args.locks,
+        clients: shape.clients,
+        locks: shape.locks,
         duration: args.duration,
         ttl: args.ttl,
         hold: args.hold,

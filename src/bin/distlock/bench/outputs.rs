@@ -5,7 +5,52 @@ use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
+use crate::cli::BenchArgs;
 use crate::exit::{CANNOT_CREATE, Failure};
+
+/// The `--json` and `--plot` files a run was asked for.
+#[derive(Debug)]
+pub(super) struct Outputs {
+    json: Option<Output>,
+    plot: Option<Output>,
+}
+
+impl Outputs {
+    /// Creates the files `args` name, before anything runs.
+    pub(super) fn create(args: &BenchArgs) -> Result<Self, Failure> {
+        let open = |flag, path: &Option<PathBuf>| {
+            path.as_deref()
+                .map(|path| Output::create(flag, path))
+                .transpose()
+        };
+        Ok(Outputs {
+            json: open("--json", &args.json)?,
+            plot: open("--plot", &args.plot)?,
+        })
+    }
+
+    /// Writes `output` as JSON and the chart `draw` makes of it, to the
+    /// files that were asked for.
+    pub(super) fn write<T: Serialize>(
+        self,
+        output: &T,
+        draw: impl FnOnce(&T) -> Result<String, String>,
+    ) -> Result<(), Failure> {
+        if let Some(file) = self.json {
+            let json = serde_json::to_string_pretty(output).expect("bench output serializes");
+            file.write(&(json + "\n"))?;
+        }
+        if let Some(file) = self.plot {
+            let svg = draw(output).map_err(|e| {
+                Failure::new(CANNOT_CREATE, format!("cannot draw the --plot chart: {e}"))
+            })?;
+            file.write(&svg)?;
+        }
+        Ok(())
+    }
+}
 
 /// An output file, created (and truncated) up front.
 #[derive(Debug)]

@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 use super::BenchOutput;
 
 /// Milliseconds with two decimals from microseconds.
-fn ms(us: u64) -> String {
+pub(super) fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
 
 /// `value / baseline` with three significant digits (`0.00181x`, `1.00x`).
-fn ratio(value: f64, baseline: f64) -> String {
+pub(super) fn ratio(value: f64, baseline: f64) -> String {
     if baseline <= 0.0 {
         return "-".into();
     }
@@ -64,15 +64,6 @@ pub(super) fn render(output: &BenchOutput) -> String {
         };
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].chars().count())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -87,6 +78,22 @@ pub(super) fn render(output: &BenchOutput) -> String {
             String::new()
         }
     );
+    out.push_str(&aligned(&header, rows));
+    out
+}
+
+/// `rows` under `header` in columns as wide as their widest cell: the first
+/// and last columns (names, URLs, notes) left-aligned, numbers right-aligned.
+pub(super) fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let line = |cells: Vec<String>| -> String {
         cells
             .iter()
@@ -103,6 +110,7 @@ pub(super) fn render(output: &BenchOutput) -> String {
             .trim_end()
             .to_owned()
     };
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "{}",
