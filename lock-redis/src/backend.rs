@@ -39,8 +39,9 @@ fn capabilities(servers: &Servers) -> Capabilities {
         .with_fifo(servers.nodes.len() == 1)
         .with_election(true)
         // Semaphores and read-write locks need the one queue and holder set
-        // a single server keeps; see the crate docs for why Redlock has none.
-        .with_shared(servers.nodes.len() == 1, servers.nodes.len() == 1)
+        // a single server keeps; see the crate docs for why Redlock has
+        // none, even over one server (`RedlockBackend` refuses them).
+        .with_shared(servers.backend != REDLOCK, servers.backend != REDLOCK)
         .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
         // Every grant stores its holder record (description, token, grant
         // time by the server clock) beside the owner key, and waiters their

@@ -290,18 +290,21 @@ async fn permits_removed_on_the_server_are_reported_lost() {
 }
 
 /// Redlock declares no semaphores or read-write locks, and refuses both
-/// with `Unsupported` before any I/O.
+/// with `Unsupported` before any I/O, whatever its number of servers (one
+/// server is a valid Redlock too).
 #[tokio::test]
 async fn redlock_has_no_shared_primitives() {
-    let servers = support::start_redises(3).await;
-    let backend = support::redlock_client(&servers).await;
-    let caps = backend.capabilities();
-    assert!(!caps.semaphore && !caps.rwlock, "{caps:?}");
-    for access in [permit(2), Access::Read, Access::Write] {
-        let err = backend
-            .shared_with("shared/redlock", access, &waiting())
-            .await;
-        fails_with(ErrorKind::Unsupported, "a shared primitive on Redlock", err);
+    for count in [1, 3] {
+        let servers = support::start_redises(count).await;
+        let backend = support::redlock_client(&servers).await;
+        let caps = backend.capabilities();
+        assert!(!caps.semaphore && !caps.rwlock, "{count} servers: {caps:?}");
+        for access in [permit(2), Access::Read, Access::Write] {
+            let err = backend
+                .shared_with("shared/redlock", access, &waiting())
+                .await;
+            fails_with(ErrorKind::Unsupported, "a shared primitive on Redlock", err);
+        }
     }
 }
 
