@@ -276,6 +276,10 @@ async fn run_client(
         count += 1;
         shared.progress.acquisitions.fetch_add(1, Ordering::Relaxed);
         lock_index = (lock_index + 1) % shared.names.len();
+        // A backend that grants without waiting (memory, free permits)
+        // never suspends this loop: yield, or this client would keep its
+        // worker thread and starve the clients queued behind it.
+        tokio::task::yield_now().await;
     }
     (count, histogram)
 }
@@ -298,5 +302,39 @@ fn summarize(histogram: &Histogram<u64>) -> LatencySummary {
         p99_us: histogram.value_at_quantile(0.99),
         max_us: histogram.max(),
         mean_us: histogram.mean(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::memory::MemoryBackend;
+
+    /// Free permits are granted without ever suspending the client's loop;
+    /// every client must still get its turn, on a runtime with fewer
+    /// worker threads than clients.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_client_gets_permits_when_grants_never_wait() {
+        let backend = MemoryBackend::new();
+        let config = WorkloadConfig {
+            clients: 8,
+            duration: Duration::from_millis(300),
+            primitive: Primitive::Semaphore { permits: 4 },
+            name_prefix: "fair".into(),
+            ..WorkloadConfig::default()
+        };
+        let factory = client_factory(move || {
+            let backend = backend.clone();
+            async move { Ok(backend) }
+        });
+        let report = run_workload(&config, factory, Arc::default())
+            .await
+            .expect("workload");
+        assert_eq!(report.violations, 0, "{report:?}");
+        assert!(
+            report.per_client.iter().all(|&n| n > 0),
+            "a client never got a permit: {:?}",
+            report.per_client
+        );
     }
 }
