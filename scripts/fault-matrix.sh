@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs the fault matrix: every backend (etcd 1 and 3 nodes, Redis, Redlock
-# over 3 servers, ZooKeeper standalone and 3 servers, file) under every
-# fault, with separate client processes and a checking resource, and prints
-# the table. It starts its own servers on loopback. See docs/safety.md.
+# Runs the fault matrix: every backend (etcd 1 and 3 nodes, Redis, Redis
+# Cluster of 3 masters with a replica each, Redlock over 3 servers,
+# ZooKeeper standalone and 3 servers, file) under every fault, with
+# separate client processes and a checking resource, and prints the table.
+# It starts its own servers on loopback. See docs/safety.md.
 #
 #   scripts/fault-matrix.sh [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-#                           [--backends etcd,etcd-3,redis,redlock,zk,zk-3,file,broken]
+#                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
 #                           [--faults 1,2,...,9] [--clients N]
 #                           [--contend lock,rwlock-write,semaphore-1]
 #

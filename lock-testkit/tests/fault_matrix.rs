@@ -44,3 +44,19 @@ async fn a_paused_file_lock_holder_overlaps_unfenced_and_is_rejected_fenced() {
     assert_eq!(paused.fenced_violations, 0, "{paused:?}");
     assert_eq!(paused.token_regressions, 0, "{paused:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_cluster_row_starts_and_measures_contention() {
+    let cell = &cells(Row::RedisCluster, &[Fault::None]).await[0];
+    assert_eq!(cell.status, "measured", "{cell:?}");
+    assert!(cell.acquisitions >= 4, "{cell:?}");
+    assert_eq!(
+        (
+            cell.overlaps,
+            cell.fenced_violations,
+            cell.token_regressions
+        ),
+        (0, 0, 0),
+        "{cell:?}"
+    );
+}

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-//!              [--backends etcd,etcd-3,redis,redlock,zk,zk-3,file,broken]
+//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
 //!              [--faults 1,2,...,9] [--clients N]
 //!              [--contend lock,rwlock-write,semaphore-1]
 //! ```
@@ -55,7 +55,7 @@ fn parse() -> Result<Args, String> {
                 args.backends = Some(list(
                     &value()?,
                     Row::parse,
-                    "backend (known: etcd, etcd-3, redis, redlock, zk, zk-3, file, broken)",
+                    "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, file, broken)",
                 )?);
             }
             "--faults" => {

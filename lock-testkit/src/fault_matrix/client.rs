@@ -50,7 +50,7 @@ pub struct ClientArgs {
 }
 
 /// Connects to the backend a URL names: `etcd://`, `redis://`,
-/// `redlock://`, `zk://`, `file://`, or `memory://`, which is a lock local
+/// `redis+cluster://`, `redlock://`, `zk://`, `file://`, or `memory://`, which is a lock local
 /// to each process and so excludes nobody across processes: the broken
 /// target the detector must catch.
 ///
@@ -64,6 +64,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
             Arc::new(lock_etcd::EtcdBackend::connect(lock_etcd::EtcdConfig::from_url(url)?).await?)
         }
         "redis" => Arc::new(lock_redis::RedisBackend::connect_url(url).await?),
+        "redis+cluster" => Arc::new(lock_redis::RedisClusterBackend::connect_url(url).await?),
         "redlock" => Arc::new(lock_redis::RedlockBackend::connect_url(url).await?),
         "zk" => Arc::new(lock_zk::ZkBackend::connect(lock_zk::ZkConfig::from_url(url)?).await?),
         "file" => {
@@ -72,8 +73,8 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
         "memory" => Arc::new(MemoryBackend::new()),
         other => {
             return Err(Error::invalid_config(format!(
-                "fault-matrix client: unknown scheme {other:?}; known: etcd, redis, redlock, \
-                 zk, file, memory"
+                "fault-matrix client: unknown scheme {other:?}; known: etcd, redis, \
+                 redis+cluster, redlock, zk, file, memory"
             )));
         }
     })

@@ -17,7 +17,9 @@ pub enum Fault {
     PartitionHolder,
     /// 4: latency with jitter of about TTL/4 on every client.
     SlowNetwork,
-    /// 5: every server is killed (`SIGKILL`) and restarted on its data.
+    /// 5: every server is killed (`SIGKILL`) and restarted on its data;
+    /// on a Redis Cluster, the master of the lock's slot is killed and its
+    /// replica takes over.
     KillServer,
     /// 6: the cluster leader (one Redlock server) is killed, later restarted.
     KillLeader,
@@ -103,6 +105,9 @@ impl Fault {
     pub fn inapplicable(self, row: Row) -> Option<&'static str> {
         let no_network = "the file backend has no network: clients reach a local directory";
         let single = "a single server has no members to lose one of (fault 5 kills it)";
+        if row == Row::RedisCluster {
+            return self.inapplicable_to_cluster();
+        }
         match (self, row) {
             (Fault::PartitionHolder | Fault::SlowNetwork, Row::File) => Some(no_network),
             (Fault::PartitionHolder | Fault::SlowNetwork, Row::Broken) => {
@@ -124,6 +129,30 @@ impl Fault {
             }
             (Fault::IsolateFollower, _) => Some("no followers: a single server or none"),
             (Fault::BreakLock, Row::Broken) => Some("memory:// locks are private to each process"),
+            _ => None,
+        }
+    }
+
+    /// Why the fault does not apply to the Redis Cluster row. Its clients
+    /// follow the node addresses the cluster announces, so they cannot be
+    /// given fault proxies of their own; its fault 5 is the failover.
+    fn inapplicable_to_cluster(self) -> Option<&'static str> {
+        let announced = "cluster clients connect to the node addresses CLUSTER SLOTS announces, \
+                         not through fault proxies of their own";
+        match self {
+            Fault::PartitionHolder | Fault::SlowNetwork => Some(announced),
+            Fault::KillLeader => Some(
+                "the lock's keys live on one master, the leader of its slot: fault 5 kills it \
+                 and its replica takes over",
+            ),
+            Fault::FreezeMember => Some(
+                "a master frozen past the 1 s node timeout is failed over, as fault 5 measures, \
+                 and then rejoins as a replica; the freeze itself is not measured",
+            ),
+            Fault::IsolateFollower => Some(
+                "clients use only masters (replicas serve no lock traffic), and a node's \
+                 cluster bus runs without a proxy to cut",
+            ),
             _ => None,
         }
     }

@@ -10,10 +10,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::clock::now_ns;
+use super::failover::{Failover, FailoverError};
 use super::faults::Fault;
 use super::resource::CheckingResource;
 use super::row::Service;
 use crate::proxy::FaultProxy;
+use crate::servers::RedisCluster;
 
 /// How long the runner tries to catch a client inside its section.
 const CATCH_TIMEOUT: Duration = Duration::from_secs(15);
@@ -175,15 +177,15 @@ impl Target<'_> {
             }
             Fault::KillServer => {
                 let victim = self.catch_holder(None).await?;
-                t.start_ns = now_ns();
-                self.service.kill_all().await;
-                sleep(ttl).await;
-                self.service
-                    .restart_all()
-                    .await
-                    .map_err(|e| format!("restart: {e}"))?;
-                t.heal_ns = now_ns();
-                sleep(ttl).await;
+                match self.service {
+                    Service::RedisCluster(cluster) => {
+                        let key = self.victim_key(victim)?;
+                        self.fail_over(cluster, &key, &mut t)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    }
+                    _ => self.restart_every_server(&mut t).await?,
+                }
                 self.let_go(victim, &mut t);
             }
             Fault::KillLeader | Fault::FreezeMember | Fault::IsolateFollower => {
@@ -195,15 +197,7 @@ impl Target<'_> {
             }
             Fault::BreakLock => {
                 let victim = self.catch_holder(None).await?;
-                let key = self
-                    .resource
-                    .record()
-                    .grants
-                    .iter()
-                    .rev()
-                    .find(|g| g.client == victim.client && g.token == victim.token)
-                    .map(|g| g.key.clone())
-                    .ok_or("the victim's grant was not recorded")?;
+                let key = self.victim_key(victim)?;
                 t.start_ns = now_ns();
                 self.break_lock(&key).await?;
                 t.heal_ns = now_ns();
@@ -212,6 +206,60 @@ impl Target<'_> {
             }
         }
         Ok(t)
+    }
+
+    /// Kills every server, restarts them a TTL later, and holds the
+    /// victim on for a TTL after that.
+    async fn restart_every_server(&self, t: &mut Timeline) -> Result<(), String> {
+        t.start_ns = now_ns();
+        self.service.kill_all().await;
+        sleep(self.ttl).await;
+        self.service
+            .restart_all()
+            .await
+            .map_err(|e| format!("restart: {e}"))?;
+        t.heal_ns = now_ns();
+        sleep(self.ttl).await;
+        Ok(())
+    }
+
+    /// The key of the lock the victim holds, as its grant reported it.
+    fn victim_key(&self, victim: Victim) -> Result<String, String> {
+        self.resource
+            .record()
+            .grants
+            .iter()
+            .rev()
+            .find(|g| g.client == victim.client && g.token == victim.token)
+            .map(|g| g.key.clone())
+            .ok_or_else(|| "the victim's grant was not recorded".to_owned())
+    }
+
+    /// Fails over the master that owns `key`'s slot: the fault begins at
+    /// its kill and is healed once a replica serves the slot. The old
+    /// master then restarts and rejoins as a replica, and the victim holds
+    /// on until a TTL after the heal, as after the other rows' restarts.
+    async fn fail_over(
+        &self,
+        cluster: &RedisCluster,
+        key: &str,
+        t: &mut Timeline,
+    ) -> Result<(), FailoverError> {
+        let failover = Failover::of(cluster, key).await?;
+        t.start_ns = now_ns();
+        let took = failover.kill().await?;
+        t.heal_ns = now_ns();
+        let healed = tokio::time::Instant::now();
+        t.notes.push(format!(
+            "killed {}, the master of the lock's slot; a replica served its slots {} ms later",
+            failover.master(),
+            took.as_millis()
+        ));
+        failover.rejoin().await?;
+        t.notes
+            .push(format!("{} rejoined as a replica", failover.master()));
+        tokio::time::sleep_until(healed + self.ttl).await;
+        Ok(())
     }
 
     /// Latency of 0 to TTL/4 on every proxy, drawn afresh every 20 ms.
@@ -303,6 +351,16 @@ impl Target<'_> {
             }
             Service::Redis(server) => {
                 server
+                    .command(&["DEL", key])
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Service::RedisCluster(cluster) => {
+                let master = cluster
+                    .master_for_key(key)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                master
                     .command(&["DEL", key])
                     .await
                     .map_err(|e| e.to_string())?;

@@ -15,6 +15,7 @@ pub mod cell;
 pub mod client;
 pub mod clock;
 pub mod contended;
+pub mod failover;
 pub mod faults;
 pub mod inject;
 pub mod protocol;

@@ -10,9 +10,16 @@ use tempfile::TempDir;
 
 use crate::proxy::FaultProxy;
 use crate::servers::{
-    EtcdCluster, EtcdOptions, LaunchError, Member, RedisServer, RedisServers, ZkEnsemble,
-    ZkOptions, temp_dir,
+    EtcdCluster, EtcdOptions, LaunchError, Member, RedisCluster, RedisServer, RedisServers,
+    ZkEnsemble, ZkOptions, temp_dir,
 };
+
+/// Masters of the Redis Cluster row: the fewest `redis-cli --cluster
+/// create` accepts.
+const CLUSTER_MASTERS: usize = 3;
+/// Replicas per master of the Redis Cluster row: one, so that a killed
+/// master has a replica to fail over to.
+const CLUSTER_REPLICAS: usize = 1;
 
 /// A backend configuration under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -23,6 +30,9 @@ pub enum Row {
     Etcd3,
     /// One Redis server without persistence.
     Redis,
+    /// A Redis Cluster of 3 masters with 1 replica each, without
+    /// persistence: fault 5 fails the lock's master over to its replica.
+    RedisCluster,
     /// Redlock over three Redis servers.
     Redlock,
     /// ZooKeeper standalone.
@@ -37,11 +47,12 @@ pub enum Row {
 }
 
 impl Row {
-    /// The seven real rows, in table order.
-    pub const ALL: [Row; 7] = [
+    /// The eight real rows, in table order.
+    pub const ALL: [Row; 8] = [
         Row::Etcd,
         Row::Etcd3,
         Row::Redis,
+        Row::RedisCluster,
         Row::Redlock,
         Row::Zk,
         Row::Zk3,
@@ -54,6 +65,7 @@ impl Row {
             Row::Etcd => "etcd",
             Row::Etcd3 => "etcd-3",
             Row::Redis => "redis",
+            Row::RedisCluster => "redis-cluster",
             Row::Redlock => "redlock",
             Row::Zk => "zk",
             Row::Zk3 => "zk-3",
@@ -68,6 +80,7 @@ impl Row {
             Row::Etcd => "etcd, 1 node",
             Row::Etcd3 => "etcd, 3 nodes",
             Row::Redis => "Redis, 1 server, no persistence",
+            Row::RedisCluster => "Redis Cluster, 3 masters with 1 replica each, no persistence",
             Row::Redlock => "Redlock, 3 servers",
             Row::Zk => "ZooKeeper standalone",
             Row::Zk3 => "ZooKeeper, 3 servers",
@@ -84,11 +97,13 @@ impl Row {
             .find(|row| row.id() == text)
     }
 
-    /// How many servers the row runs: three in the clustered rows, else
-    /// one (the file and broken rows start none).
+    /// How many servers the row runs: three in the clustered rows, six
+    /// nodes in the Redis Cluster, else one (the file and broken rows start
+    /// none).
     pub fn members(self) -> usize {
         match self {
             Row::Etcd3 | Row::Redlock | Row::Zk3 => 3,
+            Row::RedisCluster => CLUSTER_MASTERS * (1 + CLUSTER_REPLICAS),
             _ => 1,
         }
     }
@@ -116,6 +131,8 @@ pub enum Service {
     Redis(RedisServer),
     /// Independent Redis servers.
     Redlock(RedisServers),
+    /// A Redis Cluster; its clients reach the nodes directly.
+    RedisCluster(RedisCluster),
     /// ZooKeeper servers.
     Zk(ZkEnsemble),
     /// The lock directory.
@@ -143,6 +160,9 @@ impl Service {
             }
             Row::Redis => Service::Redis(RedisServer::start().await?),
             Row::Redlock => Service::Redlock(RedisServers::start(members).await?),
+            Row::RedisCluster => {
+                Service::RedisCluster(RedisCluster::start(CLUSTER_MASTERS, CLUSTER_REPLICAS).await?)
+            }
             Row::Zk | Row::Zk3 => {
                 let options = ZkOptions::new(members);
                 let options = when(isolatable, options, ZkOptions::isolatable);
@@ -162,6 +182,7 @@ impl Service {
             Service::Etcd(cluster) => cluster.endpoints(),
             Service::Redis(server) => vec![server.addr()],
             Service::Redlock(servers) => servers.addrs(),
+            Service::RedisCluster(cluster) => cluster.addrs(),
             Service::Zk(ensemble) => ensemble.addrs(),
             Service::File(_) | Service::None => Vec::new(),
         };
@@ -171,13 +192,26 @@ impl Service {
             .collect()
     }
 
+    /// The addresses a client's fault proxies forward to: every server,
+    /// except in a Redis Cluster, whose clients connect to the node
+    /// addresses `CLUSTER SLOTS` announces and so would go past any proxy
+    /// given as a seed. Faults that need a client's proxies do not apply
+    /// there.
+    pub fn proxied_addrs(&self) -> Vec<SocketAddr> {
+        match self {
+            Service::RedisCluster(_) => Vec::new(),
+            _ => self.addrs(),
+        }
+    }
+
     /// How many servers the service has.
     pub fn members(&self) -> usize {
         self.addrs().len()
     }
 
-    /// The URL of the service through `proxies` (one per member, in
-    /// order), with the lease TTL.
+    /// The URL of the service through `proxies` (one per address of
+    /// [`proxied_addrs`](Self::proxied_addrs), in order), with the lease
+    /// TTL.
     pub fn url(&self, proxies: &[&FaultProxy], ttl: Duration) -> String {
         let hosts = proxies
             .iter()
@@ -189,6 +223,7 @@ impl Service {
             Service::Etcd(_) => format!("etcd://{hosts}/fault-matrix?{ttl}"),
             Service::Redis(_) => format!("redis://{hosts}?{ttl}"),
             Service::Redlock(_) => format!("redlock://{hosts}?{ttl}"),
+            Service::RedisCluster(cluster) => format!("{}?{ttl}", cluster.url()),
             Service::Zk(_) => format!("zk://{hosts}/fault-matrix?{ttl}"),
             Service::File(dir) => format!("file://{}?{ttl}", dir.path().display()),
             Service::None => "memory://".to_owned(),
@@ -204,6 +239,7 @@ impl Service {
             Service::Etcd(cluster) => each(cluster.members()),
             Service::Redis(server) => vec![server],
             Service::Redlock(servers) => each(servers.servers()),
+            Service::RedisCluster(cluster) => each(cluster.nodes()),
             Service::Zk(ensemble) => each(ensemble.members()),
             Service::File(_) | Service::None => Vec::new(),
         }
@@ -219,6 +255,7 @@ impl Service {
         match self {
             Service::Etcd(_) => format!("etcd member {index}"),
             Service::Zk(_) => format!("ZooKeeper server {index}"),
+            Service::RedisCluster(_) => format!("Redis Cluster node {index}"),
             _ => format!("Redis server {index} of {}", self.members()),
         }
     }

@@ -174,7 +174,7 @@ pub async fn run_cell(
     let resource = CheckingResource::start()
         .await
         .map_err(|e| format!("checking resource: {e}"))?;
-    let addrs = service.addrs();
+    let addrs = service.proxied_addrs();
     let follower = if fault == Fault::IsolateFollower {
         Some(follower_of(service).await?)
     } else {
