@@ -66,6 +66,7 @@ async fn main() {
         .unwrap_or_else(|| vec![1, 8]);
     for clients in scenarios {
         let mut totals: [Vec<WorkloadReport>; 2] = [Vec::new(), Vec::new()];
+        let mut slow_watchers = [SlowWatchers::default(), SlowWatchers::default()];
         for round in 0..ROUNDS {
             for (which, factory) in [&ours, &peer].into_iter().enumerate() {
                 let config = WorkloadConfig {
@@ -77,29 +78,47 @@ async fn main() {
                     name_prefix: format!("bench/{clients}/{round}"),
                     primitive: Default::default(),
                 };
-                let report = run_workload(&config, factory.clone(), Arc::new(Progress::default()))
-                    .await
-                    .unwrap_or_else(|e| panic!("{}: {e}", LABELS[which]));
+                let run = run_workload(&config, factory.clone(), Arc::new(Progress::default()));
+                let (report, samples) = sample_slow_watchers(cluster.member(0), run).await;
+                let report = report.unwrap_or_else(|e| panic!("{}: {e}", LABELS[which]));
                 totals[which].push(report);
+                slow_watchers[which].add(samples);
             }
         }
         for (which, reports) in totals.into_iter().enumerate() {
-            rows.push((LABELS[which], clients, combine(&reports, secs)));
+            rows.push((
+                LABELS[which],
+                clients,
+                combine(&reports, secs),
+                slow_watchers[which],
+            ));
         }
     }
 
     println!(
-        "{:<24} {:>7} {:>12} {:>10} {:>10} {:>8} {:>6}",
-        "lock", "clients", "handoffs/s", "p50 wait", "p99 wait", "fairness", "errors"
+        "{:<24} {:>7} {:>10} {:>9} {:>9} {:>11} {:>8} {:>13} {:>8} {:>6}",
+        "lock",
+        "clients",
+        "handoffs/s",
+        "p50 wait",
+        "p99 wait",
+        "p99 handoff",
+        ">50 ms",
+        "slow watchers",
+        "fairness",
+        "errors"
     );
-    for (label, clients, r) in &rows {
+    for (label, clients, r, slow) in &rows {
         println!(
-            "{:<24} {:>7} {:>12.0} {:>8.2}ms {:>8.2}ms {:>8.2} {:>6}",
+            "{:<24} {:>7} {:>10.0} {:>7.2}ms {:>7.2}ms {:>9.2}ms {:>8} {:>13} {:>8.2} {:>6}",
             label,
             clients,
             r.per_second,
             r.wait.p50_us as f64 / 1000.0,
             r.wait.p99_us as f64 / 1000.0,
+            r.handoff.p99_us as f64 / 1000.0,
+            r.slow_handoffs,
+            slow.to_string(),
             r.fairness,
             r.errors
         );
@@ -111,7 +130,7 @@ async fn main() {
     }
     println!();
     for pair in rows.chunks(2) {
-        let [(_, clients, ours), (_, _, peer)] = pair else {
+        let [(_, clients, ours, _), (_, _, peer, _)] = pair else {
             continue;
         };
         println!(
@@ -130,6 +149,7 @@ fn combine(reports: &[WorkloadReport], secs: f64) -> WorkloadReport {
         total.errors += r.errors;
         total.violations += r.violations;
         total.token_regressions += r.token_regressions;
+        total.slow_handoffs += r.slow_handoffs;
         total.first_error = total.first_error.take().or_else(|| r.first_error.clone());
         if total.per_client.len() < r.per_client.len() {
             total.per_client.resize(r.per_client.len(), 0);
@@ -142,6 +162,7 @@ fn combine(reports: &[WorkloadReport], secs: f64) -> WorkloadReport {
     p50.sort_unstable();
     total.wait.p50_us = p50.get(p50.len() / 2).copied().unwrap_or(0);
     total.wait.p99_us = reports.iter().map(|r| r.wait.p99_us).max().unwrap_or(0);
+    total.handoff.p99_us = reports.iter().map(|r| r.handoff.p99_us).max().unwrap_or(0);
     total.per_second = total.acquisitions as f64 / secs;
     let most = total.per_client.iter().copied().max().unwrap_or(0);
     let least = total.per_client.iter().copied().min().unwrap_or(0);
@@ -151,6 +172,52 @@ fn combine(reports: &[WorkloadReport], secs: f64) -> WorkloadReport {
         least as f64 / most as f64
     };
     total
+}
+
+/// etcd's `etcd_debugging_mvcc_slow_watcher_total` (watchers waiting for
+/// its 100 ms unsynced loop), sampled during the runs.
+#[derive(Debug, Default, Clone, Copy)]
+struct SlowWatchers {
+    samples: u32,
+    nonzero: u32,
+    max: f64,
+}
+
+impl SlowWatchers {
+    fn add(&mut self, other: SlowWatchers) {
+        self.samples += other.samples;
+        self.nonzero += other.nonzero;
+        self.max = self.max.max(other.max);
+    }
+}
+
+impl std::fmt::Display for SlowWatchers {
+    /// "samples above 0 / samples, max".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} max {}", self.nonzero, self.samples, self.max)
+    }
+}
+
+/// Runs `work`, sampling etcd's slow-watcher gauge every 100 ms (the
+/// period of the loop that drains it) meanwhile.
+async fn sample_slow_watchers<T>(
+    member: &lock_testkit::servers::EtcdMember,
+    work: impl std::future::Future<Output = T>,
+) -> (T, SlowWatchers) {
+    let mut samples = SlowWatchers::default();
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return (done, samples),
+            () = tokio::time::sleep(Duration::from_millis(100)) => {
+                if let Ok(slow) = member.metric("etcd_debugging_mvcc_slow_watcher_total", &[]).await {
+                    samples.samples += 1;
+                    samples.nonzero += u32::from(slow > 0.0);
+                    samples.max = samples.max.max(slow);
+                }
+            }
+        }
+    }
 }
 
 fn ratio(ours: &WorkloadReport, peer: &WorkloadReport) -> f64 {

@@ -116,6 +116,11 @@ pub struct WorkloadReport {
     /// every earlier grant's of its name. Must be 0 (except for best-effort
     /// backends after data loss).
     pub token_regressions: u64,
+    /// For a lock: time from a release to the grant of a client that was
+    /// already waiting when it happened (one hand-off of the lock).
+    pub handoff: LatencySummary,
+    /// Hand-offs that took longer than [`SLOW_HANDOFF`].
+    pub slow_handoffs: u64,
     /// Acquisitions or releases that failed with an error.
     pub errors: u64,
     /// The first error seen, if any.
@@ -129,9 +134,16 @@ pub struct Progress {
     pub acquisitions: AtomicU64,
 }
 
+/// A hand-off slower than this is counted in
+/// [`WorkloadReport::slow_handoffs`]: it took a path other than a release
+/// waking the next waiter (a polling loop, a late watch).
+pub const SLOW_HANDOFF: Duration = Duration::from_millis(50);
+
 struct Shared {
     names: Vec<LockName>,
     checks: Vec<primitive::Occupancy>,
+    /// When each lock was last released.
+    released: Vec<std::sync::Mutex<Option<Instant>>>,
     violations: AtomicU64,
     regressions: AtomicU64,
     errors: AtomicU64,
@@ -163,6 +175,7 @@ pub async fn run_workload(
     let shared = Arc::new(Shared {
         names,
         checks: (0..locks).map(|_| Default::default()).collect(),
+        released: (0..locks).map(|_| Default::default()).collect(),
         violations: AtomicU64::new(0),
         regressions: AtomicU64::new(0),
         errors: AtomicU64::new(0),
@@ -181,16 +194,26 @@ pub async fn run_workload(
         .map(|(i, client)| tokio::spawn(run_client(i, client, shared.clone(), config.clone(), end)))
         .collect();
     let mut histogram = new_histogram();
+    let mut handoffs = new_histogram();
     let mut per_client = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let (count, hist) = task
+        let measured = task
             .await
             .map_err(|e| lock_core::Error::backend(format!("workload client panicked: {e}")))?;
-        per_client.push(count);
+        per_client.push(measured.count);
         histogram
-            .add(&hist)
+            .add(&measured.waits)
+            .expect("histograms have the same bounds");
+        handoffs
+            .add(&measured.handoffs)
             .expect("histograms have the same bounds");
     }
+    let slow_us = SLOW_HANDOFF.as_micros() as u64;
+    let slow_handoffs = handoffs
+        .iter_recorded()
+        .filter(|v| v.value_iterated_to() > slow_us)
+        .map(|v| v.count_at_value())
+        .sum();
     let acquisitions: u64 = per_client.iter().sum();
     let most = per_client.iter().copied().max().unwrap_or(0);
     let least = per_client.iter().copied().min().unwrap_or(0);
@@ -198,6 +221,8 @@ pub async fn run_workload(
         acquisitions,
         per_second: acquisitions as f64 / config.duration.as_secs_f64(),
         wait: summarize(&histogram),
+        handoff: summarize(&handoffs),
+        slow_handoffs,
         per_client,
         fairness: if most == 0 {
             0.0
@@ -215,14 +240,22 @@ pub async fn run_workload(
     })
 }
 
+/// What one client measured.
+struct Measured {
+    count: u64,
+    waits: Histogram<u64>,
+    handoffs: Histogram<u64>,
+}
+
 async fn run_client(
     index: usize,
     client: Arc<DynLockBackend>,
     shared: Arc<Shared>,
     config: WorkloadConfig,
     end: Instant,
-) -> (u64, Histogram<u64>) {
+) -> Measured {
     let mut histogram = new_histogram();
+    let mut handoffs = new_histogram();
     let mut count = 0;
     let mut lock_index = index % shared.names.len();
     while Instant::now() < end {
@@ -258,6 +291,13 @@ async fn run_client(
         }
         let waited = acquired.duration_since(asked).as_micros() as u64;
         histogram.saturating_record(waited.max(1));
+        let released = *lock(&shared.released[lock_index]);
+        if access.is_none()
+            && let Some(released) = released.filter(|at| *at > asked)
+        {
+            let gap = acquired.duration_since(released).as_micros() as u64;
+            handoffs.saturating_record(gap.max(1));
+        }
         let check = &shared.checks[lock_index];
         let entry = check.enter(access, guard.token().get());
         if entry.violation {
@@ -270,6 +310,7 @@ async fn run_client(
             tokio::time::sleep(config.hold).await;
         }
         check.leave(access);
+        *lock(&shared.released[lock_index]) = Some(Instant::now());
         if let Err(e) = guard.release().await {
             shared.record_error(&e);
         }
@@ -281,7 +322,15 @@ async fn run_client(
         // worker thread and starve the clients queued behind it.
         tokio::task::yield_now().await;
     }
-    (count, histogram)
+    Measured {
+        count,
+        waits: histogram,
+        handoffs,
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn drop_release(guard: lock_core::LockGuard) {
