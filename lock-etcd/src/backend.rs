@@ -17,6 +17,7 @@ use crate::hub::WatchHub;
 use crate::keys::{KeySpace, Space};
 use crate::pool::LeasePool;
 use crate::rpc::Rpc;
+use crate::view::Views;
 use crate::{admin, held, listing, queue};
 
 /// A distributed lock and election service on etcd.
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) keys: KeySpace,
     pub(crate) pool: Arc<LeasePool>,
     pub(crate) hub: WatchHub,
+    /// Live copies of the queues this backend waits in.
+    pub(crate) views: Views,
     pub(crate) config: EtcdConfig,
 }
 
@@ -74,6 +77,7 @@ impl EtcdBackend {
             inner: Arc::new(Inner {
                 pool: LeasePool::new(rpc.clone()),
                 hub: WatchHub::new(rpc.clone()),
+                views: Views::default(),
                 rpc,
                 keys: KeySpace::new(&config.prefix, config.layout),
                 config,

@@ -1,6 +1,6 @@
 //! One gRPC watch stream per backend, shared by all its watches.
 //!
-//! Every wait for a predecessor and every held-key monitor needs a watch.
+//! Every queue view and every held-key monitor needs a watch.
 //! Opening a gRPC stream for each costs a stream setup and teardown on both
 //! sides (and two goroutines in etcd); on a shared stream a watch is one
 //! create and one cancel message. Watches carry ids chosen here (etcd ≥ 3.4

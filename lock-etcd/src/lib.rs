@@ -19,6 +19,7 @@ mod rpc;
 mod shared;
 mod token;
 mod url;
+mod view;
 mod watch;
 
 pub use backend::EtcdBackend;

@@ -1,16 +1,15 @@
-//! The revision queue: joining it in one Txn, waiting for the predecessor,
-//! and leaving no entry behind when the wait is abandoned.
+//! The revision queue: joining it in one Txn, waiting for our turn, and
+//! leaving no entry behind when the wait is abandoned.
 //!
 //! Every contender writes `<queue><lease-hex>` under its own lease; the key
-//! with the lowest `create_revision` holds the lock. A waiter watches only
-//! the key created just before its own, so a release wakes exactly one
-//! waiter, and re-reads after every wake-up.
+//! with the lowest `create_revision` holds the lock. A waiter decides its
+//! turn from its backend's live view of the queue ([`crate::view`]): no
+//! key older than its own left means the lock is its.
 //!
 //! Semaphores and read-write locks are the same queue with a different
-//! grant rule: each entry stores its access ([`crate::shared`]), a waiter
-//! reads the entries ahead of it and watches only those that
-//! [`lock_core::access::blockers`] names, so a departure wakes only the
-//! waiters it can let in.
+//! grant rule: each entry stores its access ([`crate::shared`]), and a
+//! waiter is let in once [`lock_core::access::blockers`] names none of the
+//! entries ahead of it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,19 +20,17 @@ use etcd_client::{
 };
 use lock_core::access::{blockers, check_limit_agrees};
 use lock_core::{Access, Error, ErrorKind, LockName, LostSignal, Result, Wait};
-use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::backend::Inner;
 use crate::keys::{KeySpace, Space};
 use crate::lease::Lease;
 use crate::rpc::Retry;
-use crate::watch::{DeletionWatches, Woken};
+use crate::view::{self, Mirror, QueueEntry, Subscription};
 
-/// Pause before re-reading after a failed read or a broken watch.
-const RECHECK_PAUSE: Duration = Duration::from_millis(20);
-/// When (after creating a predecessor watch) to check that the predecessor
-/// still exists, in case the watch is unsynced. etcd syncs such a watch
-/// within its 100 ms loop, so checking stops after that.
+/// When (after a queue view's watch was created) a waiter reads the queue
+/// itself, in case that watch is unsynced. etcd syncs such a watch within
+/// its 100 ms loop, so reading stops after that.
 const UNSYNCED_RECHECKS: [Duration; 3] = [
     Duration::from_millis(10),
     Duration::from_millis(30),
@@ -170,11 +167,9 @@ enum Joined {
 /// Where we stand in the queue after joining it.
 #[derive(Debug, Clone)]
 struct Position {
+    /// Our key's create revision.
     rev: i64,
-    /// The keys ahead whose departure we wait for, if known: the key just
-    /// before ours for a lock, those `blockers` names for a shared entry.
-    blockers: Option<Vec<KeyRev>>,
-    /// The store revision the blockers were seen at.
+    /// A store revision at which our key was seen in the queue.
     seen_at: i64,
 }
 
@@ -288,24 +283,19 @@ impl Entry {
     /// none means granted. A lock or election entry waits for the newest
     /// entry ahead; a shared entry for those `blockers` names, once its
     /// limit agrees with theirs.
-    fn waits_for(&self, ahead: Vec<&KeyValue>) -> Result<Vec<KeyRev>> {
-        let key_rev = |kv: &KeyValue| {
-            (
-                String::from_utf8_lossy(kv.key()).into_owned(),
-                kv.create_revision(),
-            )
-        };
+    fn waits_for(&self, ahead: Vec<QueueEntry<'_>>) -> Result<Vec<KeyRev>> {
+        let key_rev = |entry: &QueueEntry<'_>| (entry.key.to_owned(), entry.rev);
         let Some(access) = self.access else {
-            return Ok(ahead.last().map(|kv| key_rev(kv)).into_iter().collect());
+            return Ok(ahead.last().map(key_rev).into_iter().collect());
         };
         let accesses: Vec<Access> = ahead
             .iter()
-            .map(|kv| crate::shared::access_of(kv.value(), access))
+            .map(|entry| crate::shared::access_of(entry.value, access))
             .collect();
         check_limit_agrees(&self.name, access, &accesses)?;
         Ok(blockers(access, &accesses)
             .into_iter()
-            .map(|at| key_rev(ahead[at]))
+            .map(|at| key_rev(&ahead[at]))
             .collect())
     }
 
@@ -355,11 +345,7 @@ impl Entry {
             return Ok(if blocking.is_empty() {
                 Joined::Holder { rev, seen_at }
             } else {
-                Joined::Waiting(Position {
-                    rev,
-                    blockers: Some(blocking),
-                    seen_at,
-                })
+                Joined::Waiting(Position { rev, seen_at })
             });
         }
         // An earlier attempt of this request put our key: find our place.
@@ -370,18 +356,24 @@ impl Entry {
         if holder.is_none_or(|holder| holder == rev) {
             return Ok(Joined::Holder { rev, seen_at });
         }
-        Ok(Joined::Waiting(Position {
-            rev,
-            blockers: None,
-            seen_at,
-        }))
+        Ok(Joined::Waiting(Position { rev, seen_at }))
     }
 
-    /// Waits until no key ahead of ours blocks it any more (for a lock: no
-    /// key older than ours is left); returns the revision at which that was
-    /// seen.
-    async fn wait_turn(&self, mut at: Position, lease_lost: &LostSignal) -> Result<i64> {
-        let mut min_rev = at.seen_at;
+    /// Waits until no entry ahead of ours blocks it any more (for a lock:
+    /// no key older than ours is left); returns a revision at which that
+    /// was seen.
+    ///
+    /// The turn is decided from this backend's view of the queue
+    /// ([`crate::view`]) after every change it hears, with no read. The
+    /// queue is also read directly: a few times while the view's watch is
+    /// young (its first events may come late), and every TTL/3, because a
+    /// watch can go silent for good (its member froze, or its connection
+    /// died without a reset) and a waiter that has been let in must always
+    /// find out.
+    async fn wait_turn(&self, at: Position, lease_lost: &LostSignal) -> Result<i64> {
+        let mut view = view::subscribe(&self.inner, &self.queue);
+        let every = self.recheck_every();
+        let mut next_read = Instant::now() + every;
         loop {
             if let Some(reason) = lease_lost.reason() {
                 return Err(Error::lease_lost(format!(
@@ -389,128 +381,57 @@ impl Entry {
                     self.what
                 )));
             }
-            let Some(blocking) = at.blockers.take() else {
-                match self.read_turn(at.rev, min_rev).await {
-                    Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
-                    Ok(Turn::After(blocking, seen_at)) => {
-                        at.blockers = Some(blocking);
-                        at.seen_at = seen_at;
-                    }
-                    Err(e) if e.is_retryable() => {
-                        tracing::debug!(error = %e, "queue read failed; retrying");
-                        sleep(RECHECK_PAUSE).await;
-                    }
-                    Err(e) => return Err(e),
-                }
-                continue;
-            };
-            tracing::trace!(blockers = ?blocking, "waiting for the entries ahead");
-            let op = format!("watch the entries ahead of {}", self.what);
-            let woken = tokio::select! {
+            if let Some(turn) = view.read(at.seen_at, |queue| self.turn_in(queue, at.rev))
+                && let Turn::Ours(seen_at) = turn?
+            {
+                return Ok(seen_at);
+            }
+            let read_at = young_recheck(&view).map_or(next_read, |at| at.min(next_read));
+            tokio::select! {
                 reason = lease_lost.lost() => {
                     return Err(Error::lease_lost(format!(
                         "{}: our lease ended while waiting ({reason})", self.what
                     )));
                 }
-                woken = self.until_deleted(&op, &blocking, at.seen_at) => woken,
-            };
-            tracing::debug!(key = self.key, "woken: re-reading the queue");
-            match woken {
-                Ok(Woken::Deleted(rev)) => min_rev = rev,
-                Ok(Woken::Recheck) => min_rev = at.seen_at,
+                () = view.changed() => continue,
+                () = sleep_until(read_at) => {}
+            }
+            if read_at >= next_read {
+                next_read = Instant::now() + every;
+            }
+            tracing::debug!(key = self.key, "re-reading the queue besides its view");
+            match self.read_turn(at.rev, at.seen_at).await {
+                Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
+                Ok(Turn::Waiting) => {}
                 Err(e) if e.is_retryable() => {
-                    tracing::debug!(error = %e, "watch failed; re-reading the queue");
-                    sleep(RECHECK_PAUSE).await;
+                    tracing::debug!(error = %e, "queue read failed; waiting on the view");
                 }
                 Err(e) => return Err(e),
             }
         }
     }
 
-    /// Watches the `blocking` keys from now until one is gone; if the
-    /// store moved on since `seen_at`, first checks that a deletion did not
-    /// fall into the gap.
-    ///
-    /// A watch from "now" is synced unless a write lands between etcd
-    /// reading its current revision and registering the watch; then it
-    /// hears nothing until etcd's 100 ms sync loop runs. That happens to a
-    /// few percent of waits under contention, and it stalls the whole
-    /// queue, so the blockers are re-read a few times within those 100 ms.
-    async fn until_deleted(&self, op: &str, blocking: &[KeyRev], seen_at: i64) -> Result<Woken> {
-        let keys: Vec<&str> = blocking.iter().map(|(key, _)| key.as_str()).collect();
-        let mut watch = DeletionWatches::open(&self.inner.hub, &self.inner.rpc, op, &keys).await?;
-        let created_at = Instant::now();
-        let created_rev = watch.created_rev();
-        // A deletion seen by a read counts as a deletion at the read's
-        // revision: the re-read of the queue that follows must not go back
-        // to an older revision, or a lagging member would show the
-        // blocker again.
-        if created_rev > seen_at
-            && let Some(gone) = self.gone_at(blocking, created_rev).await?
-        {
-            return Ok(Woken::Deleted(gone));
+    /// Our turn as the view `queue` shows it.
+    fn turn_in(&self, queue: &Mirror, rev: i64) -> Result<Turn> {
+        if queue.entry(rev).is_none_or(|ours| ours.key != self.key) {
+            return Err(self.gone());
         }
-        for offset in UNSYNCED_RECHECKS {
-            tokio::select! {
-                woken = watch.deleted() => return Ok(woken),
-                () = sleep_until(created_at + offset) => {
-                    if let Some(gone) = self.gone_at(blocking, created_rev).await? {
-                        tracing::debug!(blockers = ?keys, after = ?offset, "deletion not heard: watch was unsynced");
-                        return Ok(Woken::Deleted(gone));
-                    }
-                }
-            }
-        }
-        // A watch can also go silent for good: its member froze, or its
-        // connection died without a reset. Read the blockers every TTL/3,
-        // so a waiter that has been let in always finds out.
-        let every = self.recheck_every();
-        loop {
-            tokio::select! {
-                woken = watch.deleted() => return Ok(woken),
-                () = sleep(every) => {
-                    if let Some(gone) = self.gone_at(blocking, created_rev).await? {
-                        tracing::debug!(blockers = ?keys, "deletion not heard: the watch is silent");
-                        return Ok(Woken::Deleted(gone));
-                    }
-                }
-            }
-        }
+        let ahead = match self.access {
+            None => queue.ahead_of(rev).next_back().into_iter().collect(),
+            Some(_) => queue.ahead_of(rev).collect(),
+        };
+        Ok(if self.waits_for(ahead)?.is_empty() {
+            Turn::Ours(queue.rev())
+        } else {
+            Turn::Waiting
+        })
     }
 
-    /// How often a waiter re-reads its predecessor besides watching it:
-    /// every TTL/3, like a renewal.
+    /// How often a waiter re-reads the queue besides its view: every
+    /// TTL/3, like a renewal.
     fn recheck_every(&self) -> Duration {
         let ttl = self.lease.as_ref().map_or(Duration::ZERO, Lease::ttl);
         (ttl / 3).max(Duration::from_millis(100))
-    }
-
-    /// The revision at which one of the `keys` (each with its create
-    /// revision) was seen gone, or `None` if all still exist, read at a
-    /// revision ≥ `min_rev` in one Txn (member-local read first,
-    /// linearizable if that member lags).
-    async fn gone_at(&self, keys: &[KeyRev], min_rev: i64) -> Result<Option<i64>> {
-        let op = format!("check the entries ahead of {}", self.what);
-        let read = |serializable: bool| {
-            let mut options = GetOptions::new();
-            if serializable {
-                options = options.with_serializable();
-            }
-            let gets: Vec<TxnOp> = keys
-                .iter()
-                .map(|(key, _)| TxnOp::get(key.clone(), Some(options.clone())))
-                .collect();
-            self.txn(&op, Txn::new().and_then(gets))
-        };
-        let mut resp = read(true).await?;
-        if header_rev(&resp) < min_rev {
-            resp = read(false).await?;
-        }
-        let ops = resp.op_responses();
-        let all_there = keys.iter().enumerate().all(|(at, (_, create_rev))| {
-            first_kv(&ops, at).is_some_and(|kv| kv.create_revision() == *create_rev)
-        });
-        Ok((!all_there).then(|| header_rev(&resp).max(min_rev)))
     }
 
     /// Confirms our key still exists and finds whom we wait for, reading at
@@ -526,11 +447,10 @@ impl Entry {
         }
         let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
-        let blocking = self.waits_for(ahead_of(kvs(&ops, 0), rev))?;
-        Ok(if blocking.is_empty() {
+        Ok(if self.waits_for(ahead_of(kvs(&ops, 0), rev))?.is_empty() {
             Turn::Ours(seen_at)
         } else {
-            Turn::After(blocking, seen_at)
+            Turn::Waiting
         })
     }
 
@@ -638,8 +558,19 @@ impl Drop for Entry {
 enum Turn {
     /// Nothing ahead blocks us: the lock is ours (seen at this revision).
     Ours(i64),
-    /// We wait for these keys ahead (seen at this revision).
-    After(Vec<KeyRev>, i64),
+    /// Entries ahead still block us.
+    Waiting,
+}
+
+/// When to read the queue next while the view's watch may still be
+/// unsynced, if it may.
+fn young_recheck(view: &Subscription) -> Option<Instant> {
+    let created = view.young_since()?;
+    let now = Instant::now();
+    UNSYNCED_RECHECKS
+        .iter()
+        .map(|offset| created + *offset)
+        .find(|at| *at > now)
 }
 
 /// A whole queue in order: the holder first, then the waiters.
@@ -676,9 +607,17 @@ pub(crate) async fn read(
 }
 
 /// The keys of `kvs` created before revision `rev`, oldest first.
-fn ahead_of(kvs: &[KeyValue], rev: i64) -> Vec<&KeyValue> {
-    let mut ahead: Vec<&KeyValue> = kvs.iter().filter(|kv| kv.create_revision() < rev).collect();
-    ahead.sort_by_key(|kv| kv.create_revision());
+fn ahead_of(kvs: &[KeyValue], rev: i64) -> Vec<QueueEntry<'_>> {
+    let mut ahead: Vec<QueueEntry<'_>> = kvs
+        .iter()
+        .filter(|kv| kv.create_revision() < rev)
+        .map(|kv| QueueEntry {
+            key: kv.key_str().unwrap_or_default(),
+            rev: kv.create_revision(),
+            value: kv.value(),
+        })
+        .collect();
+    ahead.sort_by_key(|entry| entry.rev);
     ahead
 }
 

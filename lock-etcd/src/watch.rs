@@ -1,11 +1,10 @@
-//! Waiting for one key to be deleted.
+//! Waiting for one key to be deleted: how a held lock notices that its key
+//! was taken away.
 //!
 //! A watch that starts at a past revision is "unsynced" in etcd: its events
-//! come from a server loop that runs every 100 ms, which is what makes
-//! etcd's own Mutex hand over at about 10 per second per waiter. A watch
-//! whose start revision is ahead of the store's is synced and woken at
-//! once. [`DeletionWatch::open`] reports the revision the watch was created
-//! at, so callers can watch from "now" and check the gap themselves.
+//! come from a server loop that runs every 100 ms. That delay is harmless
+//! for noticing a lost key, and it lets the watch start right after the
+//! revision the key was last seen at, so no deletion falls into a gap.
 
 use etcd_client::{EventType, WatchFilterType, WatchOptions};
 use lock_core::Result;
@@ -27,7 +26,6 @@ pub(crate) enum Woken {
 #[derive(Debug)]
 pub(crate) struct DeletionWatch {
     watch: Option<HubWatch>,
-    created_rev: i64,
 }
 
 impl DeletionWatch {
@@ -46,7 +44,7 @@ impl DeletionWatch {
         }
         // The stream of the previous attempt, if it went unanswered.
         let unanswered = std::sync::Mutex::new(None);
-        let (watch, created_rev) = rpc
+        let watch = rpc
             .call(op, Retry::Idempotent, |_, attempt| {
                 let options = options.clone();
                 let unanswered = &unanswered;
@@ -62,12 +60,9 @@ impl DeletionWatch {
                         Heard::Answer(created) if created.canceled() => {
                             // Start revision compacted: the caller re-reads.
                             tracing::debug!(key, reason = created.cancel_reason(), "watch refused");
-                            Ok((None, 0))
+                            Ok(None)
                         }
-                        Heard::Answer(created) => {
-                            let rev = created.header().map_or(0, |h| h.revision());
-                            Ok((Some(watch), rev))
-                        }
+                        Heard::Answer(_) => Ok(Some(watch)),
                         Heard::StreamClosed => Err(etcd_client::Error::WatchError(
                             "watch stream closed before the watch was created".into(),
                         )),
@@ -75,13 +70,7 @@ impl DeletionWatch {
                 }
             })
             .await?;
-        Ok(DeletionWatch { watch, created_rev })
-    }
-
-    /// The store revision when the watch was created: it reports every
-    /// deletion after this revision.
-    pub(crate) fn created_rev(&self) -> i64 {
-        self.created_rev
+        Ok(DeletionWatch { watch })
     }
 
     /// Waits until the key is deleted or the watch ends.
@@ -118,50 +107,5 @@ impl DeletionWatch {
                 }
             }
         }
-    }
-}
-
-/// Watches for the deletion of any of several keys: the entries a shared
-/// waiter waits for, or the one predecessor of a mutex waiter.
-#[derive(Debug)]
-pub(crate) struct DeletionWatches {
-    watches: Vec<DeletionWatch>,
-}
-
-impl DeletionWatches {
-    /// Watches every key of `keys` from now, all opened at once on the
-    /// shared stream (one round trip, however many keys).
-    pub(crate) async fn open(hub: &WatchHub, rpc: &Rpc, op: &str, keys: &[&str]) -> Result<Self> {
-        let opening = keys
-            .iter()
-            .map(|key| DeletionWatch::open(hub, rpc, op, key, None));
-        let watches = futures::future::try_join_all(opening).await?;
-        Ok(DeletionWatches { watches })
-    }
-
-    /// The newest revision any of the watches was created at: every
-    /// deletion after it is reported.
-    pub(crate) fn created_rev(&self) -> i64 {
-        self.watches
-            .iter()
-            .map(DeletionWatch::created_rev)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Waits until one of the keys is deleted or one of the watches ends.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a deletion not yet received stays in its stream.
-    pub(crate) async fn deleted(&mut self) -> Woken {
-        if self.watches.is_empty() {
-            return Woken::Recheck;
-        }
-        let waits = self
-            .watches
-            .iter_mut()
-            .map(|watch| Box::pin(watch.deleted()));
-        futures::future::select_all(waits).await.0
     }
 }
