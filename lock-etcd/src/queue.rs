@@ -29,12 +29,17 @@ use crate::rpc::Retry;
 use crate::view::{self, Mirror, QueueEntry, Subscription};
 
 /// When (after a queue view's watch was created) a waiter reads the queue
-/// itself, in case that watch is unsynced. etcd syncs such a watch within
-/// its 100 ms loop, so reading stops after that.
-const UNSYNCED_RECHECKS: [Duration; 3] = [
+/// itself, in case that watch is unsynced: densely, since a stalled view
+/// stalls every waiter of its backend. etcd syncs such a watch within its
+/// 100 ms loop, so reading stops after that.
+const UNSYNCED_RECHECKS: [Duration; 7] = [
+    Duration::from_millis(5),
     Duration::from_millis(10),
-    Duration::from_millis(30),
-    Duration::from_millis(60),
+    Duration::from_millis(20),
+    Duration::from_millis(35),
+    Duration::from_millis(55),
+    Duration::from_millis(80),
+    Duration::from_millis(110),
 ];
 
 /// How many times a try re-reads a queue that changed between its read and
