@@ -14,6 +14,7 @@ use lock_core::{
 use crate::config::EtcdConfig;
 use crate::connect::connect;
 use crate::hub::WatchHub;
+use crate::keepalive::KeepAliveHub;
 use crate::keys::{KeySpace, Space};
 use crate::pool::LeasePool;
 use crate::rpc::Rpc;
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) keys: KeySpace,
     pub(crate) pool: Arc<LeasePool>,
     pub(crate) hub: WatchHub,
+    /// The keepalive stream all leases of this backend share.
+    pub(crate) keepalive: Arc<KeepAliveHub>,
     pub(crate) config: EtcdConfig,
 }
 
@@ -70,10 +73,12 @@ impl EtcdBackend {
             config.request_timeout,
             config.username.is_some(),
         );
+        let keepalive = KeepAliveHub::new(rpc.clone());
         Ok(EtcdBackend {
             inner: Arc::new(Inner {
-                pool: LeasePool::new(rpc.clone()),
+                pool: LeasePool::new(rpc.clone(), keepalive.clone()),
                 hub: WatchHub::new(rpc.clone()),
+                keepalive,
                 rpc,
                 keys: KeySpace::new(&config.prefix, config.layout),
                 config,
