@@ -14,6 +14,7 @@ use lock_core::{
 use crate::config::EtcdConfig;
 use crate::connect::connect;
 use crate::hub::WatchHub;
+use crate::keepalive::KeepAliveHub;
 use crate::keys::{KeySpace, Space};
 use crate::pool::LeasePool;
 use crate::rpc::Rpc;
@@ -39,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) hub: WatchHub,
     /// Live copies of the queues this backend waits in.
     pub(crate) views: Views,
+    /// The keepalive stream all leases of this backend share.
+    pub(crate) keepalive: Arc<KeepAliveHub>,
     pub(crate) config: EtcdConfig,
 }
 
@@ -73,11 +76,13 @@ impl EtcdBackend {
             config.request_timeout,
             config.username.is_some(),
         );
+        let keepalive = KeepAliveHub::new(rpc.clone());
         Ok(EtcdBackend {
             inner: Arc::new(Inner {
-                pool: LeasePool::new(rpc.clone()),
+                pool: LeasePool::new(rpc.clone(), keepalive.clone()),
                 hub: WatchHub::new(rpc.clone()),
                 views: Views::default(),
+                keepalive,
                 rpc,
                 keys: KeySpace::new(&config.prefix, config.layout),
                 config,

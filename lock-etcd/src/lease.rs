@@ -1,24 +1,23 @@
 //! One etcd lease: granted, kept alive in the background, and watched for loss.
 //!
 //! Keepalive runs on lock-core's renewal loop (every TTL/3, with a local
-//! validity deadline). Each renewal sends one request on the lease's
-//! keepalive stream and waits for its answer: a TTL of 0 means the lease is
-//! gone (the lost signal fires); a closed or broken stream is reopened on
-//! the next try, and if that cannot happen before the validity deadline the
-//! lost signal fires too.
+//! validity deadline). Each renewal sends one request on the backend's
+//! shared keepalive stream ([`KeepAliveHub`]) and waits for its answer: a
+//! TTL of 0 means the lease is gone (the lost signal fires); a closed or
+//! broken stream is reopened on the next try, and if that cannot happen
+//! before the validity deadline the lost signal fires too.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 use futures::FutureExt;
 use lock_core::raw::LossNotifier;
 use lock_core::raw::{RenewalTask, Validity, spawn_renewal};
 use lock_core::{Error, LostSignal, Result};
-use tokio::sync::Mutex;
-use tokio::time::{Instant, timeout};
+use tokio::time::Instant;
 
-use crate::errors::{EtcdSite, is_lease_gone};
+use crate::errors::is_lease_gone;
+use crate::keepalive::KeepAliveHub;
 use crate::rpc::{Retry, Rpc};
 
 /// A granted lease. Dropping it stops the keepalive; it then expires on
@@ -32,15 +31,25 @@ pub(crate) struct Lease {
     asked_secs: i64,
     validity: Validity,
     lost: LossNotifier,
-    keepalive: Arc<Mutex<KeepAlive>>,
+    keepalive: Arc<KeepAliveHub>,
     attempt_timeout: Duration,
     _renewal: RenewalTask,
 }
 
 impl Lease {
     /// Grants a lease of `secs` seconds (by `by` at the latest) and starts
-    /// keeping it alive.
-    pub(crate) async fn grant(rpc: &Rpc, secs: i64, by: Option<Instant>) -> Result<Lease> {
+    /// keeping it alive on `keepalive`'s shared stream.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a grant cancelled after etcd made it leaves a lease
+    /// nobody knows of, which expires after its TTL.
+    pub(crate) async fn grant(
+        rpc: &Rpc,
+        keepalive: &Arc<KeepAliveHub>,
+        secs: i64,
+        by: Option<Instant>,
+    ) -> Result<Lease> {
         let sent = Instant::now();
         let op = format!("grant a {secs} s lease");
         let granted = rpc
@@ -52,19 +61,14 @@ impl Lease {
         let ttl = Duration::from_secs(u64::try_from(granted.ttl().max(secs)).unwrap_or(1));
         let validity = Validity::starting(sent, ttl);
         let lost = LossNotifier::new();
-        let keepalive = Arc::new(Mutex::new(KeepAlive {
-            rpc: rpc.clone(),
-            id,
-            stream: None,
-            dirty: false,
-        }));
+        let keepalive = keepalive.clone();
         let attempt_timeout = (ttl / 3).min(rpc.request_timeout());
         let renew = {
             let keepalive = keepalive.clone();
             Box::new(move || {
                 let keepalive = keepalive.clone();
                 async move {
-                    let renewal = async { keepalive.lock().await.renew(attempt_timeout).await };
+                    let renewal = keepalive.renew(id, attempt_timeout);
                     lock_core::raw::observe_renewal("etcd", None, renewal).await
                 }
                 .boxed()
@@ -116,6 +120,11 @@ impl Lease {
     }
 
     /// Renews now, in addition to the background loop.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled renewal counts for nothing, and its answer
+    /// is discarded when it arrives.
     pub(crate) async fn renew_now(&self) -> Result<()> {
         if let Some(reason) = self.lost.signal().reason() {
             return Err(Error::lease_lost(format!(
@@ -124,12 +133,7 @@ impl Lease {
             )));
         }
         let sent = Instant::now();
-        let result = self
-            .keepalive
-            .lock()
-            .await
-            .renew(self.attempt_timeout)
-            .await;
+        let result = self.keepalive.renew(self.id, self.attempt_timeout).await;
         match &result {
             Ok(()) => self.validity.renewed(sent, self.ttl),
             Err(e) if e.kind() == lock_core::ErrorKind::LeaseLost => {
@@ -142,6 +146,11 @@ impl Lease {
     }
 
     /// Revokes the lease, deleting every key attached to it. Stops renewal.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling may leave the lease unrevoked; renewal has stopped, so it
+    /// expires after its TTL.
     pub(crate) async fn revoke(self, rpc: &Rpc) -> Result<()> {
         let id = self.id;
         drop(self);
@@ -150,6 +159,11 @@ impl Lease {
 }
 
 /// Revokes lease `id`; a lease that is already gone counts as revoked.
+///
+/// # Cancel safety
+///
+/// Cancelling may leave the lease unrevoked (it then lives until its TTL
+/// passes, or as long as something still renews it).
 pub(crate) async fn revoke_id(rpc: &Rpc, id: i64) -> Result<()> {
     let op = format!("revoke lease {id:x}");
     let result = rpc
@@ -168,6 +182,10 @@ pub(crate) async fn revoke_id(rpc: &Rpc, id: i64) -> Result<()> {
 
 /// The time left on lease `id`, by etcd's count (whole seconds), or `None`
 /// if the lease is gone.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
 pub(crate) async fn time_left(rpc: &Rpc, id: i64) -> Result<Option<Duration>> {
     let op = format!("read the time left on lease {id:x}");
     let ttl = rpc
@@ -180,84 +198,4 @@ pub(crate) async fn time_left(rpc: &Rpc, id: i64) -> Result<Option<Duration>> {
         })
         .await?;
     Ok(u64::try_from(ttl).ok().map(Duration::from_secs))
-}
-
-/// The keepalive stream of one lease, opened on first use and reopened
-/// after a failure.
-///
-/// Answers carry no request id: they are matched to requests by order. A
-/// round trip cancelled between its send and its answer would leave that
-/// answer for the next one, which would then count a renewal the server
-/// made earlier as made at its own send time, and vouch for the lease past
-/// its end. So a round trip marks the stream dirty before sending and
-/// clean once it has read its answer, and a dirty stream is replaced.
-struct KeepAlive {
-    rpc: Rpc,
-    id: i64,
-    stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
-    /// A round trip started on `stream` and did not finish.
-    dirty: bool,
-}
-
-impl KeepAlive {
-    /// One keepalive round trip. `LeaseLost` when etcd says the lease is
-    /// gone; `Unavailable` (retried by the loop) when the stream broke.
-    async fn renew(&mut self, attempt_timeout: Duration) -> Result<()> {
-        let outcome = timeout(attempt_timeout, self.round_trip()).await;
-        let op = format!("keep lease {:x} alive", self.id);
-        let ctx = self.rpc.context(&op);
-        let result = match outcome {
-            Ok(result) => result.map_err(|e| ctx.client_error(e)),
-            Err(_) => Err(ctx.timed_out(attempt_timeout)),
-        };
-        if result.is_err() {
-            // Answers are matched to requests by order: start over.
-            self.stream = None;
-        }
-        result
-    }
-
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a cancelled round trip leaves the stream dirty, and the
-    /// next one opens a new stream.
-    async fn round_trip(&mut self) -> std::result::Result<(), etcd_client::Error> {
-        if self.dirty {
-            self.stream = None;
-            self.dirty = false;
-        }
-        match self.stream.as_mut() {
-            None => {
-                // Opening sends one keepalive and checks its answer (TTL > 0).
-                let opened = self.rpc.client().lease_client().keep_alive(self.id).await?;
-                self.stream = Some(opened);
-                Ok(())
-            }
-            Some((keeper, stream)) => {
-                self.dirty = true;
-                keeper.keep_alive().await?;
-                let answer = stream.message().await?;
-                self.dirty = false;
-                match answer {
-                    Some(answer) if answer.ttl() > 0 => Ok(()),
-                    Some(_) => Err(etcd_client::Error::LeaseKeepAliveError(
-                        "lease not found: keepalive answered TTL 0".into(),
-                    )),
-                    None => Err(etcd_client::Error::WatchError(
-                        "keepalive stream closed by the server".into(),
-                    )),
-                }
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for KeepAlive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeepAlive")
-            .field("id", &self.id)
-            .field("open", &self.stream.is_some())
-            .field("dirty", &self.dirty)
-            .finish()
-    }
 }

@@ -8,6 +8,7 @@ mod election;
 mod errors;
 mod held;
 mod hub;
+mod keepalive;
 mod keys;
 mod lease;
 mod listing;

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::keepalive::KeepAliveHub;
 use crate::lease::{Lease, revoke_id};
 use crate::rpc::Rpc;
 
@@ -36,13 +37,15 @@ struct Idle {
 #[derive(Debug)]
 pub(crate) struct LeasePool {
     rpc: Rpc,
+    keepalive: Arc<KeepAliveHub>,
     idle: Mutex<Vec<Idle>>,
 }
 
 impl LeasePool {
-    pub(crate) fn new(rpc: Rpc) -> Arc<Self> {
+    pub(crate) fn new(rpc: Rpc, keepalive: Arc<KeepAliveHub>) -> Arc<Self> {
         Arc::new(LeasePool {
             rpc,
+            keepalive,
             idle: Mutex::new(Vec::new()),
         })
     }
@@ -67,7 +70,10 @@ impl LeasePool {
         self.revoke_in_background(stale);
         match taken {
             Some(lease) => Ok((lease, true)),
-            None => Ok((Lease::grant(&self.rpc, secs, by).await?, false)),
+            None => Ok((
+                Lease::grant(&self.rpc, &self.keepalive, secs, by).await?,
+                false,
+            )),
         }
     }
 

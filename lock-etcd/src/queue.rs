@@ -88,7 +88,10 @@ pub(crate) async fn acquire(
         let (lease, pooled) = if from_pool {
             inner.pool.take_or_grant(secs, Some(join_by)).await?
         } else {
-            (Lease::grant(&inner.rpc, secs, Some(join_by)).await?, false)
+            (
+                Lease::grant(&inner.rpc, &inner.keepalive, secs, Some(join_by)).await?,
+                false,
+            )
         };
         let mut entry = Entry {
             inner: inner.clone(),
