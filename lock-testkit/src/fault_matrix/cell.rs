@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use lock_core::LostReason;
 use serde::{Deserialize, Serialize};
 
 use super::clock::ms_between;
@@ -82,6 +83,11 @@ pub struct Cell {
     pub lost_signal_delay_ms: Option<Spread>,
     /// Lost signals that fired only after another client had been granted the lock.
     pub late_lost_signals: u64,
+    /// Of those, the ones whose reason is `Revoked`: the server ended a
+    /// lease the holder was renewing (someone broke the lock), which no
+    /// client can see coming.
+    #[serde(default)]
+    pub late_lost_revoked: u64,
     /// From the heal (or the kept holder's release, if later; for faults on
     /// the holder, from the fault) to the next acquisition by another client, ms.
     pub recovery_ms: Option<f64>,
@@ -120,6 +126,7 @@ impl Cell {
             lost_signals: 0,
             lost_signal_delay_ms: None,
             late_lost_signals: 0,
+            late_lost_revoked: 0,
             recovery_ms: None,
             stuck_clients: 0,
             stuck_window_ms: 0.0,
@@ -189,14 +196,17 @@ impl Cell {
                     .map(|l| ms_between(lease_end, l.at_ns))
                     .collect(),
             );
-            cell.late_lost_signals = relevant
+            let late: Vec<_> = relevant
                 .iter()
                 .filter(|l| {
                     record.grants.iter().any(|g| {
                         g.client != l.client && g.token > l.token && g.arrived_ns < l.at_ns
                     })
                 })
-                .count() as u64;
+                .collect();
+            let revoked = LostReason::Revoked.to_string();
+            cell.late_lost_signals = late.len() as u64;
+            cell.late_lost_revoked = late.iter().filter(|l| l.reason == revoked).count() as u64;
 
             let from = if fault.targets_holder() {
                 t.start_ns

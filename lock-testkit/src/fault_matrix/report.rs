@@ -179,7 +179,7 @@ pub fn table(cells: &[Cell]) -> String {
                 c.token_regressions,
                 c.lost_signals,
                 delay,
-                c.late_lost_signals,
+                late_lost(c),
                 c.recovery_ms.map_or("—".into(), ms),
                 c.stuck_clients,
                 errors
@@ -312,4 +312,13 @@ pub fn svg(cells: &[Cell]) -> Result<String, String> {
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(out)
+}
+
+/// The late lost signals, with how many of them were revocations (the
+/// server ended a lease that was being renewed).
+fn late_lost(cell: &Cell) -> String {
+    match cell.late_lost_revoked {
+        0 => cell.late_lost_signals.to_string(),
+        revoked => format!("{} ({revoked} revoked)", cell.late_lost_signals),
+    }
 }
