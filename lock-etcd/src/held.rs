@@ -294,7 +294,7 @@ async fn monitor(
         reason = async {
             sleep(delay).await;
             let gone = until_key_gone(&inner, &watched).await;
-            why_gone(&inner, &watched, gone).await
+            Box::pin(why_gone(&inner, &watched, gone)).await
         } => {
             notifier.fire(reason);
         }
@@ -330,7 +330,17 @@ async fn until_key_gone(inner: &Inner, watched: &Watched) -> Gone {
     let op = format!("watch held key {key}");
     let rpc = &inner.rpc;
     loop {
-        match DeletionWatch::open(&inner.hub, rpc, &op, key, Some(seen_at + 1)).await {
+        // Requests are boxed: this task lives as long as the lock, and its
+        // size is that of its largest step, paid per held lock.
+        match Box::pin(DeletionWatch::open(
+            &inner.hub,
+            rpc,
+            &op,
+            key,
+            Some(seen_at + 1),
+        ))
+        .await
+        {
             Ok(mut watch) => {
                 if let Woken::Deleted(_) = watch.deleted().await {
                     return Gone::Deleted;
@@ -339,11 +349,10 @@ async fn until_key_gone(inner: &Inner, watched: &Watched) -> Gone {
             Err(e) => tracing::debug!(error = %e, "could not watch the held key; re-reading"),
         }
         sleep(MONITOR_RETRY).await;
-        let check = rpc
-            .call(&op, Retry::Idempotent, |client, _| async move {
-                client.kv_client().get(key, None).await
-            })
-            .await;
+        let check = Box::pin(rpc.call(&op, Retry::Idempotent, |client, _| async move {
+            client.kv_client().get(key, None).await
+        }))
+        .await;
         match check {
             Ok(resp) => match resp.kvs().first() {
                 None => return Gone::Deleted,

@@ -325,14 +325,18 @@ pub(crate) async fn watch_own_node(
         let Some(strong) = session.upgrade() else {
             return;
         };
-        let request = strong.call(strong.client.get_and_watch_data(&path)).await;
+        // Boxed, like every rare step below: this task lives as long as
+        // the lock, and its size is the largest step's, paid per held lock.
+        let request = Box::pin(strong.call(strong.client.get_and_watch_data(&path))).await;
         let timing = strong.timing;
         drop(strong);
         match request {
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
-                    zk::EventType::NodeDeleted => return lost(why_deleted(&session).await),
+                    zk::EventType::NodeDeleted => {
+                        return lost(Box::pin(why_deleted(&session)).await);
+                    }
                     zk::EventType::Session => return lost(session_end(event.session_state)),
                     _ => {}
                 }
@@ -347,7 +351,7 @@ pub(crate) async fn watch_own_node(
                 let client = strong.client.clone();
                 drop(strong);
                 let until = Instant::now() + timing.session;
-                if let Err(e) = crate::session::wait_connected(&client, until).await
+                if let Err(e) = Box::pin(crate::session::wait_connected(&client, until)).await
                     && session_over(&e)
                 {
                     return lost(LostReason::Expired);
@@ -374,7 +378,7 @@ async fn why_deleted(session: &Weak<Session>) -> LostReason {
             Ok(Err(e)) if session_over(&e) => return LostReason::Expired,
             _ => {
                 let until = Instant::now() + timing.session;
-                if let Err(e) = crate::session::wait_connected(&client, until).await
+                if let Err(e) = Box::pin(crate::session::wait_connected(&client, until)).await
                     && session_over(&e)
                 {
                     return LostReason::Expired;
