@@ -22,8 +22,10 @@ use crate::rpc::Rpc;
 /// What a watch hears from the hub.
 #[derive(Debug)]
 pub(crate) enum Heard {
-    /// etcd answered for this watch (created, events, or canceled).
-    Answer(WatchResponse),
+    /// etcd answered for this watch (created, events, or canceled). Boxed:
+    /// each watch's channel allocates room for 32 messages up front, and a
+    /// held lock's monitor keeps one for as long as the lock is held.
+    Answer(Box<WatchResponse>),
     /// The shared stream broke: the watch is gone.
     StreamClosed,
 }
@@ -211,10 +213,10 @@ async fn drive(
                 let mut routes = lock(&routes);
                 if answer.canceled() {
                     if let Some(route) = routes.remove(&id) {
-                        let _ = route.send(Heard::Answer(answer));
+                        let _ = route.send(Heard::Answer(Box::new(answer)));
                     }
                 } else if let Some(route) = routes.get(&id) {
-                    let _ = route.send(Heard::Answer(answer));
+                    let _ = route.send(Heard::Answer(Box::new(answer)));
                 }
             }
         }

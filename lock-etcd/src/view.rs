@@ -213,7 +213,9 @@ async fn follow(inner: Weak<Inner>, view: Arc<View>) {
         let Some(backend) = inner.upgrade() else {
             break;
         };
-        let opened = open(&backend, &view).await;
+        // Boxed: the task lives as long as the view, mostly waiting for
+        // events, and would otherwise always be as large as this step.
+        let opened = Box::pin(open(&backend, &view)).await;
         drop(backend);
         match opened {
             Ok(watch) => {
