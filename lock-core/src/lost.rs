@@ -6,6 +6,7 @@
 //! any number of cloned [`LostSignal`]s observe it.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::watch;
 
@@ -51,6 +52,7 @@ impl fmt::Display for LostReason {
 #[derive(Debug, Clone)]
 pub struct LossNotifier {
     tx: watch::Sender<Option<LostReason>>,
+    hooks: Arc<Hooks>,
 }
 
 impl Default for LossNotifier {
@@ -64,6 +66,7 @@ impl LossNotifier {
     pub fn new() -> Self {
         LossNotifier {
             tx: watch::Sender::new(None),
+            hooks: Arc::default(),
         }
     }
 
@@ -78,8 +81,11 @@ impl LossNotifier {
                 false
             }
         });
-        if fired && reason != LostReason::Released {
-            tracing::warn!(%reason, "lock lost");
+        if fired {
+            if reason != LostReason::Released {
+                tracing::warn!(%reason, "lock lost");
+            }
+            self.hooks.run(&reason);
         }
         fired
     }
@@ -93,6 +99,7 @@ impl LossNotifier {
     pub fn signal(&self) -> LostSignal {
         LostSignal {
             rx: self.tx.subscribe(),
+            hooks: Arc::downgrade(&self.hooks),
         }
     }
 }
@@ -113,6 +120,8 @@ impl LossNotifier {
 #[derive(Debug, Clone)]
 pub struct LostSignal {
     rx: watch::Receiver<Option<LostReason>>,
+    /// The notifier's hooks; gone once every notifier is dropped.
+    hooks: Weak<Hooks>,
 }
 
 impl LostSignal {
@@ -145,5 +154,113 @@ impl LostSignal {
     /// The underlying `watch` receiver, for use in `select!` loops.
     pub fn receiver(&self) -> watch::Receiver<Option<LostReason>> {
         self.rx.clone()
+    }
+
+    /// Runs `hook` once, when the lock is lost (at once if it already is),
+    /// on the thread that fires the signal: it must be quick and must not
+    /// block. A notifier dropped without firing runs it with
+    /// [`LostReason::Released`], as [`lost`](Self::lost) reports it.
+    ///
+    /// What a task waiting on [`lost`](Self::lost) would do, without a task
+    /// per held lock: lock-core counts losses in its metrics this way.
+    pub(crate) fn on_lost(&self, hook: impl FnOnce(&LostReason) + Send + 'static) {
+        let Some(hooks) = self.hooks.upgrade() else {
+            return hook(&self.reason().unwrap_or(LostReason::Released));
+        };
+        let mut pending = hooks.lock();
+        // Checked under the lock that `fire` takes after setting the reason:
+        // either the reason is visible here, or `fire` will find the hook.
+        if let Some(reason) = self.reason() {
+            drop(pending);
+            return hook(&reason);
+        }
+        pending.push(Box::new(hook));
+    }
+}
+
+type Hook = Box<dyn FnOnce(&LostReason) + Send>;
+
+/// Callbacks waiting for a notifier to fire.
+#[derive(Default)]
+struct Hooks(Mutex<Vec<Hook>>);
+
+impl Hooks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Hook>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run(&self, reason: &LostReason) {
+        let hooks = std::mem::take(&mut *self.lock());
+        for hook in hooks {
+            hook(reason);
+        }
+    }
+}
+
+impl Drop for Hooks {
+    /// The last notifier went without firing: nobody keeps the lock.
+    fn drop(&mut self) {
+        self.run(&LostReason::Released);
+    }
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("pending", &self.lock().len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorder() -> (
+        Arc<Mutex<Vec<LostReason>>>,
+        impl FnOnce(&LostReason) + Send + 'static,
+    ) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        (seen, move |reason: &LostReason| {
+            into.lock().unwrap().push(reason.clone())
+        })
+    }
+
+    #[test]
+    fn a_hook_runs_once_with_the_first_reason() {
+        let notifier = LossNotifier::new();
+        let (seen, hook) = recorder();
+        notifier.signal().on_lost(hook);
+        assert!(seen.lock().unwrap().is_empty());
+        notifier.fire(LostReason::Expired);
+        notifier.fire(LostReason::Revoked);
+        drop(notifier);
+        assert_eq!(*seen.lock().unwrap(), [LostReason::Expired]);
+    }
+
+    #[test]
+    fn a_hook_added_after_the_loss_runs_at_once() {
+        let notifier = LossNotifier::new();
+        notifier.fire(LostReason::Deleted);
+        let (seen, hook) = recorder();
+        notifier.signal().on_lost(hook);
+        assert_eq!(*seen.lock().unwrap(), [LostReason::Deleted]);
+    }
+
+    #[test]
+    fn a_notifier_dropped_without_firing_runs_hooks_as_released() {
+        let notifier = LossNotifier::new();
+        let signal = notifier.signal();
+        let (seen, hook) = recorder();
+        signal.on_lost(hook);
+        let clone = notifier.clone();
+        drop(notifier);
+        assert!(seen.lock().unwrap().is_empty(), "a clone still keeps it");
+        drop(clone);
+        assert_eq!(*seen.lock().unwrap(), [LostReason::Released]);
+        let (late, hook) = recorder();
+        signal.on_lost(hook);
+        assert_eq!(*late.lock().unwrap(), [LostReason::Released]);
     }
 }

@@ -147,7 +147,6 @@ impl Drop for Attempt {
 #[derive(Debug)]
 pub(crate) struct Hold {
     state: Arc<HoldState>,
-    _watch: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 #[derive(Debug)]
@@ -172,8 +171,10 @@ impl HoldState {
 }
 
 impl Hold {
-    /// Starts counting a hold, and watches `lost` so that a loss is counted
-    /// when it happens rather than when the guard is dropped.
+    /// Starts counting a hold, and hooks into `lost` so that a loss is
+    /// counted when it happens rather than when the guard is dropped (a
+    /// hook, not a task: a task per held lock would cost more memory than
+    /// the rest of the guard).
     pub(crate) fn start(backend: &'static str, lost: LostSignal) -> Self {
         gauge!(HELD, "backend" => backend).increment(1.0);
         let state = Arc::new(HoldState {
@@ -181,21 +182,9 @@ impl Hold {
             started: Instant::now(),
             ended: AtomicBool::new(false),
         });
-        let watch = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let state = state.clone();
-            runtime.spawn(async move {
-                tokio::select! {
-                    reason = lost.lost() => state.end(Some(&reason)),
-                    _ = stopped => {}
-                }
-            });
-            stop
-        });
-        Hold {
-            state,
-            _watch: watch,
-        }
+        let ends = state.clone();
+        lost.on_lost(move |reason| ends.end(Some(reason)));
+        Hold { state }
     }
 
     /// The backend label.

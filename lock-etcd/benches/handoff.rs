@@ -96,12 +96,14 @@ async fn main() {
     }
 
     println!(
-        "{:<24} {:>7} {:>10} {:>9} {:>9} {:>11} {:>8} {:>13} {:>8} {:>6}",
+        "{:<24} {:>7} {:>10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>8} {:>13} {:>8} {:>6}",
         "lock",
         "clients",
         "handoffs/s",
         "p50 wait",
         "p99 wait",
+        "p50 release",
+        "p50 handoff",
         "p99 handoff",
         ">50 ms",
         "slow watchers",
@@ -110,12 +112,14 @@ async fn main() {
     );
     for (label, clients, r, slow) in &rows {
         println!(
-            "{:<24} {:>7} {:>10.0} {:>7.2}ms {:>7.2}ms {:>9.2}ms {:>8} {:>13} {:>8.2} {:>6}",
+            "{:<24} {:>7} {:>10.0} {:>7.2}ms {:>7.2}ms {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>8} {:>13} {:>8.2} {:>6}",
             label,
             clients,
             r.per_second,
             r.wait.p50_us as f64 / 1000.0,
             r.wait.p99_us as f64 / 1000.0,
+            r.release.p50_us as f64 / 1000.0,
+            r.handoff.p50_us as f64 / 1000.0,
             r.handoff.p99_us as f64 / 1000.0,
             r.slow_handoffs,
             slow.to_string(),
@@ -163,6 +167,8 @@ fn combine(reports: &[WorkloadReport], secs: f64) -> WorkloadReport {
     total.wait.p50_us = p50.get(p50.len() / 2).copied().unwrap_or(0);
     total.wait.p99_us = reports.iter().map(|r| r.wait.p99_us).max().unwrap_or(0);
     total.handoff.p99_us = reports.iter().map(|r| r.handoff.p99_us).max().unwrap_or(0);
+    total.handoff.p50_us = median(reports.iter().map(|r| r.handoff.p50_us).collect());
+    total.release.p50_us = median(reports.iter().map(|r| r.release.p50_us).collect());
     total.per_second = total.acquisitions as f64 / secs;
     let most = total.per_client.iter().copied().max().unwrap_or(0);
     let least = total.per_client.iter().copied().min().unwrap_or(0);
@@ -172,6 +178,11 @@ fn combine(reports: &[WorkloadReport], secs: f64) -> WorkloadReport {
         least as f64 / most as f64
     };
     total
+}
+
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
 }
 
 /// etcd's `etcd_debugging_mvcc_slow_watcher_total` (watchers waiting for

@@ -121,6 +121,9 @@ pub struct WorkloadReport {
     pub handoff: LatencySummary,
     /// Hand-offs that took longer than [`SLOW_HANDOFF`].
     pub slow_handoffs: u64,
+    /// How long each release took (its round trips): the part of a
+    /// hand-off spent before the server can let the next client in.
+    pub release: LatencySummary,
     /// Acquisitions or releases that failed with an error.
     pub errors: u64,
     /// The first error seen, if any.
@@ -195,6 +198,7 @@ pub async fn run_workload(
         .collect();
     let mut histogram = new_histogram();
     let mut handoffs = new_histogram();
+    let mut releases = new_histogram();
     let mut per_client = Vec::with_capacity(tasks.len());
     for task in tasks {
         let measured = task
@@ -206,6 +210,9 @@ pub async fn run_workload(
             .expect("histograms have the same bounds");
         handoffs
             .add(&measured.handoffs)
+            .expect("histograms have the same bounds");
+        releases
+            .add(&measured.releases)
             .expect("histograms have the same bounds");
     }
     let slow_us = SLOW_HANDOFF.as_micros() as u64;
@@ -223,6 +230,7 @@ pub async fn run_workload(
         wait: summarize(&histogram),
         handoff: summarize(&handoffs),
         slow_handoffs,
+        release: summarize(&releases),
         per_client,
         fairness: if most == 0 {
             0.0
@@ -245,6 +253,7 @@ struct Measured {
     count: u64,
     waits: Histogram<u64>,
     handoffs: Histogram<u64>,
+    releases: Histogram<u64>,
 }
 
 async fn run_client(
@@ -256,6 +265,7 @@ async fn run_client(
 ) -> Measured {
     let mut histogram = new_histogram();
     let mut handoffs = new_histogram();
+    let mut releases = new_histogram();
     let mut count = 0;
     let mut lock_index = index % shared.names.len();
     while Instant::now() < end {
@@ -310,10 +320,13 @@ async fn run_client(
             tokio::time::sleep(config.hold).await;
         }
         check.leave(access);
-        *lock(&shared.released[lock_index]) = Some(Instant::now());
+        let releasing = Instant::now();
+        *lock(&shared.released[lock_index]) = Some(releasing);
         if let Err(e) = guard.release().await {
             shared.record_error(&e);
         }
+        let took = releasing.elapsed().as_micros() as u64;
+        releases.saturating_record(took.max(1));
         count += 1;
         shared.progress.acquisitions.fetch_add(1, Ordering::Relaxed);
         lock_index = (lock_index + 1) % shared.names.len();
@@ -326,6 +339,7 @@ async fn run_client(
         count,
         waits: histogram,
         handoffs,
+        releases,
     }
 }
 

@@ -34,6 +34,8 @@ pub(super) fn render(output: &BenchOutput) -> String {
         "p50 ms",
         "p99 ms",
         "max ms",
+        "handoff p99 ms",
+        "handoffs >50ms",
         "fairness",
         "violations",
         "errors",
@@ -49,6 +51,8 @@ pub(super) fn render(output: &BenchOutput) -> String {
                 ms(r.wait.p50_us),
                 ms(r.wait.p99_us),
                 ms(r.wait.max_us),
+                ms(r.handoff.p99_us),
+                format!("{}", r.slow_handoffs),
                 format!("{:.2}", r.fairness),
                 format!("{}", r.violations),
                 format!("{}", r.errors),
@@ -57,7 +61,7 @@ pub(super) fn render(output: &BenchOutput) -> String {
             None => {
                 let outcome = if result.applies { "failed" } else { "n/a" };
                 let mut row = vec![result.backend.clone(), outcome.into()];
-                row.extend(std::iter::repeat_n("-".to_owned(), 7));
+                row.extend(std::iter::repeat_n("-".to_owned(), 9));
                 row.push(result.url.clone());
                 row
             }
