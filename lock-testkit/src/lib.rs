@@ -1,6 +1,7 @@
 //! Test kit for distlock backends: the conformance suite, real-server
-//! launchers, a fault proxy, shared assertions, and a contention workload
-//! runner.
+//! launchers, a fault proxy, shared assertions, a contention workload
+//! runner, and a harness that sets a backend's uncontended cycle against
+//! the raw round trips of the same requests.
 //!
 //! Backend crates run the whole conformance suite with one macro call and
 //! start real etcd, Redis and ZooKeeper servers as child processes on loopback
@@ -10,6 +11,7 @@ pub mod assert;
 pub mod conformance;
 #[cfg(feature = "fault-matrix")]
 pub mod fault_matrix;
+pub mod overhead;
 pub mod peer;
 pub mod proxy;
 pub mod servers;
