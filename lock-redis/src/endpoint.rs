@@ -72,24 +72,39 @@ impl Endpoint {
 /// cached (it restarted, or is a replica promoted since the script was
 /// loaded), `EVAL` with the source, which also caches it there. The `EVAL`
 /// goes to the same slot's master as the `EVALSHA`, unlike a `SCRIPT LOAD`,
-/// which has no key to route it by.
+/// which has no key to route it by. It is built only when needed: copying a
+/// script's source into every call cost the uncontended path measurably.
 pub(crate) struct ScriptCall {
     cached: Cmd,
-    full: Cmd,
+    source: &'static str,
 }
 
 impl ScriptCall {
     /// The call of `script` with `keys` and `args`.
     pub(crate) fn new(script: &Script, keys: &[&str], args: &[&[u8]]) -> ScriptCall {
-        let with = |command: &str, body: &[u8]| {
-            let mut cmd = redis::cmd(command);
-            cmd.arg(body).arg(keys.len()).arg(keys).arg(args);
-            cmd
-        };
+        let mut cached = redis::cmd("EVALSHA");
+        cached
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
         ScriptCall {
-            cached: with("EVALSHA", script.get_hash().as_bytes()),
-            full: with("EVAL", SCRIPTS.source(script).as_bytes()),
+            cached,
+            source: SCRIPTS.source(script),
         }
+    }
+
+    /// The same call as `EVAL` with the script's source.
+    fn full(&self) -> Cmd {
+        let mut full = redis::cmd("EVAL");
+        full.arg(self.source);
+        // Past the command name and the hash: the key count, keys and args.
+        for arg in self.cached.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                full.arg(bytes);
+            }
+        }
+        full
     }
 
     /// Runs the call on `endpoint`.
@@ -99,7 +114,7 @@ impl ScriptCall {
     /// Not cancel safe: a cancelled call may or may not have run.
     pub(crate) async fn run<T: FromRedisValue>(&self, endpoint: &Endpoint) -> RedisResult<T> {
         match endpoint.query(None, &self.cached).await {
-            Err(e) if is_noscript(&e) => endpoint.query(None, &self.full).await,
+            Err(e) if is_noscript(&e) => endpoint.query(None, &self.full()).await,
             result => result,
         }
     }
@@ -110,7 +125,7 @@ impl ScriptCall {
         conn: &mut dyn redis::ConnectionLike,
     ) -> RedisResult<T> {
         match self.cached.query(conn) {
-            Err(e) if is_noscript(&e) => self.full.query(conn),
+            Err(e) if is_noscript(&e) => self.full().query(conn),
             result => result,
         }
     }
