@@ -6,6 +6,11 @@
 //! `lock()`/`unlock()`, each client with its own lease (kept alive in the
 //! background), run as a `LockBackend` by `lock_testkit::peer` so the same
 //! workload runner measures both.
+//!
+//! Besides the rates it says where the time goes: etcd's CPU per hand-off
+//! (its `process_cpu_seconds_total`), this process's (the clients'), and how
+//! busy the machine's cores were meanwhile (`/proc/stat`). A hand-off rate
+//! bounded by the cores shows as a busy fraction near 100 %.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +21,10 @@ use lock_core::{Capabilities, Error, FencingStrength, LockName, Result};
 use lock_etcd::{EtcdBackend, EtcdConfig};
 use lock_testkit::peer::{PeerBackend, PeerLock};
 use lock_testkit::servers::EtcdCluster;
+use lock_testkit::servers::EtcdMember;
 use lock_testkit::workload::{
-    Progress, WorkloadConfig, WorkloadReport, client_factory, run_workload,
+    MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport, client_factory,
+    run_workload,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -67,6 +74,7 @@ async fn main() {
     for clients in scenarios {
         let mut totals: [Vec<WorkloadReport>; 2] = [Vec::new(), Vec::new()];
         let mut slow_watchers = [SlowWatchers::default(), SlowWatchers::default()];
+        let mut cpu = [CpuUse::default(), CpuUse::default()];
         for round in 0..ROUNDS {
             for (which, factory) in [&ours, &peer].into_iter().enumerate() {
                 let config = WorkloadConfig {
@@ -79,8 +87,11 @@ async fn main() {
                     primitive: Default::default(),
                 };
                 let run = run_workload(&config, factory.clone(), Arc::new(Progress::default()));
+                let before = CpuReading::take(cluster.member(0)).await;
                 let (report, samples) = sample_slow_watchers(cluster.member(0), run).await;
+                let after = CpuReading::take(cluster.member(0)).await;
                 let report = report.unwrap_or_else(|e| panic!("{}: {e}", LABELS[which]));
+                cpu[which].add(&before, &after, report.acquisitions);
                 totals[which].push(report);
                 slow_watchers[which].add(samples);
             }
@@ -91,6 +102,7 @@ async fn main() {
                 clients,
                 combine(&reports, secs),
                 slow_watchers[which],
+                cpu[which],
             ));
         }
     }
@@ -110,7 +122,7 @@ async fn main() {
         "fairness",
         "errors"
     );
-    for (label, clients, r, slow) in &rows {
+    for (label, clients, r, slow, _) in &rows {
         println!(
             "{:<24} {:>7} {:>10.0} {:>7.2}ms {:>7.2}ms {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>8} {:>13} {:>8.2} {:>6}",
             label,
@@ -132,9 +144,26 @@ async fn main() {
             println!("    first error: {e}");
         }
     }
+    println!(
+        "\nwhere the time goes, per hand-off (CPU at 10 ms resolution, summed over the rounds)"
+    );
+    println!(
+        "{:<24} {:>7} {:>14} {:>17} {:>14}",
+        "lock", "clients", "etcd CPU ms", "clients' CPU ms", "cores busy"
+    );
+    for (label, clients, _, _, cpu) in &rows {
+        println!(
+            "{:<24} {:>7} {:>14.3} {:>17.3} {:>13.0}%",
+            label,
+            clients,
+            cpu.per_handoff(cpu.server),
+            cpu.per_handoff(cpu.client),
+            cpu.busy_share() * 100.0
+        );
+    }
     println!();
     for pair in rows.chunks(2) {
-        let [(_, clients, ours, _), (_, _, peer, _)] = pair else {
+        let [(_, clients, ours, _, _), (_, _, peer, _, _)] = pair else {
             continue;
         };
         println!(
@@ -228,6 +257,60 @@ async fn sample_slow_watchers<T>(
                 }
             }
         }
+    }
+}
+
+/// CPU counters at one moment: etcd's, this process's, and the machine's.
+struct CpuReading {
+    server: Option<f64>,
+    client: Option<Duration>,
+    machine: Option<MachineSample>,
+}
+
+impl CpuReading {
+    async fn take(member: &EtcdMember) -> CpuReading {
+        CpuReading {
+            server: member.metric("process_cpu_seconds_total", &[]).await.ok(),
+            client: ProcessSample::now().ok().map(|s| s.cpu),
+            machine: MachineSample::now().ok(),
+        }
+    }
+}
+
+/// CPU spent during one side's rounds, and the hand-offs it bought.
+#[derive(Debug, Default, Clone, Copy)]
+struct CpuUse {
+    /// etcd's CPU seconds.
+    server: f64,
+    /// This process's CPU seconds.
+    client: f64,
+    /// Busy ticks, and all ticks, of the machine's cores.
+    busy: u64,
+    total: u64,
+    handoffs: u64,
+}
+
+impl CpuUse {
+    fn add(&mut self, before: &CpuReading, after: &CpuReading, handoffs: u64) {
+        if let (Some(a), Some(b)) = (before.server, after.server) {
+            self.server += b - a;
+        }
+        if let (Some(a), Some(b)) = (before.client, after.client) {
+            self.client += b.saturating_sub(a).as_secs_f64();
+        }
+        if let (Some(a), Some(b)) = (before.machine, after.machine) {
+            self.busy += b.busy.saturating_sub(a.busy);
+            self.total += b.total.saturating_sub(a.total);
+        }
+        self.handoffs += handoffs;
+    }
+
+    fn per_handoff(&self, seconds: f64) -> f64 {
+        seconds * 1000.0 / self.handoffs.max(1) as f64
+    }
+
+    fn busy_share(&self) -> f64 {
+        self.busy as f64 / self.total.max(1) as f64
     }
 }
 

@@ -7,7 +7,9 @@
 //! handoffs per second (the holder changed to another client), wait
 //! percentiles, the per-client spread, and server commands per acquisition
 //! from `INFO commandstats` (reset before each run, after the clients
-//! connected).
+//! connected). A second table says where the time goes: release and
+//! hand-off latency (a release to the next client's grant), the clients'
+//! CPU per acquisition, and how busy the machine's cores were.
 //!
 //! Run: `cargo bench -p lock-redis --bench contention`
 //! (`BENCH_SECS=N` sets the length of each run, default 2; `BENCH_ROUNDS=N`
@@ -28,7 +30,8 @@ use lock_core::{
 use lock_redis::{RedisBackend, RedisConfig};
 use lock_testkit::servers::RedisServer;
 use lock_testkit::workload::{
-    ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
+    ClientFactory, MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport,
+    run_workload,
 };
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
@@ -272,6 +275,10 @@ async fn command_stats(server: &RedisServer) -> BTreeMap<String, u64> {
 
 struct RunResult {
     report: WorkloadReport,
+    /// This process's (the clients') CPU per acquisition, in µs.
+    client_cpu_us: f64,
+    /// The share of the machine's cores busy during the run.
+    busy: f64,
     /// Holder changes per second.
     handoffs: f64,
     client_commands: f64,
@@ -325,9 +332,15 @@ async fn run(
         .command(&["CONFIG", "RESETSTAT"])
         .await
         .expect("RESETSTAT");
+    let machine = MachineSample::now().expect("/proc/stat");
+    let process = ProcessSample::now().expect("/proc/self");
     let report = run_workload(&config, factory, Arc::new(Progress::default()))
         .await
         .expect("workload");
+    let cpu = ProcessSample::now().expect("/proc/self").cpu - process.cpu;
+    let busy = MachineSample::now()
+        .expect("/proc/stat")
+        .busy_since(&machine);
     // Let releases that were in flight at the end land before counting.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let stats = command_stats(server).await;
@@ -344,6 +357,8 @@ async fn run(
         .collect::<Vec<_>>()
         .join(", ");
     RunResult {
+        client_cpu_us: cpu.as_secs_f64() * 1e6 / acquisitions,
+        busy,
         handoffs: changes.load(Ordering::Relaxed) as f64 / secs as f64,
         client_commands: sent as f64 / acquisitions,
         all_commands: all as f64 / acquisitions,
@@ -368,6 +383,11 @@ struct Summary {
     client_commands: f64,
     all_commands: f64,
     spread: String,
+    release_p50_us: f64,
+    handoff_p50_us: f64,
+    handoff_p99_us: f64,
+    client_cpu_us: f64,
+    busy: f64,
     violations: u64,
     regressions: u64,
     errors: u64,
@@ -394,6 +414,11 @@ fn summarize(runs: &[RunResult]) -> Summary {
         client_commands: pick(&|r| r.client_commands),
         all_commands: pick(&|r| r.all_commands),
         spread,
+        release_p50_us: pick(&|r| r.report.release.p50_us as f64),
+        handoff_p50_us: pick(&|r| r.report.handoff.p50_us as f64),
+        handoff_p99_us: pick(&|r| r.report.handoff.p99_us as f64),
+        client_cpu_us: pick(&|r| r.client_cpu_us),
+        busy: pick(&|r| r.busy),
         violations: runs.iter().map(|r| r.report.violations).sum(),
         regressions: runs.iter().map(|r| r.report.token_regressions).sum(),
         errors: runs.iter().map(|r| r.report.errors).sum(),
@@ -427,6 +452,7 @@ async fn main() {
     let mut round = 0;
     let mut ratios = Vec::new();
     let mut breakdowns = Vec::new();
+    let mut costs = Vec::new();
     for clients in [1, 8] {
         let mut ours = Vec::new();
         let mut naive = Vec::new();
@@ -483,6 +509,17 @@ async fn main() {
                 s.errors,
             );
         }
+        for (contender, s) in [(Contender::Ours, &o), (Contender::Naive, &n)] {
+            costs.push(format!(
+                "| {} | {clients} | {} | {} | {} | {:.0} µs | {:.0} % |",
+                contender.label(),
+                ms(s.release_p50_us),
+                ms(s.handoff_p50_us),
+                ms(s.handoff_p99_us),
+                s.client_cpu_us,
+                s.busy * 100.0,
+            ));
+        }
         let handoff_ratio = if clients == 1 {
             "–".to_owned()
         } else {
@@ -500,6 +537,14 @@ async fn main() {
     println!("| clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | client cmds/acq |");
     println!("|---|---|---|---|---|---|");
     for line in ratios {
+        println!("{line}");
+    }
+    println!("\n## Where the time goes (medians)\n");
+    println!(
+        "| lock | clients | p50 release | p50 hand-off | p99 hand-off | clients' CPU per acquisition | cores busy |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for line in costs {
         println!("{line}");
     }
     println!("\n## Commands per acquisition, by command (first run of each row)\n");

@@ -16,7 +16,7 @@ mod process;
 
 pub use held::{HeldLocks, HoldConfig, HoldError, Released, hold_many};
 pub use primitive::Primitive;
-pub use process::{ProcessError, ProcessSample};
+pub use process::{MachineSample, ProcessError, ProcessSample};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,5 +1,7 @@
 //! This process's CPU time and resident memory, from `/proc/self`: what
-//! holding locks costs the client, taken as the difference of two samples.
+//! holding locks costs the client, taken as the difference of two samples;
+//! and how busy the machine's cores were, from `/proc/stat`, which tells
+//! whether a rate was bounded by the CPU.
 
 use std::time::Duration;
 
@@ -84,6 +86,56 @@ fn rss_of_status(status: &str) -> Result<u64, ProcessError> {
         })
 }
 
+/// The machine's CPU time so far, all cores, in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineSample {
+    /// Ticks spent on anything but idling or waiting for I/O.
+    pub busy: u64,
+    /// All ticks.
+    pub total: u64,
+}
+
+impl MachineSample {
+    /// Reads the `cpu` line of `/proc/stat` now.
+    pub fn now() -> Result<Self, ProcessError> {
+        let path = "/proc/stat";
+        let stat =
+            std::fs::read_to_string(path).map_err(|source| ProcessError::Read { path, source })?;
+        machine_of_stat(&stat).ok_or(ProcessError::Format {
+            path,
+            field: "the cpu line",
+        })
+    }
+
+    /// The share of the cores that was busy between `earlier` and this
+    /// sample, from 0 to 1.
+    pub fn busy_since(&self, earlier: &MachineSample) -> f64 {
+        let total = self.total.saturating_sub(earlier.total);
+        if total == 0 {
+            return 0.0;
+        }
+        self.busy.saturating_sub(earlier.busy) as f64 / total as f64
+    }
+}
+
+/// `cpu  user nice system idle iowait irq softirq steal ...`: idle and
+/// iowait are the idle ticks.
+fn machine_of_stat(stat: &str) -> Option<MachineSample> {
+    let ticks: Vec<u64> = stat
+        .lines()
+        .find(|line| line.starts_with("cpu "))?
+        .split_whitespace()
+        .skip(1)
+        .map(|t| t.parse().ok())
+        .collect::<Option<_>>()?;
+    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+    let total: u64 = ticks.iter().sum();
+    Some(MachineSample {
+        busy: total - idle,
+        total,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +150,24 @@ mod tests {
     fn rss_is_read_in_bytes() {
         let status = "Name:\tdistlock\nVmRSS:\t    2048 kB\nThreads:\t3\n";
         assert_eq!(rss_of_status(status).unwrap(), 2048 * 1024);
+    }
+
+    #[test]
+    fn machine_busy_is_all_but_idle_and_iowait() {
+        let stat = "cpu  10 0 5 80 5 0 0 0 0 0\ncpu0 5 0 2 40 3 0 0 0 0 0\n";
+        let later = "cpu  40 0 15 120 5 0 0 0 0 0\n";
+        let (a, b) = (
+            machine_of_stat(stat).unwrap(),
+            machine_of_stat(later).unwrap(),
+        );
+        assert_eq!(
+            a,
+            MachineSample {
+                busy: 15,
+                total: 100
+            }
+        );
+        assert_eq!(b.busy_since(&a), 0.5);
     }
 
     #[test]

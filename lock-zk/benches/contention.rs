@@ -4,7 +4,10 @@
 //!
 //! Run: `cargo bench -p lock-zk --bench contention`. `BENCH_SECS` (default
 //! 3) sets the length of one case, `BENCH_ROUNDS` (default 3) how many
-//! interleaved rounds are run; the median round of each case is reported.
+//! interleaved rounds are run; the median round of each case is reported,
+//! with its hand-off latency (a release to the next client's grant), the
+//! clients' CPU per acquisition, and how busy the machine's cores were
+//! during it, which says whether the rate was bounded by the CPU.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,7 +18,8 @@ use lock_core::{Capabilities, Error, FencingStrength, LockName, Result};
 use lock_testkit::peer::{PeerBackend, PeerLock};
 use lock_testkit::servers::ZkEnsemble;
 use lock_testkit::workload::{
-    ClientFactory, Progress, WorkloadConfig, WorkloadReport, client_factory, run_workload,
+    ClientFactory, MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport,
+    client_factory, run_workload,
 };
 use lock_zk::{ZkBackend, ZkConfig, zk};
 
@@ -99,7 +103,22 @@ fn peer(servers: String) -> ClientFactory {
     })
 }
 
-async fn measure(label: &str, clients: usize, secs: u64, factory: ClientFactory) -> WorkloadReport {
+/// What one round cost the machine.
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    /// This process's (the clients') CPU per acquisition, in ms.
+    client_cpu_ms: f64,
+    /// The share of the machine's cores busy during the round.
+    busy: f64,
+}
+
+/// One round of a case, and what it cost.
+async fn measure(
+    label: &str,
+    clients: usize,
+    secs: u64,
+    factory: ClientFactory,
+) -> (WorkloadReport, Cost) {
     let config = WorkloadConfig {
         clients,
         locks: 1,
@@ -108,15 +127,25 @@ async fn measure(label: &str, clients: usize, secs: u64, factory: ClientFactory)
         primitive: Default::default(),
         ..WorkloadConfig::default()
     };
-    run_workload(&config, factory, Arc::new(Progress::default()))
+    let machine = MachineSample::now().expect("/proc/stat");
+    let process = ProcessSample::now().expect("/proc/self");
+    let report = run_workload(&config, factory, Arc::new(Progress::default()))
         .await
-        .unwrap_or_else(|e| panic!("{label} with {clients} clients: {e}"))
+        .unwrap_or_else(|e| panic!("{label} with {clients} clients: {e}"));
+    let cpu = ProcessSample::now().expect("/proc/self").cpu - process.cpu;
+    let cost = Cost {
+        client_cpu_ms: cpu.as_secs_f64() * 1000.0 / report.acquisitions.max(1) as f64,
+        busy: MachineSample::now()
+            .expect("/proc/stat")
+            .busy_since(&machine),
+    };
+    (report, cost)
 }
 
-/// The report with the median throughput of several rounds.
-fn median(mut reports: Vec<WorkloadReport>) -> WorkloadReport {
-    reports.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
-    reports.swap_remove(reports.len() / 2)
+/// The round with the median throughput of several.
+fn median(mut rounds: Vec<(WorkloadReport, Cost)>) -> (WorkloadReport, Cost) {
+    rounds.sort_by(|a, b| a.0.per_second.total_cmp(&b.0.per_second));
+    rounds.swap_remove(rounds.len() / 2)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +171,7 @@ async fn main() {
         (8, "lock-zk"),
         (8, "zookeeper-client recipe"),
     ];
-    let mut results: Vec<Vec<WorkloadReport>> = vec![Vec::new(); cases.len()];
+    let mut results: Vec<Vec<(WorkloadReport, Cost)>> = vec![Vec::new(); cases.len()];
     // Rounds interleave the cases so that background load hits all alike.
     for round in 0..rounds {
         for (i, (clients, label)) in cases.iter().enumerate() {
@@ -151,34 +180,41 @@ async fn main() {
             } else {
                 peer(servers.clone())
             };
-            let report = measure(&format!("{label}-r{round}"), *clients, secs, factory).await;
+            let round_result = measure(&format!("{label}-r{round}"), *clients, secs, factory).await;
             eprintln!(
                 "round {round}: {label}, {clients} clients: {:.0}/s",
-                report.per_second
+                round_result.0.per_second
             );
-            results[i].push(report);
+            results[i].push(round_result);
         }
     }
     println!("{rounds} rounds of {secs} s per case; median round shown");
     println!();
     println!(
-        "| lock | clients | acquisitions/s (median) | all rounds | p50 wait | p99 wait | max wait | fairness | violations | token regressions | errors |"
+        "| lock | clients | acquisitions/s (median) | all rounds | p50 wait | p99 wait | max wait | p50 release | p50 hand-off | p99 hand-off | hand-offs > 50 ms | clients' CPU per acquisition | cores busy | fairness | violations | token regressions | errors |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut rates = Vec::new();
     for ((clients, label), reports) in cases.iter().zip(results) {
         let all: Vec<String> = reports
             .iter()
-            .map(|r| format!("{:.0}", r.per_second))
+            .map(|(r, _)| format!("{:.0}", r.per_second))
             .collect();
-        let r = median(reports);
+        let (r, cost) = median(reports);
+        let ms = |us: u64| us as f64 / 1000.0;
         println!(
-            "| {label} | {clients} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} | {} | {} | {} |",
+            "| {label} | {clients} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {} | {:.3} ms | {:.0} % | {:.2} | {} | {} | {} |",
             r.per_second,
             all.join(", "),
-            r.wait.p50_us as f64 / 1000.0,
-            r.wait.p99_us as f64 / 1000.0,
-            r.wait.max_us as f64 / 1000.0,
+            ms(r.wait.p50_us),
+            ms(r.wait.p99_us),
+            ms(r.wait.max_us),
+            ms(r.release.p50_us),
+            ms(r.handoff.p50_us),
+            ms(r.handoff.p99_us),
+            r.slow_handoffs,
+            cost.client_cpu_ms,
+            cost.busy * 100.0,
             r.fairness,
             r.violations,
             r.token_regressions,

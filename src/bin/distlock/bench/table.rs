@@ -22,6 +22,17 @@ pub(super) fn ratio(value: f64, baseline: f64) -> String {
     format!("{r:.decimals$}x")
 }
 
+/// `figure`, or "-" where no hand-off was timed: they are timed for locks
+/// under contention only, so a semaphore, a read-write lock or a lone
+/// client has none.
+fn if_handed_over(report: &lock_workload::WorkloadReport, figure: String) -> String {
+    if report.handoff.max_us == 0 {
+        "-".into()
+    } else {
+        figure
+    }
+}
+
 pub(super) fn render(output: &BenchOutput) -> String {
     let baseline = output
         .results
@@ -51,8 +62,8 @@ pub(super) fn render(output: &BenchOutput) -> String {
                 ms(r.wait.p50_us),
                 ms(r.wait.p99_us),
                 ms(r.wait.max_us),
-                ms(r.handoff.p99_us),
-                format!("{}", r.slow_handoffs),
+                if_handed_over(r, ms(r.handoff.p99_us)),
+                if_handed_over(r, r.slow_handoffs.to_string()),
                 format!("{:.2}", r.fairness),
                 format!("{}", r.violations),
                 format!("{}", r.errors),
