@@ -14,24 +14,19 @@ const SLACK: Duration = Duration::from_secs(3);
 
 /// LeaseKeepAlive streams member 0 has started so far, from its metrics.
 async fn keepalive_streams_started(cluster: &EtcdCluster) -> f64 {
-    cluster
-        .member(0)
-        .metric(
-            "grpc_server_started_total",
-            &[r#"grpc_method="LeaseKeepAlive""#],
-        )
-        .await
-        .expect("read etcd metrics")
+    keepalive_streams(cluster, "grpc_server_started_total").await
 }
 
 /// LeaseKeepAlive streams member 0 has seen end so far.
 async fn keepalive_streams_ended(cluster: &EtcdCluster) -> f64 {
+    keepalive_streams(cluster, "grpc_server_handled_total").await
+}
+
+/// Member 0's `metric` for the LeaseKeepAlive method.
+async fn keepalive_streams(cluster: &EtcdCluster, metric: &str) -> f64 {
     cluster
         .member(0)
-        .metric(
-            "grpc_server_handled_total",
-            &[r#"grpc_method="LeaseKeepAlive""#],
-        )
+        .metric(metric, &[r#"grpc_method="LeaseKeepAlive""#])
         .await
         .expect("read etcd metrics")
 }

@@ -250,27 +250,11 @@ async fn connect_clients(
 static NAIVE_TOKENS: std::sync::LazyLock<Arc<AtomicU64>> =
     std::sync::LazyLock::new(|| Arc::new(AtomicU64::new(0)));
 
-/// `cmdstat_<name>` → calls, from `INFO commandstats`.
+/// Calls per command, less the bench's own `INFO` and `CONFIG` calls.
 async fn command_stats(server: &RedisServer) -> BTreeMap<String, u64> {
-    let info = server
-        .command(&["INFO", "commandstats"])
-        .await
-        .expect("INFO")
-        .to_string();
-    info.lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix("cmdstat_")?;
-            let (name, stats) = rest.split_once(':')?;
-            let calls = stats
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .filter(|(name, _)| name != "info" && !name.starts_with("config"))
-        .collect()
+    let mut stats = server.command_stats().await.expect("INFO commandstats");
+    stats.retain(|name, _| name != "info" && !name.starts_with("config"));
+    stats
 }
 
 struct RunResult {

@@ -619,22 +619,6 @@ async fn evicting_server_is_refused_at_connect() {
     support::lock_and_release(&client, "faults/eviction").await;
 }
 
-/// `EVAL` calls the server has run so far (`INFO commandstats`).
-async fn evals_run(server: &RedisServer) -> u64 {
-    let info = match server
-        .command(&["INFO", "commandstats"])
-        .await
-        .expect("INFO")
-    {
-        RespReply::Bulk(Some(text)) => text,
-        other => panic!("INFO commandstats: {other:?}"),
-    };
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_eval:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A server that lost its script cache (`SCRIPT FLUSH`, as after a restart
 /// or a failover to a replica that never loaded them) gets each script's
 /// source with the next call of it, which then does its work: the release
@@ -650,7 +634,7 @@ async fn a_flushed_script_cache_is_refilled_by_the_next_call() {
         .command(&["SCRIPT", "FLUSH"])
         .await
         .expect("SCRIPT FLUSH");
-    let before = evals_run(&server).await;
+    let before = server.command_calls("eval").await.expect("INFO");
     first.release().await.expect("the release after the flush");
     let second = within(
         Duration::from_secs(3),
@@ -664,7 +648,7 @@ async fn a_flushed_script_cache_is_refilled_by_the_next_call() {
         "tokens must rise across the flush"
     );
     assert!(
-        evals_run(&server).await - before >= 2,
+        server.command_calls("eval").await.expect("INFO") - before >= 2,
         "the release and the acquire each sent their source once"
     );
     second.release().await.expect("release");

@@ -52,20 +52,6 @@ async fn queue_length_becomes(server: &RedisServer, n: i64) {
     .await
 }
 
-/// `calls` of one command in `INFO commandstats`.
-async fn calls(server: &RedisServer, command: &str) -> u64 {
-    let info = server
-        .command(&["INFO", "commandstats"])
-        .await
-        .expect("INFO")
-        .to_string();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// With four waiters queued, a release hands the lock to exactly the first
 /// one: one script in all (the release itself), no herd.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -94,7 +80,7 @@ async fn release_wakes_only_the_next_waiter() {
     assert_eq!(i, 0, "the first waiter in the queue goes first");
     assert_eq!(integer(&server, &["LLEN", QUEUE]).await, 3);
     assert_eq!(
-        calls(&server, "evalsha").await,
+        server.command_calls("evalsha").await.expect("INFO"),
         1,
         "the release hands the lock over; no waiter may have run a script"
     );

@@ -308,20 +308,9 @@ async fn redlock_has_no_shared_primitives() {
     }
 }
 
-/// Scripts the server has run so far (`EVALSHA` calls in `INFO commandstats`).
+/// Scripts the server has run so far (`EVALSHA` calls).
 async fn scripts_run(server: &RedisServer) -> u64 {
-    let info = match server
-        .command(&["INFO", "commandstats"])
-        .await
-        .expect("INFO")
-    {
-        RespReply::Bulk(Some(text)) => text,
-        other => panic!("INFO commandstats: {other:?}"),
-    };
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
+    server.command_calls("evalsha").await.expect("INFO")
 }
 
 /// The round trips the docs give: a free permit costs one script to take

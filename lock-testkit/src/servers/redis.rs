@@ -4,6 +4,7 @@
 //! back on the same port with an empty dataset: that is how tests simulate
 //! a Redis that lost its data.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -180,6 +181,29 @@ impl RedisServer {
         resp::command(&self.addr(), self.password.as_deref(), args).await
     }
 
+    /// Calls of each command so far (`cmdstat_<name>:calls=N` of
+    /// `INFO commandstats`), by lower-case command name. Commands that Lua
+    /// scripts ran count too.
+    pub async fn command_stats(&self) -> io::Result<BTreeMap<String, u64>> {
+        let info = self.command(&["INFO", "commandstats"]).await?;
+        match info {
+            RespReply::Bulk(Some(text)) => Ok(parse_command_stats(&text)),
+            other => Err(io::Error::other(format!(
+                "INFO commandstats: unexpected reply {other:?}"
+            ))),
+        }
+    }
+
+    /// Calls of `command` (lower case, as `evalsha`) so far; 0 if it never ran.
+    pub async fn command_calls(&self, command: &str) -> io::Result<u64> {
+        Ok(self
+            .command_stats()
+            .await?
+            .get(command)
+            .copied()
+            .unwrap_or(0))
+    }
+
     /// Sends one command without authenticating (to check that a password
     /// is enforced, say).
     pub async fn command_unauthenticated(&self, args: &[&str]) -> io::Result<RespReply> {
@@ -257,3 +281,29 @@ impl RedisServers {
 }
 
 member_list!(RedisServers, servers: RedisServer, servers, server);
+
+/// `cmdstat_<name>:calls=N,...` lines of `INFO commandstats`.
+fn parse_command_stats(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats.strip_prefix("calls=")?.split(',').next()?;
+            Some((name.to_owned(), calls.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod command_stats_tests {
+    use super::parse_command_stats;
+
+    #[test]
+    fn calls_are_read_per_command() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=30,usec_per_call=2.50\r\n\
+                    cmdstat_get:calls=3,usec=1\r\n";
+        let stats = parse_command_stats(info);
+        assert_eq!(stats.get("evalsha"), Some(&12));
+        assert_eq!(stats.get("get"), Some(&3));
+        assert_eq!(stats.len(), 2);
+    }
+}
