@@ -6,9 +6,9 @@
 //! any number of cloned [`LostSignal`]s observe it.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Why a lock stopped being held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +49,12 @@ impl fmt::Display for LostReason {
 }
 
 /// The sending side, kept by the backend. Cloning shares the same signal.
-#[derive(Debug, Clone)]
+///
+/// The signal is one small allocation per lock (no channel): a process may
+/// hold tens of thousands of locks, each with its own signal.
+#[derive(Debug)]
 pub struct LossNotifier {
-    tx: watch::Sender<Option<LostReason>>,
-    hooks: Arc<Hooks>,
+    shared: Arc<Shared>,
 }
 
 impl Default for LossNotifier {
@@ -61,45 +63,77 @@ impl Default for LossNotifier {
     }
 }
 
+impl Clone for LossNotifier {
+    fn clone(&self) -> Self {
+        self.shared.state().notifiers += 1;
+        LossNotifier {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for LossNotifier {
+    /// The last notifier going without firing means nobody keeps the lock:
+    /// waiters and hooks learn [`LostReason::Released`].
+    fn drop(&mut self) {
+        let mut state = self.shared.state();
+        state.notifiers -= 1;
+        if state.notifiers > 0 || state.reason.is_some() {
+            return;
+        }
+        let hooks = std::mem::take(&mut state.hooks);
+        drop(state);
+        self.shared.wake.notify_waiters();
+        for hook in hooks {
+            hook(&LostReason::Released);
+        }
+    }
+}
+
 impl LossNotifier {
     /// A new notifier that has not fired.
     pub fn new() -> Self {
         LossNotifier {
-            tx: watch::Sender::new(None),
-            hooks: Arc::default(),
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    reason: None,
+                    notifiers: 1,
+                    hooks: Vec::new(),
+                }),
+                wake: Notify::new(),
+            }),
         }
     }
 
     /// Marks the lock lost. Only the first reason is kept; later calls do nothing.
     /// Returns whether this call was the one that fired.
     pub fn fire(&self, reason: LostReason) -> bool {
-        let fired = self.tx.send_if_modified(|current| {
-            if current.is_none() {
-                *current = Some(reason.clone());
-                true
-            } else {
-                false
-            }
-        });
-        if fired {
-            if reason != LostReason::Released {
-                tracing::warn!(%reason, "lock lost");
-            }
-            self.hooks.run(&reason);
+        let mut state = self.shared.state();
+        if state.reason.is_some() {
+            return false;
         }
-        fired
+        state.reason = Some(reason.clone());
+        let hooks = std::mem::take(&mut state.hooks);
+        drop(state);
+        self.shared.wake.notify_waiters();
+        if reason != LostReason::Released {
+            tracing::warn!(%reason, "lock lost");
+        }
+        for hook in hooks {
+            hook(&reason);
+        }
+        true
     }
 
     /// Whether it has fired.
     pub fn is_fired(&self) -> bool {
-        self.tx.borrow().is_some()
+        self.shared.state().reason.is_some()
     }
 
     /// A receiver for the signal.
     pub fn signal(&self) -> LostSignal {
         LostSignal {
-            rx: self.tx.subscribe(),
-            hooks: Arc::downgrade(&self.hooks),
+            shared: self.shared.clone(),
         }
     }
 }
@@ -119,20 +153,18 @@ impl LossNotifier {
 /// ```
 #[derive(Debug, Clone)]
 pub struct LostSignal {
-    rx: watch::Receiver<Option<LostReason>>,
-    /// The notifier's hooks; gone once every notifier is dropped.
-    hooks: Weak<Hooks>,
+    shared: Arc<Shared>,
 }
 
 impl LostSignal {
     /// Whether the lock is already gone.
     pub fn is_lost(&self) -> bool {
-        self.rx.borrow().is_some()
+        self.shared.state().reason.is_some()
     }
 
     /// The reason, once lost.
     pub fn reason(&self) -> Option<LostReason> {
-        self.rx.borrow().clone()
+        self.shared.state().reason.clone()
     }
 
     /// Waits until the lock is gone and returns why.
@@ -144,16 +176,17 @@ impl LostSignal {
     ///
     /// Cancel safe: it only observes; call it again to keep waiting.
     pub async fn lost(&self) -> LostReason {
-        let mut rx = self.rx.clone();
-        match rx.wait_for(|reason| reason.is_some()).await {
-            Ok(reason) => reason.clone().unwrap_or(LostReason::Released),
-            Err(_) => LostReason::Released,
+        loop {
+            let woken = self.shared.wake.notified();
+            let mut woken = std::pin::pin!(woken);
+            // Registered before the state is read: a `fire` after the read
+            // still wakes this waiter.
+            woken.as_mut().enable();
+            if let Some(reason) = self.shared.state().outcome() {
+                return reason;
+            }
+            woken.await;
         }
-    }
-
-    /// The underlying `watch` receiver, for use in `select!` loops.
-    pub fn receiver(&self) -> watch::Receiver<Option<LostReason>> {
-        self.rx.clone()
     }
 
     /// Runs `hook` once, when the lock is lost (at once if it already is),
@@ -164,50 +197,59 @@ impl LostSignal {
     /// What a task waiting on [`lost`](Self::lost) would do, without a task
     /// per held lock: lock-core counts losses in its metrics this way.
     pub(crate) fn on_lost(&self, hook: impl FnOnce(&LostReason) + Send + 'static) {
-        let Some(hooks) = self.hooks.upgrade() else {
-            return hook(&self.reason().unwrap_or(LostReason::Released));
-        };
-        let mut pending = hooks.lock();
-        // Checked under the lock that `fire` takes after setting the reason:
-        // either the reason is visible here, or `fire` will find the hook.
-        if let Some(reason) = self.reason() {
-            drop(pending);
-            return hook(&reason);
+        let mut state = self.shared.state();
+        match state.outcome() {
+            Some(reason) => {
+                drop(state);
+                hook(&reason);
+            }
+            None => state.hooks.push(Box::new(hook)),
         }
-        pending.push(Box::new(hook));
     }
 }
 
 type Hook = Box<dyn FnOnce(&LostReason) + Send>;
 
-/// Callbacks waiting for a notifier to fire.
-#[derive(Default)]
-struct Hooks(Mutex<Vec<Hook>>);
+/// What a notifier and its signals share.
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the tasks waiting in [`LostSignal::lost`].
+    wake: Notify,
+}
 
-impl Hooks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Hook>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+struct State {
+    /// The first reason fired; `None` while the lock is held.
+    reason: Option<LostReason>,
+    /// Live [`LossNotifier`]s; at zero nobody can fire any more.
+    notifiers: usize,
+    /// Callbacks waiting for the loss.
+    hooks: Vec<Hook>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    fn run(&self, reason: &LostReason) {
-        let hooks = std::mem::take(&mut *self.lock());
-        for hook in hooks {
-            hook(reason);
+impl State {
+    /// How the signal ended, if it has: the reason fired, or `Released`
+    /// when every notifier went without firing.
+    fn outcome(&self) -> Option<LostReason> {
+        match &self.reason {
+            Some(reason) => Some(reason.clone()),
+            None if self.notifiers == 0 => Some(LostReason::Released),
+            None => None,
         }
     }
 }
 
-impl Drop for Hooks {
-    /// The last notifier went without firing: nobody keeps the lock.
-    fn drop(&mut self) {
-        self.run(&LostReason::Released);
-    }
-}
-
-impl fmt::Debug for Hooks {
+impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hooks")
-            .field("pending", &self.lock().len())
+        let state = self.state();
+        f.debug_struct("LostSignal")
+            .field("reason", &state.reason)
+            .field("hooks", &state.hooks.len())
             .finish()
     }
 }
