@@ -6,7 +6,8 @@
 //!
 //! - the validity deadline, counted from when the acquisition was sent, on a
 //!   clock that keeps counting through suspend ([`SentAt`]);
-//! - the renewal loop (every TTL/3, sooner when little validity is left);
+//! - renewal (every TTL/3, sooner when little validity is left), on the
+//!   backend's shared [`Renewer`] schedule;
 //! - the lost signal, fired on renewal failure, on a missed deadline, or by
 //!   the backend itself through the notifier it passes in the grant;
 //! - owner-checked release, and a best-effort release from `Drop`.
@@ -28,7 +29,8 @@ use crate::fencing::FencingToken;
 use crate::guard::{HeldLock, LockGuard};
 use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
-use crate::renewal::{RenewalTask, Validity, spawn_renewal};
+use crate::renewal::Validity;
+use crate::renewer::{RenewalTask, Renewer};
 use crate::telemetry;
 
 /// A backend's round trips on one granted lease.
@@ -84,6 +86,7 @@ pub struct Grant {
     /// When the request that won the lease was sent.
     pub sent: SentAt,
     notifier: Option<LossNotifier>,
+    renewer: Option<Renewer>,
 }
 
 impl Grant {
@@ -103,6 +106,7 @@ impl Grant {
             ttl,
             sent,
             notifier: None,
+            renewer: None,
         }
     }
 
@@ -110,6 +114,14 @@ impl Grant {
     /// fire it too (a watch saw the key deleted, a server expired the lease).
     pub fn with_notifier(mut self, notifier: LossNotifier) -> Self {
         self.notifier = Some(notifier);
+        self
+    }
+
+    /// Renews the lease on `renewer`'s schedule, shared with the backend's
+    /// other leases. Without one, the guard gets a schedule of its own: a
+    /// task per held lock.
+    pub fn renewed_by(mut self, renewer: &Renewer) -> Self {
+        self.renewer = Some(renewer.clone());
         self
     }
 }
@@ -145,7 +157,8 @@ impl LockGuard {
         }
         let notifier = grant.notifier.clone().unwrap_or_default();
         let backend = telemetry::current_backend().unwrap_or("unknown");
-        let renewal = spawn_renewal(grant.ttl, validity.clone(), notifier.clone(), {
+        let renewer = grant.renewer.clone().unwrap_or_default();
+        let renewal = renewer.schedule(grant.ttl, validity.clone(), notifier.clone(), {
             let (lease, name, token) = (lease.clone(), grant.name.clone(), grant.token.get());
             Box::new(move || {
                 let (lease, name) = (lease.clone(), name.clone());

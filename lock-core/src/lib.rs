@@ -53,6 +53,7 @@ mod name;
 mod options;
 pub mod raw;
 mod renewal;
+mod renewer;
 mod settings;
 mod site;
 pub mod telemetry;

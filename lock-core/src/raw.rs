@@ -4,7 +4,7 @@
 //! with [`LockGuard::leased`](crate::LockGuard::leased) (or, when its lease
 //! is a session, [`LockGuard::new`](crate::LockGuard::new) with a
 //! [`Validity`] it keeps itself). The rest of this module is the machinery
-//! behind those: the renewal loop, the lease clock, background work that a
+//! behind those: the renewal schedule, the lease clock, background work that a
 //! program can wait for, the lost-signal sender, the [`LeaderFilter`]
 //! every observe stream yields through, and the parsing helpers every
 //! backend's URL form shares.
@@ -20,7 +20,8 @@ pub use crate::leader_filter::LeaderFilter;
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
-pub use crate::renewal::{RenewFn, RenewalTask, Validity, drift_allowance, spawn_renewal};
+pub use crate::renewal::{Validity, drift_allowance};
+pub use crate::renewer::{RenewFn, RenewalTask, Renewer, spawn_renewal};
 pub use crate::settings::Settings;
 pub use crate::site::Site;
 pub use crate::telemetry::{observe_acquire, observe_renewal};

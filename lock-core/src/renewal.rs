@@ -1,21 +1,14 @@
-//! Background lease renewal with a local validity deadline.
-//!
-//! Every backend whose leases are renewed per lock shares this loop: renew
-//! every TTL/3, track how long the lease is certainly valid on a
-//! [`LeaseClock`], and fire the lost signal as soon as the lease is gone or
-//! can no longer be vouched for.
+//! How long a lease is certainly valid: a local deadline on a
+//! [`LeaseClock`], moved on by each renewal. The renewals themselves are
+//! scheduled by [`Renewer`](crate::renewer::Renewer).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::Instant;
 
 use crate::clock::{LeaseClock, SentAt};
-use crate::error::{ErrorKind, Result};
-use crate::lost::{LossNotifier, LostReason};
 
 /// Clock drift allowance subtracted from every lease: 1 % of the TTL plus 2 ms,
 /// as in the Redlock analysis.
@@ -125,113 +118,6 @@ fn valid_until(sent: Duration, ttl: Duration) -> Duration {
     sent + ttl.saturating_sub(drift_allowance(ttl))
 }
 
-/// A renewal call: resolves `Ok` when the server extended the lease by its TTL,
-/// `Err` of kind `LeaseLost` or `NotHeld` when the lease is gone, or another
-/// error (retried) when the outcome is unknown.
-pub type RenewFn = Box<dyn FnMut() -> BoxFuture<'static, Result<()>> + Send>;
-
-/// A running renewal loop; it stops when dropped.
-#[derive(Debug)]
-pub struct RenewalTask {
-    handle: JoinHandle<()>,
-}
-
-impl Drop for RenewalTask {
-    fn drop(&mut self) {
-        self.handle.abort();
-    }
-}
-
-/// When renewal runs relative to the lease.
-#[derive(Debug, Clone, Copy)]
-struct Schedule {
-    ttl: Duration,
-    /// Renew this long after the last successful renewal was sent.
-    period: Duration,
-    /// Retry an attempt of unknown outcome after this long.
-    retry: Duration,
-    /// Always start an attempt at least this long before the deadline, so
-    /// that a lease granted late in its TTL is still renewed in time.
-    margin: Duration,
-}
-
-impl Schedule {
-    fn new(ttl: Duration) -> Self {
-        let floor = Duration::from_millis(1);
-        Schedule {
-            ttl,
-            period: (ttl / 3).max(floor),
-            retry: (ttl / 10).max(floor),
-            margin: ttl / 6,
-        }
-    }
-
-    /// The wait before the next attempt, after one sent `since_sent` ago succeeded.
-    fn after_success(&self, since_sent: Duration, remaining: Duration) -> Duration {
-        self.period
-            .saturating_sub(since_sent)
-            .min(remaining.saturating_sub(self.margin))
-    }
-
-    /// The wait before retrying an attempt whose outcome is unknown: never
-    /// past half of what is left, so a few more tries fit before the deadline.
-    fn after_failure(&self, remaining: Duration) -> Duration {
-        self.retry.min(remaining / 2).max(Duration::from_millis(1))
-    }
-}
-
-/// Starts renewing every `ttl / 3`, or sooner when the validity left is short.
-///
-/// The loop fires `notifier` and stops when renewal reports the lease gone
-/// ([`LostReason::RenewalFailed`]), or when `validity` runs out before a
-/// renewal succeeds ([`LostReason::DeadlineMissed`]). Failed renewals of
-/// unknown outcome are retried every `ttl / 10` (sooner near the deadline).
-pub fn spawn_renewal(
-    ttl: Duration,
-    validity: Validity,
-    notifier: LossNotifier,
-    mut renew: RenewFn,
-) -> RenewalTask {
-    let schedule = Schedule::new(ttl);
-    let handle = tokio::spawn(async move {
-        let mut wait = schedule.after_success(Duration::ZERO, validity.remaining());
-        loop {
-            sleep(wait).await;
-            if notifier.is_fired() {
-                return;
-            }
-            let remaining = validity.remaining();
-            if remaining.is_zero() {
-                notifier.fire(LostReason::DeadlineMissed);
-                return;
-            }
-            let sent = SentAt::now_on(validity.clock().clone());
-            match timeout(remaining, renew()).await {
-                Ok(Ok(())) => {
-                    if !validity.renewed_at(&sent, schedule.ttl) {
-                        notifier.fire(LostReason::DeadlineMissed);
-                        return;
-                    }
-                    wait = schedule.after_success(sent.elapsed(), validity.remaining());
-                }
-                Ok(Err(e)) if matches!(e.kind(), ErrorKind::LeaseLost | ErrorKind::NotHeld) => {
-                    notifier.fire(LostReason::RenewalFailed(e.to_string()));
-                    return;
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "lease renewal failed; retrying");
-                    wait = schedule.after_failure(validity.remaining());
-                }
-                Err(_) => {
-                    notifier.fire(LostReason::DeadlineMissed);
-                    return;
-                }
-            }
-        }
-    });
-    RenewalTask { handle }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,19 +162,5 @@ mod tests {
         // A suspend: the lease clock jumps, no timer has fired.
         clock.advance(Duration::from_secs(60));
         assert!(!validity.is_valid());
-    }
-
-    #[test]
-    fn a_lease_granted_late_is_renewed_before_its_deadline() {
-        let schedule = Schedule::new(Duration::from_secs(3));
-        // Granted with 0.2 s of validity left: the period (1 s) would be too late.
-        let wait = schedule.after_success(Duration::ZERO, Duration::from_millis(200));
-        assert_eq!(wait, Duration::ZERO);
-        // Granted with 0.9 s left: renew 0.4 s before the deadline.
-        let wait = schedule.after_success(Duration::ZERO, Duration::from_millis(900));
-        assert_eq!(wait, Duration::from_millis(400));
-        // Fresh: the period.
-        let wait = schedule.after_success(Duration::ZERO, Duration::from_millis(2970));
-        assert_eq!(wait, Duration::from_secs(1));
     }
 }

@@ -1,7 +1,7 @@
 //! Metrics and tracing for every backend, emitted from this one place.
 //!
 //! Backends wrap their acquisitions in [`observe_acquire`]; lock-core's
-//! guard and renewal loop record the rest (holds, losses, renewals,
+//! guard and renewal schedule record the rest (holds, losses, renewals,
 //! releases). So the names, labels and spans below are the same on every
 //! backend, and a backend cannot forget one.
 //!
@@ -59,7 +59,7 @@ pub const RENEWAL_TIME: &str = "distlock_renewal_seconds";
 
 tokio::task_local! {
     /// The backend whose acquisition is running, so that the guard and its
-    /// renewal loop, built inside it, carry the backend's label.
+    /// renewal, built inside it, carry the backend's label.
     static BACKEND: &'static str;
 }
 
@@ -216,7 +216,7 @@ pub fn reason_label(reason: &LostReason) -> &'static str {
 /// result and latency. `held` is the lock and token the lease carries;
 /// `None` for a lease renewed between locks (etcd's pooled leases).
 ///
-/// lock-core's renewal loop calls it for leases it keeps; a backend that
+/// lock-core's renewal schedule calls it for leases it keeps; a backend that
 /// renews a lease of its own wraps each renewal in it.
 ///
 /// # Cancel safety

@@ -1,4 +1,4 @@
-//! Lease behaviour of the in-memory backend and the renewal loop on Tokio's
+//! Lease behaviour of the in-memory backend and of renewal on Tokio's
 //! paused clock: hours of lease time run in milliseconds, deterministically.
 
 use std::sync::Arc;

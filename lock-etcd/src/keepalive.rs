@@ -22,7 +22,7 @@
 //! trip cut short was dirty and had to be replaced.
 //!
 //! When the stream breaks or closes, every pending round trip fails with
-//! `Unavailable` (lock-core's renewal loop retries it) and the next renewal
+//! `Unavailable` (lock-core's renewal schedule retries it) and the next renewal
 //! opens a new stream. A round trip left unanswered for its attempt timeout
 //! resets the stream it was sent on (only that one): a silent connection
 //! must not keep every lease waiting. Dropping the hub ends the driver.
@@ -35,6 +35,7 @@ use std::time::Duration;
 use etcd_client::proto::PbLeaseKeepAliveRequest;
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 use lock_core::Result;
+use lock_core::raw::Renewer;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
@@ -86,6 +87,8 @@ pub(crate) struct KeepAliveHub {
     conn: tokio::sync::Mutex<Option<Conn>>,
     /// Numbers the streams, for the logs.
     generations: AtomicU64,
+    /// When each lease is due: one schedule for every lease of the backend.
+    renewer: Renewer,
 }
 
 impl std::fmt::Debug for KeepAliveHub {
@@ -102,7 +105,13 @@ impl KeepAliveHub {
             rpc,
             conn: tokio::sync::Mutex::new(None),
             generations: AtomicU64::new(1),
+            renewer: Renewer::new(),
         })
+    }
+
+    /// The schedule that decides when each lease is renewed.
+    pub(crate) fn renewer(&self) -> &Renewer {
+        &self.renewer
     }
 
     /// One keepalive round trip for lease `id`, within `attempt_timeout`.

@@ -1,7 +1,7 @@
 //! One etcd lease: granted, kept alive in the background, and watched for loss.
 //!
-//! Keepalive runs on lock-core's renewal loop (every TTL/3, with a local
-//! validity deadline). Each renewal sends one request on the backend's
+//! Keepalive runs on the backend's lock-core renewal schedule (every TTL/3,
+//! with a local validity deadline; one task for all leases). Each renewal sends one request on the backend's
 //! shared keepalive stream ([`KeepAliveHub`]) and waits for its answer: a
 //! TTL of 0 means the lease is gone (the lost signal fires); a closed or
 //! broken stream is reopened on the next try, and if that cannot happen
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use lock_core::raw::LossNotifier;
-use lock_core::raw::{RenewalTask, Validity, spawn_renewal};
+use lock_core::raw::{RenewalTask, Validity};
 use lock_core::{Error, LostSignal, Result};
 use tokio::time::Instant;
 
@@ -74,7 +74,9 @@ impl Lease {
                 .boxed()
             })
         };
-        let renewal = spawn_renewal(ttl, validity.clone(), lost.clone(), renew);
+        let renewal = keepalive
+            .renewer()
+            .schedule(ttl, validity.clone(), lost.clone(), renew);
         tracing::debug!(lease = %format_args!("{id:x}"), ?ttl, "etcd lease granted");
         Ok(Lease {
             id,

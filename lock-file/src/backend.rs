@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::access::check_limit_agrees;
 use lock_core::admin::AdminCapabilities;
-use lock_core::raw::{Grant, LossNotifier, SentAt};
+use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
 use lock_core::{
     Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
     ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
@@ -46,6 +46,8 @@ pub struct FileBackend {
     config: Arc<FileConfig>,
     /// Whether the directory folds case, found at connect.
     case: Case,
+    /// Renews the leases of every lock this backend grants, from one task.
+    renewer: Renewer,
 }
 
 impl FileBackend {
@@ -104,6 +106,7 @@ impl FileBackend {
         Ok(FileBackend {
             config: Arc::new(config),
             case,
+            renewer: Renewer::new(),
         })
     }
 
@@ -357,7 +360,8 @@ impl FileBackend {
         };
         tracing::debug!(backend = "file", lock = %name, token, "acquired");
         let grant = Grant::new(name.clone(), token, key, ttl, SentAt::from_instant(sent))
-            .with_notifier(notifier);
+            .with_notifier(notifier)
+            .renewed_by(&self.renewer);
         LockGuard::leased(grant, lease)
     }
 }

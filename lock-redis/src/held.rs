@@ -27,7 +27,9 @@ pub(crate) fn guard(
         SentAt::from_instant(granted.sent),
     );
     let notifier = LossNotifier::new();
-    let grant = grant.with_notifier(notifier.clone());
+    let grant = grant
+        .with_notifier(notifier.clone())
+        .renewed_by(&servers.renewer);
     let lease = RedisLease {
         notifier,
         servers,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::quorum::{gather, vote_decided};
-use lock_core::raw::drift_allowance;
+use lock_core::raw::{Renewer, drift_allowance};
 use lock_core::{
     Access, AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
@@ -90,6 +90,8 @@ pub(crate) struct Servers {
     holder: Option<String>,
     instance: String,
     waiter_seq: AtomicU64,
+    /// Renews the leases of every lock this backend holds, from one task.
+    pub(crate) renewer: Renewer,
 }
 
 impl Servers {
@@ -144,6 +146,7 @@ impl Servers {
             holder: common.holder.clone(),
             instance,
             waiter_seq: AtomicU64::new(0),
+            renewer: Renewer::new(),
         };
         let probes = join_all(servers.nodes.iter().map(Node::probe)).await;
         let mut failures = Vec::new();

@@ -38,6 +38,7 @@ use crate::lease::{Grant, Lease};
 use crate::lost::LossNotifier;
 use crate::name::LockName;
 use crate::options::AcquireOptions;
+use crate::renewer::Renewer;
 
 use table::{Request, Space, Table};
 #[cfg(feature = "testing")]
@@ -55,6 +56,8 @@ pub struct MemoryBackend {
     clock: Arc<dyn LeaseClock>,
     /// The holder description of grants whose options set none.
     holder: Option<Arc<str>>,
+    /// Renews the leases of every lock this backend grants, from one task.
+    renewer: Renewer,
 }
 
 impl Default for MemoryBackend {
@@ -74,6 +77,7 @@ impl MemoryBackend {
             default_ttl: DEFAULT_TTL,
             clock: Arc::new(TokioClock::new()),
             holder: None,
+            renewer: Renewer::new(),
         }
     }
 
@@ -154,7 +158,9 @@ impl MemoryBackend {
                 ttl,
             };
             LockGuard::leased(
-                Grant::new(name.clone(), grant.token, key, ttl, sent).with_notifier(notifier),
+                Grant::new(name.clone(), grant.token, key, ttl, sent)
+                    .with_notifier(notifier)
+                    .renewed_by(&self.renewer),
                 lease,
             )
         };
