@@ -53,16 +53,14 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         lease: lease.id(),
         validity: lease.validity().clone(),
     };
-    let monitor = tokio::spawn(
-        monitor(
-            inner.clone(),
-            watched,
-            delay,
-            lease.lost_signal(),
-            notifier.clone(),
-        )
-        .instrument(span),
-    );
+    let monitor = Monitor {
+        inner: inner.clone(),
+        watched,
+        delay,
+        lease_lost: lease.lost_signal(),
+        notifier: notifier.clone(),
+    };
+    let monitor = tokio::spawn(async move { monitor.run().await }.instrument(span));
     let ttl = lease.ttl();
     let validity = lease.validity().clone();
     let held = EtcdHeld {
@@ -279,25 +277,35 @@ enum Gone {
     Replaced,
 }
 
-/// Fires `notifier` when the lease is lost or our key is deleted.
-async fn monitor(
+/// Watches a held key for as long as the lock is held: a task per held
+/// lock, so its size is paid per lock. The steps that run once or rarely
+/// (the first delay, opening a watch, a re-read, finding out why the key
+/// went) are boxed, so the task keeps only the wait on the watch.
+struct Monitor {
     inner: Arc<Inner>,
     watched: Watched,
     delay: Duration,
     lease_lost: LostSignal,
     notifier: LossNotifier,
-) {
-    tokio::select! {
-        reason = lease_lost.lost() => {
-            notifier.fire(reason);
-        }
-        reason = async {
-            sleep(delay).await;
-            let gone = until_key_gone(&inner, &watched).await;
-            Box::pin(why_gone(&inner, &watched, gone)).await
-        } => {
-            notifier.fire(reason);
-        }
+}
+
+impl Monitor {
+    /// Fires the guard's lost signal when the lease is lost or our key is
+    /// deleted. It borrows the monitor: a task that owns the monitor and
+    /// awaits this keeps one copy of it (an `async fn` taking `self` by
+    /// value would keep two).
+    async fn run(&self) {
+        let reason = tokio::select! {
+            reason = self.lease_lost.lost() => reason,
+            reason = self.key_gone() => reason,
+        };
+        self.notifier.fire(reason);
+    }
+
+    async fn key_gone(&self) -> LostReason {
+        Box::pin(sleep(self.delay)).await;
+        let gone = until_key_gone(&self.inner, &self.watched).await;
+        Box::pin(why_gone(&self.inner, &self.watched, gone)).await
     }
 }
 
@@ -325,41 +333,65 @@ async fn why_gone(inner: &Inner, watched: &Watched, gone: Gone) -> LostReason {
 
 /// Returns once our key (with create revision `rev`) is gone.
 async fn until_key_gone(inner: &Inner, watched: &Watched) -> Gone {
-    let Watched { key, rev, .. } = watched;
-    let (key, rev, mut seen_at) = (key.as_str(), *rev, watched.seen_at);
-    let op = format!("watch held key {key}");
-    let rpc = &inner.rpc;
+    let mut seen_at = watched.seen_at;
     loop {
-        // Requests are boxed: this task lives as long as the lock, and its
-        // size is that of its largest step, paid per held lock.
-        match Box::pin(DeletionWatch::open(
-            &inner.hub,
-            rpc,
-            &op,
-            key,
-            Some(seen_at + 1),
-        ))
-        .await
+        // Boxed, as every step but the wait: see `Monitor`.
+        if let Some(mut watch) = Box::pin(watch_from(inner, watched, seen_at)).await
+            && let Woken::Deleted(_) = watch.deleted().await
         {
-            Ok(mut watch) => {
-                if let Woken::Deleted(_) = watch.deleted().await {
-                    return Gone::Deleted;
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, "could not watch the held key; re-reading"),
+            return Gone::Deleted;
         }
-        sleep(MONITOR_RETRY).await;
-        let check = Box::pin(rpc.call(&op, Retry::Idempotent, |client, _| async move {
+        Box::pin(sleep(MONITOR_RETRY)).await;
+        match Box::pin(read_key(inner, watched)).await {
+            Read::Gone(gone) => return gone,
+            Read::Ours { revision } => seen_at = revision,
+            Read::Unknown => {}
+        }
+    }
+}
+
+/// Opens a watch on our key from the revision after `seen_at`; `None`
+/// when it could not be opened (the caller re-reads the key).
+async fn watch_from(inner: &Inner, watched: &Watched, seen_at: i64) -> Option<DeletionWatch> {
+    let op = format!("watch held key {}", watched.key);
+    let opened =
+        DeletionWatch::open(&inner.hub, &inner.rpc, &op, &watched.key, Some(seen_at + 1)).await;
+    opened
+        .inspect_err(|e| tracing::debug!(error = %e, "could not watch the held key; re-reading"))
+        .ok()
+}
+
+/// What a read of our key found.
+enum Read {
+    Gone(Gone),
+    /// Still ours, as of this revision.
+    Ours {
+        revision: i64,
+    },
+    /// The read failed.
+    Unknown,
+}
+
+async fn read_key(inner: &Inner, watched: &Watched) -> Read {
+    let key = watched.key.as_str();
+    let op = format!("read held key {key}");
+    let read = inner
+        .rpc
+        .call(&op, Retry::Idempotent, |client, _| async move {
             client.kv_client().get(key, None).await
-        }))
+        })
         .await;
-        match check {
-            Ok(resp) => match resp.kvs().first() {
-                None => return Gone::Deleted,
-                Some(kv) if kv.create_revision() != rev => return Gone::Replaced,
-                Some(_) => seen_at = resp.header().map_or(seen_at, |h| h.revision()),
+    match read {
+        Ok(resp) => match resp.kvs().first() {
+            None => Read::Gone(Gone::Deleted),
+            Some(kv) if kv.create_revision() != watched.rev => Read::Gone(Gone::Replaced),
+            Some(_) => Read::Ours {
+                revision: resp.header().map_or(watched.seen_at, |h| h.revision()),
             },
-            Err(e) => tracing::debug!(error = %e, "could not read the held key; retrying"),
+        },
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the held key; retrying");
+            Read::Unknown
         }
     }
 }
