@@ -1,7 +1,8 @@
 //! What backend authors need, kept apart from what lock users need.
 //!
 //! A backend supplies its round trips as a [`Lease`] and builds its guards
-//! with [`LockGuard::leased`](crate::LockGuard::leased) (or, when its lease
+//! with [`LockGuard::leased`](crate::LockGuard::leased), passing the one
+//! [`Renewer`] it keeps with each [`Grant`] (or, when its lease
 //! is a session, [`LockGuard::new`](crate::LockGuard::new) with a
 //! [`Validity`] it keeps itself). The rest of this module is the machinery
 //! behind those: the renewal schedule, the lease clock, background work that a
