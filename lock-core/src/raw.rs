@@ -22,7 +22,7 @@ pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
 pub use crate::renewal::{Validity, drift_allowance};
-pub use crate::renewer::{RenewFn, RenewalTask, Renewer, spawn_renewal};
+pub use crate::renewer::{RenewFn, RenewalTask, Renewer};
 pub use crate::settings::Settings;
 pub use crate::site::Site;
 pub use crate::telemetry::{observe_acquire, observe_renewal};

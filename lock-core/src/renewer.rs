@@ -100,17 +100,6 @@ impl Renewer {
     }
 }
 
-/// Starts renewing one lease on a schedule of its own: a task per lease.
-/// Backends that hold many locks share a [`Renewer`] instead.
-pub fn spawn_renewal(
-    ttl: Duration,
-    validity: Validity,
-    notifier: LossNotifier,
-    renew: RenewFn,
-) -> RenewalTask {
-    Renewer::new().schedule(ttl, validity, notifier, renew)
-}
-
 /// One lease's place in a [`Renewer`]'s schedule. Dropping it stops the
 /// renewal at once: the lease leaves the schedule, and an attempt in
 /// flight is dropped (its outcome is never looked at).

@@ -1,26 +1,16 @@
-//! Lease behaviour of the in-memory backend and of renewal on Tokio's
-//! paused clock: hours of lease time run in milliseconds, deterministically.
+//! Lease behaviour of the in-memory backend on Tokio's paused clock: hours
+//! of lease time run in milliseconds, deterministically. The renewal
+//! schedule's own rules are tested in `renewer.rs`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use futures::FutureExt;
+#[cfg(feature = "testing")]
+use lock_core::LostReason;
 use lock_core::memory::MemoryBackend;
-use lock_core::raw::LossNotifier;
-use lock_core::raw::{SentAt, TokioClock};
-use lock_core::raw::{Validity, spawn_renewal};
-use lock_core::{
-    AcquireOptions, Error, ErrorKind, LockBackend, LockBackendExt, LockName, LostReason, Wait,
-};
+use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
 use tokio::time::{Instant, advance};
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// Validity on Tokio's paused clock, started now.
-fn tokio_validity() -> Validity {
-    Validity::from_sent(&SentAt::now_on(Arc::new(TokioClock::new())), TTL)
-}
 
 fn backend() -> MemoryBackend {
     MemoryBackend::new().with_default_ttl(TTL).unwrap()
@@ -86,53 +76,4 @@ async fn timed_wait_gives_up_at_its_deadline() {
     let err = backend.acquire(&name, &options).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(start.elapsed(), Duration::from_secs(3));
-}
-
-#[tokio::test(start_paused = true)]
-async fn unreachable_server_fires_deadline_missed_before_the_ttl() {
-    let notifier = LossNotifier::new();
-    let start = Instant::now();
-    let validity = tokio_validity();
-    let attempts = Arc::new(AtomicU32::new(0));
-    let counter = attempts.clone();
-    let _task = spawn_renewal(
-        TTL,
-        validity.clone(),
-        notifier.clone(),
-        Box::new(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async { Err(Error::unavailable("server down")) }.boxed()
-        }),
-    );
-    let reason = notifier.signal().lost().await;
-    assert_eq!(reason, LostReason::DeadlineMissed);
-    assert!(
-        start.elapsed() < TTL,
-        "fired after the server-side TTL: {:?}",
-        start.elapsed()
-    );
-    assert!(!validity.is_valid());
-    assert!(
-        attempts.load(Ordering::SeqCst) > 1,
-        "retried before giving up"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn lease_lost_on_renewal_fires_at_once() {
-    let notifier = LossNotifier::new();
-    let start = Instant::now();
-    let _task = spawn_renewal(
-        TTL,
-        tokio_validity(),
-        notifier.clone(),
-        Box::new(|| async { Err(Error::lease_lost("lease 7 not found")) }.boxed()),
-    );
-    let reason = notifier.signal().lost().await;
-    assert!(matches!(reason, LostReason::RenewalFailed(_)), "{reason:?}");
-    let elapsed = start.elapsed();
-    assert!(
-        elapsed >= TTL / 3 && elapsed < TTL / 3 + Duration::from_millis(5),
-        "noticed at the first renewal, not after {elapsed:?}"
-    );
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
-use lock_core::raw::{LossNotifier, RenewFn, Renewer, SentAt, TokioClock, Validity};
+use lock_core::raw::{LossNotifier, RenewFn, RenewalTask, Renewer, SentAt, TokioClock, Validity};
 use lock_core::{Error, LostReason};
 use tokio::time::{Instant, advance, sleep, sleep_until};
 
@@ -72,20 +72,26 @@ async fn a_dropped_task_is_never_renewed_again_while_others_are() {
     assert_eq!(kept_calls.load(Ordering::SeqCst), 31);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_renewal_that_hangs_delays_no_other_lease() {
-    let renewer = Renewer::new();
-    let hung = LossNotifier::new();
-    let start = Instant::now();
-    let _hanging = renewer.schedule(
-        TTL,
-        validity(TTL),
-        hung.clone(),
-        Box::new(|| std::future::pending().boxed()),
-    );
+/// A lease whose renewal is `troubled`, scheduled beside a healthy one:
+/// returns the troubled lease's notifier, the healthy lease's renewal count
+/// and notifier, and both tasks (dropping them stops renewal).
+fn troubled_beside_healthy(
+    renewer: &Renewer,
+    troubled: RenewFn,
+) -> (LossNotifier, Arc<AtomicU32>, LossNotifier, [RenewalTask; 2]) {
+    let lost = LossNotifier::new();
+    let troubled = renewer.schedule(TTL, validity(TTL), lost.clone(), troubled);
     let (calls, renew) = counting();
     let healthy = LossNotifier::new();
-    let _healthy = renewer.schedule(TTL, validity(TTL), healthy.clone(), renew);
+    let kept = renewer.schedule(TTL, validity(TTL), healthy.clone(), renew);
+    (lost, calls, healthy, [troubled, kept])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_hangs_delays_no_other_lease() {
+    let start = Instant::now();
+    let (hung, calls, healthy, _tasks) =
+        troubled_beside_healthy(&Renewer::new(), Box::new(|| std::future::pending().boxed()));
     let reason = hung.signal().lost().await;
     assert_eq!(reason, LostReason::DeadlineMissed);
     assert!(start.elapsed() < TTL, "lost after {:?}", start.elapsed());
@@ -100,24 +106,44 @@ async fn a_renewal_that_hangs_delays_no_other_lease() {
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_renewal_loses_its_own_lease_only() {
-    let renewer = Renewer::new();
-    let broken = LossNotifier::new();
     let start = Instant::now();
-    let _broken = renewer.schedule(
-        TTL,
-        validity(TTL),
-        broken.clone(),
+    let (broken, calls, healthy, _tasks) = troubled_beside_healthy(
+        &Renewer::new(),
         Box::new(|| async { panic!("a bug in a backend's renewal") }.boxed()),
     );
-    let (calls, renew) = counting();
-    let healthy = LossNotifier::new();
-    let _healthy = renewer.schedule(TTL, validity(TTL), healthy.clone(), renew);
     let reason = broken.signal().lost().await;
     assert!(matches!(reason, LostReason::RenewalFailed(_)), "{reason:?}");
     // Renewed at 10, 20 and 30 s.
     sleep_until(start + Duration::from_secs(35)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     assert!(!healthy.is_fired());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_server_is_retried_then_lost_before_the_ttl() {
+    let renewer = Renewer::new();
+    let notifier = LossNotifier::new();
+    let start = Instant::now();
+    let validity = validity(TTL);
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counter = attempts.clone();
+    let _task = renewer.schedule(
+        TTL,
+        validity.clone(),
+        notifier.clone(),
+        Box::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Err(Error::unavailable("server down")) }.boxed()
+        }),
+    );
+    let reason = notifier.signal().lost().await;
+    assert_eq!(reason, LostReason::DeadlineMissed);
+    assert!(start.elapsed() < TTL, "lost after {:?}", start.elapsed());
+    assert!(!validity.is_valid());
+    assert!(
+        attempts.load(Ordering::SeqCst) > 1,
+        "retried before giving up"
+    );
 }
 
 #[tokio::test(start_paused = true)]
