@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result};
 use crate::fencing::FencingToken;
+use crate::health::LockHealth;
 use crate::lost::{LostReason, LostSignal};
 use crate::name::LockName;
 use crate::renewal::Validity;
@@ -30,6 +31,12 @@ pub trait HeldLock: fmt::Debug + Send + Sync + 'static {
     /// Stops renewing without releasing, as if the holder had crashed: the
     /// lock frees itself when its TTL runs out.
     fn abandon(self: Box<Self>);
+
+    /// Stops renewing at once, before a release that may run later (or
+    /// never: a dropped guard's release is a task on whatever runtime is
+    /// current, which may not be driven). Renewal must not outlive the
+    /// guard. The default does nothing, for leases nothing renews.
+    fn stop_renewal(&mut self) {}
 
     /// Releases without an async runtime, as well as it can: called when the
     /// guard is dropped where no Tokio runtime is running. The default
@@ -177,6 +184,24 @@ impl LockGuard {
         self.lost.lost().await
     }
 
+    /// How the lock is doing: held, held while its renewals fail (with the
+    /// validity left: a warning, time to wind down), or lost.
+    pub fn health(&self) -> LockHealth {
+        LockHealth::read(&self.lost, self.validity.as_ref())
+    }
+
+    /// Waits until [`health`](Self::health) differs from `seen` (held,
+    /// renewal failing, lost: the kind, not the figures) and returns it.
+    /// `guard.health_changed(&LockHealth::Held)` waits for the first
+    /// renewal failure or the loss, whichever is first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes; call it again to keep waiting.
+    pub async fn health_changed(&self, seen: &LockHealth) -> LockHealth {
+        LockHealth::changed(&self.lost, self.validity.as_ref(), seen).await
+    }
+
     /// Renews the lease now.
     ///
     /// # Cancel safety
@@ -275,9 +300,10 @@ impl Held {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Some(held) = self.held.take() else {
+        let Some(mut held) = self.held.take() else {
             return;
         };
+        held.stop_renewal();
         if tokio::runtime::Handle::try_current().is_err() {
             held.release_blocking();
             return;

@@ -158,7 +158,7 @@ impl LockGuard {
         let notifier = grant.notifier.clone().unwrap_or_default();
         let backend = telemetry::current_backend().unwrap_or("unknown");
         let renewer = grant.renewer.clone().unwrap_or_default();
-        let renewal = renewer.schedule(grant.ttl, validity.clone(), notifier.clone(), {
+        let renewal = renewer.schedule(backend, grant.ttl, validity.clone(), notifier.clone(), {
             let (lease, name, token) = (lease.clone(), grant.name.clone(), grant.token.get());
             Box::new(move || {
                 let (lease, name) = (lease.clone(), name.clone());
@@ -279,6 +279,10 @@ impl HeldLock for Leased {
     }
 
     fn abandon(mut self: Box<Self>) {
+        self.stop();
+    }
+
+    fn stop_renewal(&mut self) {
         self.stop();
     }
 

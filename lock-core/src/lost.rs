@@ -4,6 +4,11 @@
 //! when renewal fails, the session expires, the key is deleted behind our back
 //! or the local validity deadline passes. The first reason wins. The guard and
 //! any number of cloned [`LostSignal`]s observe it.
+//!
+//! Before a loss there can be a warning: renewals fail while the lease still
+//! has validity left. The notifier records that too
+//! ([`LossNotifier::renewal_failing`]), so a holder can wind down before the
+//! lock is gone rather than after.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -97,6 +102,7 @@ impl LossNotifier {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     reason: None,
+                    failing: None,
                     notifiers: 1,
                     hooks: Vec::new(),
                 }),
@@ -123,6 +129,35 @@ impl LossNotifier {
             hook(&reason);
         }
         true
+    }
+
+    /// Records that renewals are failing while the lease still has validity
+    /// left: a warning, not yet a loss. Returns whether this starts a spell
+    /// of failures (the lock was healthy before). Ignored once lost.
+    pub fn renewal_failing(&self, why: impl fmt::Display) -> bool {
+        let mut state = self.shared.state();
+        if state.reason.is_some() {
+            return false;
+        }
+        let started = state.failing.is_none();
+        state.failing = Some(why.to_string().into_boxed_str());
+        drop(state);
+        if started {
+            self.shared.wake.notify_waiters();
+        }
+        started
+    }
+
+    /// Records that a renewal succeeded again after failures. Returns
+    /// whether renewal was failing before.
+    pub fn renewal_recovered(&self) -> bool {
+        let mut state = self.shared.state();
+        let was_failing = state.failing.take().is_some();
+        drop(state);
+        if was_failing {
+            self.shared.wake.notify_waiters();
+        }
+        was_failing
     }
 
     /// Whether it has fired.
@@ -165,6 +200,38 @@ impl LostSignal {
     /// The reason, once lost.
     pub fn reason(&self) -> Option<LostReason> {
         self.shared.state().reason.clone()
+    }
+
+    /// While the lock is held but its renewals fail: the last error. `None`
+    /// when renewal is healthy, and once the lock is lost.
+    pub fn renewal_failure(&self) -> Option<String> {
+        let state = self.shared.state();
+        match state.outcome() {
+            Some(_) => None,
+            None => state.failing.as_deref().map(str::to_owned),
+        }
+    }
+
+    /// Waits until renewal starts or stops failing, or the lock is lost,
+    /// whichever is first; `failing` is whether the caller last saw it
+    /// failing. Returns at once if that is already out of date.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes; call it again to keep waiting.
+    pub async fn renewal_changed(&self, failing: bool) {
+        loop {
+            let woken = self.shared.wake.notified();
+            let mut woken = std::pin::pin!(woken);
+            woken.as_mut().enable();
+            {
+                let state = self.shared.state();
+                if state.outcome().is_some() || state.failing.is_some() != failing {
+                    return;
+                }
+            }
+            woken.await;
+        }
     }
 
     /// Waits until the lock is gone and returns why.
@@ -220,6 +287,8 @@ struct Shared {
 struct State {
     /// The first reason fired; `None` while the lock is held.
     reason: Option<LostReason>,
+    /// The last renewal error while renewals fail and validity is left.
+    failing: Option<Box<str>>,
     /// Live [`LossNotifier`]s; at zero nobody can fire any more.
     notifiers: usize,
     /// Callbacks waiting for the loss.
@@ -249,6 +318,7 @@ impl fmt::Debug for Shared {
         let state = self.state();
         f.debug_struct("LostSignal")
             .field("reason", &state.reason)
+            .field("failing", &state.failing)
             .field("hooks", &state.hooks.len())
             .finish()
     }
@@ -279,6 +349,44 @@ mod tests {
         notifier.fire(LostReason::Revoked);
         drop(notifier);
         assert_eq!(*seen.lock().unwrap(), [LostReason::Expired]);
+    }
+
+    #[test]
+    fn renewal_failures_are_a_warning_that_ends_with_recovery_or_loss() {
+        let notifier = LossNotifier::new();
+        let signal = notifier.signal();
+        assert_eq!(signal.renewal_failure(), None);
+        assert!(notifier.renewal_failing("timed out"));
+        assert!(!notifier.renewal_failing("timed out again"), "one spell");
+        assert_eq!(signal.renewal_failure().as_deref(), Some("timed out again"));
+        assert!(!signal.is_lost());
+        assert!(notifier.renewal_recovered());
+        assert_eq!(signal.renewal_failure(), None);
+        notifier.renewal_failing("refused");
+        notifier.fire(LostReason::DeadlineMissed);
+        assert_eq!(signal.renewal_failure(), None, "lost is not failing");
+        assert!(!notifier.renewal_failing("late"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_change_of_renewal_health_wakes_its_waiter() {
+        let notifier = LossNotifier::new();
+        let signal = notifier.signal();
+        let waiting = tokio::spawn({
+            let signal = signal.clone();
+            async move { signal.renewal_changed(false).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        notifier.renewal_failing("timed out");
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .unwrap();
+        // Already out of date: returns at once.
+        signal.renewal_changed(false).await;
+        notifier.fire(LostReason::Expired);
+        signal.renewal_changed(true).await;
     }
 
     #[test]

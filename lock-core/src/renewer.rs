@@ -1,4 +1,4 @@
-//! Lease renewal for many leases from one task.
+//! Lease renewal for many leases from one task per runtime.
 //!
 //! Every lease renewed per lock needs a renewal every TTL/3. A task and a
 //! timer per lease cost about half a kilobyte each, and a process may hold
@@ -7,15 +7,25 @@
 //! until the first lease is due, runs the renewals that are due side by
 //! side, and puts each lease back in the schedule from its outcome. The
 //! driver exits when nothing is left to renew, and the next lease starts it
-//! again on the runtime in use then.
+//! again.
+//!
+//! Programs often run several Tokio runtimes (tests, `block_on` helpers, a
+//! library with a private runtime), and a task only runs while its runtime
+//! is driven. So the schedule has one lane per runtime: a lease is renewed
+//! by a driver on the runtime that scheduled it, as a task of its own would
+//! be, and a runtime that is idle or gone never holds up another's leases.
+//! When a runtime shuts down, its driver's leases can no longer be renewed:
+//! their lost signals fire at once rather than letting a guard vouch for a
+//! lease nobody renews.
 //!
 //! For each lease the rules are those of a loop of its own: renew TTL/3
 //! after the last successful renewal was sent (sooner when little validity
-//! is left), retry an attempt of unknown outcome after TTL/10, and fire the
+//! is left), retry an attempt of unknown outcome after TTL/10, report
+//! failing renewals on the lost signal while validity is left, and fire the
 //! lost signal when renewal reports the lease gone or the validity deadline
 //! passes first.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,25 +34,23 @@ use std::time::Duration;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use tokio::runtime::{Handle, Id as RuntimeId};
 use tokio::sync::Notify;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::clock::SentAt;
 use crate::error::{ErrorKind, Result};
 use crate::lost::{LossNotifier, LostReason};
 use crate::renewal::Validity;
+use crate::telemetry;
 
 /// A renewal call: resolves `Ok` when the server extended the lease by its TTL,
 /// `Err` of kind `LeaseLost` or `NotHeld` when the lease is gone, or another
 /// error (retried) when the outcome is unknown.
 pub type RenewFn = Box<dyn FnMut() -> BoxFuture<'static, Result<()>> + Send>;
 
-/// Renews leases from one task: a backend keeps one and passes it to every
-/// lease it grants. Cloning shares the schedule.
-///
-/// The driver task runs on the runtime that scheduled the first lease after
-/// an idle spell. A backend's connections live on one runtime, and so do
-/// its renewals.
+/// Renews leases from one task per runtime: a backend keeps one and passes
+/// it to every lease it grants. Cloning shares the schedule.
 #[derive(Clone, Default)]
 pub struct Renewer {
     shared: Arc<Shared>,
@@ -51,15 +59,16 @@ pub struct Renewer {
 impl fmt::Debug for Renewer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.shared.state();
+        let scheduled: usize = state.lanes.values().map(|lane| lane.due.len()).sum();
         f.debug_struct("Renewer")
-            .field("scheduled", &state.due.len())
-            .field("driving", &state.driving)
+            .field("scheduled", &scheduled)
+            .field("runtimes", &state.lanes.len())
             .finish()
     }
 }
 
 impl Renewer {
-    /// An empty schedule; its driver starts with the first lease.
+    /// An empty schedule; a driver starts with the first lease.
     pub fn new() -> Self {
         Self::default()
     }
@@ -68,35 +77,54 @@ impl Renewer {
     /// `validity` up to date and firing `notifier` when the lease is lost:
     /// [`LostReason::RenewalFailed`] when `renew` reports it gone,
     /// [`LostReason::DeadlineMissed`] when `validity` runs out before a
-    /// renewal succeeds. The first renewal is TTL/3 from now, or sooner when
-    /// `validity` has less than that left.
+    /// renewal succeeds. While renewals fail with validity left, `notifier`
+    /// says so ([`LossNotifier::renewal_failing`]). The first renewal is
+    /// TTL/3 from now, or sooner when `validity` has less than that left.
+    /// `backend` labels the lease in the metrics.
     ///
-    /// Must be called within a Tokio runtime.
+    /// The lease is renewed on the Tokio runtime this is called on. Called
+    /// outside any runtime, nothing could renew it: the lost signal fires
+    /// at once.
     pub fn schedule(
         &self,
+        backend: &'static str,
         ttl: Duration,
         validity: Validity,
         notifier: LossNotifier,
         renew: RenewFn,
     ) -> RenewalTask {
         let first = Schedule::new(ttl).after_success(Duration::ZERO, validity.remaining());
+        let runtime = Handle::try_current().ok();
         let mut state = self.shared.state();
         let id = state.next_id;
         state.next_id += 1;
         let entry = Arc::new(Entry {
             id,
+            lane: runtime.as_ref().map(Handle::id),
+            backend,
             ttl,
             validity,
             notifier,
             renew: Mutex::new(renew),
             slot: Mutex::new(Slot::Stopped),
         });
-        self.shared
-            .put_back(&mut state, entry.clone(), Instant::now() + first);
-        RenewalTask {
-            entry,
+        let task = RenewalTask {
+            entry: entry.clone(),
             shared: self.shared.clone(),
+        };
+        match runtime {
+            Some(runtime) => {
+                self.shared
+                    .put_back(&mut state, &runtime, entry, Instant::now() + first);
+            }
+            None => {
+                drop(state);
+                entry.notifier.fire(LostReason::RenewalFailed(
+                    "no Tokio runtime was running to renew its lease".to_owned(),
+                ));
+            }
         }
+        task
     }
 }
 
@@ -120,9 +148,12 @@ impl fmt::Debug for RenewalTask {
 impl Drop for RenewalTask {
     fn drop(&mut self) {
         let mut state = self.shared.state();
-        match std::mem::replace(&mut *self.entry.slot(), Slot::Stopped) {
+        let slot = std::mem::replace(&mut *self.entry.slot(), Slot::Stopped);
+        match slot {
             Slot::Waiting(at) => {
-                state.due.remove(&(at, self.entry.id));
+                if let Some(lane) = self.entry.lane.and_then(|id| state.lanes.get_mut(&id)) {
+                    lane.due.remove(&(at, self.entry.id));
+                }
             }
             Slot::Renewing(attempt) => attempt.abort(),
             Slot::Stopped => {}
@@ -130,21 +161,25 @@ impl Drop for RenewalTask {
     }
 }
 
-/// What a renewer's handles and its driver share.
+/// What a renewer's handles and its drivers share.
 #[derive(Default)]
 struct Shared {
     state: Mutex<State>,
-    /// Wakes the driver when a lease is due before the one it sleeps for.
-    wake: Notify,
 }
 
 #[derive(Default)]
 struct State {
+    /// One schedule per runtime with leases to renew.
+    lanes: HashMap<RuntimeId, Lane>,
+    next_id: u64,
+}
+
+/// The leases one runtime renews, and its driver.
+struct Lane {
     /// Leases waiting for their next renewal, by due time (ties by id).
     due: BTreeMap<(Instant, u64), Arc<Entry>>,
-    next_id: u64,
-    /// Whether a driver task is running.
-    driving: bool,
+    /// Wakes the driver when a lease is due before the one it sleeps for.
+    wake: Arc<Notify>,
 }
 
 impl Shared {
@@ -152,16 +187,45 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Schedules `entry` for `at`, starting a driver if none runs.
-    fn put_back(self: &Arc<Self>, state: &mut State, entry: Arc<Entry>, at: Instant) {
+    /// Schedules `entry` for `at` in the lane of `runtime`, starting that
+    /// lane's driver if it has none.
+    fn put_back(
+        self: &Arc<Self>,
+        state: &mut State,
+        runtime: &Handle,
+        entry: Arc<Entry>,
+        at: Instant,
+    ) {
         *entry.slot() = Slot::Waiting(at);
-        let sooner = state.due.keys().next().is_none_or(|(first, _)| at < *first);
-        state.due.insert((at, entry.id), entry);
-        if !state.driving {
-            state.driving = true;
-            tokio::spawn(drive(self.clone()));
-        } else if sooner {
-            self.wake.notify_one();
+        let id = runtime.id();
+        match state.lanes.get_mut(&id) {
+            Some(lane) => {
+                let sooner = lane.due.keys().next().is_none_or(|(first, _)| at < *first);
+                lane.due.insert((at, entry.id), entry);
+                if sooner {
+                    lane.wake.notify_one();
+                }
+            }
+            None => {
+                let wake = Arc::new(Notify::new());
+                let mut due = BTreeMap::new();
+                due.insert((at, entry.id), entry);
+                state.lanes.insert(
+                    id,
+                    Lane {
+                        due,
+                        wake: wake.clone(),
+                    },
+                );
+                // The guard goes into the task before it is spawned: a task
+                // its runtime drops without ever polling it still ends the lane.
+                let driver = Driver {
+                    shared: self.clone(),
+                    lane: id,
+                    done: false,
+                };
+                runtime.spawn(drive(driver, wake));
+            }
         }
     }
 
@@ -172,21 +236,28 @@ impl Shared {
             return;
         }
         match wait {
-            Some(wait) => self.put_back(&mut state, entry, Instant::now() + wait),
+            Some(wait) => {
+                let runtime = Handle::current();
+                self.put_back(&mut state, &runtime, entry, Instant::now() + wait);
+            }
             None => *entry.slot() = Slot::Stopped,
         }
     }
 }
 
-/// The driver: starts the attempts that are due and sleeps until the next.
-async fn drive(shared: Arc<Shared>) {
-    let mut running = Running(Some(&shared));
+/// One lane's driver: starts the attempts that are due and sleeps until the next.
+async fn drive(mut driver: Driver, wake: Arc<Notify>) {
+    let shared = driver.shared.clone();
     let mut attempts = FuturesUnordered::new();
     loop {
         let next = {
             let mut state = shared.state();
+            let lane = state
+                .lanes
+                .get_mut(&driver.lane)
+                .expect("a lane lives as long as its driver");
             let now = Instant::now();
-            while let Some(due) = state.due.first_entry() {
+            while let Some(due) = lane.due.first_entry() {
                 if due.key().0 > now {
                     break;
                 }
@@ -196,12 +267,12 @@ async fn drive(shared: Arc<Shared>) {
                 let attempt = attempt(shared.clone(), entry);
                 attempts.push(Abortable::new(attempt, registration));
             }
-            if state.due.is_empty() && attempts.is_empty() {
-                state.driving = false;
-                running.0 = None;
+            if lane.due.is_empty() && attempts.is_empty() {
+                state.lanes.remove(&driver.lane);
+                driver.done = true;
                 return;
             }
-            state.due.keys().next().map(|(at, _)| *at)
+            lane.due.keys().next().map(|(at, _)| *at)
         };
         let sleep = async {
             match next {
@@ -212,33 +283,73 @@ async fn drive(shared: Arc<Shared>) {
         tokio::select! {
             biased;
             Some(_) = attempts.next(), if !attempts.is_empty() => {}
-            () = shared.wake.notified() => {}
+            () = wake.notified() => {}
             () = sleep => {}
         }
     }
 }
 
-/// Marks the renewer driverless if the driver is dropped mid-way (its
-/// runtime shut down), so that the next lease starts a new one.
-struct Running<'a>(Option<&'a Shared>);
+/// A lane's driver task. Dropped before its lane emptied (its runtime shut
+/// down, with the task running or never started), it ends the lane: the
+/// leases waiting in it can no longer be renewed, so they are lost. Leases
+/// with an attempt in flight are lost as their attempt is dropped.
+struct Driver {
+    shared: Arc<Shared>,
+    lane: RuntimeId,
+    done: bool,
+}
 
-impl Drop for Running<'_> {
+impl Drop for Driver {
     fn drop(&mut self) {
-        if let Some(shared) = self.0 {
-            shared.state().driving = false;
+        if self.done {
+            return;
+        }
+        let Some(lane) = self.shared.state().lanes.remove(&self.lane) else {
+            return;
+        };
+        for entry in lane.due.into_values() {
+            entry.stop_with(runtime_gone());
         }
     }
 }
 
+fn runtime_gone() -> LostReason {
+    LostReason::RenewalFailed("the Tokio runtime that renewed its lease shut down".to_owned())
+}
+
 /// One renewal attempt of `entry`, then its next place in the schedule.
 async fn attempt(shared: Arc<Shared>, entry: Arc<Entry>) {
+    let mut in_flight = InFlight {
+        entry: entry.clone(),
+        finished: false,
+    };
     let wait = entry.renew_once().await;
+    in_flight.finished = true;
     shared.after_attempt(entry, wait);
+}
+
+/// An attempt dropped before it finished: by its task being dropped (the
+/// slot is `Stopped` then, nothing to do), or with its driver (the lease
+/// can no longer be renewed: lost).
+struct InFlight {
+    entry: Arc<Entry>,
+    finished: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.finished && matches!(*self.entry.slot(), Slot::Renewing(_)) {
+            self.entry.stop_with(runtime_gone());
+        }
+    }
 }
 
 /// One lease in a renewer's schedule.
 struct Entry {
     id: u64,
+    /// The runtime whose lane renews it; `None` when scheduled outside any.
+    lane: Option<RuntimeId>,
+    backend: &'static str,
     ttl: Duration,
     validity: Validity,
     notifier: LossNotifier,
@@ -248,7 +359,7 @@ struct Entry {
 }
 
 enum Slot {
-    /// In `State::due`, for this time.
+    /// In its lane's `due`, for this time.
     Waiting(Instant),
     /// An attempt is in flight; aborting it drops it.
     Renewing(AbortHandle),
@@ -261,6 +372,12 @@ impl Entry {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the lease out of the schedule for good and fires its signal.
+    fn stop_with(&self, reason: LostReason) {
+        *self.slot() = Slot::Stopped;
+        self.notifier.fire(reason);
+    }
+
     /// Renews once. Returns the wait before the next attempt, or `None`
     /// when the lease is lost (the notifier has fired) and renewal ends.
     async fn renew_once(&self) -> Option<Duration> {
@@ -268,22 +385,25 @@ impl Entry {
         if self.notifier.is_fired() {
             return None;
         }
-        let remaining = self.validity.remaining();
-        if remaining.is_zero() {
+        if !self.validity.is_valid() {
             self.notifier.fire(LostReason::DeadlineMissed);
             return None;
         }
+        // The attempt may run until the validity deadline: past it, its
+        // answer could no longer vouch for the lease anyway.
+        let deadline = self.validity.until();
         let sent = SentAt::now_on(self.validity.clock().clone());
         // A panicking renewal must not take the other leases' driver down
         // with it; the lease it was renewing can no longer be vouched for.
         let outcome = AssertUnwindSafe(async {
             let renewal = (self.renew.lock().unwrap_or_else(|p| p.into_inner()))();
-            timeout(remaining, renewal).await
+            timeout_at(deadline, renewal).await
         })
         .catch_unwind()
         .await;
         match outcome {
             Ok(Ok(Ok(()))) if self.validity.renewed_at(&sent, self.ttl) => {
+                self.notifier.renewal_recovered();
                 Some(schedule.after_success(sent.elapsed(), self.validity.remaining()))
             }
             Ok(Ok(Ok(()))) | Ok(Err(_)) => {
@@ -296,6 +416,9 @@ impl Entry {
             }
             Ok(Ok(Err(e))) => {
                 tracing::debug!(error = %e, "lease renewal failed; retrying");
+                if self.notifier.renewal_failing(&e) {
+                    telemetry::count_renewal_failing(self.backend);
+                }
                 Some(schedule.after_failure(self.validity.remaining()))
             }
             Err(_) => {

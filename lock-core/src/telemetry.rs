@@ -19,6 +19,7 @@
 //! | `distlock_losses_total` | counter | `backend`, `reason` | locks lost, by [`LostReason`] label |
 //! | `distlock_renewals_total` | counter | `backend`, `result` | lease renewals: `ok`, `lost`, `error` |
 //! | `distlock_renewal_seconds` | histogram | `backend` | renewal round trips |
+//! | `distlock_renewal_failing_total` | counter | `backend` | held locks whose renewals started failing while validity was left (each spell ends in recovery or loss) |
 //!
 //! Spans, all with the fields `backend`, `lock`, `token` and `outcome`:
 //! `distlock.acquire`, `distlock.renew` and `distlock.release`.
@@ -56,6 +57,8 @@ pub const LOSSES: &str = "distlock_losses_total";
 pub const RENEWALS: &str = "distlock_renewals_total";
 /// Renewal round trips.
 pub const RENEWAL_TIME: &str = "distlock_renewal_seconds";
+/// Spells of failing renewal that began while validity was left.
+pub const RENEWAL_FAILING: &str = "distlock_renewal_failing_total";
 
 tokio::task_local! {
     /// The backend whose acquisition is running, so that the guard and its
@@ -252,6 +255,15 @@ where
     counter!(RENEWALS, "backend" => backend, "result" => outcome).increment(1);
     histogram!(RENEWAL_TIME, "backend" => backend).record(started.elapsed().as_secs_f64());
     result
+}
+
+/// Counts a held lock whose renewals started failing while its lease
+/// still had validity left: call it when
+/// [`LossNotifier::renewal_failing`](crate::raw::LossNotifier::renewal_failing)
+/// returns `true`. lock-core's renewal schedule does for the leases it
+/// renews; a backend that renews a session counts its own.
+pub fn count_renewal_failing(backend: &'static str) {
+    counter!(RENEWAL_FAILING, "backend" => backend).increment(1);
 }
 
 /// Runs a release of `name` inside the `distlock.release` span.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::raw::{Grant, Lease};
 use lock_core::raw::{ManualClock, SentAt};
-use lock_core::{Error, ErrorKind, LockGuard, LockName, LostReason, Result};
+use lock_core::{Error, ErrorKind, LockGuard, LockHealth, LockName, LostReason, Result};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -112,4 +112,73 @@ async fn a_grant_older_than_its_ttl_is_refused_and_released() {
         lease.released.load(Ordering::SeqCst),
         "the stale grant was not released"
     );
+}
+
+/// A lease whose renewals fail for a while, then work again.
+#[derive(Debug)]
+struct Flaky(Arc<AtomicBool>);
+
+#[async_trait]
+impl Lease for Flaky {
+    async fn renew(&self) -> Result<()> {
+        match self.0.load(Ordering::SeqCst) {
+            true => Err(Error::unavailable("server unreachable")),
+            false => Ok(()),
+        }
+    }
+
+    async fn release(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Renewals that fail while validity is left make the guard say so (with
+/// how long is left), and a renewal that works again makes it healthy.
+#[tokio::test(start_paused = true)]
+async fn a_guard_reports_failing_renewal_and_recovery() {
+    let failing = Arc::new(AtomicBool::new(true));
+    let grant = Grant::new(
+        LockName::new("lifecycle/health").unwrap(),
+        9,
+        "scripted/9",
+        TTL,
+        SentAt::now_on(Arc::new(lock_core::raw::TokioClock::new())),
+    );
+    let guard = LockGuard::leased(grant, Flaky(failing.clone())).expect("a fresh grant");
+    assert_eq!(guard.health(), LockHealth::Held);
+    let health = guard.health_changed(&LockHealth::Held).await;
+    match &health {
+        LockHealth::RenewalFailing { remaining, error } => {
+            let left = remaining.expect("a local deadline");
+            assert!(left > Duration::ZERO && left < TTL, "{left:?}");
+            assert!(error.contains("server unreachable"), "{error}");
+        }
+        other => panic!("expected a failing renewal, got {other:?}"),
+    }
+    assert!(guard.is_held(), "still held while validity is left");
+    failing.store(false, Ordering::SeqCst);
+    assert_eq!(guard.health_changed(&health).await, LockHealth::Held);
+    guard.release().await.expect("release");
+}
+
+/// Renewals that keep failing end in the loss, which the health reports.
+#[tokio::test(start_paused = true)]
+async fn failing_renewal_that_never_recovers_ends_in_loss() {
+    let grant = Grant::new(
+        LockName::new("lifecycle/health-lost").unwrap(),
+        10,
+        "scripted/10",
+        TTL,
+        SentAt::now_on(Arc::new(lock_core::raw::TokioClock::new())),
+    );
+    let guard =
+        LockGuard::leased(grant, Flaky(Arc::new(AtomicBool::new(true)))).expect("a fresh grant");
+    let failing = guard.health_changed(&LockHealth::Held).await;
+    assert!(
+        matches!(failing, LockHealth::RenewalFailing { .. }),
+        "{failing:?}"
+    );
+    let lost = guard.health_changed(&failing).await;
+    assert_eq!(lost, LockHealth::Lost(LostReason::DeadlineMissed));
+    assert!(!guard.is_held());
 }

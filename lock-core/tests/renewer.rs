@@ -40,7 +40,7 @@ async fn many_leases_are_each_renewed_every_third_of_their_ttl_by_one_task() {
     let mut leases = Vec::new();
     for _ in 0..100 {
         let (calls, renew) = counting();
-        let task = renewer.schedule(TTL, validity(TTL), LossNotifier::new(), renew);
+        let task = renewer.schedule("test", TTL, validity(TTL), LossNotifier::new(), renew);
         leases.push((calls, task));
         // Spread the leases over the first period.
         advance(TTL / 300).await;
@@ -61,9 +61,9 @@ async fn many_leases_are_each_renewed_every_third_of_their_ttl_by_one_task() {
 async fn a_dropped_task_is_never_renewed_again_while_others_are() {
     let renewer = Renewer::new();
     let (stopped_calls, renew) = counting();
-    let stopped = renewer.schedule(TTL, validity(TTL), LossNotifier::new(), renew);
+    let stopped = renewer.schedule("test", TTL, validity(TTL), LossNotifier::new(), renew);
     let (kept_calls, renew) = counting();
-    let _kept = renewer.schedule(TTL, validity(TTL), LossNotifier::new(), renew);
+    let _kept = renewer.schedule("test", TTL, validity(TTL), LossNotifier::new(), renew);
     sleep(TTL / 3 + Duration::from_millis(1)).await;
     assert_eq!(stopped_calls.load(Ordering::SeqCst), 1);
     drop(stopped);
@@ -80,10 +80,10 @@ fn troubled_beside_healthy(
     troubled: RenewFn,
 ) -> (LossNotifier, Arc<AtomicU32>, LossNotifier, [RenewalTask; 2]) {
     let lost = LossNotifier::new();
-    let troubled = renewer.schedule(TTL, validity(TTL), lost.clone(), troubled);
+    let troubled = renewer.schedule("test", TTL, validity(TTL), lost.clone(), troubled);
     let (calls, renew) = counting();
     let healthy = LossNotifier::new();
-    let kept = renewer.schedule(TTL, validity(TTL), healthy.clone(), renew);
+    let kept = renewer.schedule("test", TTL, validity(TTL), healthy.clone(), renew);
     (lost, calls, healthy, [troubled, kept])
 }
 
@@ -128,6 +128,7 @@ async fn an_unreachable_server_is_retried_then_lost_before_the_ttl() {
     let attempts = Arc::new(AtomicU32::new(0));
     let counter = attempts.clone();
     let _task = renewer.schedule(
+        "test",
         TTL,
         validity.clone(),
         notifier.clone(),
@@ -150,12 +151,18 @@ async fn an_unreachable_server_is_retried_then_lost_before_the_ttl() {
 async fn a_lease_due_sooner_wakes_the_sleeping_driver() {
     let renewer = Renewer::new();
     let (_, renew) = counting();
-    let _long = renewer.schedule(TTL, validity(TTL), LossNotifier::new(), renew);
+    let _long = renewer.schedule("test", TTL, validity(TTL), LossNotifier::new(), renew);
     // The driver now sleeps until TTL/3 = 10 s.
     tokio::task::yield_now().await;
     let short_ttl = Duration::from_secs(3);
     let (calls, renew) = counting();
-    let _short = renewer.schedule(short_ttl, validity(short_ttl), LossNotifier::new(), renew);
+    let _short = renewer.schedule(
+        "test",
+        short_ttl,
+        validity(short_ttl),
+        LossNotifier::new(),
+        renew,
+    );
     sleep(short_ttl / 3 + Duration::from_millis(1)).await;
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -170,6 +177,7 @@ async fn a_lease_gone_on_the_server_is_lost_at_its_first_renewal() {
     let notifier = LossNotifier::new();
     let start = Instant::now();
     let _task = renewer.schedule(
+        "test",
         TTL,
         validity(TTL),
         notifier.clone(),
@@ -180,4 +188,45 @@ async fn a_lease_gone_on_the_server_is_lost_at_its_first_renewal() {
     assert_eq!(start.elapsed(), TTL / 3);
     tokio::task::yield_now().await;
     assert_eq!(alive_tasks(), 0, "a lost lease leaves the schedule");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_renewals_are_reported_until_one_succeeds() {
+    let renewer = Renewer::new();
+    let notifier = LossNotifier::new();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = failing.clone();
+    let _task = renewer.schedule(
+        "test",
+        TTL,
+        validity(TTL),
+        notifier.clone(),
+        Box::new(move || {
+            let failing = flag.load(Ordering::SeqCst);
+            async move {
+                match failing {
+                    true => Err(Error::unavailable("server down")),
+                    false => Ok(()),
+                }
+            }
+            .boxed()
+        }),
+    );
+    let signal = notifier.signal();
+    assert_eq!(signal.renewal_failure(), None);
+    signal.renewal_changed(false).await;
+    let failure = signal.renewal_failure().expect("renewal is failing");
+    assert!(failure.contains("server down"), "{failure}");
+    assert!(
+        !signal.is_lost(),
+        "a failing renewal with validity left is a warning"
+    );
+    failing.store(false, Ordering::SeqCst);
+    signal.renewal_changed(true).await;
+    assert_eq!(
+        signal.renewal_failure(),
+        None,
+        "recovered at the next retry"
+    );
+    assert!(!signal.is_lost());
 }
