@@ -130,14 +130,15 @@ impl SentAt {
         SentAt { clock, at }
     }
 
-    /// The instant `sent` of Tokio's clock, carried over to the boot clock.
-    /// For callers that stamped their request with a Tokio instant.
-    pub fn from_instant(sent: tokio::time::Instant) -> Self {
-        Self::from_instant_on(boot_clock(), sent)
-    }
-
-    /// The instant `sent` of Tokio's clock, carried over to `clock`.
-    pub fn from_instant_on(clock: Arc<dyn LeaseClock>, sent: tokio::time::Instant) -> Self {
+    /// The instant `sent` of Tokio's clock as a reading of `clock`, which
+    /// must count as Tokio's clock does ([`TokioClock`]): exact there, and
+    /// wrong on any clock that counts through suspend, which Tokio's does
+    /// not. Everywhere else, stamp the request with [`SentAt::now`] when it
+    /// is sent.
+    pub(crate) fn from_tokio_instant(
+        clock: Arc<dyn LeaseClock>,
+        sent: tokio::time::Instant,
+    ) -> Self {
         let at = clock.now().saturating_sub(sent.elapsed());
         SentAt { clock, at }
     }

@@ -38,12 +38,6 @@ struct Inner {
 }
 
 impl Validity {
-    /// Validity of a lease granted by a request sent at `sent` (a Tokio
-    /// instant), measured on the boot clock.
-    pub fn starting(sent: Instant, ttl: Duration) -> Self {
-        Self::from_sent(&SentAt::from_instant(sent), ttl)
-    }
-
     /// Validity of a lease granted by a request sent at `sent`, measured on
     /// the clock `sent` was read from.
     pub fn from_sent(sent: &SentAt, ttl: Duration) -> Self {
@@ -76,13 +70,6 @@ impl Validity {
     /// The deadline as a Tokio instant (now plus [`remaining`](Self::remaining)).
     pub fn until(&self) -> Instant {
         Instant::now() + self.remaining()
-    }
-
-    /// Records a successful renewal sent at `sent` (a Tokio instant).
-    /// Never moves the deadline back, and never revives a lapsed validity.
-    pub fn renewed(&self, sent: Instant, ttl: Duration) {
-        let at = self.inner.clock.now().saturating_sub(sent.elapsed());
-        self.extend(at, ttl);
     }
 
     /// Records a successful renewal sent at `sent`; returns whether the
@@ -152,6 +139,24 @@ mod tests {
         let late = SentAt::now_on(clock.clone());
         assert!(!validity.renewed_at(&late, ttl));
         assert_eq!(validity.remaining(), Duration::ZERO);
+    }
+
+    /// The send is stamped on the lease clock when the request goes out: a
+    /// suspend between the send and the reply (which Tokio's clock, and so
+    /// any Tokio instant, does not count) still comes off the lease.
+    #[test]
+    fn a_suspend_between_send_and_reply_comes_off_the_validity() {
+        let (clock, sent) = manual();
+        clock.advance(Duration::from_secs(60));
+        let validity = Validity::from_sent(&sent, Duration::from_secs(10));
+        assert!(!validity.is_valid());
+        // And for a renewal: sent before a suspend that outlasts the lease.
+        let (clock, sent) = manual();
+        let validity = Validity::from_sent(&sent, Duration::from_secs(10));
+        let renewal = SentAt::now_on(clock.clone());
+        clock.advance(Duration::from_secs(60));
+        assert!(!validity.renewed_at(&renewal, Duration::from_secs(10)));
+        assert!(!validity.is_valid());
     }
 
     #[test]

@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use lock_core::raw::LossNotifier;
-use lock_core::raw::{RenewalTask, Validity};
-use lock_core::{Error, LostSignal, Result};
+use lock_core::raw::{LossNotifier, RenewalTask, SentAt, Validity};
+use lock_core::{Error, LostReason, LostSignal, Result};
 use tokio::time::Instant;
 
 use crate::errors::is_lease_gone;
@@ -50,7 +49,7 @@ impl Lease {
         secs: i64,
         by: Option<Instant>,
     ) -> Result<Lease> {
-        let sent = Instant::now();
+        let sent = SentAt::now();
         let op = format!("grant a {secs} s lease");
         let granted = rpc
             .call_by(&op, Retry::Idempotent, by, |client, _| async move {
@@ -59,7 +58,7 @@ impl Lease {
             .await?;
         let id = granted.id();
         let ttl = Duration::from_secs(u64::try_from(granted.ttl().max(secs)).unwrap_or(1));
-        let validity = Validity::starting(sent, ttl);
+        let validity = Validity::from_sent(&sent, ttl);
         let lost = LossNotifier::new();
         let keepalive = keepalive.clone();
         let attempt_timeout = (ttl / 3).min(rpc.request_timeout());
@@ -74,9 +73,10 @@ impl Lease {
                 .boxed()
             })
         };
-        let renewal = keepalive
-            .renewer()
-            .schedule(ttl, validity.clone(), lost.clone(), renew);
+        let renewal =
+            keepalive
+                .renewer()
+                .schedule("etcd", ttl, validity.clone(), lost.clone(), renew);
         tracing::debug!(lease = %format_args!("{id:x}"), ?ttl, "etcd lease granted");
         Ok(Lease {
             id,
@@ -134,17 +134,35 @@ impl Lease {
                 self.id
             )));
         }
-        let sent = Instant::now();
-        let result = self.keepalive.renew(self.id, self.attempt_timeout).await;
-        match &result {
-            Ok(()) => self.validity.renewed(sent, self.ttl),
-            Err(e) if e.kind() == lock_core::ErrorKind::LeaseLost => {
-                self.lost
-                    .fire(lock_core::LostReason::RenewalFailed(e.to_string()));
-            }
-            Err(_) => {}
+        if !self.validity.is_valid() {
+            self.lost.fire(LostReason::DeadlineMissed);
+            return Err(Error::lease_lost(format!(
+                "lease {:x} is gone: {}",
+                self.id,
+                LostReason::DeadlineMissed
+            )));
         }
-        result
+        let sent = SentAt::now_on(self.validity.clock().clone());
+        let result = self.keepalive.renew(self.id, self.attempt_timeout).await;
+        match result {
+            // An answer after the validity deadline cannot vouch for the
+            // lease: someone may already have been told it is gone.
+            Ok(()) if self.validity.renewed_at(&sent, self.ttl) => Ok(()),
+            Ok(()) => {
+                self.lost.fire(LostReason::DeadlineMissed);
+                Err(Error::lease_lost(format!(
+                    "lease {:x} was renewed only after its validity had run out: {}",
+                    self.id,
+                    LostReason::DeadlineMissed
+                )))
+            }
+            Err(e) => {
+                if e.kind() == lock_core::ErrorKind::LeaseLost {
+                    self.lost.fire(LostReason::RenewalFailed(e.to_string()));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Revokes the lease, deleting every key attached to it. Stops renewal.

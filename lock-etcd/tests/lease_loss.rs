@@ -67,6 +67,36 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
     next.release().await.expect("release");
 }
 
+/// A renewal asked for by hand whose answer arrives only after the
+/// validity deadline cannot vouch for the lease: `renew()` fails with
+/// `LeaseLost`, as the lost signal already said, and never returns `Ok`.
+#[tokio::test]
+async fn a_renewal_answered_after_the_validity_deadline_is_lease_lost() {
+    let (_etcd, proxy, _direct, held) = held_behind_proxy("renew/late").await;
+    proxy.blackhole();
+    lock_testkit::assert::within(SLACK, "the validity runs low", async {
+        while held.remaining_validity().expect("etcd keeps a deadline") > Duration::from_millis(150)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    // Sent now, held back by the blackhole until the deadline has passed;
+    // its answer then comes well within the renewal's own timeout (TTL/3).
+    let renewal = held.renew();
+    tokio::pin!(renewal);
+    let reason = tokio::select! {
+        result = &mut renewal => panic!("the renewal ended before the deadline: {result:?}"),
+        reason = held.lost() => reason,
+    };
+    assert_eq!(reason, LostReason::DeadlineMissed);
+    proxy.restore();
+    let result = timeout(SLACK, renewal).await.expect("the renewal ends");
+    let e = result.expect_err("a renewal answered after the deadline cannot vouch for the lease");
+    assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
+    assert!(!held.is_held());
+}
+
 #[tokio::test]
 async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
     let (etcd, b, held) = support::contended("waiter/expiry").await;

@@ -263,6 +263,8 @@ impl FileBackend {
             let mut notified = pin!(wake.notified());
             notified.as_mut().enable();
             let sent = Instant::now();
+            // Validity counts from here, on the lease clock (through suspend).
+            let stamped = SentAt::now();
             // Wait for the OS lock no longer than the caller waits for the
             // lock (but long enough for a normal transaction to finish);
             // `try_lock` gets the request timeout.
@@ -280,7 +282,7 @@ impl FileBackend {
                         wakeups::notify(&paths.record);
                     }
                     let (paths, holder) = (paths.clone(), holder.to_owned());
-                    return self.guard(space, name, paths, holder, token, ttl, sent);
+                    return self.guard(space, name, paths, holder, token, ttl, stamped);
                 }
                 Attempt::Held { remaining_ms, next } => (
                     Some(remaining_ms),
@@ -344,7 +346,7 @@ impl FileBackend {
         holder: String,
         token: u64,
         ttl: Duration,
-        sent: Instant,
+        sent: SentAt,
     ) -> Result<LockGuard> {
         let key = format!("{}#{token}", paths.record.display());
         let notifier = LossNotifier::new();
@@ -359,7 +361,7 @@ impl FileBackend {
             notifier: notifier.clone(),
         };
         tracing::debug!(backend = "file", lock = %name, token, "acquired");
-        let grant = Grant::new(name.clone(), token, key, ttl, SentAt::from_instant(sent))
+        let grant = Grant::new(name.clone(), token, key, ttl, sent)
             .with_notifier(notifier)
             .renewed_by(&self.renewer);
         LockGuard::leased(grant, lease)

@@ -27,6 +27,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::raw::SentAt;
 use lock_core::{Error, Result, Wait};
 use tokio::time::{Instant, sleep_until};
 
@@ -69,89 +70,103 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     // its lease started after that send time. A hand-over message with a
     // token up to that fence is stale: its lease ran out before the script
     // ran, and the lock may be someone else's now.
-    let mut busy_sent = start;
+    let mut busy_sent = SentAt::now();
     let mut busy_fence = 0;
     let mut late_grants = 0;
-    loop {
-        let sent = Instant::now();
-        let outcome = attempt::run(node, request, mode).await;
-        let nap = match outcome {
-            Ok(Outcome::Acquired(token)) if still_valid(sent, request.ttl) => {
-                pending.disarm();
-                return Ok(Granted { owner, token, sent });
-            }
-            Ok(Outcome::Acquired(token)) => {
-                // The reply came too late to vouch for the lease (a paused
-                // process, an overloaded link). Ask again: if the key is
-                // still ours, the script restarts its lease.
-                late_grants += 1;
-                if late_grants > MAX_LATE_GRANTS {
-                    return Err(Error::timeout(format!(
-                        "{} on redis at {}: {late_grants} grants in a row arrived after their {:?} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
-                        request.subject(),
-                        node.addr(),
-                        request.ttl
-                    )));
-                }
-                tracing::debug!(token, "grant arrived after its validity; asking again");
-                continue;
-            }
-            Ok(Outcome::Busy { .. }) if !waiting => {
-                pending.disarm();
-                return Err(Error::would_block(format!(
-                    "{} is held by another client (redis at {})",
-                    request.subject(),
-                    node.addr()
-                )));
-            }
-            Ok(Outcome::Busy { wait_ms, fence }) => {
-                busy_sent = sent;
-                busy_fence = busy_fence.max(fence);
-                match u64::try_from(wait_ms) {
-                    Ok(ms) if ms > 0 => refresh.min(Duration::from_millis(ms)),
-                    _ => refresh,
-                }
-            }
-            Err(e) if waiting && e.is_retryable() => {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Err(e);
-                }
-                tracing::debug!(error = %e, "acquire attempt failed; retrying");
-                RETRY_AFTER_ERROR
-            }
-            Err(e) => return Err(e),
-        };
-        let mut wake_at = Instant::now() + nap;
-        if let Some(d) = deadline {
-            if Instant::now() >= d {
-                return Err(timed_out(request, node.addr(), start));
-            }
-            wake_at = wake_at.min(d);
-        }
-        if let Some(wake) = &wake {
-            tokio::select! {
-                () = wake.woken() => {}
-                () = sleep_until(wake_at) => {}
-            }
-            if let Some(token) = wake.take_grant() {
-                if token > busy_fence && still_valid(busy_sent, request.ttl) {
+    // A wait that ends in an error (it ran out, the server failed) leaves
+    // the queue before returning; a dropped future leaves it in the
+    // background ([`Pending`]'s drop).
+    let result: Result<Granted> = async {
+        loop {
+            let sent = SentAt::now();
+            let outcome = attempt::run(node, request, mode).await;
+            let nap = match outcome {
+                Ok(Outcome::Acquired(token)) if still_valid(&sent, request.ttl) => {
                     pending.disarm();
                     return Ok(Granted {
-                        owner,
+                        owner: owner.clone(),
                         token,
-                        sent: busy_sent,
+                        sent,
                     });
                 }
-                // Stale, or too late to vouch for: the script checks at once
-                // whether the lock is (still) ours.
-                tracing::debug!(
-                    token,
-                    busy_fence,
-                    "ignoring a hand-over that is stale or whose lease may have run out"
-                );
+                Ok(Outcome::Acquired(token)) => {
+                    // The reply came too late to vouch for the lease (a paused
+                    // process, an overloaded link). Ask again: if the key is
+                    // still ours, the script restarts its lease.
+                    late_grants += 1;
+                    if late_grants > MAX_LATE_GRANTS {
+                        return Err(Error::timeout(format!(
+                            "{} on redis at {}: {late_grants} grants in a row arrived after their {:?} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
+                            request.subject(),
+                            node.addr(),
+                            request.ttl
+                        )));
+                    }
+                    tracing::debug!(token, "grant arrived after its validity; asking again");
+                    continue;
+                }
+                Ok(Outcome::Busy { .. }) if !waiting => {
+                    pending.disarm();
+                    return Err(Error::would_block(format!(
+                        "{} is held by another client (redis at {})",
+                        request.subject(),
+                        node.addr()
+                    )));
+                }
+                Ok(Outcome::Busy { wait_ms, fence }) => {
+                    busy_sent = sent;
+                    busy_fence = busy_fence.max(fence);
+                    match u64::try_from(wait_ms) {
+                        Ok(ms) if ms > 0 => refresh.min(Duration::from_millis(ms)),
+                        _ => refresh,
+                    }
+                }
+                Err(e) if waiting && e.is_retryable() => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(e);
+                    }
+                    tracing::debug!(error = %e, "acquire attempt failed; retrying");
+                    RETRY_AFTER_ERROR
+                }
+                Err(e) => return Err(e),
+            };
+            let mut wake_at = Instant::now() + nap;
+            if let Some(d) = deadline {
+                if Instant::now() >= d {
+                    return Err(timed_out(request, node.addr(), start));
+                }
+                wake_at = wake_at.min(d);
+            }
+            if let Some(wake) = &wake {
+                tokio::select! {
+                    () = wake.woken() => {}
+                    () = sleep_until(wake_at) => {}
+                }
+                if let Some(token) = wake.take_grant() {
+                    if token > busy_fence && still_valid(&busy_sent, request.ttl) {
+                        pending.disarm();
+                        return Ok(Granted {
+                            owner: owner.clone(),
+                            token,
+                            sent: busy_sent.clone(),
+                        });
+                    }
+                    // Stale, or too late to vouch for: the script checks at once
+                    // whether the lock is (still) ours.
+                    tracing::debug!(
+                        token,
+                        busy_fence,
+                        "ignoring a hand-over that is stale or whose lease may have run out"
+                    );
+                }
             }
         }
     }
+    .await;
+    if result.is_err() {
+        pending.finish().await;
+    }
+    result
 }
 
 pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Error {

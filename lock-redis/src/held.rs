@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::{Grant, Lease, LossNotifier, SentAt};
+use lock_core::raw::{Grant, Lease, LossNotifier};
 use lock_core::{Error, LockGuard, LockName, LostReason, Result};
 
 use crate::keys::LockKeys;
@@ -24,7 +24,7 @@ pub(crate) fn guard(
         granted.token,
         request.held_key().to_owned(),
         request.ttl,
-        SentAt::from_instant(granted.sent),
+        granted.sent,
     );
     let notifier = LossNotifier::new();
     let grant = grant

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::select_all;
-use lock_core::raw::drift_allowance;
+use lock_core::raw::SentAt;
 use lock_core::{Error, ErrorKind, Result, Wait};
 use rand::Rng;
 use tokio::time::{Instant, sleep_until};
@@ -26,7 +26,7 @@ use crate::fair_queue::timed_out;
 use crate::pending::Pending;
 use crate::quorum::{gather, vote_decided};
 use crate::scripts::SCRIPTS;
-use crate::servers::{Granted, Request, Servers, new_owner_id, no_quorum};
+use crate::servers::{Granted, Request, Servers, new_owner_id, no_quorum, still_valid};
 use crate::wakeups::subscribed;
 
 /// Retry delay after a round without quorum for lack of answers.
@@ -71,116 +71,129 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
         confirmed: false,
     };
     let refresh = (request.ttl / 3).max(Duration::from_millis(1));
-    loop {
-        let sent = Instant::now();
-        let valid_until = sent + request.ttl.saturating_sub(drift_allowance(request.ttl));
-        let calls = servers
-            .nodes
-            .iter()
-            .map(|node| attempt::run(node, request, mode))
-            .collect();
-        let decided = vote_decided(servers.nodes.len(), servers.quorum, |r| {
-            matches!(r, Ok(Outcome::Acquired(_)))
-        });
-        let results = gather(calls, decided).await;
-        // Servers that did not answer yet may still grant.
-        let stragglers = results.len() < servers.nodes.len();
-        let mut tokens = Vec::new();
-        let mut busy = Vec::new();
-        let mut errors = Vec::new();
-        for result in results {
-            match result {
-                Ok(Outcome::Acquired(token)) => tokens.push(token),
-                Ok(Outcome::Busy { wait_ms, .. }) => busy.push(wait_ms),
-                Err(e) => errors.push(e),
-            }
-        }
-        if tokens.len() >= servers.quorum && Instant::now() < valid_until {
-            let token = tokens.iter().copied().max().unwrap_or(0);
-            match confirm(servers, request, &owner, token).await {
-                Ok(()) if Instant::now() < valid_until => {
-                    if waiting {
-                        forget_waiter(servers, request, &waiter);
-                    }
-                    pending.disarm();
-                    return Ok(Granted { owner, token, sent });
+    // A wait that ends in an error (it ran out, the server failed) leaves
+    // the queue before returning; a dropped future leaves it in the
+    // background ([`Pending`]'s drop).
+    let result: Result<Granted> = async {
+        loop {
+            let sent = SentAt::now();
+            let calls = servers
+                .nodes
+                .iter()
+                .map(|node| attempt::run(node, request, mode))
+                .collect();
+            let decided = vote_decided(servers.nodes.len(), servers.quorum, |r| {
+                matches!(r, Ok(Outcome::Acquired(_)))
+            });
+            let results = gather(calls, decided).await;
+            // Servers that did not answer yet may still grant.
+            let stragglers = results.len() < servers.nodes.len();
+            let mut tokens = Vec::new();
+            let mut busy = Vec::new();
+            let mut errors = Vec::new();
+            for result in results {
+                match result {
+                    Ok(Outcome::Acquired(token)) => tokens.push(token),
+                    Ok(Outcome::Busy { wait_ms, .. }) => busy.push(wait_ms),
+                    Err(e) => errors.push(e),
                 }
-                Ok(()) => {}
-                Err(e) => errors.push(e),
             }
-        }
-        // No quorum in time: undo this round everywhere before trying again,
-        // stragglers included (owner-checked; the clean-up does it again if
-        // we give up).
-        if !tokens.is_empty() || !errors.is_empty() || stragglers {
-            let _ = servers.release(&request.keys, &owner, "").await;
-        }
-        let answered = tokens.len() + busy.len();
-        let unavailable = errors.len() > servers.nodes.len() - servers.quorum;
-        let failure = || {
-            if let Some(auth) = errors.iter().find(|e| e.kind() == ErrorKind::Unauthorized) {
-                return Error::new(auth.kind(), auth.message().to_owned());
+            if tokens.len() >= servers.quorum && still_valid(&sent, request.ttl) {
+                let token = tokens.iter().copied().max().unwrap_or(0);
+                match confirm(servers, request, &owner, token).await {
+                    Ok(()) if still_valid(&sent, request.ttl) => {
+                        if waiting {
+                            forget_waiter(servers, request, &waiter);
+                        }
+                        pending.disarm();
+                        return Ok(Granted {
+                            owner: owner.clone(),
+                            token,
+                            sent,
+                        });
+                    }
+                    Ok(()) => {}
+                    Err(e) => errors.push(e),
+                }
             }
-            no_quorum(
-                servers.backend,
-                servers.nodes.len(),
-                servers.quorum,
-                &format!("acquiring lock {}", request.name),
-                answered,
-                &errors,
-            )
-        };
-        if !waiting {
-            if !stragglers {
-                pending.disarm();
+            // No quorum in time: undo this round everywhere before trying again,
+            // stragglers included (owner-checked; the clean-up does it again if
+            // we give up).
+            if !tokens.is_empty() || !errors.is_empty() || stragglers {
+                let _ = servers.release(&request.keys, &owner, "").await;
             }
-            return Err(if unavailable {
-                failure()
-            } else {
-                Error::would_block(format!(
-                    "lock {} is held by another client (redlock quorum {} of {} at {})",
-                    request.name,
-                    servers.quorum,
+            let answered = tokens.len() + busy.len();
+            let unavailable = errors.len() > servers.nodes.len() - servers.quorum;
+            let failure = || {
+                if let Some(auth) = errors.iter().find(|e| e.kind() == ErrorKind::Unauthorized) {
+                    return Error::new(auth.kind(), auth.message().to_owned());
+                }
+                no_quorum(
+                    servers.backend,
                     servers.nodes.len(),
-                    servers.addrs()
-                ))
-            });
-        }
-        if errors.iter().any(|e| e.kind() == ErrorKind::Unauthorized) {
-            return Err(failure());
-        }
-        let now = Instant::now();
-        if let Some(d) = deadline
-            && now >= d
-        {
-            return Err(if unavailable {
-                failure()
-            } else {
-                timed_out(request, &servers.addrs(), start)
-            });
-        }
-        let base = if unavailable {
-            RETRY_UNAVAILABLE
-        } else {
-            busy.iter()
-                .filter_map(|ms| u64::try_from(*ms).ok().filter(|ms| *ms > 0))
-                .min()
-                .map_or(refresh, |ms| refresh.min(Duration::from_millis(ms)))
-        };
-        let jitter = Duration::from_millis(rand::rng().random_range(0..=JITTER_MS));
-        let mut wake_at = now + base + jitter;
-        if let Some(d) = deadline {
-            wake_at = wake_at.min(d);
-        }
-        let released = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
-        tokio::select! {
-            _ = released => {
-                // Let the releases of a split vote land before retrying.
-                tokio::time::sleep(jitter).await;
+                    servers.quorum,
+                    &format!("acquiring lock {}", request.name),
+                    answered,
+                    &errors,
+                )
+            };
+            if !waiting {
+                if !stragglers {
+                    pending.disarm();
+                }
+                return Err(if unavailable {
+                    failure()
+                } else {
+                    Error::would_block(format!(
+                        "lock {} is held by another client (redlock quorum {} of {} at {})",
+                        request.name,
+                        servers.quorum,
+                        servers.nodes.len(),
+                        servers.addrs()
+                    ))
+                });
             }
-            () = sleep_until(wake_at) => {}
+            if errors.iter().any(|e| e.kind() == ErrorKind::Unauthorized) {
+                return Err(failure());
+            }
+            let now = Instant::now();
+            if let Some(d) = deadline
+                && now >= d
+            {
+                return Err(if unavailable {
+                    failure()
+                } else {
+                    timed_out(request, &servers.addrs(), start)
+                });
+            }
+            let base = if unavailable {
+                RETRY_UNAVAILABLE
+            } else {
+                busy.iter()
+                    .filter_map(|ms| u64::try_from(*ms).ok().filter(|ms| *ms > 0))
+                    .min()
+                    .map_or(refresh, |ms| refresh.min(Duration::from_millis(ms)))
+            };
+            let jitter = Duration::from_millis(rand::rng().random_range(0..=JITTER_MS));
+            let mut wake_at = now + base + jitter;
+            if let Some(d) = deadline {
+                wake_at = wake_at.min(d);
+            }
+            let released = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+            tokio::select! {
+                _ = released => {
+                    // Let the releases of a split vote land before retrying.
+                    tokio::time::sleep(jitter).await;
+                }
+                () = sleep_until(wake_at) => {}
+            }
         }
     }
+    .await;
+    if result.is_err() {
+        pending.finish().await;
+    }
+    result
 }
 
 /// Removes our waiter entry in the background from the servers that did

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::quorum::{gather, vote_decided};
-use lock_core::raw::{Renewer, drift_allowance};
+use lock_core::raw::{Renewer, SentAt, drift_allowance};
 use lock_core::{
     Access, AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
@@ -35,8 +35,9 @@ pub(crate) fn new_owner_id() -> String {
 pub(crate) struct Granted {
     pub(crate) owner: String,
     pub(crate) token: u64,
-    /// When the winning request was sent: validity counts from here.
-    pub(crate) sent: tokio::time::Instant,
+    /// When the winning request was sent, on the lease clock: validity
+    /// counts from here.
+    pub(crate) sent: SentAt,
 }
 
 /// One acquisition request.
@@ -537,8 +538,8 @@ pub(crate) fn no_quorum(
 /// Whether a lease granted by a request sent at `sent` can still be vouched
 /// for: `sent + ttl - drift` is ahead. A grant that fails this is never
 /// turned into a guard.
-pub(crate) fn still_valid(sent: tokio::time::Instant, ttl: Duration) -> bool {
-    tokio::time::Instant::now() < sent + ttl.saturating_sub(drift_allowance(ttl))
+pub(crate) fn still_valid(sent: &SentAt, ttl: Duration) -> bool {
+    sent.elapsed() < ttl.saturating_sub(drift_allowance(ttl))
 }
 
 /// Whole milliseconds for `PX` and script TTLs (Redis rejects `PX 0`).

@@ -276,7 +276,7 @@ impl ZkBackend {
         tracing::debug!(path = %head.path, token = head.czxid, "zk node granted");
         // Vouched for by the leader's evidence only: the create's answer came
         // from our server, which may have lost the leader since.
-        let validity = Validity::starting(session.evidence(), session.timing.trusted_for());
+        let validity = Validity::from_sent(&session.evidence(), session.timing.trusted_for());
         if !validity.is_valid() {
             head.notifier.fire(LostReason::Released);
             session.remove_now(Leftover::Node(head.path.clone()));

@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::raw::LossNotifier;
-use lock_core::raw::Validity;
+use lock_core::raw::{LossNotifier, SentAt, Validity};
 use lock_core::{ErrorKind, LostReason, Result};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -138,7 +137,7 @@ impl Session {
         // a quiet connection is noticed, and another server tried, sooner,
         // so the syncs that vouch for held locks resume sooner.
         let connection_timeout = settings.session_timeout / 4;
-        let connecting = Instant::now();
+        let connecting = SentAt::now();
         let mut connector = zk::Client::connector()
             .with_session_timeout(settings.session_timeout)
             .with_connection_timeout(connection_timeout)
@@ -253,19 +252,34 @@ impl Session {
 
     /// The leader has seen this session active after this instant, so it
     /// cannot expire it before this instant plus the session timeout.
-    pub(crate) fn evidence(&self) -> Instant {
+    pub(crate) fn evidence(&self) -> SentAt {
         self.evidence
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .seen()
     }
 
-    /// Records an answered sync (see [`crate::vouch`]).
-    pub(crate) fn synced(&self, sent: Instant, answered: Instant) {
+    /// Records an answered sync (see [`crate::vouch`]): held locks whose
+    /// renewal was failing are healthy again.
+    pub(crate) fn synced(&self, sent: SentAt, answered: SentAt) {
         self.evidence
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .synced(sent, answered, vouch::report_delay(self.timing.session));
+        for hold in self.lock_holds().values() {
+            hold.notifier.renewal_recovered();
+        }
+    }
+
+    /// Records a sync that failed or went unanswered: the session's
+    /// locks are still vouched for until their deadline, but renewal is
+    /// failing, which their guards report.
+    pub(crate) fn sync_failed(&self, why: &str) {
+        for hold in self.lock_holds().values() {
+            if hold.notifier.renewal_failing(why) {
+                lock_core::telemetry::count_renewal_failing(crate::errors::BACKEND);
+            }
+        }
     }
 
     /// Records a held lock so the monitor can vouch for it or give it up.
@@ -385,9 +399,12 @@ impl Session {
             return false;
         }
         let evidence = self.evidence();
+        // Moves every deadline on by the evidence; a validity that has
+        // already lapsed stays lapsed, and its lock is given up.
+        let trusted_for = self.timing.trusted_for();
         let lapsed: Vec<u64> = holds
             .iter()
-            .filter(|(_, hold)| !hold.validity.is_valid())
+            .filter(|(_, hold)| !hold.validity.renewed_at(&evidence, trusted_for))
             .map(|(id, _)| *id)
             .collect();
         for id in lapsed {
@@ -400,9 +417,6 @@ impl Session {
                 hold.notifier.fire(LostReason::Disconnected);
                 self.remove_now(Leftover::Node(hold.path));
             }
-        }
-        for hold in holds.values() {
-            hold.validity.renewed(evidence, self.timing.trusted_for());
         }
         true
     }
@@ -427,6 +441,23 @@ impl Session {
     /// it succeeds or the session ends. Needs no runtime on the calling
     /// thread: the follow-up runs on the session's runtime.
     pub(crate) fn remove_now(&self, leftover: Leftover) {
+        drop(self.remove(leftover));
+    }
+
+    /// [`remove_now`](Self::remove_now), and waits (at most one request
+    /// timeout) until the node is gone: an acquisition that gives up has
+    /// left the queue when it returns.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the removal goes on in the background.
+    pub(crate) async fn remove_and_wait(&self, leftover: Leftover) {
+        let removal = self.remove(leftover);
+        let _ = timeout(self.timing.request, removal).await;
+    }
+
+    /// Sends the delete of `leftover` now; the returned task sees it through.
+    fn remove(&self, leftover: Leftover) -> JoinHandle<()> {
         let runtime = &self.runtime;
         tracing::debug!(?leftover, "zk deleting a node we no longer need");
         let client = self.client.clone();
@@ -445,12 +476,12 @@ impl Session {
                             cleanup::remove(client, request, Leftover::Node(path)).await;
                         }
                     }
-                });
+                })
             }
             guid @ Leftover::Guid { .. } => {
                 lock_core::raw::spawn_background_on(runtime, async move {
                     cleanup::remove(client, request, guid).await;
-                });
+                })
             }
         }
     }

@@ -22,8 +22,9 @@ use std::collections::VecDeque;
 use std::sync::Weak;
 use std::time::Duration;
 
+use lock_core::raw::SentAt;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 use zookeeper_client as zk;
 
 use crate::errors::session_over;
@@ -43,43 +44,49 @@ pub(crate) fn report_delay(session: Duration) -> Duration {
 }
 
 /// The leader-ordered round trips of one session, and what they prove.
+///
+/// Times are stamps on the lease clock, taken when each request went out:
+/// validity counted from them keeps counting through a suspend, which
+/// Tokio's clock does not.
 #[derive(Debug)]
 pub(crate) struct Evidence {
     /// Answered syncs, `(sent, answered)`, oldest first, not yet usable.
-    answered: VecDeque<(Instant, Instant)>,
-    /// The leader has seen our session active after this instant.
-    seen: Instant,
+    answered: VecDeque<(SentAt, SentAt)>,
+    /// The leader has seen our session active after this moment.
+    seen: SentAt,
 }
 
 impl Evidence {
     /// Evidence for a session whose creation was requested at `connecting`:
     /// the leader created it after that, with a full session timeout ahead.
-    pub(crate) fn new(connecting: Instant) -> Self {
+    pub(crate) fn new(connecting: SentAt) -> Self {
         Evidence {
             answered: VecDeque::new(),
             seen: connecting,
         }
     }
 
-    /// The leader has seen our session active after this instant.
-    pub(crate) fn seen(&self) -> Instant {
-        self.seen
+    /// The leader has seen our session active after this moment.
+    pub(crate) fn seen(&self) -> SentAt {
+        self.seen.clone()
     }
 
     /// Records a sync sent at `sent` and answered at `answered`; returns the
     /// evidence it leads to.
-    pub(crate) fn synced(&mut self, sent: Instant, answered: Instant, delay: Duration) -> Instant {
-        if let Some(cutoff) = sent.checked_sub(delay) {
-            while let Some(&(earlier_sent, earlier_answered)) = self.answered.front() {
-                if earlier_answered > cutoff {
+    pub(crate) fn synced(&mut self, sent: SentAt, answered: SentAt, delay: Duration) -> SentAt {
+        if let Some(cutoff) = sent.at().checked_sub(delay) {
+            while let Some((earlier_sent, earlier_answered)) = self.answered.front() {
+                if earlier_answered.at() > cutoff {
                     break;
                 }
-                self.seen = self.seen.max(earlier_sent);
+                if earlier_sent.at() > self.seen.at() {
+                    self.seen = earlier_sent.clone();
+                }
                 self.answered.pop_front();
             }
         }
         self.answered.push_back((sent, answered));
-        self.seen
+        self.seen.clone()
     }
 }
 
@@ -94,9 +101,9 @@ pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
             let (client, timing) = (strong.client.clone(), strong.timing);
             drop(strong);
             tokio::time::sleep(period(timing.session)).await;
-            let sent = Instant::now();
+            let sent = SentAt::now();
             let result = timeout(timing.request, client.sync(&path)).await;
-            let answered = Instant::now();
+            let answered = SentAt::now();
             drop(client);
             match result {
                 Ok(Ok(()) | Err(zk::Error::NoNode)) => {
@@ -106,8 +113,23 @@ pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
                     strong.synced(sent, answered);
                 }
                 Ok(Err(e)) if session_over(&e) => return,
-                Ok(Err(e)) => tracing::debug!(error = %e, "zk sync failed; no new evidence"),
-                Err(_) => tracing::debug!("zk sync unanswered; no new evidence"),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "zk sync failed; no new evidence");
+                    let Some(strong) = session.upgrade() else {
+                        return;
+                    };
+                    strong.sync_failed(&format!("zk sync failed: {e}"));
+                }
+                Err(_) => {
+                    tracing::debug!("zk sync unanswered; no new evidence");
+                    let Some(strong) = session.upgrade() else {
+                        return;
+                    };
+                    strong.sync_failed(&format!(
+                        "zk sync unanswered within {}",
+                        lock_core::raw::format_duration(timing.request)
+                    ));
+                }
             }
         }
     })
@@ -115,30 +137,37 @@ pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use lock_core::raw::{LeaseClock, ManualClock};
+
     use super::*;
 
     #[test]
     fn a_sync_vouches_for_what_was_sent_a_report_delay_before_it() {
-        let start = Instant::now();
+        let clock = Arc::new(ManualClock::new());
         let ms = Duration::from_millis;
-        let mut evidence = Evidence::new(start);
+        // A stamp `at` after the clock's origin (stamps are taken in order).
+        let stamp = |at: Duration| {
+            clock.advance(at.saturating_sub(clock.now()));
+            SentAt::now_on(clock.clone())
+        };
+        let mut evidence = Evidence::new(stamp(ms(0)));
         let delay = ms(250);
         // Answered syncs every 100 ms, each answered after 10 ms.
+        let mut synced = |at: u64| {
+            let sent = stamp(ms(at));
+            let answered = stamp(ms(at + 10));
+            evidence.synced(sent, answered, delay).at()
+        };
         for k in 1..=3u64 {
-            let sent = start + ms(100 * k);
-            assert_eq!(evidence.synced(sent, sent + ms(10), delay), start);
+            assert_eq!(synced(100 * k), ms(0));
         }
         // The sync sent at 400 ms proves what the one sent at 100 ms (and
         // answered at 110 ms, before 400 - 250 ms) carried.
-        let sent = start + ms(400);
-        assert_eq!(evidence.synced(sent, sent + ms(10), delay), start + ms(100));
-        let sent = start + ms(700);
-        assert_eq!(
-            evidence.synced(sent, sent + ms(10), delay),
-            start + ms(400),
-            "the latest usable sync wins"
-        );
+        assert_eq!(synced(400), ms(100));
+        assert_eq!(synced(700), ms(400), "the latest usable sync wins");
         // No answered sync: no new evidence, however long we wait.
-        assert_eq!(evidence.seen(), start + ms(400));
+        assert_eq!(evidence.seen().at(), ms(400));
     }
 }

@@ -148,7 +148,7 @@ impl MemoryBackend {
                 description: options.holder_description(self.holder.as_deref()),
             };
             let grant = self.table.acquire(space, name, request).await?;
-            let sent = SentAt::from_instant_on(self.clock.clone(), grant.granted_at);
+            let sent = SentAt::from_tokio_instant(self.clock.clone(), grant.granted_at);
             let key = table::key_of(space, name, grant.lease);
             let lease = MemoryLease {
                 table: self.table.clone(),
