@@ -244,4 +244,59 @@ mod redis {
         );
         assert!(holder.await.unwrap().status.success());
     }
+
+    /// Renewals that fail while the lease still has validity left are a
+    /// warning, printed once; when renewal works again, that is said too,
+    /// and the command runs on undisturbed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn run_warns_once_when_renewal_fails_and_again_when_it_recovers() {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+
+        let server = redis().await;
+        let proxy = FaultProxy::start(server.addr().parse().unwrap())
+            .await
+            .unwrap();
+        // Each renewal gives up after 300 ms: a failure well before the
+        // 3 s lease could run out.
+        let url = format!("redis://{}?request_timeout=300ms", proxy.addr());
+        let work = tempfile::tempdir().unwrap();
+        let (held, go) = (work.path().join("held"), work.path().join("go"));
+        let mut run = cmd(Some(&url), "run --ttl 3s jobs/health -- sh -c");
+        run.arg(format!(
+            r#"touch "{}"; while [ ! -e "{}" ]; do sleep 0.02; done"#,
+            held.display(),
+            go.display()
+        ));
+        let mut child = spawn_piped(&mut run);
+        wait_for_file(&held, BOUND).await;
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut next_line = async || {
+            tokio::time::timeout(BOUND, lines.next_line())
+                .await
+                .expect("a line on stderr")
+                .unwrap()
+                .expect("stderr open")
+        };
+
+        proxy.blackhole();
+        let warning = next_line().await;
+        assert!(
+            warning.contains("warning: renewing lock jobs/health")
+                && warning.contains("is failing")
+                && warning.contains("of its lease left"),
+            "{warning}"
+        );
+        proxy.restore();
+        let recovered = next_line().await;
+        assert!(recovered.contains("works again"), "{recovered}");
+
+        std::fs::write(&go, "").unwrap();
+        let status = tokio::time::timeout(BOUND, child.wait())
+            .await
+            .expect("distlock run exits")
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "the command ran on to its end");
+        let rest = lines.next_line().await.unwrap();
+        assert_eq!(rest, None, "one warning and one recovery, nothing more");
+    }
 }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 static IDLE: Notify = Notify::const_new();
@@ -49,8 +50,9 @@ where
 
 /// Runs `work` on `runtime`, counted until it finishes: for a backend that
 /// keeps a handle on the runtime its connections live on, so that clean-up
-/// can start from any thread.
-pub fn spawn_on<F>(runtime: &tokio::runtime::Handle, work: F)
+/// can start from any thread. The handle can be awaited for the work's end,
+/// or dropped: the work goes on either way.
+pub fn spawn_on<F>(runtime: &tokio::runtime::Handle, work: F) -> JoinHandle<()>
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -58,7 +60,26 @@ where
     runtime.spawn(async move {
         let _counted = counted;
         work.await;
-    });
+    })
+}
+
+/// Runs clean-up `work` in the background and waits for it, at most
+/// `within`: an acquisition that gives up (its wait ran out) has undone
+/// what it left on the server before it returns, and a caller cancelled
+/// meanwhile does not cut the clean-up short. Returns whether it finished.
+///
+/// Must be called within a Tokio runtime.
+///
+/// # Cancel safety
+///
+/// Cancel safe: cancelling stops only the wait; the work goes on, counted
+/// by [`wait_for_background`].
+pub async fn finish<F>(within: Duration, work: F) -> bool
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let task = spawn_on(&tokio::runtime::Handle::current(), work);
+    matches!(tokio::time::timeout(within, task).await, Ok(Ok(())))
 }
 
 /// How many pieces of background work are still running, in this process.

@@ -11,7 +11,8 @@
 //! backend's URL form shares.
 
 pub use crate::background::{
-    in_flight, spawn as spawn_background, spawn_on as spawn_background_on,
+    finish as finish_in_background, in_flight, spawn as spawn_background,
+    spawn_on as spawn_background_on,
 };
 pub use crate::client_config::CLIENT_SETTINGS;
 pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};

@@ -35,17 +35,34 @@ impl Pending {
     pub(crate) fn disarm(&mut self) {
         self.cleanup = None;
     }
+
+    /// Cleans up now and waits for it (at most a request timeout): an
+    /// acquisition that gives up has left the queue when it returns, so
+    /// a process that exits right after does not block the next waiter.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the clean-up runs as background work and goes on.
+    pub(crate) async fn finish(&mut self) {
+        let Some(cleanup) = self.cleanup.take() else {
+            return;
+        };
+        let within = cleanup.0.request_timeout;
+        lock_core::raw::finish_in_background(within, clean_up(cleanup)).await;
+    }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let Some((servers, keys, owner, waiter)) = self.cleanup.take() else {
-            return;
-        };
-        lock_core::raw::spawn_background(async move {
-            if let Err(e) = servers.release(&keys, &owner, &waiter).await {
-                tracing::debug!(key = %keys.owner, error = %e, "clean-up of an abandoned acquisition failed; its queue entry expires after one TTL");
-            }
-        });
+        if let Some(cleanup) = self.cleanup.take() {
+            lock_core::raw::spawn_background(clean_up(cleanup));
+        }
+    }
+}
+
+/// Removes our lock key and queue entry, if they are still ours.
+async fn clean_up((servers, keys, owner, waiter): (Arc<Servers>, LockKeys, String, String)) {
+    if let Err(e) = servers.release(&keys, &owner, &waiter).await {
+        tracing::debug!(key = %keys.owner, error = %e, "clean-up of an abandoned acquisition failed; its queue entry expires after one TTL");
     }
 }

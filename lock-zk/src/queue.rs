@@ -98,6 +98,29 @@ impl PendingNode {
     fn disarm(&mut self) {
         self.armed = false;
     }
+
+    /// Deletes our node now and waits for it (at most a request timeout):
+    /// an acquisition that gives up has left the queue when it returns.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the deletes go on in the background.
+    async fn finish(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        if let Some(notifier) = &self.notifier {
+            notifier.fire(LostReason::Released);
+        }
+        let node = self.session.remove_and_wait(self.leftover());
+        if self.doubtful && self.path.is_some() {
+            let others = self.session.remove_and_wait(self.by_guid());
+            futures::join!(node, others);
+        } else {
+            node.await;
+        }
+    }
 }
 
 impl Drop for PendingNode {
@@ -143,166 +166,176 @@ pub(crate) async fn join_and_wait(
         doubtful: false,
         armed: true,
     };
-    let created =
-        create_protected(session, layout, ask, &dir, &guid, data, deadline, doing).await?;
-    pending.path = Some(created.path.clone());
-    pending.doubtful = created.doubtful;
-    let notifier = LossNotifier::new();
-    let ours_gone = notifier.signal();
-    pending.notifier = Some(notifier.clone());
-    let hold = Arc::new(OnceLock::new());
-    pending.watcher = Some(tokio::spawn(
-        watch_own_node(
-            Arc::downgrade(session),
-            hold.clone(),
-            created.path.clone(),
-            notifier.clone(),
-        )
-        .in_current_span(),
-    ));
-    let ours = created
-        .path
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let mut listing = created.listing;
-    // Read from a listing, then shrinking as the entries we watch go (see
-    // `crate::ahead`); dropped for a new listing when a departure does not
-    // grant us, which also finds any second node of ours ahead of us.
-    let mut ahead: Option<Ahead> = None;
-    // The previous view while listing again: what it knows is not read again.
-    let mut stale: Option<Ahead> = None;
-    // The armed watches on entries that block us, each answering with its path.
-    let mut watches = FuturesUnordered::<BoxFuture<'static, (String, zk::WatchedEvent)>>::new();
-    let mut watched = HashSet::new();
-    loop {
-        let from_listing = ahead.is_none();
-        let view = match &mut ahead {
-            Some(view) => view,
-            None => {
-                let children = match listing.take() {
-                    Some(children) => children,
-                    None => list(session, &dir, deadline, doing).await?,
-                };
-                let children = drop_duplicates(session, &dir, children, &marker, &ours);
-                let queue = queue_order(children, ask.space());
-                let Some(position) = queue.iter().position(|child| *child == ours) else {
-                    pending.disarm();
-                    return Err(disappeared(doing, &created.path));
-                };
-                let known = stale.take();
-                let ahead_of_us = &queue[..position];
-                let view = Ahead::read(session, &dir, ask, ahead_of_us, known, deadline, doing);
-                ahead.insert(view.await?)
-            }
-        };
-        view.check_limits(ask, doing)?;
-        let blocking = view.blockers(ask);
-        if blocking.is_empty() {
-            // Granted on a view that shrank since the listing: our own node
-            // may have been deleted just before the last entry ahead, in the
-            // same transaction even.
-            if !from_listing {
-                match session
-                    .call_within(deadline, session.client.check_stat(&created.path))
-                    .await
-                {
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
+    // A wait that ends in an error (it ran out, the session failed) leaves
+    // the queue before returning; a dropped future leaves it in the
+    // background ([`PendingNode`]'s drop).
+    let result: Result<Head> = async {
+        let created =
+            create_protected(session, layout, ask, &dir, &guid, data, deadline, doing).await?;
+        pending.path = Some(created.path.clone());
+        pending.doubtful = created.doubtful;
+        let notifier = LossNotifier::new();
+        let ours_gone = notifier.signal();
+        pending.notifier = Some(notifier.clone());
+        let hold = Arc::new(OnceLock::new());
+        pending.watcher = Some(tokio::spawn(
+            watch_own_node(
+                Arc::downgrade(session),
+                hold.clone(),
+                created.path.clone(),
+                notifier.clone(),
+            )
+            .in_current_span(),
+        ));
+        let ours = created
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let mut listing = created.listing;
+        // Read from a listing, then shrinking as the entries we watch go (see
+        // `crate::ahead`); dropped for a new listing when a departure does not
+        // grant us, which also finds any second node of ours ahead of us.
+        let mut ahead: Option<Ahead> = None;
+        // The previous view while listing again: what it knows is not read again.
+        let mut stale: Option<Ahead> = None;
+        // The armed watches on entries that block us, each answering with its path.
+        let mut watches = FuturesUnordered::<BoxFuture<'static, (String, zk::WatchedEvent)>>::new();
+        let mut watched = HashSet::new();
+        loop {
+            let from_listing = ahead.is_none();
+            let view = match &mut ahead {
+                Some(view) => view,
+                None => {
+                    let children = match listing.take() {
+                        Some(children) => children,
+                        None => list(session, &dir, deadline, doing).await?,
+                    };
+                    let children = drop_duplicates(session, &dir, children, &marker, &ours);
+                    let queue = queue_order(children, ask.space());
+                    let Some(position) = queue.iter().position(|child| *child == ours) else {
                         pending.disarm();
                         return Err(disappeared(doing, &created.path));
-                    }
-                    Err(e) if in_doubt(&e) => {
-                        if deadline.is_past() {
-                            return Err(out_of_time(doing, "confirming our queue node", e));
+                    };
+                    let known = stale.take();
+                    let ahead_of_us = &queue[..position];
+                    let view = Ahead::read(session, &dir, ask, ahead_of_us, known, deadline, doing);
+                    ahead.insert(view.await?)
+                }
+            };
+            view.check_limits(ask, doing)?;
+            let blocking = view.blockers(ask);
+            if blocking.is_empty() {
+                // Granted on a view that shrank since the listing: our own node
+                // may have been deleted just before the last entry ahead, in the
+                // same transaction even.
+                if !from_listing {
+                    match session
+                        .call_within(deadline, session.client.check_stat(&created.path))
+                        .await
+                    {
+                        Ok(Some(_)) => {}
+                        Ok(None) => {
+                            pending.disarm();
+                            return Err(disappeared(doing, &created.path));
                         }
-                        reconnected(session, deadline, doing).await?;
-                        continue;
+                        Err(e) if in_doubt(&e) => {
+                            if deadline.is_past() {
+                                return Err(out_of_time(doing, "confirming our queue node", e));
+                            }
+                            reconnected(session, deadline, doing).await?;
+                            continue;
+                        }
+                        Err(e) => return Err(doing.client_error(e)),
                     }
+                }
+                pending.disarm();
+                return Ok(Head {
+                    notifier,
+                    watcher: pending.watcher.take().expect("the watcher is armed"),
+                    hold,
+                    path: created.path,
+                    czxid: created.czxid,
+                    duplicates: created.doubtful.then(|| pending.by_guid()),
+                });
+            }
+            if deadline.give_up.is_some_and(|d| Instant::now() >= d) {
+                return Err(gave_up(deadline.wait, doing));
+            }
+            // Watch the blockers not watched yet, their requests pipelined.
+            let requests: Vec<_> = blocking
+                .into_iter()
+                .filter(|path| !watched.contains(path))
+                .map(|path| {
+                    let request = session.client.get_and_watch_data(&path);
+                    (path, request)
+                })
+                .collect();
+            let mut shrank = false;
+            let mut in_doubt_error = None;
+            for (path, request) in requests {
+                match session.call_within(deadline, request).await {
+                    Ok((_, _, watcher)) => {
+                        tracing::trace!(%path, "zk waiting for a node ahead of ours");
+                        watched.insert(path.clone());
+                        watches.push(Box::pin(async move { (path, watcher.changed().await) }));
+                    }
+                    Err(zk::Error::NoNode) => {
+                        view.gone(&path);
+                        shrank = true;
+                    }
+                    Err(e) if in_doubt(&e) => in_doubt_error = Some(e),
                     Err(e) => return Err(doing.client_error(e)),
                 }
             }
-            pending.disarm();
-            return Ok(Head {
-                notifier,
-                watcher: pending.watcher.take().expect("the watcher is armed"),
-                hold,
-                path: created.path,
-                czxid: created.czxid,
-                duplicates: created.doubtful.then(|| pending.by_guid()),
-            });
-        }
-        if deadline.give_up.is_some_and(|d| Instant::now() >= d) {
-            return Err(gave_up(deadline.wait, doing));
-        }
-        // Watch the blockers not watched yet, their requests pipelined.
-        let requests: Vec<_> = blocking
-            .into_iter()
-            .filter(|path| !watched.contains(path))
-            .map(|path| {
-                let request = session.client.get_and_watch_data(&path);
-                (path, request)
-            })
-            .collect();
-        let mut shrank = false;
-        let mut in_doubt_error = None;
-        for (path, request) in requests {
-            match session.call_within(deadline, request).await {
-                Ok((_, _, watcher)) => {
-                    tracing::trace!(%path, "zk waiting for a node ahead of ours");
-                    watched.insert(path.clone());
-                    watches.push(Box::pin(async move { (path, watcher.changed().await) }));
+            if let Some(e) = in_doubt_error {
+                if deadline.is_past() {
+                    return Err(out_of_time(doing, "watching the nodes ahead of ours", e));
                 }
-                Err(zk::Error::NoNode) => {
-                    view.gone(&path);
-                    shrank = true;
-                }
-                Err(e) if in_doubt(&e) => in_doubt_error = Some(e),
-                Err(e) => return Err(doing.client_error(e)),
+                reconnected(session, deadline, doing).await?;
+                continue;
             }
-        }
-        if let Some(e) = in_doubt_error {
-            if deadline.is_past() {
-                return Err(out_of_time(doing, "watching the nodes ahead of ours", e));
-            }
-            reconnected(session, deadline, doing).await?;
-            continue;
-        }
-        if shrank {
-            if !view.blockers(ask).is_empty() {
-                stale = ahead.take();
-            }
-            continue;
-        }
-        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-        let (path, event) = tokio::select! {
-            Some(fired) = watches.next() => fired,
-            () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
-            reason = ours_gone.lost() => {
-                pending.disarm();
-                return Err(doing.fail(
-                    ErrorKind::LeaseLost,
-                    format!("our queue node {} went away while waiting ({reason}); acquire again", created.path),
-                ));
-            }
-        };
-        watched.remove(&path);
-        match event.event_type {
-            zk::EventType::Session if event.session_state.is_terminated() => {
-                pending.disarm();
-                return Err(doing.client_error(state_error(event.session_state)));
-            }
-            zk::EventType::NodeDeleted => {
-                view.gone(&path);
+            if shrank {
                 if !view.blockers(ask).is_empty() {
                     stale = ahead.take();
                 }
+                continue;
             }
-            // Any other change: the watch is spent, and armed again next round.
-            _ => {}
+            let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+            let (path, event) = tokio::select! {
+                Some(fired) = watches.next() => fired,
+                () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
+                reason = ours_gone.lost() => {
+                    pending.disarm();
+                    return Err(doing.fail(
+                        ErrorKind::LeaseLost,
+                        format!("our queue node {} went away while waiting ({reason}); acquire again", created.path),
+                    ));
+                }
+            };
+            watched.remove(&path);
+            match event.event_type {
+                zk::EventType::Session if event.session_state.is_terminated() => {
+                    pending.disarm();
+                    return Err(doing.client_error(state_error(event.session_state)));
+                }
+                zk::EventType::NodeDeleted => {
+                    view.gone(&path);
+                    if !view.blockers(ask).is_empty() {
+                        stale = ahead.take();
+                    }
+                }
+                // Any other change: the watch is spent, and armed again next round.
+                _ => {}
+            }
         }
     }
+    .await;
+    if result.is_err() {
+        pending.finish().await;
+    }
+    result
 }
 
 /// The error when our node is gone before it was granted.

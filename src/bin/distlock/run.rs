@@ -5,7 +5,8 @@ use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use distlock::{
-    Access, AcquireOptions, Backend, Config, ErrorKind, LockBackend, LockGuard, LockName, Wait,
+    Access, AcquireOptions, Backend, Config, ErrorKind, FencingToken, LockBackend, LockGuard,
+    LockHealth, LockName, Wait,
 };
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{Signal as UnixSignal, SignalKind, signal};
@@ -92,6 +93,9 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
                 Some(d) if !d.is_zero() => format!("within {}", distlock::format_duration(d)),
                 _ => "(--wait 0: not waiting)".to_owned(),
             };
+            // Every backend leaves the queue before a timeout returns; any
+            // clean-up still in the background ends before the process does.
+            give_up(NOT_ACQUIRED, &config).await;
             return Err(Failure::new(
                 NOT_ACQUIRED,
                 format!(
@@ -128,6 +132,7 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
 
     let lost = guard.lost_signal();
     let mut ending = Ending::new(&guard, grace);
+    let mut health = guard.health();
     let status = loop {
         let wake_at = ending.next_check(&guard);
         // Biased: a revoked lock ends its validity and fires its lost
@@ -142,6 +147,10 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
                     guard.token()
                 );
                 ending.terminate(&running);
+            }
+            changed = guard.health_changed(&health), if !ending.terminated => {
+                report_health(&what, guard.token(), &health, &changed);
+                health = changed;
             }
             _ = sleep_until(wake_at) => ending.on_time(&guard, &running, &what),
             _ = sigint.recv() => child::signal(&running, Signal::SIGINT),
@@ -183,6 +192,28 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
             );
             Ok(code)
         }
+    }
+}
+
+/// One line on stderr when renewal starts failing (the lock is still held,
+/// with the validity it has left) and one when it works again; a loss is
+/// reported where the command is stopped.
+fn report_health(what: &str, token: FencingToken, before: &LockHealth, now: &LockHealth) {
+    match (before, now) {
+        (_, LockHealth::RenewalFailing { remaining, error }) => {
+            let left = remaining.map_or_else(
+                || "an unknown part".to_owned(),
+                |left| distlock::format_duration(left),
+            );
+            eprintln!(
+                "distlock: warning: renewing {what} (token {token}) is failing, {left} of its \
+                 lease left: {error}"
+            );
+        }
+        (LockHealth::RenewalFailing { .. }, LockHealth::Held) => {
+            eprintln!("distlock: renewing {what} (token {token}) works again");
+        }
+        _ => {}
     }
 }
 
