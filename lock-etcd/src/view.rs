@@ -90,30 +90,86 @@ impl Mirror {
 
     /// Applies one watch answer: its events, then its revision.
     fn apply(&mut self, answer: &WatchResponse) {
-        for event in answer.events() {
-            let Some(kv) = event.kv() else { continue };
+        let changes = answer.events().iter().filter_map(|event| {
+            let kv = event.kv()?;
             let key = String::from_utf8_lossy(kv.key()).into_owned();
-            match event.event_type() {
-                EventType::Put => {
-                    let rev = kv.create_revision();
-                    if let Some(old) = self.revs.insert(key.clone(), rev).filter(|old| *old != rev)
+            Some(match event.event_type() {
+                EventType::Put => Change::Put {
+                    key,
+                    create_rev: kv.create_revision(),
+                    mod_rev: kv.mod_revision(),
+                    value: kv.value().to_vec(),
+                },
+                EventType::Delete => Change::Delete {
+                    key,
+                    mod_rev: kv.mod_revision(),
+                },
+            })
+        });
+        let changes: Vec<Change> = changes.collect();
+        self.apply_changes(changes, answer.header().map(|h| h.revision()));
+    }
+
+    /// Applies the changes of one answer whose header names `header_rev`.
+    ///
+    /// The header's revision is trusted only in an answer without events (a
+    /// progress report, which etcd sends only to a watcher that is caught
+    /// up). An answer with events is exact only up to its last event: etcd
+    /// sends a watcher that fell behind (unsynced, or a slow consumer made
+    /// a victim) its backlog in batches of at most 1,000 revisions, each
+    /// carrying the store's current revision in its header, so a view that
+    /// took the header's word would claim revisions whose events it has not
+    /// seen yet (a waiter's own put, or the delete of a key it then
+    /// believes it holds).
+    fn apply_changes(&mut self, changes: Vec<Change>, header_rev: Option<i64>) {
+        if changes.is_empty() {
+            if let Some(rev) = header_rev {
+                self.rev = self.rev.max(rev);
+            }
+            return;
+        }
+        for change in changes {
+            match change {
+                Change::Put {
+                    key,
+                    create_rev,
+                    mod_rev,
+                    value,
+                } => {
+                    if let Some(old) = self
+                        .revs
+                        .insert(key.clone(), create_rev)
+                        .filter(|old| *old != create_rev)
                     {
                         self.entries.remove(&old);
                     }
-                    self.entries.insert(rev, (key, kv.value().to_vec()));
+                    self.entries.insert(create_rev, (key, value));
+                    self.rev = self.rev.max(mod_rev);
                 }
-                EventType::Delete => {
+                Change::Delete { key, mod_rev } => {
                     if let Some(rev) = self.revs.remove(&key) {
                         self.entries.remove(&rev);
                     }
+                    self.rev = self.rev.max(mod_rev);
                 }
             }
-            self.rev = self.rev.max(kv.mod_revision());
-        }
-        if let Some(header) = answer.header() {
-            self.rev = self.rev.max(header.revision());
         }
     }
+}
+
+/// One change of the queue, as a watch event reports it.
+#[derive(Debug)]
+enum Change {
+    Put {
+        key: String,
+        create_rev: i64,
+        mod_rev: i64,
+        value: Vec<u8>,
+    },
+    Delete {
+        key: String,
+        mod_rev: i64,
+    },
 }
 
 /// The views of one backend, by queue.
@@ -334,4 +390,59 @@ fn retire(inner: &Weak<Inner>, view: &View) -> bool {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, rev: i64) -> Change {
+        Change::Put {
+            key: key.to_owned(),
+            create_rev: rev,
+            mod_rev: rev,
+            value: Vec::new(),
+        }
+    }
+
+    fn delete(key: &str, rev: i64) -> Change {
+        Change::Delete {
+            key: key.to_owned(),
+            mod_rev: rev,
+        }
+    }
+
+    /// A lagging watcher's backlog comes in batches whose header names the
+    /// store's current revision: the view must not claim that revision
+    /// before it has seen the events up to it.
+    #[test]
+    fn a_batch_of_a_backlog_counts_only_up_to_its_last_event() {
+        let mut mirror = Mirror::default();
+        mirror.reset([("q/holder".to_owned(), 10, Vec::new())], 10);
+        // 1,000 revisions of another key arrive; the store is at 2,000,
+        // where our own key (created at 1,500) and the holder's delete
+        // (at 1,900) lie in batches still to come.
+        let batch: Vec<Change> = (11..=1010).map(|rev| put("q/other", rev)).collect();
+        mirror.apply_changes(batch, Some(2_000));
+        assert_eq!(mirror.rev(), 1010, "exact only up to the last event");
+        // A waiter whose key was created at 1,500 does not read this view yet.
+        assert!(mirror.rev() < 1500);
+        mirror.apply_changes(
+            vec![put("q/ours", 1500), delete("q/holder", 1900)],
+            Some(2_000),
+        );
+        assert_eq!(mirror.rev(), 1900);
+        assert!(mirror.entry(1500).is_some());
+        assert!(mirror.entry(10).is_none());
+    }
+
+    /// An answer without events is a progress report, sent only to a
+    /// watcher that is caught up: its header is exact.
+    #[test]
+    fn a_progress_report_moves_the_view_to_its_header() {
+        let mut mirror = Mirror::default();
+        mirror.reset([], 10);
+        mirror.apply_changes(Vec::new(), Some(42));
+        assert_eq!(mirror.rev(), 42);
+    }
 }
