@@ -8,6 +8,28 @@ cd "$(dirname "$0")/.."
 
 scripts/install-servers.sh
 
+# Static checks first: they fail in minutes, the tests take a quarter hour.
+echo "==> cargo fmt --all --check"
+cargo fmt --all --check
+
+echo "==> cargo clippy --workspace --all-targets --all-features"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+
+echo "==> cargo doc --workspace --no-deps --all-features (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
+
+# Each feature of the facade on its own, and each library crate alone, so
+# that a missing feature gate or dependency does not hide behind
+# --all-features unification.
+for features in "" etcd redis zk full testing cli; do
+    echo "==> cargo check -p distlock --no-default-features --features '$features'"
+    cargo check -p distlock --no-default-features --features "$features" --locked
+done
+for crate in lock-core lock-file lock-etcd lock-redis lock-zk lock-workload; do
+    echo "==> cargo check -p $crate"
+    cargo check -p "$crate" --locked
+done
+
 echo "==> cargo test --workspace --all-features"
 cargo test --workspace --all-features --locked "$@"
 

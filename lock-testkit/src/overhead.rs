@@ -3,7 +3,7 @@
 //! rounds so that both see the same machine load.
 //!
 //! Each side is a [`Cycle`]; [`compare`] times every acquire and release,
-//! and [`print`] shows cycles per second, cycle-time percentiles, the
+//! and [`print()`] shows cycles per second, cycle-time percentiles, the
 //! p50 of each half, and the ratio of the two sides.
 
 use std::time::Duration;

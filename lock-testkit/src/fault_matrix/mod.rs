@@ -8,7 +8,7 @@
 //! and a fenced view of those writes; a [cell](cell::Cell) is what they and
 //! the clients' lost signals show under one [fault](faults::Fault).
 //!
-//! `memory://` ([`Row::Broken`](row::Row::Broken)) is a lock private to each
+//! `memory://` ([`Row::Broken`]) is a lock private to each
 //! process: run against it, the detector must fire.
 
 pub mod cell;
