@@ -13,7 +13,7 @@ pub mod testing;
 
 pub use config::{Config, ENV_VARS, TlsConfig, default_url};
 pub use connect::{Backend, connect, connect_with};
-pub use duration::{format_duration, parse_duration};
+pub use duration::{format_duration, human_duration, parse_duration};
 pub use guarded::Owner;
 // What users of locks and elections need. What backend authors need lives
 // in `lock_core::raw`, and is not re-exported here.
