@@ -1,10 +1,10 @@
 //! `distlock status NAME [--json]`: who holds a lock and who waits.
 
 use std::fmt::Write as _;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use distlock::{LockBackend, LockName};
-use lock_core::{HolderInfo, LockStatus};
+use distlock::{LockBackend, LockName, human_duration};
+use lock_core::{HolderInfo, LockStatus, Primitive};
 use serde_json::{Value, json};
 
 use crate::cli::{StatusArgs, TargetArgs};
@@ -40,6 +40,7 @@ pub(crate) fn holder_json(holder: &HolderInfo) -> Value {
 fn to_json(status: &LockStatus) -> Value {
     json!({
         "name": status.name.as_str(),
+        "primitive": status.primitive.as_str(),
         "held": status.is_held(),
         "holder": status.holder.as_ref().map(holder_json),
         "waiting": status.waiting,
@@ -53,22 +54,29 @@ fn to_json(status: &LockStatus) -> Value {
 fn to_text(status: &LockStatus, url: &str, now: SystemTime) -> String {
     let mut out = String::new();
     let state = if status.is_held() { "held" } else { "free" };
-    let _ = writeln!(out, "lock {} on {url}: {state}", status.name);
+    let kind = status.primitive.as_str();
+    let _ = writeln!(out, "{kind} {} on {url}: {state}", status.name);
     if let Some(holder) = &status.holder {
         let unknown = || "unknown".to_owned();
+        // An election's holder is its leader, shown by its value.
+        let who = if status.primitive == Primitive::Election {
+            "leader:    "
+        } else {
+            "holder:    "
+        };
         let _ = writeln!(
             out,
-            "  holder:     {}",
+            "  {who} {}",
             holder.description.clone().unwrap_or_else(unknown)
         );
         let _ = writeln!(out, "  token:      {}", holder.token);
         let _ = writeln!(out, "  key:        {}", holder.key);
         let since = holder.acquired_at.map_or_else(unknown, |at| {
             let ago = now.duration_since(at).unwrap_or_default();
-            format!("{} ({} ago)", rfc3339(at), to_millis(ago))
+            format!("{} ({} ago)", rfc3339(at), human_duration(ago))
         });
         let _ = writeln!(out, "  since:      {since}");
-        let left = holder.lease_left.map_or_else(unknown, to_millis);
+        let left = holder.lease_left.map_or_else(unknown, human_duration);
         let _ = writeln!(out, "  lease left: {left}");
     }
     let _ = writeln!(out, "  waiting:    {}", status.waiting);
@@ -83,15 +91,9 @@ fn to_text(status: &LockStatus, url: &str, now: SystemTime) -> String {
     out
 }
 
-/// A duration for people: whole milliseconds, no microseconds.
-fn to_millis(d: Duration) -> String {
-    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    distlock::format_duration(Duration::from_millis(ms))
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use lock_core::FencingToken;
     use lock_core::admin::WaiterInfo;
@@ -103,12 +105,13 @@ mod tests {
         let at = UNIX_EPOCH + Duration::from_secs(1_000_000);
         let status = LockStatus {
             name: LockName::new("jobs/a").unwrap(),
+            primitive: Primitive::Lock,
             holder: Some(HolderInfo {
                 key: "k#3".into(),
                 token: FencingToken(3),
                 description: Some("worker-1".into()),
                 acquired_at: Some(at),
-                lease_left: None,
+                lease_left: Some(Duration::from_millis(27_767)),
             }),
             waiting: 1,
             waiters: vec![WaiterInfo {
@@ -124,8 +127,8 @@ mod tests {
         for line in [
             "holder:     worker-1",
             "token:      3",
-            "(5s ago)",
-            "lease left: unknown",
+            "(5 s ago)",
+            "lease left: 27.8 s",
             "waiting:    1",
             "1. worker-2",
         ] {
@@ -133,7 +136,8 @@ mod tests {
         }
         let json = to_json(&status);
         assert_eq!(json["holder"]["token"], 3);
-        assert_eq!(json["holder"]["lease_left_ms"], Value::Null);
+        assert_eq!(json["holder"]["lease_left_ms"], 27_767);
+        assert_eq!(json["primitive"], "lock");
         assert_eq!(json["waiters"][0]["description"], "worker-2");
     }
 }
