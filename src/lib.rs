@@ -23,8 +23,8 @@ pub use lock_core::{
     Access, AcquireOptions, Candidacy, Capabilities, DynElectionBackend, DynLockBackend,
     ElectionBackend, ElectionBackendExt, Error, ErrorKind, FencingStrength, FencingToken, Held,
     LeaderInfo, LeaderStream, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard,
-    LockName, LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, MultiLockGuard, Permits, Result, Wait,
-    check_ttl, wait_for_background,
+    LockName, LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, MultiLockGuard, Permits, Result,
+    TokenRangeError, Wait, check_ttl, wait_for_background,
 };
 pub use lock_core::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
 pub use redact::redact_url;
