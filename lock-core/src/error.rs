@@ -162,6 +162,14 @@ impl Error {
         self
     }
 
+    /// The same error as another kind, message, site and source kept: for
+    /// lock-core to hold every backend to one kind where the contract names
+    /// it.
+    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> ErrorKind {
         self.kind
