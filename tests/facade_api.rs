@@ -360,3 +360,16 @@ async fn tokens_convert_to_i64_and_read_alike_everywhere() {
     assert_eq!(leader.token(), leadership.token());
     assert_eq!(leader.key(), leadership.key());
 }
+
+/// An app can tell that `memory://` coordinates only its own process:
+/// its capabilities say it is not cross-process, and the file backend's do.
+#[tokio::test]
+async fn memory_says_it_is_process_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let [memory, file] = <[String; 2]>::try_from(local_urls(&dir)).unwrap();
+    let memory = distlock::connect(&memory).await.unwrap().capabilities();
+    assert!(!memory.cross_process, "{memory:?}");
+    assert_eq!(memory.fencing, distlock::FencingStrength::ProcessLocal);
+    let file = distlock::connect(&file).await.unwrap().capabilities();
+    assert!(file.cross_process, "{file:?}");
+}
