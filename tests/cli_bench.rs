@@ -228,9 +228,13 @@ async fn a_failed_backend_exits_69() {
     let fixture = file_fixture();
     let output = output_within(
         Duration::from_secs(30),
-        distlock(None)
-            .env("DISTLOCK_PREFIX", "x")
-            .args(["bench", "--url", &fixture.url, "--duration", "200ms"]),
+        distlock(None).env("DISTLOCK_PREFIX", "x").args([
+            "bench",
+            "--url",
+            &fixture.url,
+            "--duration",
+            "200ms",
+        ]),
     )
     .await;
     assert_eq!(output.status.code(), Some(69), "{}", stderr(&output));

@@ -155,7 +155,9 @@ mod redis {
             .nth(1)
             .and_then(|rest| rest.split(" of its lease left").next())
             .unwrap_or_else(|| panic!("no lease left in {err}"));
-        let seconds = left.strip_suffix(" s").unwrap_or_else(|| panic!("{left:?}"));
+        let seconds = left
+            .strip_suffix(" s")
+            .unwrap_or_else(|| panic!("{left:?}"));
         assert!(seconds.parse::<f64>().unwrap() <= 0.4, "{left:?}");
         let (ended_at, next_at) = (stamp(&ended), stamp(&second));
         assert!(

@@ -329,15 +329,26 @@ async fn try_with_lock_returns_the_works_result_unnested() {
 
     let failed: Result<u64, JobError> = within(
         "try_with_lock",
-        backend.try_with_lock("jobs/nightly", |_| async { Err(JobError::Failed("disk full")) }),
+        backend.try_with_lock("jobs/nightly", |_| async {
+            Err(JobError::Failed("disk full"))
+        }),
     )
     .await;
     assert_eq!(failed, Err(JobError::Failed("disk full")));
     // Released after the failure: taken again at once.
-    backend.try_lock("jobs/nightly").await.unwrap().release().await.unwrap();
+    backend
+        .try_lock("jobs/nightly")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 
-    let bad_name: Result<u64, JobError> =
-        within("try_with_lock", backend.try_with_lock("", |_| async { Ok(1) })).await;
+    let bad_name: Result<u64, JobError> = within(
+        "try_with_lock",
+        backend.try_with_lock("", |_| async { Ok(1) }),
+    )
+    .await;
     assert_eq!(bad_name, Err(JobError::Lock(ErrorKind::InvalidName)));
 }
 
@@ -356,7 +367,11 @@ async fn tokens_convert_to_i64_and_read_alike_everywhere() {
     assert!(err.to_string().contains(&u64::MAX.to_string()), "{err}");
 
     let leadership = backend.elect("jobs/leader", "me").await.unwrap();
-    let leader = backend.leader_of("jobs/leader").await.unwrap().expect("a leader");
+    let leader = backend
+        .leader_of("jobs/leader")
+        .await
+        .unwrap()
+        .expect("a leader");
     assert_eq!(leader.token(), leadership.token());
     assert_eq!(leader.key(), leadership.key());
 }

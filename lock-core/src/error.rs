@@ -284,7 +284,10 @@ mod tests {
         assert_eq!(format!("{quoted:?}"), quoted.to_string());
         // `{:#?}` keeps the fields for those who want them.
         let dump = format!("{caused:#?}");
-        assert!(dump.contains("kind: Unavailable") && dump.contains("site: Some("), "{dump}");
+        assert!(
+            dump.contains("kind: Unavailable") && dump.contains("site: Some("),
+            "{dump}"
+        );
     }
 
     #[test]

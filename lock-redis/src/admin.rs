@@ -177,9 +177,7 @@ impl Servers {
         if keys.is_election() {
             key_list.push(&keys.leader);
         }
-        let views = self
-            .views(&SCRIPTS.inspect, &key_list, &[], &what)
-            .await?;
+        let views = self.views(&SCRIPTS.inspect, &key_list, &[], &what).await?;
         let waiters = union_of_waiters(&views);
         Ok(LockStatus {
             name: name.clone(),
@@ -263,7 +261,11 @@ impl Servers {
         let what = format!("breaking {} {name}", space.primitive().as_str());
         let mut key_list = keys.release_order().to_vec();
         key_list.push(&keys.revoked);
-        let mut args = vec![wake_prefix.as_bytes(), flags.as_bytes(), released.as_bytes()];
+        let mut args = vec![
+            wake_prefix.as_bytes(),
+            flags.as_bytes(),
+            released.as_bytes(),
+        ];
         if keys.is_election() {
             key_list.push(&keys.leader);
             args.push(keys.leader_channel.as_bytes());

@@ -278,13 +278,20 @@ pub async fn releasing_a_broken_guard_is_lease_lost(target: &dyn Target) {
     }
     // Released at once after the break, before its renewal can notice.
     let unaware = name("conformance/admin/break-unaware");
-    let guard = holder.acquire(&unaware, &labelled("a")).await.expect("lock");
+    let guard = holder
+        .acquire(&unaware, &labelled("a"))
+        .await
+        .expect("lock");
     evicts(&*operator, &unaware).await;
     let err = guard
         .release()
         .await
         .expect_err("a broken guard holds nothing");
-    assert_eq!(err.kind(), ErrorKind::LeaseLost, "right after the break: {err}");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::LeaseLost,
+        "right after the break: {err}"
+    );
 
     // Released once its lost signal said `Revoked`.
     let aware = name("conformance/admin/break-aware");
@@ -301,7 +308,11 @@ pub async fn releasing_a_broken_guard_is_lease_lost(target: &dyn Target) {
         .release()
         .await
         .expect_err("a broken guard holds nothing");
-    assert_eq!(err.kind(), ErrorKind::LeaseLost, "after the lost signal: {err}");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::LeaseLost,
+        "after the lost signal: {err}"
+    );
 
     if !operator.capabilities().election {
         return;
@@ -316,7 +327,11 @@ pub async fn releasing_a_broken_guard_is_lease_lost(target: &dyn Target) {
     assert_eq!(status.primitive, Primitive::Election, "{status:?}");
     let leader = status.holder.expect("the leader is shown");
     assert_eq!(leader.token, leadership.token(), "{leader:?}");
-    assert_eq!(leader.description.as_deref(), Some("leader-value"), "{leader:?}");
+    assert_eq!(
+        leader.description.as_deref(),
+        Some("leader-value"),
+        "{leader:?}"
+    );
     let evicted = operator
         .force_release(&election)
         .await
@@ -327,5 +342,9 @@ pub async fn releasing_a_broken_guard_is_lease_lost(target: &dyn Target) {
         .resign()
         .await
         .expect_err("a broken leadership holds nothing");
-    assert_eq!(err.kind(), ErrorKind::LeaseLost, "resign after the break: {err}");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::LeaseLost,
+        "resign after the break: {err}"
+    );
 }
