@@ -115,28 +115,6 @@ pub(super) fn human_ms(ms: u128) -> String {
     distlock::human_duration(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ratios_read_without_counting_zeros() {
-        assert_eq!(ratio(1.0, 1.0), "1.00x");
-        assert_eq!(ratio(0.95, 1.0), "0.95x");
-        assert_eq!(ratio(12.34, 1.0), "12.3x");
-        assert_eq!(ratio(246.0, 1.0), "246x");
-        assert_eq!(ratio(0.00406, 1.0), "1/246");
-        assert_eq!(ratio(0.0, 1.0), "0x");
-        assert_eq!(ratio(1.0, 0.0), "-");
-    }
-
-    #[test]
-    fn durations_in_the_title_are_for_people() {
-        assert_eq!(human_ms(2000), "2 s");
-        assert_eq!(human_ms(300), "0.3 s");
-    }
-}
-
 /// `rows` under `header` in columns as wide as their widest cell: the first
 /// and last columns (names, URLs, notes) left-aligned, numbers right-aligned.
 pub(super) fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
@@ -175,4 +153,26 @@ pub(super) fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
         let _ = writeln!(out, "{}", line(row));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_read_without_counting_zeros() {
+        assert_eq!(ratio(1.0, 1.0), "1.00x");
+        assert_eq!(ratio(0.95, 1.0), "0.95x");
+        assert_eq!(ratio(12.34, 1.0), "12.3x");
+        assert_eq!(ratio(246.0, 1.0), "246x");
+        assert_eq!(ratio(0.00406, 1.0), "1/246");
+        assert_eq!(ratio(0.0, 1.0), "0x");
+        assert_eq!(ratio(1.0, 0.0), "-");
+    }
+
+    #[test]
+    fn durations_in_the_title_are_for_people() {
+        assert_eq!(human_ms(2000), "2 s");
+        assert_eq!(human_ms(300), "0.3 s");
+    }
 }
