@@ -264,8 +264,9 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
         }
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::timeout(format!(
-            "connecting to {description} took longer than {limit:?}; is the server running \
-             and reachable?"
+            "connecting to {description} took longer than {}; is the server running \
+             and reachable?",
+            crate::human_duration(limit)
         ))),
     }
 }

@@ -188,8 +188,9 @@ impl FileBackend {
                 "file backend: listing the locks in {dir} failed: {join}"
             ))),
             Err(_) => Err(Error::timeout(format!(
-                "file backend: listing the locks in {dir} took longer than {limit:?}; \
-                 is the filesystem hung?"
+                "file backend: listing the locks in {dir} took longer than {}; \
+                 is the filesystem hung?",
+                lock_core::raw::human_duration(limit)
             ))),
         }
     }
