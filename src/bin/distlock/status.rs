@@ -19,7 +19,12 @@ pub(crate) async fn status(args: StatusArgs, target: &TargetArgs) -> Result<u8, 
     let text = if args.json {
         to_json(&status).to_string()
     } else {
-        to_text(&status, backend.description(), SystemTime::now())
+        let caps = backend.capabilities();
+        let lease = Lease {
+            reported: caps.admin.lease_left,
+            backend: caps.backend,
+        };
+        to_text(&status, backend.description(), lease, SystemTime::now())
     };
     println!("{}", text.trim_end());
     Ok(if status.is_held() { 0 } else { FREE })
@@ -51,7 +56,15 @@ fn to_json(status: &LockStatus) -> Value {
     })
 }
 
-fn to_text(status: &LockStatus, url: &str, now: SystemTime) -> String {
+/// Whether the backend reports the time left on a holder's lease, and its
+/// name, to say why a lease left is unknown.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    reported: bool,
+    backend: &'static str,
+}
+
+fn to_text(status: &LockStatus, url: &str, lease: Lease, now: SystemTime) -> String {
     let mut out = String::new();
     let state = if status.is_held() { "held" } else { "free" };
     let kind = status.primitive.as_str();
@@ -76,7 +89,17 @@ fn to_text(status: &LockStatus, url: &str, now: SystemTime) -> String {
             format!("{} ({} ago)", rfc3339(at), human_duration(ago))
         });
         let _ = writeln!(out, "  since:      {since}");
-        let left = holder.lease_left.map_or_else(unknown, human_duration);
+        // ZooKeeper ties a lock to its holder's session, whose timeout
+        // another client cannot read: say so rather than a bare unknown.
+        let left = match holder.lease_left {
+            Some(left) => human_duration(left),
+            None if !lease.reported => format!(
+                "unknown (the {} backend does not report it; the lock lasts while its holder's \
+                 session or lease does)",
+                lease.backend
+            ),
+            None => unknown(),
+        };
         let _ = writeln!(out, "  lease left: {left}");
     }
     let _ = writeln!(out, "  waiting:    {}", status.waiting);
@@ -119,7 +142,11 @@ mod tests {
                 description: Some("worker-2".into()),
             }],
         };
-        let text = to_text(&status, "file:///x", at + Duration::from_secs(5));
+        let file = Lease {
+            reported: true,
+            backend: "file",
+        };
+        let text = to_text(&status, "file:///x", file, at + Duration::from_secs(5));
         assert!(
             text.starts_with("lock jobs/a on file:///x: held\n"),
             "{text}"
@@ -134,6 +161,17 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} in {text}");
         }
+        let mut unreported = status.clone();
+        unreported.holder.as_mut().unwrap().lease_left = None;
+        let zk = Lease {
+            reported: false,
+            backend: "zk",
+        };
+        let text = to_text(&unreported, "zk://x", zk, at);
+        assert!(
+            text.contains("lease left: unknown (the zk backend does not report it;"),
+            "{text}"
+        );
         let json = to_json(&status);
         assert_eq!(json["holder"]["token"], 3);
         assert_eq!(json["holder"]["lease_left_ms"], 27_767);
