@@ -216,6 +216,14 @@ impl From<lock_zk::ZkBackend> for Backend {
 /// gives `Unsupported` naming the feature; an unknown scheme gives
 /// `InvalidConfig` listing the known ones.
 ///
+/// `memory://` is process-local: it excludes the tasks of this process
+/// only. Another process that connects to `memory://` gets a table of its
+/// own and the same tokens, so the two do not exclude each other. Its
+/// [`Capabilities::cross_process`](crate::Capabilities::cross_process) is
+/// `false` for code to check, and the first `memory://` connect of a
+/// process logs a `tracing` warning saying so. For the processes of one
+/// machine use `file:///DIR`.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
 /// use distlock::LockBackendExt;
@@ -256,8 +264,9 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
         }
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::timeout(format!(
-            "connecting to {description} took longer than {limit:?}; is the server running \
-             and reachable?"
+            "connecting to {description} took longer than {}; is the server running \
+             and reachable?",
+            crate::human_duration(limit)
         ))),
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lock_core::{Error, Result};
 
-pub use lock_core::raw::format_duration;
+pub use lock_core::raw::{format_duration, human_duration};
 
 /// Parses a humane duration such as `500ms`, `10s`, `2m`, `1h30m`, `1.5s` or `10` (seconds).
 ///

@@ -13,7 +13,7 @@ pub mod testing;
 
 pub use config::{Config, ENV_VARS, TlsConfig, default_url};
 pub use connect::{Backend, connect, connect_with};
-pub use duration::{format_duration, parse_duration};
+pub use duration::{format_duration, human_duration, parse_duration};
 pub use guarded::Owner;
 // What users of locks and elections need. What backend authors need lives
 // in `lock_core::raw`, and is not re-exported here.
@@ -24,7 +24,7 @@ pub use lock_core::{
     ElectionBackend, ElectionBackendExt, Error, ErrorKind, FencingStrength, FencingToken, Held,
     LeaderInfo, LeaderStream, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard,
     LockHealth, LockName, LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, MultiLockGuard, Permits,
-    Result, Wait, check_ttl, wait_for_background,
+    Result, TokenRangeError, Wait, check_ttl, wait_for_background,
 };
 pub use lock_core::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
 pub use redact::redact_url;

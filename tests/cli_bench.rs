@@ -70,7 +70,7 @@ async fn plot_is_an_svg_chart_of_every_backend() {
     assert!(
         texts
             .iter()
-            .any(|t| t.contains("2 clients, 1 lock(s), 300 ms")),
+            .any(|t| t.contains("2 clients, 1 lock(s), 0.3 s per backend")),
         "no title with the run's shape: {texts:?}"
     );
     for backend in ["memory", "file"] {
@@ -218,4 +218,85 @@ async fn sweep_flags_are_checked() {
         "--points 1,2",
     ])
     .await;
+}
+
+/// A backend that fails, even with an `Unsupported` error such as a
+/// setting it does not have, fails the bench with 69 as `--help` says;
+/// only a backend without the primitive under load is `n/a` and passes.
+#[tokio::test]
+async fn a_failed_backend_exits_69() {
+    let fixture = file_fixture();
+    let output = output_within(
+        Duration::from_secs(30),
+        distlock(None).env("DISTLOCK_PREFIX", "x").args([
+            "bench",
+            "--url",
+            &fixture.url,
+            "--duration",
+            "200ms",
+        ]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(69), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("failed"), "{table}");
+    assert!(stderr(&output).contains("prefix"), "{}", stderr(&output));
+}
+
+/// `--prefix` chooses the lock names: the file backend's records are made
+/// under it and nowhere else; a prefix that makes no valid name is a usage
+/// error.
+#[tokio::test]
+async fn prefix_chooses_the_lock_names() {
+    let fixture = file_fixture();
+    let output = output_within(
+        Duration::from_secs(30),
+        distlock(None)
+            .args(["bench", "--url", &fixture.url, "--duration", "200ms"])
+            .args(["--clients", "2", "--prefix", "team-a/"]),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let dir = fixture.url.strip_prefix("file://").unwrap();
+    let mut paths = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(dir)];
+    while let Some(at) = dirs.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path.clone());
+            }
+            paths.push(path.strip_prefix(dir).unwrap().display().to_string());
+        }
+    }
+    assert!(paths.iter().any(|p| p.contains("team-a")), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.contains("distlock-bench")),
+        "{paths:?}"
+    );
+    assert_usage_errors(&["--prefix a\tb"]).await;
+}
+
+/// The table says durations as people read them and explains its ratio
+/// and fairness columns.
+#[tokio::test]
+async fn the_table_is_for_people() {
+    let output = output_within(
+        Duration::from_secs(30),
+        distlock(None).args([
+            "bench",
+            "--url",
+            "memory://",
+            "--url",
+            "memory://",
+            "--duration",
+            "300ms",
+        ]),
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains(", 0.3 s per backend"), "{table}");
+    assert!(table.contains("\nfairness: "), "{table}");
+    assert!(table.contains("\nvs first: "), "{table}");
 }

@@ -148,6 +148,17 @@ mod redis {
         assert!(next.status.success(), "{}", stderr(&next));
         let held = holder.await.unwrap();
         assert_eq!(held.status.code(), Some(76), "{}", stderr(&held));
+        // What was left of the lease is said as a person reads it: `0.38 s`.
+        let err = stderr(&held);
+        let left = err
+            .split("could not be renewed and has ")
+            .nth(1)
+            .and_then(|rest| rest.split(" of its lease left").next())
+            .unwrap_or_else(|| panic!("no lease left in {err}"));
+        let seconds = left
+            .strip_suffix(" s")
+            .unwrap_or_else(|| panic!("{left:?}"));
+        assert!(seconds.parse::<f64>().unwrap() <= 0.4, "{left:?}");
         let (ended_at, next_at) = (stamp(&ended), stamp(&second));
         assert!(
             ended_at < next_at,

@@ -168,6 +168,7 @@ async fn ls_lists_the_held_names_under_a_prefix_and_holder_labels_come_from_the_
         "{}",
         String::from_utf8_lossy(&empty.stdout)
     );
+    assert_eq!(stderr(&empty), "distlock: no locks under \"jobs/\"\n");
 }
 
 #[tokio::test]
@@ -230,4 +231,89 @@ async fn breaks_the_run_of_another_process(fixture: support::Fixture) {
 
     let free = cli(url, "break jobs/stuck --yes").await;
     assert_eq!(free.status.code(), Some(FREE), "{}", stderr(&free));
+}
+
+support::test_on_backends! {
+    #[tokio::test]
+    sees_and_breaks_an_election;
+    file: status_and_break_see_an_election_on_file,
+    etcd: status_and_break_see_an_election_on_etcd,
+    redis: status_and_break_see_an_election_on_redis,
+    redlock: status_and_break_see_an_election_on_redlock,
+    zk: status_and_break_see_an_election_on_zk,
+}
+
+/// A leader elected by `distlock elect` in another process: `status` shows
+/// it as an election led by its value (exit 0), `break --yes` evicts it
+/// (exit 0) and the elect process exits 76; then the name is free.
+async fn sees_and_breaks_an_election(fixture: support::Fixture) {
+    use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+    let url = fixture.url.as_str();
+    let mut elect = cmd(Some(url), &format!("elect --ttl {TTL} jobs/sched node-a"));
+    let mut leader = support::spawn_piped(&mut elect);
+    let mut lines = BufReader::new(leader.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(BOUND, lines.next_line())
+        .await
+        .expect("elected within the bound")
+        .unwrap()
+        .expect("an elected line");
+    let token: u64 = line
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("token="))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no token in {line:?}"));
+
+    let shown = cli(url, "status jobs/sched --json").await;
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let status = json(&shown);
+    assert_eq!(status["held"], true, "{status}");
+    assert_eq!(status["primitive"], "election", "{status}");
+    assert_eq!(status["holder"]["token"], token, "{status}");
+    assert_eq!(status["holder"]["description"], "node-a", "{status}");
+    let text = cli(url, "status jobs/sched").await;
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("election jobs/sched on "), "{text}");
+    assert!(text.contains("leader:     node-a"), "{text}");
+
+    let broke = cli(url, "break jobs/sched --yes").await;
+    assert_eq!(broke.status.code(), Some(0), "{}", stderr(&broke));
+    let out = String::from_utf8_lossy(&broke.stdout);
+    assert!(out.contains(&format!("evicted token={token} ")), "{out}");
+    assert!(out.contains("holder=node-a"), "{out}");
+    let lost = tokio::time::timeout(BOUND, leader.wait_with_output())
+        .await
+        .expect("the broken leader exits")
+        .unwrap();
+    assert_eq!(lost.status.code(), Some(LOST), "{}", stderr(&lost));
+
+    let free = cli(url, "status jobs/sched").await;
+    assert_eq!(free.status.code(), Some(FREE), "{}", stderr(&free));
+}
+
+/// Each command's help is its own: only `break` mentions --yes among its
+/// usage errors, only `bench` says --url is given once per backend, and
+/// the scheme list names every scheme.
+#[tokio::test]
+async fn help_texts_belong_to_their_command() {
+    for command in ["status", "ls", "break", "run", "elect", "bench"] {
+        let output = support::cli(None, &format!("{command} --help")).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            help.contains("break without --yes"),
+            command == "break",
+            "{command}:\n{help}"
+        );
+        assert_eq!(
+            help.contains("once per backend"),
+            command == "bench",
+            "{command}:\n{help}"
+        );
+        assert!(!help.contains("Repeat it"), "{command}:\n{help}");
+        for scheme in ["etcds://", "rediss+cluster://", "redis+cluster://", "zk://"] {
+            assert!(help.contains(scheme), "{command} lacks {scheme}:\n{help}");
+        }
+    }
 }

@@ -32,7 +32,7 @@ async fn sees_leader(leaders: &mut Leaders, value: &str, token: FencingToken, ur
         .expect("stream open")
         .expect("leader");
     assert_eq!(seen.value_lossy(), value, "{url}");
-    assert_eq!(seen.token, token, "{url}");
+    assert_eq!(seen.token(), token, "{url}");
 }
 
 /// `elect("name", "value")` takes a `&str` name and any byte-ish value,
@@ -292,4 +292,99 @@ async fn guarded_writes_work_on_connected_etcd_and_zk() {
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         guard.release().await.expect("release");
     }
+}
+
+/// The caller's error type in the `try_with_lock` tests: its own failures,
+/// and the lock's through `From<distlock::Error>`.
+#[derive(Debug, PartialEq)]
+enum JobError {
+    Failed(&'static str),
+    Lock(ErrorKind),
+}
+
+impl From<Error> for JobError {
+    fn from(e: Error) -> Self {
+        JobError::Lock(e.kind())
+    }
+}
+
+/// `try_with_lock` returns the work's own `Result`, not one nested in the
+/// lock's: `?` gives the value, the work's error comes out as itself, and
+/// a lock error becomes the caller's error through `From`. The lock is
+/// released whichever way the work ended.
+#[tokio::test]
+async fn try_with_lock_returns_the_works_result_unnested() {
+    let backend = distlock::connect(&format!("memory://try-{}", std::process::id()))
+        .await
+        .unwrap();
+    let rows: Result<u64, JobError> = within(
+        "try_with_lock",
+        backend.try_with_lock("jobs/nightly", |held| async move {
+            assert!(held.token().get() > 0);
+            Ok(3)
+        }),
+    )
+    .await;
+    assert_eq!(rows, Ok(3));
+
+    let failed: Result<u64, JobError> = within(
+        "try_with_lock",
+        backend.try_with_lock("jobs/nightly", |_| async {
+            Err(JobError::Failed("disk full"))
+        }),
+    )
+    .await;
+    assert_eq!(failed, Err(JobError::Failed("disk full")));
+    // Released after the failure: taken again at once.
+    backend
+        .try_lock("jobs/nightly")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let bad_name: Result<u64, JobError> = within(
+        "try_with_lock",
+        backend.try_with_lock("", |_| async { Ok(1) }),
+    )
+    .await;
+    assert_eq!(bad_name, Err(JobError::Lock(ErrorKind::InvalidName)));
+}
+
+/// A token binds to a signed `BIGINT` column with a checked conversion,
+/// and a leader's token is read with the same method as a guard's.
+#[tokio::test]
+async fn tokens_convert_to_i64_and_read_alike_everywhere() {
+    let backend = distlock::connect(&format!("memory://tokens-{}", std::process::id()))
+        .await
+        .unwrap();
+    let guard = backend.lock("jobs/token").await.unwrap();
+    let signed = i64::try_from(guard.token()).expect("a memory token fits");
+    assert_eq!(u64::try_from(signed).unwrap(), guard.token().get());
+    guard.release().await.unwrap();
+    let err = FencingToken(u64::MAX).to_i64().unwrap_err();
+    assert!(err.to_string().contains(&u64::MAX.to_string()), "{err}");
+
+    let leadership = backend.elect("jobs/leader", "me").await.unwrap();
+    let leader = backend
+        .leader_of("jobs/leader")
+        .await
+        .unwrap()
+        .expect("a leader");
+    assert_eq!(leader.token(), leadership.token());
+    assert_eq!(leader.key(), leadership.key());
+}
+
+/// An app can tell that `memory://` coordinates only its own process:
+/// its capabilities say it is not cross-process, and the file backend's do.
+#[tokio::test]
+async fn memory_says_it_is_process_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let [memory, file] = <[String; 2]>::try_from(local_urls(&dir)).unwrap();
+    let memory = distlock::connect(&memory).await.unwrap().capabilities();
+    assert!(!memory.cross_process, "{memory:?}");
+    assert_eq!(memory.fencing, distlock::FencingStrength::ProcessLocal);
+    let file = distlock::connect(&file).await.unwrap().capabilities();
+    assert!(file.cross_process, "{file:?}");
 }

@@ -70,9 +70,12 @@ pub struct HolderInfo {
     pub key: String,
     /// The holder's fencing token.
     pub token: FencingToken,
-    /// Who holds it: the label it acquired with, by default `host:pid`.
-    /// `None` when the holder is a client that stores no description (for
-    /// example etcd's own `etcdctl lock`).
+    /// Who holds it. For a lock, the label it acquired with, by default
+    /// `host:pid`. For an election, the leader's published value (what
+    /// [`leader`](crate::ElectionBackend::leader) returns): that is how an
+    /// operator tells candidates apart, and etcd and ZooKeeper store
+    /// nothing else with a candidate. `None` when the holder is a client
+    /// that stores no description (for example etcd's own `etcdctl lock`).
     pub description: Option<String>,
     /// When the holder took the lock, by the backend's clock, where known.
     pub acquired_at: Option<SystemTime>,
@@ -96,6 +99,11 @@ pub struct WaiterInfo {
 pub struct LockStatus {
     /// The lock.
     pub name: LockName,
+    /// What the name is used as: [`Primitive::Lock`], or
+    /// [`Primitive::Election`] when only its election is in use (held or
+    /// waited for). `inspect` and `force_release` act on a name's lock
+    /// first and on its election otherwise, so an operator can name either.
+    pub primitive: Primitive,
     /// The holder, if the lock is held.
     pub holder: Option<HolderInfo>,
     /// How many clients wait for it.
@@ -110,6 +118,7 @@ impl LockStatus {
     pub fn free(name: LockName) -> Self {
         LockStatus {
             name,
+            primitive: Primitive::Lock,
             holder: None,
             waiting: 0,
             waiters: Vec::new(),

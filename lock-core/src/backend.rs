@@ -417,6 +417,48 @@ pub trait LockBackendExt: LockBackend {
             }
         }
     }
+
+    /// [`with_lock`](Self::with_lock) for `work` that can fail: its
+    /// `Result` is returned as is instead of inside the lock's, so `?`
+    /// gives the value and an error of `work` is not silently kept.
+    ///
+    /// Like `with_lock` it waits for the lock (the `try` is about `work`,
+    /// as in `try_for_each`; [`try_lock`](Self::try_lock) is the one that
+    /// does not wait). `E` is the caller's error type, which takes the
+    /// lock's errors through `From<Error>` (`Box<dyn Error>` and `anyhow`
+    /// do). A lock lost before `work` finished is `LeaseLost`, even when
+    /// `work` also failed: its writes may have raced another holder's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// use lock_core::{LockBackendExt, memory::MemoryBackend};
+    ///
+    /// let backend = MemoryBackend::new();
+    /// let rows: u64 = backend
+    ///     .try_with_lock("jobs/nightly", |held| async move {
+    ///         // A fenced write that may fail with the caller's error type.
+    ///         let _token = held.token();
+    ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(3)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(rows, 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`with_lock`](Self::with_lock): cancelling while waiting loses
+    /// the place in the queue; cancelling while `work` runs drops it and
+    /// releases the lock in the background.
+    async fn try_with_lock<F, Fut, T, E>(&self, name: &str, work: F) -> Result<T, E>
+    where
+        F: FnOnce(Held) -> Fut + Send,
+        Fut: Future<Output = Result<T, E>> + Send,
+        T: Send,
+        E: From<Error> + Send,
+    {
+        self.with_lock(name, work).await.map_err(E::from)?
+    }
 }
 
 impl<T: LockBackend + ?Sized> LockBackendExt for T {}

@@ -39,7 +39,12 @@ pub struct Capabilities {
     /// Read-write locks ([`Access::Read`](crate::Access::Read) and
     /// [`Access::Write`](crate::Access::Write)) are implemented.
     pub rwlock: bool,
-    /// The lock works across processes (and machines, for networked backends).
+    /// The lock works across processes (and machines, for networked
+    /// backends). `false` means process-local (only `memory`): each process
+    /// that connects gets a table of its own, so two processes both "hold"
+    /// a name and get the same tokens. Code that coordinates processes
+    /// should check it and refuse such a backend, as the `distlock` CLI
+    /// does. [`FencingStrength::ProcessLocal`] says the same of the tokens.
     pub cross_process: bool,
     /// Leases are renewed per lock (true) or per client session (false, ZooKeeper).
     pub per_lock_lease: bool,

@@ -22,7 +22,10 @@ const DURATION_FORMS: &str = "use forms like 500ms, 10s, 2m, 1h30m or 1.5s";
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = |why: &str| format!("invalid duration {text:?}: {why}; {DURATION_FORMS}");
-    let s = text.trim();
+    // Spaces are ignored, so `0.75 s` as printed by [`human_duration`]
+    // reads back.
+    let compact: String = text.split_whitespace().collect();
+    let s = compact.as_str();
     if s.is_empty() {
         return Err(bad("it is empty"));
     }
@@ -106,6 +109,9 @@ pub fn lease_millis(d: Duration) -> u64 {
 
 /// Formats a duration the way [`parse_duration`] reads it back: whole
 /// seconds as `3s`, whole milliseconds as `1500ms`, otherwise microseconds.
+///
+/// It is exact, for configs and serialized settings that are read back.
+/// For a duration shown to a person, use [`human_duration`].
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if !d.subsec_nanos().is_multiple_of(1_000_000) {
@@ -115,6 +121,36 @@ pub fn format_duration(d: Duration) -> String {
     } else {
         format!("{}s", d.as_secs())
     }
+}
+
+/// Formats a duration for a person: seconds with three significant digits
+/// and the unit after a space, `0.75 s`, `27.8 s`, `2 s`, `120 s`.
+///
+/// One unit for every duration, so that a lease left on one backend reads
+/// like one on another and two values compare at a glance. It rounds (a
+/// lease of `748847us` shows as `0.749 s`), so it is for messages and
+/// tables, not for values read back; [`parse_duration`] still accepts it.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::raw::human_duration;
+/// assert_eq!(human_duration(Duration::from_millis(750)), "0.75 s");
+/// assert_eq!(human_duration(Duration::from_millis(27_767)), "27.8 s");
+/// assert_eq!(human_duration(Duration::from_secs(2)), "2 s");
+/// ```
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if d.is_zero() {
+        return "0 s".to_owned();
+    }
+    // Digits after the point for three significant ones; none from 100 s.
+    let magnitude = secs.log10().floor() as i32;
+    let decimals = usize::try_from((2 - magnitude).clamp(0, 9)).unwrap_or(0);
+    let mut text = format!("{secs:.decimals$}");
+    if text.contains('.') {
+        text.truncate(text.trim_end_matches('0').trim_end_matches('.').len());
+    }
+    format!("{text} s")
 }
 
 /// Serde for a [`Duration`] written as a humane string (`"10s"`), the form
@@ -200,6 +236,27 @@ mod tests {
     }
 
     #[test]
+    fn human_durations_are_seconds_with_three_significant_digits() {
+        for (d, want) in [
+            (Duration::ZERO, "0 s"),
+            (Duration::from_millis(750), "0.75 s"),
+            (Duration::from_micros(748_847), "0.749 s"),
+            (Duration::from_millis(27_767), "27.8 s"),
+            (Duration::from_secs(7), "7 s"),
+            (Duration::from_secs(2), "2 s"),
+            (Duration::from_millis(1500), "1.5 s"),
+            (Duration::from_secs(120), "120 s"),
+            (Duration::from_millis(99_960), "100 s"),
+            (Duration::from_micros(250), "0.00025 s"),
+        ] {
+            assert_eq!(human_duration(d), want, "{d:?}");
+            // It reads back, within its rounding.
+            let back = parse_duration(&human_duration(d)).unwrap();
+            assert!(back.abs_diff(d) <= d / 100, "{d:?} read back as {back:?}");
+        }
+    }
+
+    #[test]
     fn humane_durations_parse() {
         for (text, want) in [
             ("500ms", Duration::from_millis(500)),
@@ -213,6 +270,9 @@ mod tests {
             ("3", Duration::from_secs(3)),
             ("2.5", Duration::from_millis(2500)),
             (" 250ms ", Duration::from_millis(250)),
+            ("0.75 s", Duration::from_millis(750)),
+            ("3 hours", Duration::from_secs(10_800)),
+            ("1 m 30 s", Duration::from_secs(90)),
             ("750us", Duration::from_micros(750)),
             ("7ns", Duration::from_nanos(7)),
             ("1d", Duration::from_secs(86_400)),
@@ -231,7 +291,7 @@ mod tests {
             ("1.2.3s", "bad number"),
             ("ms10", "expected a number"),
             ("NaN", "expected a number"),
-            ("3 hours", "unknown unit"),
+            ("3 weeks", "unknown unit"),
             ("10s5", "needs a unit"),
             ("99999999999999999999999d", "out of range"),
         ] {

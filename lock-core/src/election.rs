@@ -22,13 +22,28 @@ use crate::options::AcquireOptions;
 pub struct LeaderInfo {
     /// The value the leader proclaimed.
     pub value: Vec<u8>,
-    /// The leadership's fencing token.
+    /// The leadership's fencing token. [`token()`](Self::token) reads the
+    /// same, as `guard.token()` and `leadership.token()` do.
     pub token: FencingToken,
     /// The backend key (or node) of the leadership.
     pub key: String,
 }
 
 impl LeaderInfo {
+    /// The leadership's fencing token: a method, like
+    /// [`LockGuard::token`](crate::LockGuard::token) and
+    /// [`Leadership::token`](crate::Leadership::token), so code reads a
+    /// token the same way wherever it comes from.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// The backend key (or node) of the leadership, like
+    /// [`LockGuard::key`](crate::LockGuard::key).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The value as text, with invalid UTF-8 replaced.
     pub fn value_lossy(&self) -> String {
         String::from_utf8_lossy(&self.value).into_owned()

@@ -68,7 +68,12 @@ impl fmt::Display for ErrorKind {
 /// It carries a [`ErrorKind`], a message that names what was wrong (the lock,
 /// the backend, the address) and, where there is one, the client error as its
 /// [`source`](std::error::Error::source).
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` reads like `Display`, followed by the chain of causes, as
+/// `anyhow` and `io::Error` do: Rust prints `Debug` for an error returned
+/// from `main`, and a user should see a sentence there, not a struct dump.
+/// `{:#?}` still shows every field.
+#[derive(thiserror::Error)]
 #[error("{kind}: {message}")]
 pub struct Error {
     kind: ErrorKind,
@@ -76,6 +81,42 @@ pub struct Error {
     site: Option<ErrorSite>,
     #[source]
     source: Option<BoxError>,
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return f
+                .debug_struct("Error")
+                .field("kind", &self.kind)
+                .field("message", &self.message)
+                .field("site", &self.site)
+                .field("source", &self.source)
+                .finish();
+        }
+        write!(f, "{self}")?;
+        let mut causes = Vec::new();
+        let mut next = std::error::Error::source(self);
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            // A message that already quotes its cause need not repeat it.
+            if !text.is_empty() && !self.message.contains(&text) {
+                causes.push(text);
+            }
+            next = cause.source();
+        }
+        match causes.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, "\n\nCaused by:\n    {one}"),
+            many => {
+                f.write_str("\n\nCaused by:")?;
+                for (i, cause) in many.iter().enumerate() {
+                    write!(f, "\n    {i}: {cause}")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Where an error happened, as fields a program can log or match on: the
@@ -118,6 +159,14 @@ impl Error {
     /// Attaches the underlying client error.
     pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
         self.source = Some(source.into());
+        self
+    }
+
+    /// The same error as another kind, message, site and source kept: for
+    /// lock-core to hold every backend to one kind where the contract names
+    /// it.
+    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
         self
     }
 
@@ -214,6 +263,31 @@ mod tests {
             ("etcd", "acquire lock \"x\"")
         );
         assert!(Error::timeout("slow").site().is_none());
+    }
+
+    #[test]
+    fn debug_reads_like_display_with_its_causes() {
+        let plain = Error::unavailable("etcd at 127.0.0.1:2379 is unreachable");
+        assert_eq!(format!("{plain:?}"), plain.to_string());
+
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let caused = Error::unavailable("cannot reach 127.0.0.1:2379")
+            .with_site("etcd", "connect")
+            .with_source(io);
+        assert_eq!(
+            format!("{caused:?}"),
+            "unavailable: cannot reach 127.0.0.1:2379\n\nCaused by:\n    connection refused"
+        );
+        // A cause the message already quotes is not repeated.
+        let quoted = Error::backend("read failed: connection refused")
+            .with_source(std::io::Error::other("connection refused"));
+        assert_eq!(format!("{quoted:?}"), quoted.to_string());
+        // `{:#?}` keeps the fields for those who want them.
+        let dump = format!("{caused:#?}");
+        assert!(
+            dump.contains("kind: Unavailable") && dump.contains("site: Some("),
+            "{dump}"
+        );
     }
 
     #[test]

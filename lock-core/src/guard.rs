@@ -217,8 +217,10 @@ impl LockGuard {
 
     /// Releases the lock and reports whether that worked.
     ///
-    /// Returns `NotHeld` or `LeaseLost` if the lock was already gone; in that
-    /// case nothing was deleted, so another holder is never disturbed.
+    /// Returns `LeaseLost`, on every backend, if the lock was already taken
+    /// from this guard (expired, broken with `force_release`, taken over);
+    /// in that case nothing was deleted, so another holder is never
+    /// disturbed.
     ///
     /// # Cancel safety
     ///

@@ -55,8 +55,13 @@ pub trait Lease: fmt::Debug + Send + Sync + 'static {
 
     /// Deletes the lock if it is still ours.
     ///
-    /// Returns `NotHeld` (or `LeaseLost`) and deletes nothing when the lock
-    /// is no longer ours.
+    /// When the lock is no longer ours (it expired, an operator broke it
+    /// with [`force_release`](crate::LockBackend::force_release), or
+    /// another holder took it over) it deletes nothing and fails with
+    /// `LeaseLost`, the kind the lost signal stands for, on every backend.
+    /// lock-core reports a `NotHeld` from here as `LeaseLost`: a lease is
+    /// released once, so "not ours" can only mean taken away. `NotHeld` is
+    /// for a guard this process already gave up itself.
     async fn release(&self) -> Result<()>;
 
     /// Replaces the value published with an election leadership, if the
@@ -273,7 +278,12 @@ impl HeldLock for Leased {
     async fn release(mut self: Box<Self>) -> Result<()> {
         // Stop renewing first, so no renewal races the delete.
         self.stop();
-        let result = self.lease.release().await;
+        // A lease is released once, so one that is not ours was taken away:
+        // that is `LeaseLost` on every backend (see `Lease::release`).
+        let result = self.lease.release().await.map_err(|e| match e.kind() {
+            ErrorKind::NotHeld => e.with_kind(ErrorKind::LeaseLost),
+            _ => e,
+        });
         self.notifier.fire(LostReason::Released);
         result
     }

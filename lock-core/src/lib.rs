@@ -70,7 +70,7 @@ pub use election::{
 };
 pub use election_ext::{ElectionBackendExt, Leaders};
 pub use error::{BoxError, Error, ErrorKind, ErrorSite, Result};
-pub use fencing::FencingToken;
+pub use fencing::{FencingToken, TokenRangeError};
 pub use guard::{Held, LockGuard};
 pub use health::LockHealth;
 pub use lost::{LostReason, LostSignal};

@@ -16,7 +16,9 @@ pub use crate::background::{
 };
 pub use crate::client_config::CLIENT_SETTINGS;
 pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};
-pub use crate::duration::{format_duration, lease_millis, parse_duration, serde_humane};
+pub use crate::duration::{
+    format_duration, human_duration, lease_millis, parse_duration, serde_humane,
+};
 pub use crate::guard::HeldLock;
 pub use crate::leader_filter::LeaderFilter;
 pub use crate::lease::{Grant, Lease};

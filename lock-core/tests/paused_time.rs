@@ -62,7 +62,7 @@ async fn expire_now_fires_lost_signal_and_frees_lock() {
     assert_eq!(held.lost().await, LostReason::Expired);
     assert!(!held.is_held());
     let err = held.release().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::NotHeld);
+    assert_eq!(err.kind(), ErrorKind::LeaseLost);
     backend.try_lock("paused/expire").await.expect("free");
 }
 

@@ -5,12 +5,18 @@
 //! description its contender stored (empty for etcd's own `etcdctl lock`).
 //! The holder's lease, found on its key, says how long the lock would stay
 //! held if the holder died now.
+//!
+//! A name is looked up as a lock first and as an election if its lock is
+//! free, so an operator can inspect and break a leader by the election's
+//! name. An election key's value is the leader's published value.
 
 use std::time::Duration;
 
 use etcd_client::TxnOpResponse;
 use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp};
-use lock_core::{Error, FencingToken, HolderInfo, LockName, LockStatus, Result, admin::WaiterInfo};
+use lock_core::{
+    Error, FencingToken, HolderInfo, LockName, LockStatus, Primitive, Result, admin::WaiterInfo,
+};
 
 use crate::backend::Inner;
 use crate::keys::Space;
@@ -21,15 +27,37 @@ use crate::rpc::Retry;
 /// before its delete, before it gives up.
 const BREAK_TRIES: usize = 8;
 
-/// The holder and waiters of lock `name`: one range read of its queue,
-/// oldest first, and one lease read for the holder.
+/// The spaces a name is looked up in, in order, with what each is.
+const SPACES: [(Space, Primitive); 2] = [
+    (Space::Lock, Primitive::Lock),
+    (Space::Election, Primitive::Election),
+];
+
+/// The holder and waiters of lock `name`, or of its election when the lock
+/// is free: one range read of a queue, oldest first, and one lease read for
+/// the holder.
 pub(crate) async fn inspect(inner: &Inner, name: &LockName) -> Result<LockStatus> {
-    let queue = inner.keys.queue(Space::Lock, name);
-    let op = format!("inspect lock {:?}", name.as_str());
+    for (space, primitive) in SPACES {
+        if let Some(status) = inspect_in(inner, space, primitive, name).await? {
+            return Ok(status);
+        }
+    }
+    Ok(LockStatus::free(name.clone()))
+}
+
+/// The status of `name` in `space`; `None` when nobody holds it there.
+async fn inspect_in(
+    inner: &Inner,
+    space: Space,
+    primitive: Primitive,
+    name: &LockName,
+) -> Result<Option<LockStatus>> {
+    let queue = inner.keys.queue(space, name);
+    let op = format!("inspect {} {:?}", space.noun(), name.as_str());
     let resp = queue::read(inner, &op, &queue, queue::oldest_first()).await?;
     let mut entries = resp.kvs().iter();
     let Some(holder) = entries.next() else {
-        return Ok(LockStatus::free(name.clone()));
+        return Ok(None);
     };
     let lease_left = lease_left(inner, holder.lease()).await?;
     let waiters: Vec<WaiterInfo> = entries
@@ -38,19 +66,35 @@ pub(crate) async fn inspect(inner: &Inner, name: &LockName) -> Result<LockStatus
             description: description(kv.value()),
         })
         .collect();
-    Ok(LockStatus {
+    Ok(Some(LockStatus {
         name: name.clone(),
+        primitive,
         holder: Some(holder_info(holder, lease_left)),
         waiting: waiters.len(),
         waiters,
-    })
+    }))
 }
 
-/// Deletes the holder's key of lock `name` (only that key: its lease, which
-/// may carry other keys of a Go session, lives on), and says who it was.
+/// Breaks lock `name`, or its election's leadership when the lock is free.
 pub(crate) async fn force_release(inner: &Inner, name: &LockName) -> Result<Option<HolderInfo>> {
-    let queue = inner.keys.queue(Space::Lock, name);
-    let op = format!("break lock {:?}", name.as_str());
+    for (space, _) in SPACES {
+        if let Some(evicted) = force_release_in(inner, space, name).await? {
+            return Ok(Some(evicted));
+        }
+    }
+    Ok(None)
+}
+
+/// Deletes the holder's key of `name` in `space` (only that key: its
+/// lease, which may carry other keys of a Go session, lives on), and says
+/// who it was.
+async fn force_release_in(
+    inner: &Inner,
+    space: Space,
+    name: &LockName,
+) -> Result<Option<HolderInfo>> {
+    let queue = inner.keys.queue(space, name);
+    let op = format!("break {} {:?}", space.noun(), name.as_str());
     let oldest = queue::first_created();
     let resp = queue::read(inner, &op, &queue, oldest.clone()).await?;
     let mut holder = resp.kvs().first().cloned();
@@ -84,7 +128,7 @@ pub(crate) async fn force_release(inner: &Inner, name: &LockName) -> Result<Opti
                 None
             });
             let evicted = holder_info(&target, left);
-            tracing::info!(lock = %name, token = evicted.token.get(), key = evicted.key, "etcd lock broken");
+            tracing::info!(lock = %name, space = space.noun(), token = evicted.token.get(), key = evicted.key, "etcd lock broken");
             return Ok(Some(evicted));
         }
         holder = match resp.op_responses().first() {
@@ -93,8 +137,9 @@ pub(crate) async fn force_release(inner: &Inner, name: &LockName) -> Result<Opti
         };
     }
     Err(Error::unavailable(format!(
-        "lock {:?} at etcd {} changed hands {BREAK_TRIES} times while it was being broken; \
+        "{} {:?} at etcd {} changed hands {BREAK_TRIES} times while it was being broken; \
          try again",
+        space.noun(),
         name.as_str(),
         inner.rpc.endpoints()
     )))

@@ -115,8 +115,9 @@ impl EtcdSite for Site<'_> {
         self.error(
             ErrorKind::Timeout,
             format_args!(
-                "no answer within the request timeout of {after:?}; is etcd overloaded or \
-                 partitioned? (raise request_timeout if the cluster is just slow)"
+                "no answer within the request timeout of {}; is etcd overloaded or \
+                 partitioned? (raise request_timeout if the cluster is just slow)",
+                lock_core::raw::human_duration(after)
             ),
         )
     }

@@ -57,7 +57,11 @@ fn described(paths: &LockPaths, record: &Record, now: &Now) -> HolderInfo {
     HolderInfo {
         key: format!("{}#{}", paths.record.display(), record.token),
         token: FencingToken(record.token),
-        description: record.description.clone(),
+        // An election's leader is named by its value, as on every backend.
+        description: match (paths.space, &record.value) {
+            (Space::Election, Some(value)) => Some(String::from_utf8_lossy(value).into_owned()),
+            _ => record.description.clone(),
+        },
         acquired_at: record
             .acquired_ms
             .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
@@ -80,6 +84,7 @@ fn status(
         .collect();
     LockStatus {
         name: name.clone(),
+        primitive: paths.space.primitive(),
         holder: holder_info(paths, &record, &now),
         waiting: waiters.len(),
         waiters,
@@ -183,8 +188,9 @@ impl FileBackend {
                 "file backend: listing the locks in {dir} failed: {join}"
             ))),
             Err(_) => Err(Error::timeout(format!(
-                "file backend: listing the locks in {dir} took longer than {limit:?}; \
-                 is the filesystem hung?"
+                "file backend: listing the locks in {dir} took longer than {}; \
+                 is the filesystem hung?",
+                lock_core::raw::human_duration(limit)
             ))),
         }
     }

@@ -60,9 +60,10 @@ impl PendingAttempt {
         let handle = self.handle.as_mut().expect("outcome is taken once");
         let joined = timeout(limit + REPORT_GRACE, handle).await.map_err(|_| {
             Error::timeout(format!(
-                "file backend: acquiring lock {name} at {} took longer than {limit:?}; \
+                "file backend: acquiring lock {name} at {} took longer than {}; \
                  is the filesystem hung?",
-                path.display()
+                path.display(),
+                lock_core::raw::human_duration(limit)
             ))
         })?;
         self.handle = None;

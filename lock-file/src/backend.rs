@@ -89,8 +89,9 @@ impl FileBackend {
             }
             Err(_) => {
                 return Err(Error::timeout(format!(
-                    "file backend: creating {} took longer than {limit:?}; is the filesystem hung?",
-                    dir.display()
+                    "file backend: creating {} took longer than {}; is the filesystem hung?",
+                    dir.display(),
+                    lock_core::raw::human_duration(limit)
                 )));
             }
         };
@@ -198,9 +199,10 @@ impl FileBackend {
                 "file backend: {op} lock {name} failed: {join}"
             ))),
             Err(_) => Err(Error::timeout(format!(
-                "file backend: {op} lock {name} at {} took longer than {limit:?}; \
+                "file backend: {op} lock {name} at {} took longer than {}; \
                  is the filesystem hung?",
-                path.display()
+                path.display(),
+                lock_core::raw::human_duration(limit)
             ))),
         }
     }

@@ -154,16 +154,34 @@ impl Servers {
             .collect()
     }
 
+    /// The holder and waiters of lock `name`, or of its election when the
+    /// lock is neither held nor waited for: an operator names either.
+    pub(crate) async fn inspect_name(&self, name: &LockName) -> Result<LockStatus> {
+        let lock = self.inspect(Space::Lock, name).await?;
+        if lock.is_held() || lock.waiting > 0 {
+            return Ok(lock);
+        }
+        let election = self.inspect(Space::Election, name).await?;
+        Ok(if election.is_held() || election.waiting > 0 {
+            election
+        } else {
+            lock
+        })
+    }
+
     /// The holder and waiters of `name` in `space`.
     pub(crate) async fn inspect(&self, space: Space, name: &LockName) -> Result<LockStatus> {
         let keys = self.keys.of(space, name);
         let what = format!("inspecting {} {name}", space.primitive().as_str());
-        let views = self
-            .views(&SCRIPTS.inspect, &keys.state(), &[], &what)
-            .await?;
+        let mut key_list = keys.state().to_vec();
+        if keys.is_election() {
+            key_list.push(&keys.leader);
+        }
+        let views = self.views(&SCRIPTS.inspect, &key_list, &[], &what).await?;
         let waiters = union_of_waiters(&views);
         Ok(LockStatus {
             name: name.clone(),
+            primitive: space.primitive(),
             holder: agreed_holder(&views, self.quorum, &keys.owner),
             waiting: waiters.len(),
             waiters,
@@ -219,10 +237,19 @@ impl Servers {
             .collect())
     }
 
-    /// Breaks lock `name` on every server; returns the holder a majority
-    /// showed, if any.
+    /// Breaks lock `name` on every server, or its election's leadership
+    /// when the lock is free; returns the holder a majority showed, if any.
     pub(crate) async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
-        let keys = self.keys.of(Space::Lock, name);
+        match self.force_release_in(Space::Lock, name).await? {
+            Some(evicted) => Ok(Some(evicted)),
+            None => self.force_release_in(Space::Election, name).await,
+        }
+    }
+
+    /// Breaks `name` in `space` on every server; returns the holder a
+    /// majority showed, if any.
+    async fn force_release_in(&self, space: Space, name: &LockName) -> Result<Option<HolderInfo>> {
+        let keys = self.keys.of(space, name);
         let redlock = self.nodes.len() > 1;
         let flags = if redlock { "hr" } else { "h" };
         let released = if redlock {
@@ -231,24 +258,24 @@ impl Servers {
             ""
         };
         let wake_prefix = self.keys.wake_prefix();
-        let what = format!("breaking lock {name}");
+        let what = format!("breaking {} {name}", space.primitive().as_str());
         let mut key_list = keys.release_order().to_vec();
         key_list.push(&keys.revoked);
+        let mut args = vec![
+            wake_prefix.as_bytes(),
+            flags.as_bytes(),
+            released.as_bytes(),
+        ];
+        if keys.is_election() {
+            key_list.push(&keys.leader);
+            args.push(keys.leader_channel.as_bytes());
+        }
         let views = self
-            .views(
-                &SCRIPTS.force_release,
-                &key_list,
-                &[
-                    wake_prefix.as_bytes(),
-                    flags.as_bytes(),
-                    released.as_bytes(),
-                ],
-                &what,
-            )
+            .views(&SCRIPTS.force_release, &key_list, &args, &what)
             .await?;
         let evicted = agreed_holder(&views, self.quorum, &keys.owner);
         if let Some(holder) = &evicted {
-            tracing::info!(backend = self.backend, lock = %name, token = holder.token.get(), holder = holder.description.as_deref().unwrap_or(""), "lock broken");
+            tracing::info!(backend = self.backend, lock = %name, space = space.primitive().as_str(), token = holder.token.get(), holder = holder.description.as_deref().unwrap_or(""), "lock broken");
         }
         Ok(evicted)
     }

@@ -218,7 +218,7 @@ macro_rules! impl_backend {
             ///
             /// Cancel safe: it only reads.
             async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
-                self.servers.inspect(Space::Lock, name).await
+                self.servers.inspect_name(name).await
             }
 
             /// Locks and elections under the prefix: `SCAN` of every server,

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use lock_core::raw::Site;
+use lock_core::raw::{Site, human_duration};
 use lock_core::{Error, ErrorKind};
 use redis::{RedisError, ServerErrorKind};
 
@@ -48,8 +48,9 @@ impl RedisSite for Site<'_> {
             self,
             ErrorKind::Timeout,
             format_args!(
-                "no reply within {after:?} (request_timeout); is the server overloaded or the \
-                 network partitioned?"
+                "no reply within {} (request_timeout); is the server overloaded or the \
+                 network partitioned?",
+                human_duration(after)
             ),
         )
     }
@@ -59,8 +60,9 @@ impl RedisSite for Site<'_> {
             self,
             ErrorKind::Unavailable,
             format_args!(
-                "unreachable: not done within {after:?} (connect_timeout); is redis-server \
-                 running and reachable?"
+                "unreachable: not done within {} (connect_timeout); is redis-server \
+                 running and reachable?",
+                human_duration(after)
             ),
         )
     }

@@ -107,10 +107,22 @@ impl Node {
             Ok(Err(e)) => {
                 let detail = e.to_string();
                 let kind = kind_of(&e);
-                let mut err = site.client_error(e);
                 if detail.contains("DB index") {
-                    err = Error::invalid_config(err.message().to_owned());
-                } else if kind == ErrorKind::Timeout {
+                    // The URL's path picked a database the server does not
+                    // have: a setting to fix, not a server to look into.
+                    return Err(Site::error(
+                        &site,
+                        ErrorKind::InvalidConfig,
+                        format_args!(
+                            "failed: {detail}; the database number in the URL \
+                             (redis://HOST:PORT/DB) must be below the server's `databases` \
+                             setting (16 by default)"
+                        ),
+                    )
+                    .with_source(e));
+                }
+                let mut err = site.client_error(e);
+                if kind == ErrorKind::Timeout {
                     err = site.unreachable(inner.connect_timeout);
                 } else if matches!(inner.endpoint, Endpoint::Cluster { .. })
                     && !matches!(kind, ErrorKind::Unauthorized | ErrorKind::InvalidConfig)
@@ -525,4 +537,29 @@ fn install_crypto_provider() {
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use lock_testkit::servers::RedisServer;
+
+    use crate::{RedisBackend, RedisConfig};
+
+    /// A database number the server does not have is a setting to fix: the
+    /// error says which, and keeps the server's reply as its source.
+    #[tokio::test]
+    async fn a_database_the_server_lacks_is_invalid_config_with_its_source() {
+        let server = RedisServer::start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+        let url = format!("redis://127.0.0.1:{}/99", server.port());
+        let config = RedisConfig::from_url(&url).expect("a well-formed URL");
+        let err = RedisBackend::connect(config)
+            .await
+            .expect_err("database 99 does not exist");
+        assert_eq!(err.kind(), lock_core::ErrorKind::InvalidConfig, "{err}");
+        assert!(err.message().contains("databases"), "{err}");
+        assert!(!err.message().contains("see the source"), "{err}");
+        assert!(std::error::Error::source(&err).is_some(), "{err:#?}");
+    }
 }

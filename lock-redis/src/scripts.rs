@@ -305,10 +305,12 @@ return 0
 
 /// What an operator sees of one lock on this server, read atomically.
 ///
-/// KEYS: owner, fence, queue, waiters, holder, labels.
+/// KEYS: owner, fence, queue, waiters, holder, labels, and for elections
+/// leader.
 ///
 /// Returns a flat list of strings: owner id ('' when free), token, grant
-/// time in server ms ('' unknown), description, `ok` ('1' when the token
+/// time in server ms ('' unknown), description (an election's leader
+/// value, when its record is the holder's), `ok` ('1' when the token
 /// is final), lease left in ms, then pairs of waiter id and description,
 /// queued waiters first in queue order, then the others (Redlock's).
 /// Expired waiter entries are skipped. A holder without a record (a client
@@ -324,6 +326,10 @@ if owner then
     out = {owner, h[2] or '0', h[3] or '', h[4] or '', h[5] or '1', left}
   else
     out = {owner, redis.call('GET', KEYS[2]) or '0', '', '', '1', left}
+  end
+  if KEYS[7] then
+    local v = redis.call('HMGET', KEYS[7], 'owner', 'value')
+    if v[1] == owner and v[2] then out[4] = v[2] end
   end
 else
   out = {'', '0', '', '', '0', '0'}
@@ -349,11 +355,13 @@ return out
 /// waiter as a release does. The fence is untouched, so the next grant's
 /// token is higher.
 ///
-/// KEYS: owner, queue, waiters, fence, holder, labels, revoked. ARGV: 1
-/// wake prefix, 2 flags as for release, 3 released channel (or '').
+/// KEYS: owner, queue, waiters, fence, holder, labels, revoked, and for
+/// elections leader. ARGV: 1 wake prefix, 2 flags as for release, 3
+/// released channel (or ''); elections add 4 leader channel. An election's
+/// leader record goes with its owner, and observers are told.
 ///
 /// Returns false when the lock was free, else what it was, as INSPECT
-/// (without waiters).
+/// (without waiters; for an election, the leader's value as its about).
 const FORCE_RELEASE: &str = r#"
 local owner = redis.call('GET', KEYS[1])
 if not owner then return false end
@@ -366,7 +374,15 @@ if h[1] == owner then
 else
   out = {owner, redis.call('GET', KEYS[2]) or '0', '', '', '1', string.format('%d', left)}
 end
+if KEYS[8] then
+  local v = redis.call('HMGET', KEYS[8], 'owner', 'value')
+  if v[1] == owner then
+    if v[2] then out[4] = v[2] end
+    redis.call('DEL', KEYS[8])
+  end
+end
 redis.call('DEL', KEYS[1])
+if KEYS[8] then redis.call('PUBLISH', ARGV[4], '0') end
 -- Long enough for the evicted holder's next renewal: it renews every
 -- TTL/3 while its lease is valid, and its lease ends within `left`.
 local keep = math.max(2 * (tonumber(h[6]) or 0), 2 * left, 1000)

@@ -173,7 +173,7 @@ async fn renewal_never_recreates_a_deleted_key() {
     assert!(!guard.is_held());
     assert_eq!(integer(&server, &["EXISTS", guard.key()]).await, 0);
     let err = guard.release().await.expect_err("not held");
-    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
 }
 
 /// A lock held by another owner is never deleted by a release with our
@@ -190,7 +190,7 @@ async fn release_of_someone_elses_key_touches_nothing() {
         .await
         .expect("SET");
     let err = guard.release().await.expect_err("not ours");
-    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     let value = server.command(&["GET", &key]).await.expect("GET");
     assert_eq!(value, RespReply::Bulk(Some("someone-else".into())));
 }

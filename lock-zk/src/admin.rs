@@ -177,26 +177,56 @@ where
     )))
 }
 
-/// See [`lock_core::LockBackend::inspect`].
+/// The spaces a name is looked up in by `inspect` and `force_release`, in
+/// order: its lock, then its election, so an operator names either.
+const OPERATED: [Space; 2] = [Space::Lock, Space::Election];
+
+/// See [`lock_core::LockBackend::inspect`]: the lock's queue, or the
+/// election's when the lock has no contenders.
 pub(crate) async fn inspect(backend: &ZkBackend, name: &LockName) -> Result<LockStatus> {
-    let dir = backend.settings().layout.name_dir(Space::Lock, name)?;
-    let action = format!("inspecting lock {name}");
+    for space in OPERATED {
+        if let Some(status) = inspect_in(backend, space, name).await? {
+            return Ok(status);
+        }
+    }
+    Ok(LockStatus::free(name.clone()))
+}
+
+/// The status of `name` in `space`; `None` when it has no contenders.
+async fn inspect_in(
+    backend: &ZkBackend,
+    space: Space,
+    name: &LockName,
+) -> Result<Option<LockStatus>> {
+    let dir = backend.settings().layout.name_dir(space, name)?;
+    let primitive = primitive_of(space);
+    let action = format!("inspecting {} {name}", primitive.as_str());
     let dir = &dir;
     let queue = answered(backend, &action, |session| async move {
-        read_queue(&session, dir, Space::Lock).await
+        read_queue(&session, dir, space).await
     })
     .await?;
     let mut nodes = queue.iter();
     let Some(head) = nodes.next() else {
-        return Ok(LockStatus::free(name.clone()));
+        return Ok(None);
     };
     let waiters: Vec<WaiterInfo> = nodes.map(Contender::waiter).collect();
-    Ok(LockStatus {
+    Ok(Some(LockStatus {
         name: name.clone(),
+        primitive,
         holder: Some(head.holder()),
         waiting: waiters.len(),
         waiters,
-    })
+    }))
+}
+
+fn primitive_of(space: Space) -> Primitive {
+    match space {
+        Space::Lock => Primitive::Lock,
+        Space::Election => Primitive::Election,
+        Space::Semaphore => Primitive::Semaphore,
+        Space::RwLock => Primitive::RwLock,
+    }
 }
 
 /// What one attempt at breaking a lock found.
@@ -216,17 +246,32 @@ pub(crate) async fn force_release(
     backend: &ZkBackend,
     name: &LockName,
 ) -> Result<Option<HolderInfo>> {
-    let dir = backend.settings().layout.name_dir(Space::Lock, name)?;
-    let action = format!("breaking lock {name}");
+    for space in OPERATED {
+        if let Some(evicted) = force_release_in(backend, space, name).await? {
+            return Ok(Some(evicted));
+        }
+    }
+    Ok(None)
+}
+
+/// Breaks `name` in `space`: deletes its head node.
+async fn force_release_in(
+    backend: &ZkBackend,
+    space: Space,
+    name: &LockName,
+) -> Result<Option<HolderInfo>> {
+    let dir = backend.settings().layout.name_dir(space, name)?;
+    let noun = primitive_of(space).as_str();
+    let action = format!("breaking {noun} {name}");
     let mut attempts = Attempts::new(backend, &action);
     // A delete whose outcome we did not learn: if its node is gone when we
     // look again, that holder was evicted.
     let mut in_doubt_of: Option<HolderInfo> = None;
     while let Some(session) = attempts.next().await? {
-        match break_once(&session, &dir, &mut in_doubt_of).await {
+        match break_once(&session, space, &dir, &mut in_doubt_of).await {
             Ok(Break::Free) => return Ok(None),
             Ok(Break::Evicted(holder)) => {
-                tracing::info!(lock = %name, node = %holder.key, token = holder.token.get(), "zk lock broken: the holder's node is deleted");
+                tracing::info!(lock = %name, space = noun, node = %holder.key, token = holder.token.get(), "zk lock broken: the holder's node is deleted");
                 return Ok(Some(holder));
             }
             Ok(Break::Moved) => {}
@@ -250,10 +295,11 @@ pub(crate) async fn force_release(
 
 async fn break_once(
     session: &Session,
+    space: Space,
     dir: &str,
     in_doubt_of: &mut Option<HolderInfo>,
 ) -> Result<Break, zk::Error> {
-    let queue = read_queue(session, dir, Space::Lock).await?;
+    let queue = read_queue(session, dir, space).await?;
     let head = queue.first();
     if let Some(sent) = in_doubt_of.take()
         && head.is_none_or(|head| head.path != sent.key)

@@ -73,8 +73,9 @@ impl ZkHeld {
     fn gone(&self, action: &str) -> Error {
         let doing = self.doing(action);
         match self.signal.reason() {
+            // Taken away, not given up: `LeaseLost`, as on every backend.
             Some(LostReason::Revoked | LostReason::Deleted) => doing.fail(
-                ErrorKind::NotHeld,
+                ErrorKind::LeaseLost,
                 format!(
                     "node {} was deleted by another client while our session lived (the lock \
                      was broken); nothing was changed",
@@ -196,7 +197,7 @@ impl HeldLock for ZkHeld {
             Err(zk::Error::NoNode) => {
                 finish(LostReason::Revoked);
                 Err(doing.fail(
-                    ErrorKind::NotHeld,
+                    ErrorKind::LeaseLost,
                     format!("node {path} was already gone (deleted by another client: the lock was broken); nothing was deleted"),
                 ))
             }

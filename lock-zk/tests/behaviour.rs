@@ -426,7 +426,7 @@ async fn release_after_a_deletion_behind_our_back_reports_the_deletion() {
             .release()
             .await
             .expect_err("the node was already gone");
-        assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
         assert_eq!(
             signal.reason(),
             Some(LostReason::Revoked),

@@ -95,7 +95,7 @@ async fn a_broken_holder_learns_revoked_and_the_waiter_gets_in_with_a_higher_tok
         .expect("the waiter acquires");
     token_after(evicted.token, next.token());
     fails_with(
-        ErrorKind::NotHeld,
+        ErrorKind::LeaseLost,
         "the broken guard holds nothing",
         guard.release().await,
     );

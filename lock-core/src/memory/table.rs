@@ -104,10 +104,15 @@ struct Holder {
 
 impl Holder {
     fn info(&self, space: Space, name: &LockName, now: Instant) -> HolderInfo {
+        // An election's leader is named by its value, as on every backend.
+        let description = match (space, &self.value) {
+            (Space::Election, Some(value)) => String::from_utf8_lossy(value).into_owned(),
+            _ => self.description.clone(),
+        };
         HolderInfo {
             key: key_of(space, name, self.lease),
             token: FencingToken(self.token),
-            description: Some(self.description.clone()),
+            description: Some(description),
             acquired_at: Some(self.acquired_at),
             lease_left: Some(self.expires_at.saturating_duration_since(now)),
         }
@@ -182,6 +187,7 @@ impl Entry {
     fn status(&self, space: Space, name: &LockName, now: Instant) -> LockStatus {
         LockStatus {
             name: name.clone(),
+            primitive: space.primitive(),
             holder: self.holder().map(|h| h.info(space, name, now)),
             waiting: self.queue.len(),
             waiters: self

@@ -259,3 +259,92 @@ pub async fn force_release_evicts_the_holder_and_the_next_token_is_higher(target
     );
     next.release().await.expect("release");
 }
+
+/// A guard whose lock was broken with `force_release` fails its release
+/// with `LeaseLost` on every backend, whether it has noticed the break yet
+/// or not (`NotHeld` is for a guard its own process gave up). The same
+/// holds for a leadership broken by its election's name: `inspect` shows
+/// the leader by its value, and its `resign` fails with `LeaseLost`.
+pub async fn releasing_a_broken_guard_is_lease_lost(target: &dyn Target) {
+    let (holder, operator) = (target.client().await, target.client().await);
+    if declared_unsupported(
+        &*operator,
+        operator.capabilities().admin.force_release,
+        "force_release",
+    )
+    .await
+    {
+        return;
+    }
+    // Released at once after the break, before its renewal can notice.
+    let unaware = name("conformance/admin/break-unaware");
+    let guard = holder
+        .acquire(&unaware, &labelled("a"))
+        .await
+        .expect("lock");
+    evicts(&*operator, &unaware).await;
+    let err = guard
+        .release()
+        .await
+        .expect_err("a broken guard holds nothing");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::LeaseLost,
+        "right after the break: {err}"
+    );
+
+    // Released once its lost signal said `Revoked`.
+    let aware = name("conformance/admin/break-aware");
+    let guard = holder.acquire(&aware, &labelled("b")).await.expect("lock");
+    evicts(&*operator, &aware).await;
+    let reason = within(
+        target.ttl() * 2 + SLACK,
+        "the evicted holder's lost signal",
+        guard.lost(),
+    )
+    .await;
+    assert_eq!(reason, LostReason::Revoked);
+    let err = guard
+        .release()
+        .await
+        .expect_err("a broken guard holds nothing");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::LeaseLost,
+        "after the lost signal: {err}"
+    );
+
+    if !operator.capabilities().election {
+        return;
+    }
+    let candidate = target.election_client().await;
+    let election = name("conformance/admin/break-leader");
+    let leadership = candidate
+        .campaign(&election, Candidacy::new("leader-value"))
+        .await
+        .expect("campaign");
+    let status = operator.inspect(&election).await.expect("inspect");
+    assert_eq!(status.primitive, Primitive::Election, "{status:?}");
+    let leader = status.holder.expect("the leader is shown");
+    assert_eq!(leader.token, leadership.token(), "{leader:?}");
+    assert_eq!(
+        leader.description.as_deref(),
+        Some("leader-value"),
+        "{leader:?}"
+    );
+    let evicted = operator
+        .force_release(&election)
+        .await
+        .expect("break the leadership")
+        .expect("the leader was evicted");
+    assert_eq!(evicted.token, leadership.token());
+    let err = leadership
+        .resign()
+        .await
+        .expect_err("a broken leadership holds nothing");
+    assert_eq!(
+        err.kind(),
+        ErrorKind::LeaseLost,
+        "resign after the break: {err}"
+    );
+}

@@ -34,7 +34,7 @@ use tokio::task::JoinHandle;
 pub use admin::{
     force_release_evicts_the_holder_and_the_next_token_is_higher,
     holder_is_described_by_host_and_pid_by_default, inspect_shows_the_holder_and_its_waiters,
-    list_finds_every_held_name_under_a_prefix,
+    list_finds_every_held_name_under_a_prefix, releasing_a_broken_guard_is_lease_lost,
 };
 pub use election::{
     election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
@@ -147,6 +147,7 @@ macro_rules! conformance_tests {
             holder_is_described_by_host_and_pid_by_default,
             list_finds_every_held_name_under_a_prefix,
             force_release_evicts_the_holder_and_the_next_token_is_higher,
+            releasing_a_broken_guard_is_lease_lost,
             metrics_and_spans_are_the_same_on_every_backend,
             multi_lock_is_all_or_nothing,
             multi_locks_in_opposite_orders_do_not_deadlock,

@@ -37,10 +37,11 @@ pub(crate) struct Cli {
 /// Which backend, and how to reach it.
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
-    /// Backend URL (file:///DIR, memory://, etcd://H:P, redis://H:P, rediss://,
-    /// redlock://H1:P,H2:P,H3:P, redis+cluster://H1:P,H2:P, zk://H:P). Repeat
-    /// it for `bench`. Default: $DISTLOCK_URL, then the url in --config, then
-    /// lock files in ~/.local/state/distlock/locks.
+    /// Backend URL: file:///DIR, memory://, etcd://H:P, etcds://H:P,
+    /// redis://H:P, rediss://H:P, redlock://H1:P,H2:P,H3:P,
+    /// redis+cluster://H1:P,H2:P, rediss+cluster://H1:P,H2:P, zk://H:P.
+    /// Default: $DISTLOCK_URL, then the url in --config, then lock files in
+    /// ~/.local/state/distlock/locks.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) url: Vec<String>,
 
@@ -91,7 +92,8 @@ pub(crate) enum Command {
     Elect(ElectArgs),
     /// Run the contention workload against each --url and compare them.
     ///
-    /// Shows progress on stderr, prints a side-by-side table on stdout, and
+    /// Give --url once per backend to compare (`bench` is the one command
+    /// that takes several). Shows progress on stderr, prints a side-by-side table on stdout, and
     /// writes JSON (--json) and an SVG chart (--plot) on request. Each client
     /// has its own connection, as separate processes would.
     #[command(after_help = exit::help(Topic::Bench))]
@@ -107,6 +109,10 @@ pub(crate) enum Command {
     /// List the locks and elections held or waited for, one per line
     /// (kind, name, holder's token, waiters); also the semaphores and
     /// read-write locks, on backends that report them.
+    ///
+    /// When nothing matches, stdout stays empty (so `distlock ls | wc -l`
+    /// counts names), "no locks under PREFIX" goes to stderr, and the exit
+    /// code is 0: an empty listing is an answer, not a failure.
     #[command(after_help = exit::help(Topic::Ls))]
     Ls(LsArgs),
     /// Break a lock whose holder is stuck: remove the holder and print the
@@ -251,6 +257,14 @@ pub(crate) struct BenchArgs {
     /// Time spent inside each critical section.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "0s")]
     pub(crate) hold: Duration,
+
+    /// Lock names start with this, then the process id and the backend's
+    /// place on the command line (`distlock-bench/4242-0/3`), so that
+    /// benches of several people on one server use names of their own.
+    /// DISTLOCK_PREFIX (or `prefix` in --config) is the backend's key
+    /// prefix, for the backends that have one (etcd, Redis, ZooKeeper).
+    #[arg(long, value_name = "PREFIX", default_value = "distlock-bench/")]
+    pub(crate) prefix: String,
 
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]

@@ -81,7 +81,7 @@ async fn resign(leadership: distlock::Leadership) -> Result<u8, Failure> {
         Ok(Err(e)) => Err(e.into()),
         Err(_) => Err(Failure::new(
             UNAVAILABLE,
-            "resigning took longer than 10s; the leadership will expire with its lease",
+            "resigning took longer than 10 s; the leadership will expire with its lease",
         )),
     }
 }

@@ -66,7 +66,10 @@ const CODES: &[(&[Topic], &str)] = &[
         "  0      every backend ran without error or mutual-exclusion violation",
     ),
     (&[Status], "  0      the lock is held (its holder is shown)"),
-    (&[Ls], "  0      listed (possibly nothing)"),
+    (
+        &[Ls],
+        "  0      listed; with no match, \"no locks under PREFIX\" on stderr",
+    ),
     (
         &[Break],
         "  0      the holder was evicted; its token is printed",
@@ -101,7 +104,18 @@ const CODES: &[(&[Topic], &str)] = &[
          compiled in, --plot not ending in .svg",
     ),
     (
-        &[Status, Ls, Break],
+        &[Status],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, invalid name, memory://, an operation the backend does not
+         implement",
+    ),
+    (
+        &[Ls],
+        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
+         compiled in, memory://, an operation the backend does not implement",
+    ),
+    (
+        &[Break],
         "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
          compiled in, invalid name, memory://, break without --yes, an operation
          the backend does not implement",

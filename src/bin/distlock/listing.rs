@@ -18,6 +18,14 @@ pub(crate) async fn ls(args: LsArgs, target: &TargetArgs) -> Result<u8, Failure>
         for entry in &listed {
             println!("{}", line(entry));
         }
+        // Said on stderr so that stdout stays one line per name.
+        if listed.is_empty() {
+            if args.prefix.is_empty() {
+                eprintln!("distlock: no locks");
+            } else {
+                eprintln!("distlock: no locks under {:?}", args.prefix);
+            }
+        }
     }
     Ok(0)
 }

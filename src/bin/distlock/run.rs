@@ -188,7 +188,8 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
         }
         Err(_) => {
             eprintln!(
-                "distlock: warning: releasing {what} took longer than {RELEASE_TIMEOUT:?}; its lease will expire"
+                "distlock: warning: releasing {what} took longer than {}; its lease will expire",
+                distlock::human_duration(RELEASE_TIMEOUT)
             );
             Ok(code)
         }
@@ -319,7 +320,7 @@ impl Ending {
                     "distlock: {what} (token {}) could not be renewed and has {} of its lease \
                      left; sending SIGTERM to the command",
                     guard.token(),
-                    distlock::format_duration(left)
+                    distlock::human_duration(left)
                 );
                 self.terminate(running);
             }
@@ -357,7 +358,7 @@ pub(crate) async fn give_up(code: u8, config: &Config) -> u8 {
     if !distlock::wait_for_background(within).await {
         eprintln!(
             "distlock: giving up the queue place took longer than {}; it expires with its lease",
-            distlock::format_duration(within)
+            distlock::human_duration(within)
         );
     }
     code

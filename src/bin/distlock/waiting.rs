@@ -20,7 +20,7 @@ pub(crate) fn notice(
         return None;
     }
     let limit = match wait {
-        Some(d) => format!(" for up to {}", distlock::format_duration(d)),
+        Some(d) => format!(" for up to {}", distlock::human_duration(d)),
         None => String::new(),
     };
     Some(format!(
@@ -65,7 +65,7 @@ mod tests {
             line.contains("127.0.0.1:6379") && !line.contains("s3cret"),
             "{line}"
         );
-        assert!(line.contains("5s"), "{line}");
+        assert!(line.contains("for up to 5 s"), "{line}");
         assert_eq!(line.lines().count(), 1);
     }
 

@@ -68,6 +68,8 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         outputs::check_plot_name(path)?;
     }
     let primitive = primitive_of(&args)?;
+    distlock::LockName::new(format!("{}0", args.prefix))
+        .map_err(|e| Failure::usage(format!("--prefix {:?}: {}", args.prefix, e.message())))?;
     // Reject bad URLs before spending minutes on the good ones.
     let configs = target::configs(target)?;
     for config in &configs {
@@ -117,6 +119,13 @@ pub(crate) async fn bench(args: BenchArgs, target: &TargetArgs) -> Result<u8, Fa
         ));
     }
     Ok(0)
+}
+
+/// The lock names of the run on the `index`th backend start with this:
+/// `--prefix`, then this process and the backend, so that runs of two
+/// people (or two backends on one server) never share a name.
+pub(crate) fn names(args: &BenchArgs, index: usize) -> String {
+    format!("{}{}-{index}", args.prefix, std::process::id())
 }
 
 /// The primitive the flags ask for; --permits and --read-ratio only go
@@ -182,7 +191,8 @@ async fn bench_one(
             drop(first);
             if !has(&caps, primitive) {
                 let why = format!("the {} backend has no {}", caps.backend, primitive.as_str());
-                return BackendResult::new(url, Some(caps), Err(distlock::Error::unsupported(why)));
+                let outcome = Err(distlock::Error::unsupported(why));
+                return BackendResult::new(url, Some(caps), false, outcome);
             }
             let shape = Shape {
                 clients: args.clients,
@@ -196,21 +206,24 @@ async fn bench_one(
     if let Err(e) = &outcome {
         eprintln!("distlock: bench {url}: {e}");
     }
-    BackendResult::new(url, caps, outcome)
+    BackendResult::new(url, caps, true, outcome)
 }
 
 impl BackendResult {
     /// `url`'s row; `caps` is `None` when it could not be connected to.
+    /// `applies` is false only for a backend without the primitive under
+    /// load: every other error, `Unsupported` ones included (a setting the
+    /// backend does not have), fails the bench.
     fn new(
         url: String,
         caps: Option<Capabilities>,
+        applies: bool,
         outcome: Result<WorkloadReport, distlock::Error>,
     ) -> Self {
         let backend = match &caps {
             Some(caps) => caps.backend,
             None => url.split("://").next().unwrap_or("?"),
         };
-        let applies = !matches!(&outcome, Err(e) if e.kind() == distlock::ErrorKind::Unsupported);
         BackendResult {
             applies,
             backend: backend.to_owned(),
@@ -253,7 +266,7 @@ async fn run_on(
         duration: args.duration,
         ttl: args.ttl,
         hold: args.hold,
-        name_prefix: format!("distlock-bench/{}-{index}", std::process::id()),
+        name_prefix: names(args, index),
         primitive,
     };
     let counter = Arc::new(Progress::default());

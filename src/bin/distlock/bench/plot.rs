@@ -39,11 +39,11 @@ pub(super) fn render(output: &BenchOutput) -> Result<String, String> {
         ));
     }
     let title = format!(
-        "distlock bench: {} clients, {} {}, {} ms per backend",
+        "distlock bench: {} clients, {} {}, {} per backend",
         output.clients,
         output.locks,
         super::load_of(output.primitive),
-        output.duration_ms
+        super::table::human_ms(output.duration_ms)
     );
     log_bar_panels(
         &title,

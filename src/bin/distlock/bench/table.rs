@@ -1,6 +1,7 @@
 //! The side-by-side table printed on stdout.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use super::BenchOutput;
 
@@ -9,7 +10,9 @@ pub(super) fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
 
-/// `value / baseline` with three significant digits (`0.00181x`, `1.00x`).
+/// `value / baseline` for people: `1.00x`, `0.95x`, `12.3x`, `246x`; below
+/// a tenth as a fraction, `1/246`, which reads at a glance where
+/// `0.00406x` needs counting zeros.
 pub(super) fn ratio(value: f64, baseline: f64) -> String {
     if baseline <= 0.0 {
         return "-".into();
@@ -18,9 +21,18 @@ pub(super) fn ratio(value: f64, baseline: f64) -> String {
     if r <= 0.0 {
         return "0x".into();
     }
-    let decimals = (2 - r.log10().floor() as i32).clamp(2, 8) as usize;
+    if r < 0.1 {
+        return format!("1/{:.0}", 1.0 / r);
+    }
+    let decimals = (2 - r.log10().floor() as i32).clamp(0, 2) as usize;
     format!("{r:.decimals$}x")
 }
+
+/// The lines under the table that say what its less obvious columns mean.
+pub(super) const LEGEND: &str = "\
+vs first: acquisitions/s against the first row's (1/246: 246 times fewer)
+fairness: the fewest acquisitions of any client divided by the most (1.00: all equal, 0: a client starved)
+";
 
 /// `figure`, or "-" where no hand-off was timed: they are timed for locks
 /// under contention only, so a semaphore, a read-write lock or a lone
@@ -82,19 +94,25 @@ pub(super) fn render(output: &BenchOutput) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} clients, {} {}, {} ms per backend{}",
+        "{} clients, {} {}, {} per backend{}",
         output.clients,
         output.locks,
         super::load_of(output.primitive),
-        output.duration_ms,
+        human_ms(output.duration_ms),
         if output.hold_ms > 0 {
-            format!(", {} ms hold", output.hold_ms)
+            format!(", {} hold", human_ms(output.hold_ms))
         } else {
             String::new()
         }
     );
     out.push_str(&aligned(&header, rows));
+    out.push_str(LEGEND);
     out
+}
+
+/// Milliseconds as a person reads a duration (`2 s`, `0.3 s`).
+pub(super) fn human_ms(ms: u128) -> String {
+    distlock::human_duration(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
 }
 
 /// `rows` under `header` in columns as wide as their widest cell: the first
@@ -135,4 +153,26 @@ pub(super) fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
         let _ = writeln!(out, "{}", line(row));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_read_without_counting_zeros() {
+        assert_eq!(ratio(1.0, 1.0), "1.00x");
+        assert_eq!(ratio(0.95, 1.0), "0.95x");
+        assert_eq!(ratio(12.34, 1.0), "12.3x");
+        assert_eq!(ratio(246.0, 1.0), "246x");
+        assert_eq!(ratio(0.00406, 1.0), "1/246");
+        assert_eq!(ratio(0.0, 1.0), "0x");
+        assert_eq!(ratio(1.0, 0.0), "-");
+    }
+
+    #[test]
+    fn durations_in_the_title_are_for_people() {
+        assert_eq!(human_ms(2000), "2 s");
+        assert_eq!(human_ms(300), "0.3 s");
+    }
 }

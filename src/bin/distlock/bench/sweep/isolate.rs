@@ -39,6 +39,7 @@ pub(super) async fn held_point(
         .arg(format!("--points={at}"))
         .arg(format!("--duration={}ms", args.duration.as_millis()))
         .arg(format!("--concurrency={}", args.concurrency))
+        .arg(format!("--prefix={}", args.prefix))
         .arg(format!(
             "--acquire-within={}ms",
             args.acquire_within.as_millis()

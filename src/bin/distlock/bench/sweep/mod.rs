@@ -242,7 +242,7 @@ async fn measure(
                 locks: at,
                 concurrency: args.concurrency,
                 ttl: args.ttl,
-                name_prefix: format!("distlock-bench/{}-{index}-held{at}", std::process::id()),
+                name_prefix: format!("{}-held{at}", super::names(args, index)),
                 acquire_within: args.acquire_within,
             };
             return held::measure(config, at, args.duration, settings)

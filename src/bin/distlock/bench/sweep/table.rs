@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::super::table::{aligned, ms, ratio};
+use super::super::table::{aligned, human_ms, ms, ratio};
 use super::{BackendSweep, Point, SweepOutput};
 use crate::cli::Sweep;
 
@@ -24,15 +24,15 @@ pub(super) fn render(output: &SweepOutput) -> String {
 
 /// What the sweep grew, and for how long each point ran.
 pub(super) fn title(output: &SweepOutput) -> String {
-    let seconds = output.duration_ms as f64 / 1000.0;
+    let each = human_ms(output.duration_ms);
     match output.sweep {
-        Sweep::Held => format!("locks held at once by one client, each point held {seconds} s"),
+        Sweep::Held => format!("locks held at once by one client, each point held {each}"),
         Sweep::Names => format!(
-            "{} clients over a growing number of lock names, {seconds} s per point",
+            "{} clients over a growing number of lock names, {each} per point",
             output.clients
         ),
         Sweep::Clients => format!(
-            "a growing number of clients on {} lock name(s), {seconds} s per point",
+            "a growing number of clients on {} lock name(s), {each} per point",
             output.locks
         ),
     }
