@@ -32,7 +32,10 @@ async fn a_waiter_that_gives_up_leaves_the_queue(fixture: Fixture, waiter_url: O
 
     let gave_up = output_within(
         BOUND,
-        &mut cmd(Some(waiter_url), "run --ttl 10s --wait 1s jobs/wait -- true"),
+        &mut cmd(
+            Some(waiter_url),
+            "run --ttl 10s --wait 1s jobs/wait -- true",
+        ),
     )
     .await;
     assert_eq!(

@@ -88,7 +88,7 @@ impl std::fmt::Display for LockHealth {
             } => write!(
                 f,
                 "held, but renewal is failing with {} of the lease left: {error}",
-                crate::duration::format_duration(*left)
+                crate::duration::human_duration(*left)
             ),
             LockHealth::RenewalFailing {
                 remaining: None,

@@ -127,7 +127,7 @@ pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
                     };
                     strong.sync_failed(&format!(
                         "zk sync unanswered within {}",
-                        lock_core::raw::format_duration(timing.request)
+                        lock_core::raw::human_duration(timing.request)
                     ));
                 }
             }

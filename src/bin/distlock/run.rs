@@ -202,10 +202,8 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
 fn report_health(what: &str, token: FencingToken, before: &LockHealth, now: &LockHealth) {
     match (before, now) {
         (_, LockHealth::RenewalFailing { remaining, error }) => {
-            let left = remaining.map_or_else(
-                || "an unknown part".to_owned(),
-                |left| distlock::format_duration(left),
-            );
+            let left =
+                remaining.map_or_else(|| "an unknown part".to_owned(), distlock::human_duration);
             eprintln!(
                 "distlock: warning: renewing {what} (token {token}) is failing, {left} of its \
                  lease left: {error}"
