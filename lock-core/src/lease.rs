@@ -155,9 +155,11 @@ impl LockGuard {
                 lease.release_blocking();
             }
             return Err(Error::lease_lost(format!(
-                "lock {} (token {}) was granted after its {:?} lease had already run out; \
+                "lock {} (token {}) was granted after its {} lease had already run out; \
                  it was released. Use a longer TTL, or look for what slows the acquisition",
-                grant.name, grant.token, grant.ttl
+                grant.name,
+                grant.token,
+                crate::duration::human_duration(grant.ttl)
             )));
         }
         let notifier = grant.notifier.clone().unwrap_or_default();

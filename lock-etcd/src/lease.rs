@@ -1,7 +1,7 @@
 //! One etcd lease: granted, kept alive in the background, and watched for loss.
 //!
 //! Keepalive runs on the backend's lock-core renewal schedule (every TTL/3,
-//! with a local validity deadline; one task for all leases). Each renewal sends one request on the backend's
+//! with a local validity deadline; one task per runtime for all leases). Each renewal sends one request on the backend's
 //! shared keepalive stream ([`KeepAliveHub`]) and waits for its answer: a
 //! TTL of 0 means the lease is gone (the lost signal fires); a closed or
 //! broken stream is reopened on the next try, and if that cannot happen

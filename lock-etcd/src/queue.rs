@@ -148,8 +148,9 @@ pub(crate) async fn acquire(
                 _ => Duration::ZERO,
             };
             Err(Error::timeout(format!(
-                "{} is still held by another client after waiting {waited:?} (etcd at {})",
+                "{} is still held by another client after waiting {} (etcd at {})",
                 entry.what,
+                lock_core::raw::human_duration(waited),
                 inner.rpc.endpoints()
             )))
         }

@@ -197,7 +197,7 @@ mod tests {
             "etcd://h1:99999",
             "etcd://h1:port",
             "etcd://h1?ttl=0s",
-            "etcd://h1?ttl=3 hours",
+            "etcd://h1?ttl=3 fortnights",
             "etcd://h1?colour=blue",
             "etcd://user@h1",
             "etcd://user:secret@h1?ttl=x",

@@ -46,7 +46,7 @@ pub struct FileBackend {
     config: Arc<FileConfig>,
     /// Whether the directory folds case, found at connect.
     case: Case,
-    /// Renews the leases of every lock this backend grants, from one task.
+    /// Renews the leases of every lock this backend grants, from one task per runtime.
     renewer: Renewer,
 }
 

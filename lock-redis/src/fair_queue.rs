@@ -96,10 +96,10 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                     late_grants += 1;
                     if late_grants > MAX_LATE_GRANTS {
                         return Err(Error::timeout(format!(
-                            "{} on redis at {}: {late_grants} grants in a row arrived after their {:?} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
+                            "{} on redis at {}: {late_grants} grants in a row arrived after their {} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
                             request.subject(),
                             node.addr(),
-                            request.ttl
+                            lock_core::raw::human_duration(request.ttl)
                         )));
                     }
                     tracing::debug!(token, "grant arrived after its validity; asking again");
@@ -171,8 +171,8 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
 
 pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Error {
     Error::timeout(format!(
-        "{} on redis at {addr} still held by another client after waiting {:?}",
+        "{} on redis at {addr} still held by another client after waiting {}",
         request.subject(),
-        start.elapsed()
+        lock_core::raw::human_duration(start.elapsed())
     ))
 }

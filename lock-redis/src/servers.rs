@@ -91,7 +91,7 @@ pub(crate) struct Servers {
     holder: Option<String>,
     instance: String,
     waiter_seq: AtomicU64,
-    /// Renews the leases of every lock this backend holds, from one task.
+    /// Renews the leases of every lock this backend holds, from one task per runtime.
     pub(crate) renewer: Renewer,
 }
 

@@ -99,13 +99,13 @@ impl PendingNode {
         self.armed = false;
     }
 
-    /// Deletes our node now and waits for it (at most a request timeout):
+    /// Deletes our node now and waits for it, until `until` at the latest:
     /// an acquisition that gives up has left the queue when it returns.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the deletes go on in the background.
-    async fn finish(&mut self) {
+    async fn finish(&mut self, until: Instant) {
         if !self.armed {
             return;
         }
@@ -113,9 +113,9 @@ impl PendingNode {
         if let Some(notifier) = &self.notifier {
             notifier.fire(LostReason::Released);
         }
-        let node = self.session.remove_and_wait(self.leftover());
+        let node = self.session.remove_and_wait(self.leftover(), until);
         if self.doubtful && self.path.is_some() {
-            let others = self.session.remove_and_wait(self.by_guid());
+            let others = self.session.remove_and_wait(self.by_guid(), until);
             futures::join!(node, others);
         } else {
             node.await;
@@ -332,8 +332,14 @@ pub(crate) async fn join_and_wait(
         }
     }
     .await;
-    if result.is_err() {
-        pending.finish().await;
+    // The clean-up is waited for only within the caller's bound (the wait
+    // plus one request timeout, which leaves it a request's time when the
+    // wait ran out); past that, or for a wait without end, it goes on in
+    // the background.
+    if result.is_err()
+        && let Some(hard) = deadline.hard()
+    {
+        pending.finish(hard).await;
     }
     result
 }
@@ -376,7 +382,10 @@ fn gave_up(wait: Wait, doing: &Site<'_>) -> Error {
         Wait::No => doing.fail(ErrorKind::WouldBlock, "held by another client"),
         Wait::Timeout(d) => doing.fail(
             ErrorKind::Timeout,
-            format!("still held by another client after waiting {d:?}"),
+            format!(
+                "still held by another client after waiting {}",
+                lock_core::raw::human_duration(d)
+            ),
         ),
         Wait::Forever => doing.fail(ErrorKind::Timeout, "wait ended"),
     }

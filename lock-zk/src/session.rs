@@ -444,16 +444,16 @@ impl Session {
         drop(self.remove(leftover));
     }
 
-    /// [`remove_now`](Self::remove_now), and waits (at most one request
-    /// timeout) until the node is gone: an acquisition that gives up has
+    /// [`remove_now`](Self::remove_now), and waits (until `until` at the
+    /// latest) until the node is gone: an acquisition that gives up has
     /// left the queue when it returns.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the removal goes on in the background.
-    pub(crate) async fn remove_and_wait(&self, leftover: Leftover) {
+    pub(crate) async fn remove_and_wait(&self, leftover: Leftover, until: Instant) {
         let removal = self.remove(leftover);
-        let _ = timeout(self.timing.request, removal).await;
+        let _ = timeout_at(until, removal).await;
     }
 
     /// Sends the delete of `leftover` now; the returned task sees it through.

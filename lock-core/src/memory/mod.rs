@@ -56,7 +56,7 @@ pub struct MemoryBackend {
     clock: Arc<dyn LeaseClock>,
     /// The holder description of grants whose options set none.
     holder: Option<Arc<str>>,
-    /// Renews the leases of every lock this backend grants, from one task.
+    /// Renews the leases of every lock this backend grants, from one task per runtime.
     renewer: Renewer,
 }
 
