@@ -26,7 +26,7 @@ if [ "${1:-}" = --scale ]; then
 fi
 
 scripts/install-servers.sh >/dev/null
-cargo build --release --locked --features cli,full --bin distlock
+cargo build --release --locked -p distlock-cli --bin distlock
 cargo build --release --locked -p lock-testkit --example serve
 
 target=${CARGO_TARGET_DIR:-target}/release

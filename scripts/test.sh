@@ -18,17 +18,22 @@ cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 echo "==> cargo doc --workspace --no-deps --all-features (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
 
+echo "==> scripts/public-api.sh (the public API matches its snapshot)"
+scripts/public-api.sh
+
 # Each feature of the facade on its own, and each library crate alone, so
 # that a missing feature gate or dependency does not hide behind
 # --all-features unification.
-for features in "" etcd redis zk full testing cli; do
+for features in "" etcd redis zk full testing; do
     echo "==> cargo check -p distlock --no-default-features --features '$features'"
     cargo check -p distlock --no-default-features --features "$features" --locked
 done
-for crate in lock-core lock-file lock-etcd lock-redis lock-zk lock-workload; do
+for crate in lock-core lock-file lock-etcd lock-redis lock-zk lock-workload lock-testkit; do
     echo "==> cargo check -p $crate"
     cargo check -p "$crate" --locked
 done
+echo "==> cargo check -p distlock-cli --no-default-features"
+cargo check -p distlock-cli --no-default-features --locked
 
 echo "==> cargo test --workspace --all-features"
 cargo test --workspace --all-features --locked "$@"

@@ -26,7 +26,10 @@ pub use lock_core::{
     LockHealth, LockName, LostReason, LostSignal, MAX_NAME_LEN, MIN_TTL, MultiLockGuard, Permits,
     Result, TokenRangeError, Wait, check_ttl, wait_for_background,
 };
-pub use lock_core::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
+pub use lock_core::{
+    AdminCapabilities, DEFAULT_LIST_LIMIT, HolderInfo, ListOptions, ListPage, ListedLock,
+    LockStatus, Primitive, WaiterInfo, default_holder_description,
+};
 pub use redact::redact_url;
 pub use scheme::Scheme;
 

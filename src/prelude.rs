@@ -5,7 +5,8 @@
 //! ([`LockBackendExt`], [`ElectionBackendExt`]), whose method names differ.
 
 pub use crate::{
-    Access, AcquireOptions, Backend, ElectionBackend, ElectionBackendExt, Error, ErrorKind,
-    FencingToken, LeaderInfo, Leaders, Leadership, LockBackend, LockBackendExt, LockGuard,
-    LockName, LostReason, Owner, Result, Wait,
+    Access, AcquireOptions, Backend, Candidacy, Capabilities, Config, ElectionBackend,
+    ElectionBackendExt, Error, ErrorKind, FencingToken, LeaderInfo, Leaders, Leadership,
+    ListOptions, LockBackend, LockBackendExt, LockGuard, LockName, LostReason, MultiLockGuard,
+    Owner, Result, Wait,
 };

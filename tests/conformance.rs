@@ -3,8 +3,6 @@
 //! for each compiled-in backend. Swapping the URL must change nothing a user
 //! relies on. Backend-specific fault tests live in each backend crate.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -2,8 +2,6 @@
 //! and guarded writes by string names through `distlock::prelude`, with no
 //! other import (no `futures`, no `ElectionBackend`, no `LockName`).
 
-mod support;
-
 use std::time::Duration;
 
 use distlock::prelude::*;
@@ -208,7 +206,7 @@ async fn leader_puts_guarded(backend: &Backend, path: &str) {
 async fn etcd_guarded_put_commits_only_while_held() {
     use distlock::etcd::{EtcdBackend, EtcdConfig};
 
-    let fixture = support::etcd_fixture().await;
+    let fixture = lock_testkit::fixtures::etcd().await;
     let etcd = EtcdBackend::connect(EtcdConfig::from_url(&fixture.url).unwrap());
     let etcd = etcd.await.expect("connect");
     let mut client = etcd.client();
@@ -251,7 +249,7 @@ async fn etcd_guarded_put_commits_only_while_held() {
 async fn zk_guarded_put_commits_only_while_held() {
     use distlock::zk::{ZkBackend, ZkConfig};
 
-    let fixture = support::zk_fixture().await;
+    let fixture = lock_testkit::fixtures::zk().await;
     let zk = ZkBackend::connect(ZkConfig::from_url(&fixture.url).unwrap());
     let zk = zk.await.expect("connect");
     let client = zk.client();
@@ -282,7 +280,10 @@ async fn zk_guarded_put_commits_only_while_held() {
 #[cfg(all(feature = "etcd", feature = "zk"))]
 #[tokio::test]
 async fn guarded_writes_work_on_connected_etcd_and_zk() {
-    for fixture in [support::etcd_fixture().await, support::zk_fixture().await] {
+    for fixture in [
+        lock_testkit::fixtures::etcd().await,
+        lock_testkit::fixtures::zk().await,
+    ] {
         let url = &fixture.url;
         let backend = distlock::connect(url).await.expect("connect");
         let (backend, guard) = owned_lock(backend, url, "facade/connected").await;

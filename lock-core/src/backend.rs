@@ -66,7 +66,7 @@ pub trait LockBackend: fmt::Debug + Send + Sync + 'static {
     ///   waiting writer waits for it, so writers never starve.
     ///
     /// Every grant of a name, whatever its access, takes its token from one
-    /// sequence, in grant order (see [`access`](crate::access)). Semaphores,
+    /// sequence, in grant order (see [`Access`](crate::Access)). Semaphores,
     /// read-write locks and mutexes of one name are independent.
     /// [`Capabilities::semaphore`] and [`Capabilities::rwlock`] say what the
     /// backend offers; the default is `Unsupported`.

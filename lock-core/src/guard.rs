@@ -104,8 +104,8 @@ impl fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    /// Assembles a guard. Called by backends after a successful acquisition.
-    pub fn new(
+    /// Assembles a guard. Backends call it through [`raw::session_guard`](crate::raw::session_guard).
+    pub(crate) fn new(
         name: LockName,
         token: FencingToken,
         key: String,
@@ -126,7 +126,7 @@ impl LockGuard {
     }
 
     /// Adds a local validity deadline that [`is_held`](Self::is_held) checks.
-    pub fn with_validity(mut self, validity: Validity) -> Self {
+    pub(crate) fn with_validity(mut self, validity: Validity) -> Self {
         self.validity = Some(validity);
         self
     }

@@ -1,7 +1,7 @@
 //! The lease lifecycle every per-lock lease shares, owned by lock-core.
 //!
 //! A backend supplies only its round trips (a [`Lease`]: renew, release,
-//! proclaim) and what it was granted (a [`Grant`]). [`LockGuard::leased`]
+//! proclaim) and what it was granted (a [`Grant`]). [`leased_guard`](crate::raw::leased_guard)
 //! does the rest, the same way for every backend:
 //!
 //! - the validity deadline, counted from when the acquisition was sent, on a
@@ -13,7 +13,7 @@
 //! - owner-checked release, and a best-effort release from `Drop`.
 //!
 //! A grant whose validity has already run out (an acquisition that took
-//! longer than its TTL) never becomes a guard: [`LockGuard::leased`] refuses
+//! longer than its TTL) never becomes a guard: [`leased_guard`](crate::raw::leased_guard) refuses
 //! it, releases it, and the caller gets `LeaseLost`.
 
 use std::fmt;
@@ -144,7 +144,7 @@ impl LockGuard {
     /// Fails with `LeaseLost` if the grant's validity has already run out
     /// (the acquisition took longer than the TTL); the lease is then
     /// released in the background, and no guard is ever handed out.
-    pub fn leased(grant: Grant, lease: impl Lease) -> Result<LockGuard> {
+    pub(crate) fn leased(grant: Grant, lease: impl Lease) -> Result<LockGuard> {
         let lease: Arc<dyn Lease> = Arc::new(lease);
         let validity = Validity::from_sent(&grant.sent, grant.ttl);
         if !validity.is_valid() {

@@ -4,8 +4,8 @@
 //! [`LockName`]s, leases with a TTL, strictly increasing [`FencingToken`]s, a
 //! [`LostSignal`] that fires when a held lock is gone, one [`Error`] type with
 //! a precise [`ErrorKind`], declared [`Capabilities`], semaphores and
-//! read-write locks ([`LockBackend::acquire_as`], one grant rule in
-//! [`access`]), and leader election
+//! read-write locks ([`LockBackend::acquire_as`] with an [`Access`], one
+//! grant rule for all three), and leader election
 //! ([`ElectionBackend`], with string-named forms in [`ElectionBackendExt`]
 //! as [`LockBackendExt`] has for locks). It depends on no network client. Backends live in `lock-etcd`, `lock-redis`,
 //! `lock-zk` and `lock-file`; [`memory::MemoryBackend`] is a faithful
@@ -31,8 +31,8 @@
 //! # Ok(()) }
 //! ```
 
-pub mod access;
-pub mod admin;
+mod access;
+mod admin;
 mod backend;
 mod background;
 mod capabilities;
@@ -49,7 +49,7 @@ mod leader_filter;
 mod lease;
 mod lost;
 pub mod memory;
-pub mod multi;
+mod multi;
 mod name;
 mod options;
 pub mod raw;
@@ -61,7 +61,10 @@ pub mod telemetry;
 mod url_parts;
 
 pub use access::{Access, Permits};
-pub use admin::{HolderInfo, ListOptions, ListPage, ListedLock, LockStatus, Primitive};
+pub use admin::{
+    AdminCapabilities, DEFAULT_LIST_LIMIT, HolderInfo, ListOptions, ListPage, ListedLock,
+    LockStatus, Primitive, WaiterInfo, default_holder_description,
+};
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};

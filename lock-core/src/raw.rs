@@ -1,15 +1,17 @@
 //! What backend authors need, kept apart from what lock users need.
 //!
 //! A backend supplies its round trips as a [`Lease`] and builds its guards
-//! with [`LockGuard::leased`](crate::LockGuard::leased), passing the one
-//! [`Renewer`] it keeps with each [`Grant`] (or, when its lease
-//! is a session, [`LockGuard::new`](crate::LockGuard::new) with a
-//! [`Validity`] it keeps itself). The rest of this module is the machinery
+//! with [`leased_guard`], passing the one [`Renewer`] it keeps with each
+//! [`Grant`] (or, when its lease is a session, [`session_guard`] with a
+//! [`Validity`] it keeps itself). Lock users never build guards, so these
+//! constructors live here and not on [`LockGuard`]. The rest of this module is the machinery
 //! behind those: the renewal schedule, the lease clock, background work that a
 //! program can wait for, the lost-signal sender, the [`LeaderFilter`]
 //! every observe stream yields through, and the parsing helpers every
 //! backend's URL form shares.
 
+pub use crate::access::{SharedSpace, blockers, check_limit_agrees, parse_permits};
+pub use crate::admin::holder_description;
 pub use crate::background::{
     finish as finish_in_background, in_flight, spawn as spawn_background,
     spawn_on as spawn_background_on,
@@ -28,8 +30,41 @@ pub use crate::renewal::{Validity, drift_allowance};
 pub use crate::renewer::{RenewFn, RenewalTask, Renewer};
 pub use crate::settings::Settings;
 pub use crate::site::Site;
-pub use crate::telemetry::{observe_acquire, observe_renewal};
+pub use crate::telemetry::record::{count_renewal_failing, observe_acquire, observe_renewal};
 pub use crate::url_parts::{
     UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };
 pub use crate::{apply_client_settings, client_config_builders};
+
+use std::time::Duration;
+
+use crate::{FencingToken, LockGuard, LockName, LostSignal, Result};
+
+/// The guard of `grant`, kept by lock-core: validity, renewal of `lease`
+/// every TTL/3 on the grant's [`Renewer`], and the lost signal.
+///
+/// Fails with `LeaseLost` if the grant's validity has already run out (the
+/// acquisition took longer than the TTL); the lease is then released in the
+/// background, and no guard is ever handed out.
+pub fn leased_guard(grant: Grant, lease: impl Lease) -> Result<LockGuard> {
+    LockGuard::leased(grant, lease)
+}
+
+/// A guard whose lease the backend keeps itself (a session, or a lease of
+/// its own): `held` releases it, `lost` reports its end, and `validity`,
+/// when given, is the local deadline that `is_held` checks.
+pub fn session_guard(
+    name: LockName,
+    token: FencingToken,
+    key: String,
+    ttl: Duration,
+    lost: LostSignal,
+    held: Box<dyn HeldLock>,
+    validity: Option<Validity>,
+) -> LockGuard {
+    let guard = LockGuard::new(name, token, key, ttl, lost, held);
+    match validity {
+        Some(validity) => guard.with_validity(validity),
+        None => guard,
+    }
+}

@@ -75,7 +75,7 @@ fn held(renewer: &Renewer, name: &LockName, token: u64) -> LockGuard {
         SentAt::now(),
     )
     .renewed_by(renewer);
-    LockGuard::leased(grant, Free).expect("a fresh grant")
+    lock_core::raw::leased_guard(grant, Free).expect("a fresh grant")
 }
 
 #[tokio::test(flavor = "current_thread")]

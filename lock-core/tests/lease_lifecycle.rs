@@ -45,7 +45,7 @@ fn guard_on(clock: &Arc<ManualClock>, lease: &Arc<Seen>) -> LockGuard {
         TTL,
         SentAt::now_on(clock.clone()),
     );
-    LockGuard::leased(grant, Scripted(lease.clone())).expect("a fresh grant")
+    lock_core::raw::leased_guard(grant, Scripted(lease.clone())).expect("a fresh grant")
 }
 
 /// The lease clock jumps past the TTL, as it does across a suspend, while
@@ -105,7 +105,7 @@ async fn a_grant_older_than_its_ttl_is_refused_and_released() {
         TTL,
         sent,
     );
-    let err: Error = LockGuard::leased(grant, Scripted(lease.clone())).unwrap_err();
+    let err: Error = lock_core::raw::leased_guard(grant, Scripted(lease.clone())).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     assert!(lock_core::wait_for_background(Duration::from_secs(5)).await);
     assert!(
@@ -144,7 +144,7 @@ async fn a_guard_reports_failing_renewal_and_recovery() {
         TTL,
         SentAt::now_on(Arc::new(lock_core::raw::TokioClock::new())),
     );
-    let guard = LockGuard::leased(grant, Flaky(failing.clone())).expect("a fresh grant");
+    let guard = lock_core::raw::leased_guard(grant, Flaky(failing.clone())).expect("a fresh grant");
     assert_eq!(guard.health(), LockHealth::Held);
     let health = guard.health_changed(&LockHealth::Held).await;
     match &health {
@@ -171,8 +171,8 @@ async fn failing_renewal_that_never_recovers_ends_in_loss() {
         TTL,
         SentAt::now_on(Arc::new(lock_core::raw::TokioClock::new())),
     );
-    let guard =
-        LockGuard::leased(grant, Flaky(Arc::new(AtomicBool::new(true)))).expect("a fresh grant");
+    let guard = lock_core::raw::leased_guard(grant, Flaky(Arc::new(AtomicBool::new(true))))
+        .expect("a fresh grant");
     let failing = guard.health_changed(&LockHealth::Held).await;
     assert!(
         matches!(failing, LockHealth::RenewalFailing { .. }),

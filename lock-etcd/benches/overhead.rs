@@ -72,7 +72,7 @@ impl Raw {
             kv: client.kv_client(),
             key: format!("{queue}{lease:x}"),
             queue,
-            value: lock_core::admin::default_holder_description().into_bytes(),
+            value: lock_core::default_holder_description().into_bytes(),
             lease,
             rev: 0,
             keepalive,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use etcd_client::TxnOpResponse;
 use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp};
 use lock_core::{
-    Error, FencingToken, HolderInfo, LockName, LockStatus, Primitive, Result, admin::WaiterInfo,
+    Error, FencingToken, HolderInfo, LockName, LockStatus, Primitive, Result, WaiterInfo,
 };
 
 use crate::backend::Inner;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::admin::AdminCapabilities;
+use lock_core::AdminCapabilities;
 use lock_core::{
     Access, AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage,
     LockBackend, LockGuard, LockName, LockStatus, Result,
@@ -177,7 +177,7 @@ impl LockBackend for EtcdBackend {
 
     /// Joins the semaphore's or read-write lock's revision queue, its
     /// access stored with its key, and waits until the entries ahead allow
-    /// it in ([`lock_core::access::blockers`]), watching only the entries
+    /// it in ([`lock_core::raw::blockers`]), watching only the entries
     /// that rule names. The token is the key's create revision, as a
     /// lock's.
     ///

@@ -74,15 +74,15 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         notifier: notifier.clone(),
         monitor,
     };
-    LockGuard::new(
+    lock_core::raw::session_guard(
         name,
         FencingToken(u64::try_from(rev).unwrap_or(0)),
         key,
         ttl,
         notifier.signal(),
         Box::new(held),
+        Some(validity),
     )
-    .with_validity(validity)
 }
 
 /// The backend side of a held lock or leadership.

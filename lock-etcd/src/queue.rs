@@ -8,7 +8,7 @@
 //!
 //! Semaphores and read-write locks are the same queue with a different
 //! grant rule: each entry stores its access ([`crate::shared`]), and a
-//! waiter is let in once [`lock_core::access::blockers`] names none of the
+//! waiter is let in once [`lock_core::raw::blockers`] names none of the
 //! entries ahead of it.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use etcd_client::{
     Compare, CompareOp, GetOptions, GetResponse, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
     TxnOp, TxnOpResponse, TxnResponse,
 };
-use lock_core::access::{blockers, check_limit_agrees};
+use lock_core::raw::{blockers, check_limit_agrees};
 use lock_core::{Access, Error, ErrorKind, LockName, LostSignal, Result, Wait};
 use tokio::time::{Instant, sleep_until, timeout_at};
 

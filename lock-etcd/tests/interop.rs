@@ -315,7 +315,7 @@ async fn a_lock_and_an_election_of_one_name_share_a_queue() {
     // A lock's value is its holder's description, which Go never reads.
     assert_eq!(
         leader.value,
-        lock_core::admin::default_holder_description().as_bytes()
+        lock_core::default_holder_description().as_bytes()
     );
     guard.release().await.expect("release");
 }

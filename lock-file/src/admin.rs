@@ -11,7 +11,7 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use lock_core::admin::WaiterInfo;
+use lock_core::WaiterInfo;
 use lock_core::{
     Error, FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus,
     Primitive, Result,

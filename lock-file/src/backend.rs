@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::access::check_limit_agrees;
-use lock_core::admin::AdminCapabilities;
+use lock_core::AdminCapabilities;
+use lock_core::raw::check_limit_agrees;
 use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
 use lock_core::{
     Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
@@ -366,7 +366,7 @@ impl FileBackend {
         let grant = Grant::new(name.clone(), token, key, ttl, sent)
             .with_notifier(notifier)
             .renewed_by(&self.renewer);
-        LockGuard::leased(grant, lease)
+        lock_core::raw::leased_guard(grant, lease)
     }
 }
 

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lock_core::LockName;
-use lock_core::access::{Access, SharedSpace};
+use lock_core::{Access, raw::SharedSpace};
 
 use crate::case::Case;
 

@@ -9,7 +9,8 @@
 //! waiting writer waits for it.
 
 use lock_core::Access;
-use lock_core::access::{Permits, blockers};
+use lock_core::Permits;
+use lock_core::raw::blockers;
 use serde::{Deserialize, Serialize};
 
 use std::io;
@@ -146,7 +147,7 @@ impl SharedRecord {
 }
 
 /// The limit of a permit ahead that differs from `access`'s, if any: what
-/// [`check_limit_agrees`](lock_core::access::check_limit_agrees) refuses.
+/// [`check_limit_agrees`](lock_core::raw::check_limit_agrees) refuses.
 fn disagreeing_limit(access: Access, ahead: &[Access]) -> Option<Permits> {
     let Access::Permit(mine) = access else {
         return None;

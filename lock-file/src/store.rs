@@ -11,7 +11,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 
 use lock_core::Access;
-use lock_core::access::Permits;
+use lock_core::Permits;
 use serde::Serialize;
 
 use crate::clock::{self, Now};

@@ -92,13 +92,14 @@ impl LockBackend for NaiveBackend {
                     owner,
                     notifier: notifier.clone(),
                 };
-                return Ok(LockGuard::new(
+                return Ok(lock_core::raw::session_guard(
                     name.clone(),
                     FencingToken(token),
                     key,
                     ttl,
                     notifier.signal(),
                     Box::new(held),
+                    None,
                 ));
             }
             match (options.wait, deadline) {

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use futures::future::join_all;
-use lock_core::admin::WaiterInfo;
+use lock_core::WaiterInfo;
 use lock_core::{
     Error, FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus,
     Result,

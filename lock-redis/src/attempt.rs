@@ -1,7 +1,7 @@
 //! One run of the acquire script on one server: the lock's (locks and
 //! elections) or the shared primitives' (semaphores and read-write locks).
 
-use lock_core::access::check_limit_agrees;
+use lock_core::raw::check_limit_agrees;
 use lock_core::{Access, Error, LockName, Result};
 
 use crate::node::Node;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::admin::AdminCapabilities;
+use lock_core::AdminCapabilities;
 use lock_core::{
     Access, AcquireOptions, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
     LeaderInfo, LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName,

@@ -40,7 +40,7 @@ pub(crate) fn guard(
         ttl: request.ttl,
         version: AtomicU64::new(0),
     };
-    LockGuard::leased(grant, lease)
+    lock_core::raw::leased_guard(grant, lease)
 }
 
 /// The Redis side of a held lock or leadership.

@@ -29,7 +29,7 @@
 //! Channels are not scoped by database in Redis, so their names carry the
 //! database number.
 
-use lock_core::access::SharedSpace;
+use lock_core::raw::SharedSpace;
 use lock_core::{Access, LockName, Primitive};
 
 /// Locks, elections, semaphores and read-write locks live in separate key

@@ -9,8 +9,7 @@
 
 pub mod assert;
 pub mod conformance;
-#[cfg(feature = "fault-matrix")]
-pub mod fault_matrix;
+pub mod fixtures;
 pub mod overhead;
 pub mod peer;
 pub mod proxy;

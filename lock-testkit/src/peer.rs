@@ -76,13 +76,14 @@ impl<P: PeerLock> LockBackend for PeerBackend<P> {
         let notifier = LossNotifier::new();
         let lost = notifier.signal();
         let held = Box::new(PeerHeld::<P> { grant, notifier });
-        Ok(LockGuard::new(
+        Ok(lock_core::raw::session_guard(
             name.clone(),
             FencingToken(token),
             key,
             self.ttl,
             lost,
             held,
+            None,
         ))
     }
 }

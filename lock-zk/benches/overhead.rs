@@ -64,7 +64,7 @@ impl Raw {
         Raw {
             client,
             dir: format!("/bench-raw/locks/{NAME}"),
-            data: lock_core::admin::default_holder_description().into_bytes(),
+            data: lock_core::default_holder_description().into_bytes(),
             path: String::new(),
         }
     }

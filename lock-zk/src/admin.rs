@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lock_core::admin::WaiterInfo;
+use lock_core::WaiterInfo;
 use lock_core::{
     ErrorKind, FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus,
     Primitive, Result,

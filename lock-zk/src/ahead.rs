@@ -1,5 +1,5 @@
 //! The entries queued ahead of our node, and the one grant rule over them
-//! ([`lock_core::access::blockers`]) for every kind of queue: a mutex or an
+//! ([`lock_core::raw::blockers`]) for every kind of queue: a mutex or an
 //! election (every entry exclusive), a semaphore, a read-write lock.
 //!
 //! The view is read from a listing and then shrinks as watched entries go:
@@ -13,8 +13,9 @@
 use std::collections::HashMap;
 
 use futures::future::try_join_all;
-use lock_core::access::{Permits, blockers, check_limit_agrees, parse_permits};
+use lock_core::Permits;
 use lock_core::raw::Site;
+use lock_core::raw::{blockers, check_limit_agrees, parse_permits};
 use lock_core::{Access, ErrorKind, LockName, Result};
 
 use crate::deadline::Deadline;

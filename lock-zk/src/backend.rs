@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::admin::AdminCapabilities;
+use lock_core::AdminCapabilities;
 use lock_core::raw::Validity;
 use lock_core::{
     Access, AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, HolderInfo,
@@ -311,15 +311,15 @@ impl ZkBackend {
             watcher: Some(watcher),
             duplicates: head.duplicates,
         };
-        Ok(LockGuard::new(
+        Ok(lock_core::raw::session_guard(
             ask.name.clone(),
             FencingToken(token),
             head.path,
             ttl,
             notifier.signal(),
             Box::new(held),
-        )
-        .with_validity(validity))
+            Some(validity),
+        ))
     }
 }
 

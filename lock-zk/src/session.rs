@@ -277,7 +277,7 @@ impl Session {
     pub(crate) fn sync_failed(&self, why: &str) {
         for hold in self.lock_holds().values() {
             if hold.notifier.renewal_failing(why) {
-                lock_core::telemetry::count_renewal_failing(crate::errors::BACKEND);
+                lock_core::raw::count_renewal_failing(crate::errors::BACKEND);
             }
         }
     }

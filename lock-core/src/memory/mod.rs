@@ -3,7 +3,7 @@
 //! All clones of a [`MemoryBackend`] share one lock table, as clients of one
 //! server would. Leases expire on Tokio's clock, so tests can run with paused
 //! time. It is FIFO, supports election, semaphores and read-write locks (one
-//! FIFO queue per name, granted by [`blockers`](crate::access::blockers)),
+//! FIFO queue per name, granted by [`blockers`](crate::raw::blockers)),
 //! and its tokens are process-local.
 //!
 //! It reports everything an operator asks for: [`inspect`](LockBackend::inspect)

@@ -53,5 +53,5 @@ pub use member::Member;
 pub use redis::{RedisOptions, RedisServer, RedisServers};
 pub use redis_cluster::{RedisCluster, RedisClusterNode, RedisClusterOptions};
 pub use resp::RespReply;
-pub(crate) use workdir::temp_dir;
+pub use workdir::temp_dir;
 pub use zk::{ZkEnsemble, ZkMember, ZkOptions};

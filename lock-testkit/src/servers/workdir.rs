@@ -7,7 +7,7 @@ use super::LaunchError;
 
 /// A fresh directory named `prefix…` under the system's temp dir; `what`
 /// names what it is for in the error.
-pub(crate) fn temp_dir(prefix: &str, what: &str) -> Result<TempDir, LaunchError> {
+pub fn temp_dir(prefix: &str, what: &str) -> Result<TempDir, LaunchError> {
     tempfile::Builder::new()
         .prefix(prefix)
         .tempdir()

@@ -18,7 +18,7 @@ use super::faults::Fault;
 use super::inject::Target;
 use super::resource::CheckingResource;
 use super::row::{Row, Service};
-use crate::proxy::FaultProxy;
+use lock_testkit::proxy::FaultProxy;
 
 /// How long the clients have to start and get going.
 const WARM_UP: Duration = Duration::from_secs(30);

@@ -1,4 +1,4 @@
-//! Shared by the root integration tests: running the `distlock` binary and
+//! Shared by the CLI's integration tests: running the `distlock` binary and
 //! starting the backends under test on real servers.
 //!
 //! A server binary that is missing makes the test fail with a message that
@@ -7,7 +7,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::any::Any;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -28,52 +27,11 @@ pub const NOT_ACQUIRED: i32 = 75;
 pub const LOST: i32 = 76;
 pub const NOT_FOUND: i32 = 127;
 
-/// A backend under test: its URL, and whatever keeps its servers alive.
-pub struct Fixture {
-    pub url: String,
-    _keep: Box<dyn Any + Send + Sync>,
-}
-
-impl Fixture {
-    pub fn new(url: String, keep: impl Any + Send + Sync) -> Self {
-        Fixture {
-            url,
-            _keep: Box::new(keep),
-        }
-    }
-}
-
-/// A fresh lock directory for the file backend.
-pub fn file_fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("file://{}", dir.path().display());
-    Fixture::new(url, dir)
-}
-
-#[cfg(feature = "etcd")]
-pub async fn etcd_fixture() -> Fixture {
-    let cluster = lock_testkit::assert::started(lock_testkit::servers::EtcdCluster::start(1)).await;
-    Fixture::new(format!("etcd://{}", cluster.endpoints().join(",")), cluster)
-}
-
-#[cfg(feature = "redis")]
-pub async fn redis_fixture() -> Fixture {
-    let server = lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
-    Fixture::new(server.url(), server)
-}
-
-#[cfg(feature = "redis")]
-pub async fn redlock_fixture() -> Fixture {
-    let servers =
-        lock_testkit::assert::started(lock_testkit::servers::RedisServers::start(3)).await;
-    Fixture::new(format!("redlock://{}", servers.addrs().join(",")), servers)
-}
-
-#[cfg(feature = "zk")]
-pub async fn zk_fixture() -> Fixture {
-    let ensemble = lock_testkit::assert::started(lock_testkit::servers::ZkEnsemble::start(1)).await;
-    Fixture::new(format!("zk://{}", ensemble.connect_string()), ensemble)
-}
+#[allow(unused_imports)] // Not every test file uses every backend.
+pub use lock_testkit::fixtures::{
+    Fixture, etcd as etcd_fixture, file as file_fixture, redis as redis_fixture,
+    redlock as redlock_fixture, zk as zk_fixture,
+};
 
 /// A `distlock` command with a clean environment (no `DISTLOCK_*` from the
 /// developer's shell) and the given URL.

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use lock_testkit::fault_matrix::{Cell, Fault, Plan, Row, run_row};
+use fault_matrix::{Cell, Fault, Plan, Row, run_row};
 
 fn plan() -> Plan {
     Plan::quick(PathBuf::from(env!("CARGO_BIN_EXE_fault-matrix-client")))

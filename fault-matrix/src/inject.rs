@@ -14,8 +14,8 @@ use super::failover::{Failover, FailoverError};
 use super::faults::Fault;
 use super::resource::CheckingResource;
 use super::row::Service;
-use crate::proxy::FaultProxy;
-use crate::servers::RedisCluster;
+use lock_testkit::proxy::FaultProxy;
+use lock_testkit::servers::RedisCluster;
 
 /// How long the runner tries to catch a client inside its section.
 const CATCH_TIMEOUT: Duration = Duration::from_secs(15);

@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tempfile::TempDir;
 
-use crate::proxy::FaultProxy;
-use crate::servers::{
+use lock_testkit::proxy::FaultProxy;
+use lock_testkit::servers::{
     EtcdCluster, EtcdOptions, LaunchError, Member, RedisCluster, RedisServer, RedisServers,
     ZkEnsemble, ZkOptions, temp_dir,
 };

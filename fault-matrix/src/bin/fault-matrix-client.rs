@@ -9,9 +9,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lock_testkit::fault_matrix::Contended;
-use lock_testkit::fault_matrix::client::{ClientArgs, run};
-use lock_testkit::fault_matrix::usage::args_or_exit;
+use fault_matrix::Contended;
+use fault_matrix::client::{ClientArgs, run};
+use fault_matrix::usage::args_or_exit;
 
 fn parse() -> Result<ClientArgs, String> {
     let mut args = std::env::args().skip(1);

@@ -418,7 +418,7 @@ fn holder_label(config: &Config, command: &[std::ffi::OsString]) -> String {
     }
     format!(
         "distlock run {shown}@{}",
-        lock_core::admin::default_holder_description()
+        distlock::default_holder_description()
     )
 }
 

@@ -6,8 +6,8 @@ use distlock::{AcquireOptions, Candidacy, ElectionBackend, LockName};
 use futures::StreamExt;
 
 use crate::cli::{ElectArgs, TargetArgs};
+use crate::commands::run::{check_ttl_arg, connect_with_ttl, give_up, stop_signals};
 use crate::exit::{Failure, INTERRUPTED, LOST, TERMINATED, UNAVAILABLE};
-use crate::run::{check_ttl_arg, connect_with_ttl, give_up, stop_signals};
 use crate::{target, waiting};
 
 pub(crate) async fn elect(args: ElectArgs, target: &TargetArgs) -> Result<u8, Failure> {

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
+use distlock::{HolderInfo, LockStatus, Primitive};
 use distlock::{LockBackend, LockName, human_duration};
-use lock_core::{HolderInfo, LockStatus, Primitive};
 use serde_json::{Value, json};
 
 use crate::cli::{StatusArgs, TargetArgs};
@@ -118,8 +118,8 @@ fn to_text(status: &LockStatus, url: &str, lease: Lease, now: SystemTime) -> Str
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use lock_core::FencingToken;
-    use lock_core::admin::WaiterInfo;
+    use distlock::FencingToken;
+    use distlock::WaiterInfo;
 
     use super::*;
 

@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use lock_testkit::fault_matrix::report::{self, Document};
-use lock_testkit::fault_matrix::usage::args_or_exit;
-use lock_testkit::fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
+use fault_matrix::report::{self, Document};
+use fault_matrix::usage::args_or_exit;
+use fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -207,8 +207,8 @@ async fn main() -> ExitCode {
     };
     if !client_bin.exists() {
         eprintln!(
-            "fault-matrix: {} is missing; build both binaries (cargo build -p lock-testkit \
-             --features fault-matrix --bins)",
+            "fault-matrix: {} is missing; build both binaries (cargo build -p fault-matrix \
+             --bins)",
             client_bin.display()
         );
         return ExitCode::FAILURE;

@@ -2,8 +2,6 @@
 //! lock's queue before it exits, on every backend, so the next waiter is not
 //! held up behind a process that is gone.
 
-#![cfg(feature = "cli")]
-
 mod support;
 
 use std::time::Duration;

@@ -2,16 +2,11 @@
 //! operate locks (status, ls, break) and compare backends, from the shell.
 //! See `distlock --help`.
 
-mod bench;
-mod breaking;
 mod child;
 mod cli;
+mod commands;
 mod defaults;
-mod elect;
 mod exit;
-mod listing;
-mod run;
-mod status;
 mod target;
 mod timestamp;
 mod waiting;
@@ -23,6 +18,7 @@ use clap::Parser;
 use clap::error::ErrorKind as ClapErrorKind;
 
 use cli::{Cli, Command};
+use commands::{bench, breaking, elect, ls, run, status};
 use exit::Failure;
 
 fn main() -> ExitCode {
@@ -69,7 +65,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Elect(args) => elect::elect(args, &cli.target).await,
         Command::Bench(args) => bench::bench(args, &cli.target).await,
         Command::Status(args) => status::status(args, &cli.target).await,
-        Command::Ls(args) => listing::ls(args, &cli.target).await,
+        Command::Ls(args) => ls::ls(args, &cli.target).await,
         Command::Break(args) => breaking::break_lock(args, &cli.target).await,
     }
 }

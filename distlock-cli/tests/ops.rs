@@ -2,8 +2,6 @@
 //! `distlock run` processes: the holder's label, the exit codes, and a
 //! break that ends the other process's run with 76 and a higher next token.
 
-#![cfg(feature = "cli")]
-
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `distlock ls [PREFIX] [--json]`: the locks and elections in use.
 
+use distlock::ListedLock;
 use distlock::LockBackendExt as _;
-use lock_core::ListedLock;
 use serde_json::json;
 
 use crate::cli::{LsArgs, TargetArgs};
