@@ -90,6 +90,15 @@ impl EtcdBackend {
         })
     }
 
+    /// Connects to the backend a `etcd://` URL names, with the URL's options.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(url: &str) -> Result<Self> {
+        Self::connect(EtcdConfig::from_url(url)?).await
+    }
+
     /// The configuration this backend was connected with.
     pub fn config(&self) -> &EtcdConfig {
         &self.inner.config

@@ -111,6 +111,15 @@ impl FileBackend {
         })
     }
 
+    /// Connects to the backend a `file://` URL names, with the URL's options.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(url: &str) -> Result<Self> {
+        Self::connect(FileConfig::from_url(url)?).await
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &FileConfig {
         &self.config

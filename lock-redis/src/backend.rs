@@ -18,14 +18,7 @@ use crate::cluster_config::RedisClusterConfig;
 use crate::config::{RedisConfig, RedlockConfig};
 use crate::election;
 use crate::keys::Space;
-use crate::servers::Servers;
-
-/// Backend name in capabilities and messages.
-const REDIS: &str = "redis";
-/// Backend name of the quorum mode.
-const REDLOCK: &str = "redlock";
-/// Backend name of a Redis Cluster.
-const REDIS_CLUSTER: &str = "redis-cluster";
+use crate::servers::{Mode, Servers};
 
 fn capabilities(servers: &Servers) -> Capabilities {
     // Tokens are best effort: they come from a counter in Redis memory. The
@@ -36,12 +29,12 @@ fn capabilities(servers: &Servers) -> Capabilities {
     // live on one master, with one queue, as on a single server.
     Capabilities::new(servers.backend, FencingStrength::BestEffort)
         // The wait queue only exists on a single server; Redlock waiters race.
-        .with_fifo(servers.nodes.len() == 1)
+        .with_fifo(servers.mode.is_one_node())
         .with_election(true)
         // Semaphores and read-write locks need the one queue and holder set
         // a single server keeps; see the crate docs for why Redlock has
         // none, even over one server (`RedlockBackend` refuses them).
-        .with_shared(servers.backend != REDLOCK, servers.backend != REDLOCK)
+        .with_shared(servers.mode.is_one_node(), servers.mode.is_one_node())
         .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
         // Every grant stores its holder record (description, token, grant
         // time by the server clock) beside the owner key, and waiters their
@@ -56,6 +49,7 @@ fn capabilities(servers: &Servers) -> Capabilities {
 #[derive(Clone)]
 pub struct RedisBackend {
     servers: Arc<Servers>,
+    config: Arc<RedisConfig>,
 }
 
 impl RedisBackend {
@@ -70,9 +64,16 @@ impl RedisBackend {
     ///
     /// Cancel safe: dropping the future closes whatever was opened.
     pub async fn connect(config: RedisConfig) -> Result<Self> {
-        let servers =
-            Servers::connect(REDIS, std::slice::from_ref(&config.server), &config.common).await?;
-        Ok(RedisBackend { servers })
+        let servers = Servers::connect(
+            Mode::Single,
+            std::slice::from_ref(&config.server),
+            &config.common,
+        )
+        .await?;
+        Ok(RedisBackend {
+            servers,
+            config: Arc::new(config),
+        })
     }
 
     /// Connects to the server of a `redis://` or `rediss://` URL.
@@ -82,6 +83,11 @@ impl RedisBackend {
     /// As [`connect`](Self::connect).
     pub async fn connect_url(url: &str) -> Result<Self> {
         Self::connect(RedisConfig::from_url(url)?).await
+    }
+
+    /// The configuration this backend was connected with.
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
     }
 }
 
@@ -94,6 +100,7 @@ impl RedisBackend {
 #[derive(Clone)]
 pub struct RedisClusterBackend {
     servers: Arc<Servers>,
+    config: Arc<RedisClusterConfig>,
 }
 
 impl RedisClusterBackend {
@@ -109,9 +116,11 @@ impl RedisClusterBackend {
     /// Cancel safe: dropping the future closes whatever was opened.
     pub async fn connect(config: RedisClusterConfig) -> Result<Self> {
         config.validate()?;
-        let servers =
-            Servers::connect_cluster(REDIS_CLUSTER, &config.nodes, &config.common).await?;
-        Ok(RedisClusterBackend { servers })
+        let servers = Servers::connect_cluster(&config.nodes, &config.common).await?;
+        Ok(RedisClusterBackend {
+            servers,
+            config: Arc::new(config),
+        })
     }
 
     /// Connects to the cluster of a `redis+cluster://` or
@@ -123,6 +132,11 @@ impl RedisClusterBackend {
     pub async fn connect_url(url: &str) -> Result<Self> {
         Self::connect(RedisClusterConfig::from_url(url)?).await
     }
+
+    /// The configuration this backend was connected with.
+    pub fn config(&self) -> &RedisClusterConfig {
+        &self.config
+    }
 }
 
 /// A lock service on a majority of N independent Redis servers
@@ -133,6 +147,7 @@ impl RedisClusterBackend {
 #[derive(Clone)]
 pub struct RedlockBackend {
     servers: Arc<Servers>,
+    config: Arc<RedlockConfig>,
 }
 
 impl RedlockBackend {
@@ -147,8 +162,11 @@ impl RedlockBackend {
     /// Cancel safe: dropping the future closes whatever was opened.
     pub async fn connect(config: RedlockConfig) -> Result<Self> {
         config.validate()?;
-        let servers = Servers::connect(REDLOCK, &config.servers, &config.common).await?;
-        Ok(RedlockBackend { servers })
+        let servers = Servers::connect(Mode::Redlock, &config.servers, &config.common).await?;
+        Ok(RedlockBackend {
+            servers,
+            config: Arc::new(config),
+        })
     }
 
     /// Connects to the servers of a `redlock://` URL.
@@ -158,6 +176,11 @@ impl RedlockBackend {
     /// As [`connect`](Self::connect).
     pub async fn connect_url(url: &str) -> Result<Self> {
         Self::connect(RedlockConfig::from_url(url)?).await
+    }
+
+    /// The configuration this backend was connected with.
+    pub fn config(&self) -> &RedlockConfig {
+        &self.config
     }
 
     /// Servers that must grant a lock.

@@ -77,9 +77,42 @@ impl Request<'_> {
     }
 }
 
+/// Which backend a [`Servers`] serves. The mode, not the number of
+/// servers, decides the algorithm: a Redlock over one server is still a
+/// Redlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One server (`redis://`): each lock on it, with a FIFO wait queue.
+    Single,
+    /// A Redis Cluster (`redis+cluster://`): each lock on its slot's master,
+    /// as on one server.
+    Cluster,
+    /// A majority of independent servers (`redlock://`); waiters race.
+    Redlock,
+}
+
+impl Mode {
+    /// The backend's name in capabilities and messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Single => "redis",
+            Mode::Cluster => "redis-cluster",
+            Mode::Redlock => "redlock",
+        }
+    }
+
+    /// Whether each lock lives on one node, which keeps its wait queue and
+    /// holder set: what FIFO waiting, semaphores and read-write locks need.
+    pub(crate) fn is_one_node(self) -> bool {
+        self != Mode::Redlock
+    }
+}
+
 /// The servers of one backend instance.
 #[derive(Debug)]
 pub(crate) struct Servers {
+    pub(crate) mode: Mode,
+    /// `mode`'s name, for messages.
     pub(crate) backend: &'static str,
     pub(crate) nodes: Vec<Node>,
     pub(crate) quorum: usize,
@@ -99,11 +132,12 @@ impl Servers {
     /// Connects to every server and checks that a quorum is reachable and
     /// accepts our credentials, within the connect timeout.
     pub(crate) async fn connect(
-        backend: &'static str,
+        mode: Mode,
         addrs: &[ServerAddr],
         common: &CommonConfig,
     ) -> Result<Arc<Servers>> {
-        Self::connect_nodes(backend, common, |channel| {
+        let backend = mode.name();
+        Self::connect_nodes(mode, common, |channel| {
             addrs
                 .iter()
                 .map(|addr| Node::new(backend, At::Server(addr), common, channel.to_owned()))
@@ -115,12 +149,16 @@ impl Servers {
     /// Connects to a Redis Cluster through its `seeds`: one node, as a
     /// single server is, whose commands the cluster client routes.
     pub(crate) async fn connect_cluster(
-        backend: &'static str,
         seeds: &[ServerAddr],
         common: &CommonConfig,
     ) -> Result<Arc<Servers>> {
-        Self::connect_nodes(backend, common, |channel| {
-            let node = Node::new(backend, At::Cluster(seeds), common, channel.to_owned())?;
+        Self::connect_nodes(Mode::Cluster, common, |channel| {
+            let node = Node::new(
+                Mode::Cluster.name(),
+                At::Cluster(seeds),
+                common,
+                channel.to_owned(),
+            )?;
             Ok(vec![node])
         })
         .await
@@ -129,7 +167,7 @@ impl Servers {
     /// Connects to the nodes `make` sets up for the instance's wake-up
     /// channel, as [`connect`](Self::connect).
     async fn connect_nodes(
-        backend: &'static str,
+        mode: Mode,
         common: &CommonConfig,
         make: impl FnOnce(&str) -> Result<Vec<Node>>,
     ) -> Result<Arc<Servers>> {
@@ -138,7 +176,8 @@ impl Servers {
         let keys = KeySpace::new(&common.prefix, common.db);
         let nodes = make(&format!("{}{}", keys.wake_prefix(), instance))?;
         let servers = Servers {
-            backend,
+            mode,
+            backend: mode.name(),
             quorum: nodes.len() / 2 + 1,
             nodes,
             keys,
@@ -164,7 +203,7 @@ impl Servers {
             return Err(servers.short_of_quorum("connecting", answered, failures));
         }
         for failure in &failures {
-            tracing::warn!(backend, error = %failure, "server unreachable at connect; carrying on with a quorum");
+            tracing::warn!(backend = servers.backend, error = %failure, "server unreachable at connect; carrying on with a quorum");
         }
         Ok(Arc::new(servers))
     }
@@ -207,7 +246,7 @@ impl Servers {
             about: options.holder_description(self.holder.as_deref()),
         };
         let acquisition = async {
-            let granted = if self.nodes.len() == 1 {
+            let granted = if self.mode.is_one_node() {
                 fair_queue::acquire(self, &request).await?
             } else {
                 redlock::acquire(self, &request).await?
@@ -367,7 +406,7 @@ impl Servers {
         answered: usize,
         mut errors: Vec<Error>,
     ) -> Error {
-        if self.nodes.len() == 1 && !errors.is_empty() {
+        if self.mode.is_one_node() && !errors.is_empty() {
             return errors.remove(0);
         }
         no_quorum(

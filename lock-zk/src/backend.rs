@@ -79,6 +79,15 @@ impl ZkBackend {
         })
     }
 
+    /// Connects to the backend a `zk://` URL names, with the URL's options.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(url: &str) -> Result<Self> {
+        Self::connect(ZkConfig::from_url(url)?).await
+    }
+
     /// The config this backend was built from.
     pub fn config(&self) -> &ZkConfig {
         &self.inner.config

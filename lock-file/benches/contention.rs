@@ -1,7 +1,7 @@
 //! Contention benchmark: the file backend against the in-memory backend
 //! (the baseline, measured in the same run) with the lock-testkit workload.
 //!
-//! Run with `cargo bench -p lock-file --bench file`. Set `BENCH_SECS` to
+//! Run with `cargo bench -p lock-file --bench contention`. Set `BENCH_SECS` to
 //! change the duration of each run (default 5).
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Handoff benchmark: our revision-queue lock against etcd's server-side
 //! Lock RPC, on the same single-member etcd in the same run.
 //!
-//! Run with `cargo bench -p lock-etcd --bench handoff`. `BENCH_SECS` sets
+//! Run with `cargo bench -p lock-etcd --bench contention`. `BENCH_SECS` sets
 //! the length of each run (default 4 s). The peer is `etcd-client`'s
 //! `lock()`/`unlock()`, each client with its own lease (kept alive in the
 //! background), run as a `LockBackend` by `lock_testkit::peer` so the same
