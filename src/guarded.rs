@@ -163,9 +163,9 @@ impl Backend {
         let owner = owner.into();
         match self.native() {
             #[cfg(feature = "etcd")]
-            Native::Etcd(etcd) => etcd_impl::put(etcd, owner, key, value.into()).await,
+            Native::Etcd(etcd) => etcd.guarded_put(owner.guard(), key, value).await,
             #[cfg(feature = "zk")]
-            Native::Zk(zk) => zk_impl::put(zk, owner, key, value.into()).await,
+            Native::Zk(zk) => zk.guarded_put(owner.guard(), key, value).await,
             #[cfg(feature = "redis")]
             Native::Redis(redis) => redis.guarded_put(owner.guard(), key, value.into()).await,
             #[cfg(feature = "redis")]
@@ -194,9 +194,9 @@ impl Backend {
         let owner = owner.into();
         match self.native() {
             #[cfg(feature = "etcd")]
-            Native::Etcd(etcd) => etcd_impl::delete(etcd, owner, key).await,
+            Native::Etcd(etcd) => etcd.guarded_delete(owner.guard(), key).await,
             #[cfg(feature = "zk")]
-            Native::Zk(zk) => zk_impl::delete(zk, owner, key).await,
+            Native::Zk(zk) => zk.guarded_delete(owner.guard(), key).await,
             #[cfg(feature = "redis")]
             Native::Redis(redis) => redis.guarded_delete(owner.guard(), key).await,
             #[cfg(feature = "redis")]
@@ -224,9 +224,9 @@ impl Backend {
         let owner = owner.into();
         match self.native() {
             #[cfg(feature = "etcd")]
-            Native::Etcd(etcd) => etcd_impl::is_owner(etcd, owner).await,
+            Native::Etcd(etcd) => etcd.is_owner(owner.guard()).await,
             #[cfg(feature = "zk")]
-            Native::Zk(zk) => zk_impl::is_owner(zk, owner).await,
+            Native::Zk(zk) => zk.is_owner(owner.guard()).await,
             #[cfg(feature = "redis")]
             Native::Redis(redis) => redis.is_owner(owner.guard()).await,
             #[cfg(feature = "redis")]
@@ -251,193 +251,5 @@ impl Backend {
             self.description()
         ))
         .with_site(backend, operation.to_owned())
-    }
-}
-
-#[cfg(feature = "etcd")]
-mod etcd_impl {
-    use lock_core::{Error, Result};
-    use lock_etcd::EtcdBackend;
-    use lock_etcd::etcd_client::{self, Txn, TxnOp};
-
-    use super::Owner;
-
-    fn revision(owner: &Owner<'_>) -> i64 {
-        i64::try_from(owner.token().get()).unwrap_or(i64::MAX)
-    }
-
-    fn failed(action: &str, owner: &Owner<'_>, e: etcd_client::Error, in_doubt: bool) -> Error {
-        let doubt = if in_doubt {
-            "; the write may or may not have committed"
-        } else {
-            ""
-        };
-        Error::unavailable(format!("{action} under {}: {e}{doubt}", owner.describe()))
-            .with_site("etcd", action.to_owned())
-            .with_source(e)
-    }
-
-    fn timed_out(action: &str, owner: &Owner<'_>, in_doubt: bool) -> Error {
-        let doubt = if in_doubt {
-            "; the write may or may not have committed"
-        } else {
-            ""
-        };
-        Error::timeout(format!(
-            "{action} under {}: no reply in time{doubt}",
-            owner.describe()
-        ))
-        .with_site("etcd", action.to_owned())
-    }
-
-    pub(super) async fn put(
-        etcd: &EtcdBackend,
-        owner: Owner<'_>,
-        key: &str,
-        value: Vec<u8>,
-    ) -> Result<()> {
-        const ACTION: &str = "guarded_put";
-        if !owner.is_held() {
-            return Err(lost(&owner, key));
-        }
-        let txn = Txn::new()
-            .when([lock_etcd::is_owner(owner.key(), revision(&owner))])
-            .and_then([TxnOp::put(key, value, None)]);
-        let mut kv = etcd.client().kv_client();
-        let reply = tokio::time::timeout(etcd.config().request_timeout, kv.txn(txn)).await;
-        match reply {
-            Err(_) => Err(timed_out(ACTION, &owner, true)),
-            Ok(Err(e)) => Err(failed(ACTION, &owner, e, true)),
-            Ok(Ok(reply)) if reply.succeeded() => Ok(()),
-            Ok(Ok(_)) => Err(lost(&owner, key)),
-        }
-    }
-
-    pub(super) async fn delete(etcd: &EtcdBackend, owner: Owner<'_>, key: &str) -> Result<bool> {
-        const ACTION: &str = "guarded_delete";
-        if !owner.is_held() {
-            return Err(lost(&owner, key));
-        }
-        let txn = Txn::new()
-            .when([lock_etcd::is_owner(owner.key(), revision(&owner))])
-            .and_then([TxnOp::delete(key, None)]);
-        let mut kv = etcd.client().kv_client();
-        let reply = tokio::time::timeout(etcd.config().request_timeout, kv.txn(txn)).await;
-        match reply {
-            Err(_) => Err(timed_out(ACTION, &owner, true)),
-            Ok(Err(e)) => Err(failed(ACTION, &owner, e, true)),
-            Ok(Ok(reply)) if reply.succeeded() => Ok(reply.op_responses().iter().any(|op| {
-                matches!(op, etcd_client::TxnOpResponse::Delete(deleted) if deleted.deleted() > 0)
-            })),
-            Ok(Ok(_)) => Err(lost(&owner, key)),
-        }
-    }
-
-    fn lost(owner: &Owner<'_>, key: &str) -> Error {
-        Error::lease_lost(format!(
-            "guarded write of {key}: {} is no longer held; nothing was written",
-            owner.describe()
-        ))
-        .with_site("etcd", "guarded write")
-    }
-
-    pub(super) async fn is_owner(etcd: &EtcdBackend, owner: Owner<'_>) -> Result<bool> {
-        const ACTION: &str = "is_owner";
-        let mut client = etcd.client();
-        let reply =
-            tokio::time::timeout(etcd.config().request_timeout, client.get(owner.key(), None))
-                .await;
-        match reply {
-            Err(_) => Err(timed_out(ACTION, &owner, false)),
-            Ok(Err(e)) => Err(failed(ACTION, &owner, e, false)),
-            Ok(Ok(reply)) => Ok(reply
-                .kvs()
-                .first()
-                .is_some_and(|kv| kv.create_revision() == revision(&owner))),
-        }
-    }
-}
-
-#[cfg(feature = "zk")]
-mod zk_impl {
-    use lock_core::{Error, ErrorKind, Result};
-    use lock_zk::ZkBackend;
-
-    use super::Owner;
-
-    fn write<'g>(zk: &ZkBackend, owner: Owner<'g>) -> lock_zk::GuardedWrite<'g> {
-        match owner {
-            Owner::Lock(guard) => zk.guarded_write(guard),
-            Owner::Leader(leadership) => zk.guarded_write_as_leader(leadership),
-        }
-    }
-
-    /// Sets the node's data if it exists, else creates it; if another
-    /// writer created or deleted it in between, tries the other way once.
-    pub(super) async fn put(
-        zk: &ZkBackend,
-        owner: Owner<'_>,
-        path: &str,
-        value: Vec<u8>,
-    ) -> Result<()> {
-        let mut exists = stat(zk, &owner, path, "guarded_put").await?.is_some();
-        for attempt in 0..2 {
-            let guarded = if exists {
-                write(zk, owner).set_data(path, value.clone(), None)
-            } else {
-                write(zk, owner).create(path, value.clone())
-            };
-            match guarded.commit().await {
-                Ok(_) => return Ok(()),
-                Err(e) if attempt == 0 && e.kind() == ErrorKind::Backend => exists = !exists,
-                Err(e) => return Err(e),
-            }
-        }
-        unreachable!("the second attempt returns")
-    }
-
-    /// Deletes the node if it exists; either way only while the lock is
-    /// held (a missing node commits the lock check alone). If another
-    /// writer created or deleted it in between, tries the other way once.
-    pub(super) async fn delete(zk: &ZkBackend, owner: Owner<'_>, path: &str) -> Result<bool> {
-        let mut exists = stat(zk, &owner, path, "guarded_delete").await?.is_some();
-        for attempt in 0..2 {
-            let guarded = if exists {
-                write(zk, owner).delete(path, None)
-            } else {
-                write(zk, owner)
-            };
-            match guarded.commit().await {
-                Ok(_) => return Ok(exists),
-                Err(e) if attempt == 0 && e.kind() == ErrorKind::Backend => exists = !exists,
-                Err(e) => return Err(e),
-            }
-        }
-        unreachable!("the second attempt returns")
-    }
-
-    pub(super) async fn is_owner(zk: &ZkBackend, owner: Owner<'_>) -> Result<bool> {
-        let stat = stat(zk, &owner, owner.key(), "is_owner").await?;
-        Ok(stat.is_some_and(|s| s.ephemeral_owner != 0))
-    }
-
-    async fn stat(
-        zk: &ZkBackend,
-        owner: &Owner<'_>,
-        path: &str,
-        action: &str,
-    ) -> Result<Option<lock_zk::zk::Stat>> {
-        let client = zk.client();
-        let reply =
-            tokio::time::timeout(zk.config().request_timeout, client.check_stat(path)).await;
-        let context = || format!("{action} under {}: reading {path}", owner.describe());
-        match reply {
-            Err(_) => Err(Error::timeout(format!("{}: no reply in time", context()))
-                .with_site("zk", action.to_owned())),
-            Ok(Err(e)) => Err(Error::unavailable(format!("{}: {e}", context()))
-                .with_site("zk", action.to_owned())
-                .with_source(e)),
-            Ok(Ok(stat)) => Ok(stat),
-        }
     }
 }
