@@ -15,7 +15,7 @@ use super::{Stale, TokenScope};
 /// With the fence key alone (no data key) it only claims: it raises the
 /// fence to the token, or refuses. Claim before you read what you will
 /// write (a read-modify-write such as a counter), then write with the same
-/// token; see [`SqlFence`] for why.
+/// token; see [`SqlFence`](super::SqlFence) for why.
 ///
 /// Returns `{1, token}` when written; `{0, highest}` when a higher token
 /// was accepted already (stale); `{-1, scope}` when the fence holds another
