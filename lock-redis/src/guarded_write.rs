@@ -161,6 +161,35 @@ fn check_slots(servers: &Servers, lock: &LockKeys, keys: &[&str], what: &str) ->
     ))
 }
 
+/// Refuses keys of distlock's own state (`<prefix>lock:{...}`, elections,
+/// semaphores, read-write locks): a guarded write there could overwrite
+/// the very owner key it checks.
+fn check_not_lock_state(servers: &Servers, keys: &[&str], what: &str) -> Result<()> {
+    let prefix = servers.keys.prefix();
+    let ours: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|key| {
+            key.strip_prefix(prefix).is_some_and(|rest| {
+                ["lock:{", "election:{", "semaphore:{", "rwlock:{"]
+                    .iter()
+                    .any(|space| rest.starts_with(space))
+            })
+        })
+        .collect();
+    if ours.is_empty() {
+        return Ok(());
+    }
+    Err(site(servers, what).error(
+        ErrorKind::InvalidConfig,
+        format_args!(
+            "key(s) {} hold distlock's own lock state (prefix {prefix:?}); a guarded write \
+             must not change the lock it is guarded by: write your data under other keys",
+            ours.join(", ")
+        ),
+    ))
+}
+
 /// Runs `script` with `keys` and `args` only while `guard` holds its lock.
 /// `Ok(None)` when the server found the lock gone or someone else's.
 async fn run(
@@ -180,6 +209,7 @@ async fn run(
         ));
     }
     let lock = lock_keys(servers, guard, what)?;
+    check_not_lock_state(servers, keys, what)?;
     check_slots(servers, &lock, keys, what)?;
     if !guard.is_held() {
         return Err(lost(servers, guard, what));

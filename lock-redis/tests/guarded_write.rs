@@ -51,6 +51,12 @@ async fn redis_refuses_a_late_write_of_a_holder_whose_lease_ran_out() {
         .await
         .expect("guarded put while held");
     assert_eq!(get(&server, "report").await.as_deref(), Some("one"));
+    let err = a
+        .guarded_put(&first, first.key(), "mine")
+        .await
+        .expect_err("the lock's own key is not data");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(err.message().contains(first.key()), "{err}");
     assert!(a.is_owner(&first).await.expect("is_owner"));
 
     // The first holder pauses past its lease: the server expires its key.
