@@ -4,6 +4,7 @@ mod backends;
 mod config;
 mod connect;
 mod duration;
+pub mod fence;
 mod guarded;
 pub mod prelude;
 mod redact;

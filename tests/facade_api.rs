@@ -178,7 +178,7 @@ async fn guarded_writes_are_unsupported_on_memory_and_file() {
 /// The facade over `backend` (connected to `url`), which must offer
 /// guarded writes, and `name` locked on it, checked to be owned on the
 /// server.
-#[cfg(any(feature = "etcd", feature = "zk"))]
+#[cfg(any(feature = "etcd", feature = "zk", feature = "redis"))]
 async fn owned_lock(backend: impl Into<Backend>, url: &str, name: &str) -> (Backend, LockGuard) {
     let backend = backend.into();
     assert!(backend.has_guarded_writes(), "{url}");
@@ -188,7 +188,7 @@ async fn owned_lock(backend: impl Into<Backend>, url: &str, name: &str) -> (Back
 }
 
 /// A leader of `facade/leader` may write `path` guarded by its leadership.
-#[cfg(any(feature = "etcd", feature = "zk"))]
+#[cfg(any(feature = "etcd", feature = "zk", feature = "redis"))]
 async fn leader_puts_guarded(backend: &Backend, path: &str) {
     let leadership = backend.elect("facade/leader", "me").await.unwrap();
     backend
@@ -197,6 +197,94 @@ async fn leader_puts_guarded(backend: &Backend, path: &str) {
         .expect("guarded put as leader");
     assert!(backend.is_owner(&leadership).await.unwrap());
     leadership.resign().await.unwrap();
+}
+
+/// The next holder of `facade/guarded`, after `late` lost it on the server:
+/// its token is higher, and its guarded put of `key` commits.
+#[cfg(any(feature = "etcd", feature = "zk", feature = "redis"))]
+async fn next_holder_writes(backend: &Backend, late: &LockGuard, key: &str) -> LockGuard {
+    let next = within("the next holder", backend.lock("facade/guarded"))
+        .await
+        .expect("the next holder");
+    assert!(
+        next.token() > late.token(),
+        "token {} after {}",
+        next.token(),
+        late.token()
+    );
+    backend
+        .guarded_put(&next, key, "next")
+        .await
+        .expect("the next holder's guarded put");
+    assert!(backend.is_owner(&next).await.expect("is_owner"));
+    next
+}
+
+/// A guarded write of `late`, whose lock is gone on the server, is refused.
+#[cfg(any(feature = "etcd", feature = "zk", feature = "redis"))]
+async fn late_write_refused(backend: &Backend, late: &LockGuard, key: &str) {
+    let err = backend
+        .guarded_put(late, key, "late")
+        .await
+        .expect_err("the late write is refused");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    let err = backend
+        .guarded_delete(late, key)
+        .await
+        .expect_err("the late delete is refused");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+}
+
+/// Redis: a script checks the lock's owner and token with the write; the
+/// holder whose key expired on the server is refused, the next one writes.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_guarded_put_commits_only_while_held() {
+    let server = lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
+    let backend = distlock::connect(&server.url()).await.expect("connect");
+    assert!(backend.capabilities().guarded_writes);
+    let (backend, guard) = owned_lock(backend, &server.url(), "facade/guarded").await;
+    backend
+        .guarded_put(&guard, "report", "one")
+        .await
+        .expect("guarded put while held");
+    let get = async |key: &str| match server.command(&["GET", key]).await.expect("GET") {
+        lock_testkit::servers::RespReply::Bulk(value) => value,
+        other => panic!("GET {key}: {other:?}"),
+    };
+    assert_eq!(get("report").await.as_deref(), Some("one"));
+
+    // The holder's key expires on the server; the guard has not noticed.
+    server.command(&["DEL", guard.key()]).await.expect("DEL");
+    assert!(guard.is_held());
+    assert!(!backend.is_owner(&guard).await.expect("is_owner"));
+    late_write_refused(&backend, &guard, "report").await;
+    assert_eq!(get("report").await.as_deref(), Some("one"));
+    let next = next_holder_writes(&backend, &guard, "report").await;
+    late_write_refused(&backend, &guard, "report").await;
+    assert_eq!(get("report").await.as_deref(), Some("next"));
+    assert!(backend.redis().is_some());
+    next.release().await.expect("release");
+    drop(guard);
+    leader_puts_guarded(&backend, "leader-note").await;
+}
+
+/// Redlock cannot check a majority's lock in one server's script: it says so.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redlock_guarded_writes_are_unsupported_and_say_why() {
+    let fixture = lock_testkit::fixtures::redlock().await;
+    let backend = distlock::connect(&fixture.url).await.expect("connect");
+    assert!(!backend.has_guarded_writes());
+    assert!(!backend.capabilities().guarded_writes);
+    let guard = backend.lock("facade/guarded").await.expect("lock");
+    let err = backend
+        .guarded_put(&guard, "report", "one")
+        .await
+        .expect_err("no guarded writes on Redlock");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(err.message().contains("majority"), "{err}");
+    guard.release().await.expect("release");
 }
 
 /// etcd: the put commits while the lock is held, and the server refuses it
@@ -238,6 +326,19 @@ async fn etcd_guarded_put_commits_only_while_held() {
         Some(b"one".to_vec()),
         "nothing was written"
     );
+    let next = next_holder_writes(&backend, &guard, "/app/report").await;
+    assert_eq!(
+        read(client.get("/app/report", None).await.unwrap()),
+        Some(b"next".to_vec())
+    );
+    late_write_refused(&backend, &guard, "/app/report").await;
+    assert_eq!(
+        read(client.get("/app/report", None).await.unwrap()),
+        Some(b"next".to_vec())
+    );
+    assert!(backend.guarded_delete(&next, "/app/report").await.unwrap());
+    assert!(!backend.guarded_delete(&next, "/app/report").await.unwrap());
+    next.release().await.expect("release");
     drop(guard);
     leader_puts_guarded(&backend, "/app/leader-note").await;
 }
@@ -272,6 +373,13 @@ async fn zk_guarded_put_commits_only_while_held() {
         .expect_err("refused by the server");
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     assert_eq!(client.get_data("/report").await.unwrap().0, b"two");
+    let next = next_holder_writes(&backend, &guard, "/report").await;
+    assert_eq!(client.get_data("/report").await.unwrap().0, b"next");
+    late_write_refused(&backend, &guard, "/report").await;
+    assert_eq!(client.get_data("/report").await.unwrap().0, b"next");
+    assert!(backend.guarded_delete(&next, "/report").await.unwrap());
+    assert!(!backend.guarded_delete(&next, "/report").await.unwrap());
+    next.release().await.expect("release");
     drop(guard);
     leader_puts_guarded(&backend, "/leader-note").await;
 }

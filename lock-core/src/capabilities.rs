@@ -46,6 +46,11 @@ pub struct Capabilities {
     /// should check it and refuse such a backend, as the `distlock` CLI
     /// does. [`FencingStrength::ProcessLocal`] says the same of the tokens.
     pub cross_process: bool,
+    /// Guarded writes: the backend's server can commit a write of yours
+    /// only while a lock is still held, checked atomically with the write
+    /// (etcd, ZooKeeper, Redis and Redis Cluster; not Redlock, file or
+    /// memory).
+    pub guarded_writes: bool,
     /// Leases are renewed per lock (true) or per client session (false, ZooKeeper).
     pub per_lock_lease: bool,
     /// The shortest TTL the backend accepts.
@@ -69,6 +74,7 @@ impl Capabilities {
             semaphore: false,
             rwlock: false,
             cross_process: true,
+            guarded_writes: false,
             per_lock_lease: true,
             min_ttl: crate::options::MIN_TTL,
             ttl_granularity: Duration::from_millis(1),
@@ -106,6 +112,12 @@ impl Capabilities {
     /// Sets [`cross_process`](Self::cross_process).
     pub fn with_cross_process(mut self, cross_process: bool) -> Self {
         self.cross_process = cross_process;
+        self
+    }
+
+    /// Sets [`guarded_writes`](Self::guarded_writes).
+    pub fn with_guarded_writes(mut self, guarded_writes: bool) -> Self {
+        self.guarded_writes = guarded_writes;
         self
     }
 

@@ -13,8 +13,11 @@ use std::fmt;
 /// to write.
 ///
 /// A resource protected by the lock should remember the highest token it has
-/// seen and reject writes that carry a lower one. That is what makes a lock
-/// safe against process pauses and network delays; the lease alone is not.
+/// seen and reject writes that carry a lower one; an equal token is the same
+/// holder, and is accepted. That is what makes a lock safe against process
+/// pauses and network delays; the lease alone is not. Tokens of different
+/// lock services (etcd and Redis, say) are not comparable: the facade's
+/// `distlock::fence` keeps their scope beside them.
 ///
 /// How strong the guarantee is depends on the backend
 /// ([`Capabilities::fencing`](crate::Capabilities::fencing)): etcd and

@@ -119,6 +119,8 @@ impl EtcdBackend {
             .with_fifo(true)
             .with_election(true)
             .with_shared(true, true)
+            // A Txn compares the lock key's create revision with the write.
+            .with_guarded_writes(true)
             .with_ttl_limits(Duration::from_secs(1), Duration::from_secs(1))
             // etcd keeps no time with a key: when the holder got the lock
             // is not known.

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use etcd_client::{EventType, GetOptions, Txn, TxnOp};
-use lock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
+use lock_core::{ErrorKind, LockBackend, LockBackendExt, LockGuard, LostReason};
 use lock_etcd::{EtcdBackend, is_owner_of};
 use lock_testkit::assert::joined;
 use lock_testkit::proxy::FaultProxy;
@@ -124,6 +124,50 @@ async fn a_waiter_whose_lease_ends_gets_lease_lost_not_the_lock() {
     assert!(!err.is_retryable());
     assert!(held.is_held());
     held.release().await.expect("release");
+}
+
+/// The guarded writes under the names every backend shares: a holder whose
+/// lease ended on the server is refused, and the next holder, with a higher
+/// token, writes.
+#[tokio::test]
+async fn guarded_put_and_delete_refuse_a_holder_whose_lease_ended() {
+    let cluster = support::start_cluster(1).await;
+    let (a, b) = (
+        support::backend(&cluster).await,
+        support::backend(&cluster).await,
+    );
+    assert!(a.capabilities().guarded_writes);
+    let mut client = a.client();
+    let first = a.lock("guarded/named").await.expect("lock");
+    a.guarded_put(&first, "/guarded/named", "one")
+        .await
+        .expect("guarded put while held");
+    assert!(a.is_owner(&first).await.expect("is_owner"));
+
+    support::revoke_lease_of(&cluster, first.key()).await;
+    let second = timeout(SLACK, b.lock("guarded/named"))
+        .await
+        .expect("the next holder in time")
+        .expect("the next holder");
+    assert!(second.token() > first.token());
+    for err in [
+        a.guarded_put(&first, "/guarded/named", "late")
+            .await
+            .unwrap_err(),
+        a.guarded_delete(&first, "/guarded/named")
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    }
+    assert!(!a.is_owner(&first).await.expect("is_owner"));
+    b.guarded_put(&second, "/guarded/named", "two")
+        .await
+        .expect("the next holder writes");
+    let stored = client.get("/guarded/named", None).await.unwrap();
+    assert_eq!(stored.kvs()[0].value(), b"two");
+    assert!(b.guarded_delete(&second, "/guarded/named").await.unwrap());
+    second.release().await.expect("release");
 }
 
 #[tokio::test]

@@ -36,6 +36,9 @@ fn capabilities(servers: &Servers) -> Capabilities {
         // none, even over one server (`RedlockBackend` refuses them).
         .with_shared(servers.mode.is_one_node(), servers.mode.is_one_node())
         .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
+        // A script on the lock's server checks owner and token and writes;
+        // Redlock's majority cannot be checked by one server.
+        .with_guarded_writes(servers.mode.is_one_node())
         // Every grant stores its holder record (description, token, grant
         // time by the server clock) beside the owner key, and waiters their
         // descriptions; the lease left is the key's PTTL.
@@ -327,6 +330,98 @@ macro_rules! impl_shared_backend {
         });
     };
 }
+
+/// The guarded writes of a backend: see [`crate::GuardedScript`] and the
+/// module `guarded_write` for how the server checks the lock.
+macro_rules! impl_guarded_writes {
+    ($backend:ident, $where:literal) => {
+        impl $backend {
+            /// Sets `key` to `value`, only while `guard` (of a lock or a
+            /// leadership from this backend) still holds it: a Lua script
+            /// checks the lock's owner and token and writes, atomically.
+            #[doc = $where]
+            ///
+            /// Fails with `LeaseLost`, writing nothing, once the lock is gone
+            /// or belongs to a newer acquisition; with `Timeout` or
+            /// `Unavailable` when the reply was lost (the write may or may
+            /// not have happened).
+            ///
+            /// # Cancel safety
+            ///
+            /// Not cancel safe: a cancelled write may or may not have run
+            /// (atomically, and only while the lock was held).
+            pub async fn guarded_put(
+                &self,
+                guard: &LockGuard,
+                key: &str,
+                value: impl AsRef<[u8]>,
+            ) -> Result<()> {
+                crate::guarded_write::put(&self.servers, guard, key, value.as_ref()).await
+            }
+
+            /// Deletes `key` only while `guard` holds its lock, as
+            /// [`guarded_put`](Self::guarded_put); whether the key existed.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`guarded_put`](Self::guarded_put).
+            pub async fn guarded_delete(&self, guard: &LockGuard, key: &str) -> Result<bool> {
+                crate::guarded_write::delete(&self.servers, guard, key).await
+            }
+
+            /// Runs `script` with `keys` (its `KEYS`) and `args` (its
+            /// `ARGV`) only while `guard` holds its lock, and returns what
+            /// it returns. The check and the script are one atomic script.
+            #[doc = $where]
+            ///
+            /// Fails as [`guarded_put`](Self::guarded_put), and with
+            /// `Backend` when the script fails or its result does not
+            /// convert to `T`.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`guarded_put`](Self::guarded_put).
+            pub async fn guarded_eval<T: redis::FromRedisValue>(
+                &self,
+                guard: &LockGuard,
+                script: &crate::GuardedScript,
+                keys: &[&str],
+                args: &[&[u8]],
+            ) -> Result<T> {
+                crate::guarded_write::eval(&self.servers, guard, script, keys, args).await
+            }
+
+            /// Asks the server whether `guard` still holds its lock. A
+            /// `true` may be stale by the time it is read; to act on it,
+            /// use a guarded write.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            pub async fn is_owner(&self, guard: &LockGuard) -> Result<bool> {
+                crate::guarded_write::is_owner(&self.servers, guard).await
+            }
+        }
+    };
+}
+
+impl_guarded_writes!(
+    RedisBackend,
+    "\n\nThe keys may be any keys of the server's database: the script runs on the \
+     lock's server."
+);
+impl_guarded_writes!(
+    RedisClusterBackend,
+    "\n\nEvery key must share the lock's `{name}` hash tag (the lock's keys are \
+     `<prefix>lock:{<name>}:...`), so that it lives on the master that holds the \
+     lock; other keys are refused with `InvalidConfig`."
+);
+impl_guarded_writes!(
+    RedlockBackend,
+    "\n\nRedlock always fails with `Unsupported`: its lock is a majority of \
+     independent servers, which no single server's script can check. Pass the fencing \
+     token to the storage instead (the facade's `distlock::fence`)."
+);
 
 impl_shared_backend!(RedisBackend);
 impl_shared_backend!(RedisClusterBackend);

@@ -74,24 +74,34 @@ impl Endpoint {
 /// goes to the same slot's master as the `EVALSHA`, unlike a `SCRIPT LOAD`,
 /// which has no key to route it by. It is built only when needed: copying a
 /// script's source into every call cost the uncontended path measurably.
-pub(crate) struct ScriptCall {
+pub(crate) struct ScriptCall<'s> {
     cached: Cmd,
-    source: &'static str,
+    source: &'s str,
 }
 
-impl ScriptCall {
-    /// The call of `script` with `keys` and `args`.
-    pub(crate) fn new(script: &Script, keys: &[&str], args: &[&[u8]]) -> ScriptCall {
+impl ScriptCall<'static> {
+    /// The call of `script`, one of ours, with `keys` and `args`.
+    pub(crate) fn new(script: &Script, keys: &[&str], args: &[&[u8]]) -> ScriptCall<'static> {
+        ScriptCall::with_source(script, SCRIPTS.source(script), keys, args)
+    }
+}
+
+impl<'s> ScriptCall<'s> {
+    /// The call of `script`, whose source is `source`, with `keys` and
+    /// `args`: for scripts built at run time (guarded writes).
+    pub(crate) fn with_source(
+        script: &Script,
+        source: &'s str,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> ScriptCall<'s> {
         let mut cached = redis::cmd("EVALSHA");
         cached
             .arg(script.get_hash())
             .arg(keys.len())
             .arg(keys)
             .arg(args);
-        ScriptCall {
-            cached,
-            source: SCRIPTS.source(script),
-        }
+        ScriptCall { cached, source }
     }
 
     /// The same call as `EVAL` with the script's source.

@@ -94,6 +94,11 @@ impl KeySpace {
         }
     }
 
+    /// The prefix of every key.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The keys and channels of one lock or election.
     pub(crate) fn of(&self, space: Space, name: &LockName) -> LockKeys {
         let base = format!("{}{}:{{{}}}", self.prefix, space.as_str(), name.as_str());

@@ -10,6 +10,7 @@ mod election;
 mod endpoint;
 mod errors;
 mod fair_queue;
+mod guarded_write;
 mod held;
 mod keys;
 mod node;
@@ -27,3 +28,7 @@ pub use config::{
     CommonConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
 };
+pub use guarded_write::GuardedScript;
+/// The Redis client these backends use, for the result types of
+/// [`RedisBackend::guarded_eval`] ([`redis::FromRedisValue`]).
+pub use redis;

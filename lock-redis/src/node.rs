@@ -232,6 +232,28 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Runs `call` (a script built at run time) within the request timeout.
+    /// `what` names the operation in errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may or may not have run.
+    pub(crate) async fn eval_call(
+        &self,
+        call: &ScriptCall<'_>,
+        what: &str,
+    ) -> Result<redis::Value> {
+        let inner = &self.inner;
+        let site = Site {
+            backend: inner.backend,
+            address: &inner.addr,
+            operation: what,
+        };
+        bounded(&site, inner.request_timeout, call.run(&inner.endpoint)).await
+    }
+}
+
 /// The result of `work` if it is done within `limit`, its error mapped at
 /// `site`.
 async fn bounded<T>(

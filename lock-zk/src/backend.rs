@@ -159,6 +159,8 @@ impl ZkBackend {
             .with_election(true)
             .with_shared(true, true)
             .with_per_lock_lease(false)
+            // A multi checks the lock node with the write.
+            .with_guarded_writes(true)
             .with_ttl_limits(MIN_SESSION_TIMEOUT, Duration::from_millis(1))
             .with_admin(AdminCapabilities::all().with_lease_left(false))
     }

@@ -299,3 +299,104 @@ fn outcome(result: zk::MultiWriteResult) -> WriteOutcome {
         _ => WriteOutcome::Checked,
     }
 }
+
+/// The guarded writes every backend with them offers under the same names
+/// (`guarded_put`, `guarded_delete`, `is_owner`), each one
+/// [`GuardedWrite`] of a single operation.
+impl ZkBackend {
+    /// Sets the data of the node at `path` (an absolute path whose parent
+    /// exists), creating it if missing, only while `guard` (of a lock or a
+    /// leadership from this backend) still holds it: a `multi` checks the
+    /// lock node with the write. If another writer created or deleted the
+    /// node in between, it tries the other way once.
+    ///
+    /// Fails as [`GuardedWrite::commit`]: `LeaseLost`, writing nothing, once
+    /// the lock is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled write may or may not have been
+    /// committed (atomically, and only while the lock was held).
+    pub async fn guarded_put(
+        &self,
+        guard: &LockGuard,
+        path: &str,
+        value: impl Into<Vec<u8>>,
+    ) -> Result<()> {
+        let value = value.into();
+        let mut exists = self.stat(guard, path, "guarded_put").await?.is_some();
+        for attempt in 0..2 {
+            let write = if exists {
+                self.guarded_write(guard)
+                    .set_data(path, value.clone(), None)
+            } else {
+                self.guarded_write(guard).create(path, value.clone())
+            };
+            match write.commit().await {
+                Ok(_) => return Ok(()),
+                Err(e) if attempt == 0 && e.kind() == ErrorKind::Backend => exists = !exists,
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("the second attempt returns")
+    }
+
+    /// Deletes the node at `path` if it exists, only while `guard` holds
+    /// its lock (a missing node commits the lock check alone, so a lost
+    /// lock is `LeaseLost` either way); whether the node existed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`guarded_put`](Self::guarded_put).
+    pub async fn guarded_delete(&self, guard: &LockGuard, path: &str) -> Result<bool> {
+        let mut exists = self.stat(guard, path, "guarded_delete").await?.is_some();
+        for attempt in 0..2 {
+            let write = if exists {
+                self.guarded_write(guard).delete(path, None)
+            } else {
+                self.guarded_write(guard)
+            };
+            match write.commit().await {
+                Ok(_) => return Ok(exists),
+                Err(e) if attempt == 0 && e.kind() == ErrorKind::Backend => exists = !exists,
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("the second attempt returns")
+    }
+
+    /// Asks ZooKeeper whether `guard`'s lock node still exists (it is unique
+    /// to the acquisition and ephemeral). A `true` may be stale by the time
+    /// it is read; to act on it, use [`guarded_put`](Self::guarded_put).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_owner(&self, guard: &LockGuard) -> Result<bool> {
+        let stat = self.stat(guard, guard.key(), "is_owner").await?;
+        Ok(stat.is_some_and(|s| s.ephemeral_owner != 0))
+    }
+
+    /// The stat of `path`, if it exists, within the request timeout.
+    async fn stat(&self, guard: &LockGuard, path: &str, action: &str) -> Result<Option<zk::Stat>> {
+        let client = self.client();
+        let reply =
+            tokio::time::timeout(self.config().request_timeout, client.check_stat(path)).await;
+        let context = || {
+            format!(
+                "{action} under {}: reading {path}",
+                Holder::Lock(guard).describe()
+            )
+        };
+        match reply {
+            Err(_) => Err(
+                lock_core::Error::timeout(format!("{}: no reply in time", context()))
+                    .with_site("zk", action.to_owned()),
+            ),
+            Ok(Err(e)) => Err(lock_core::Error::unavailable(format!("{}: {e}", context()))
+                .with_site("zk", action.to_owned())
+                .with_source(e)),
+            Ok(Ok(stat)) => Ok(stat),
+        }
+    }
+}

@@ -218,6 +218,48 @@ async fn guarded_write_commits_only_while_held() {
     guard.release().await.expect("release");
 }
 
+/// The guarded writes under the names every backend shares: once the lock
+/// node is gone on the server (as when the holder's session expires), the
+/// holder is refused, and the next holder, with a higher token, writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_put_and_delete_refuse_a_holder_whose_node_is_gone() {
+    let Standalone { addrs, admin, .. } = &standalone().await;
+    let (a, b) = connect_pair(addrs, "/named", SESSION).await;
+    assert!(a.capabilities().guarded_writes);
+    let first = a.lock("ledger").await.expect("lock");
+    a.guarded_put(&first, "/named-entry", "one")
+        .await
+        .expect("guarded create while held");
+    assert!(a.is_owner(&first).await.expect("is_owner"));
+
+    admin
+        .delete(first.key(), None)
+        .await
+        .expect("the lock node goes, as on session expiry");
+    let second = timeout(SESSION + SLACK, b.lock("ledger"))
+        .await
+        .expect("the next holder in time")
+        .expect("the next holder");
+    assert!(second.token() > first.token());
+    for err in [
+        a.guarded_put(&first, "/named-entry", "late")
+            .await
+            .unwrap_err(),
+        a.guarded_delete(&first, "/named-entry").await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    }
+    assert!(!a.is_owner(&first).await.expect("is_owner"));
+    b.guarded_put(&second, "/named-entry", "two")
+        .await
+        .expect("the next holder writes");
+    let (data, _) = admin.get_data("/named-entry").await.expect("read back");
+    assert_eq!(data, b"two");
+    assert!(b.guarded_delete(&second, "/named-entry").await.unwrap());
+    assert!(!b.guarded_delete(&second, "/named-entry").await.unwrap());
+    second.release().await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_wait_leaves_no_queue_node() {
     let Standalone { addrs, admin, .. } = &standalone().await;

@@ -17,7 +17,7 @@ use crate::guarded::Native;
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let redis = RedisConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = RedisBackend::connect(redis).await?;
-    Ok((Arc::new(backend), Native::Plain))
+    Ok((Arc::new(backend.clone()), Native::Redis(backend)))
 }
 
 pub(super) async fn connect_redlock(url: &str, config: &Config) -> Result<Services> {
@@ -29,5 +29,5 @@ pub(super) async fn connect_redlock(url: &str, config: &Config) -> Result<Servic
 pub(super) async fn connect_cluster(url: &str, config: &Config) -> Result<Services> {
     let cluster = RedisClusterConfig::from_url(url)?.with_settings(&config.settings())?;
     let backend = RedisClusterBackend::connect(cluster).await?;
-    Ok((Arc::new(backend), Native::Plain))
+    Ok((Arc::new(backend.clone()), Native::RedisCluster(backend)))
 }
