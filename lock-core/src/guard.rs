@@ -10,8 +10,8 @@ use crate::fencing::FencingToken;
 use crate::health::LockHealth;
 use crate::lost::{LostReason, LostSignal};
 use crate::name::LockName;
-use crate::renewal::Validity;
-use crate::telemetry::{self, Hold};
+use crate::telemetry::{self, HoldMetrics};
+use crate::validity::Validity;
 
 /// The backend's side of a held lock. Implemented by backends; users hold a [`LockGuard`].
 #[async_trait]
@@ -88,7 +88,7 @@ pub struct LockGuard {
     lost: LostSignal,
     validity: Option<Validity>,
     held: Option<Box<dyn HeldLock>>,
-    hold: Option<Hold>,
+    hold: Option<HoldMetrics>,
 }
 
 impl fmt::Debug for LockGuard {
@@ -227,7 +227,7 @@ impl LockGuard {
     /// Not cancel safe: a cancelled release may or may not have deleted the
     /// lock. Either way the lease is no longer renewed, so the TTL frees it.
     pub async fn release(mut self) -> Result<()> {
-        let backend = self.hold.as_ref().map_or("unknown", Hold::backend);
+        let backend = self.hold.as_ref().map_or("unknown", HoldMetrics::backend);
         match self.held.take() {
             Some(held) => {
                 let release = held.release();
@@ -239,7 +239,7 @@ impl LockGuard {
 
     /// Counts this guard's hold under `backend` in the metrics.
     pub(crate) fn observed(mut self, backend: &'static str) -> Self {
-        self.hold = Some(Hold::start(backend, self.lost.clone()));
+        self.hold = Some(HoldMetrics::start(backend, self.lost.clone()));
         self
     }
 

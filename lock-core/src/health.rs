@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::lost::{LostReason, LostSignal};
-use crate::renewal::Validity;
+use crate::validity::Validity;
 
 /// The health of a held lock: see [`LockGuard::health`](crate::LockGuard::health).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,9 +29,9 @@ use crate::fencing::FencingToken;
 use crate::guard::{HeldLock, LockGuard};
 use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
-use crate::renewal::Validity;
 use crate::renewer::{RenewalTask, Renewer};
 use crate::telemetry;
+use crate::validity::Validity;
 
 /// A backend's round trips on one granted lease.
 ///

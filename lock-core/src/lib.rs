@@ -53,12 +53,12 @@ mod multi;
 mod name;
 mod options;
 pub mod raw;
-mod renewal;
 mod renewer;
 mod settings;
 mod site;
 pub mod telemetry;
 mod url_parts;
+mod validity;
 
 pub use access::{Access, Permits};
 pub use admin::{

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::capabilities::Capabilities;
 use crate::error::{Error, Result};
-use crate::renewal::drift_allowance;
+use crate::validity::drift_allowance;
 
 /// The shortest TTL any backend accepts. Below it the clock-drift allowance
 /// (1 % + 2 ms) eats most of the lease, and a guard would be lost before its

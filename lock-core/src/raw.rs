@@ -26,7 +26,6 @@ pub use crate::leader_filter::LeaderFilter;
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
-pub use crate::renewal::{Validity, drift_allowance};
 pub use crate::renewer::{RenewFn, RenewalTask, Renewer};
 pub use crate::settings::Settings;
 pub use crate::site::Site;
@@ -34,6 +33,7 @@ pub use crate::telemetry::record::{count_renewal_failing, observe_acquire, obser
 pub use crate::url_parts::{
     UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };
+pub use crate::validity::{Validity, drift_allowance};
 pub use crate::{apply_client_settings, client_config_builders};
 
 use std::time::Duration;

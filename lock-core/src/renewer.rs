@@ -41,8 +41,8 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use crate::clock::SentAt;
 use crate::error::{ErrorKind, Result};
 use crate::lost::{LossNotifier, LostReason};
-use crate::renewal::Validity;
 use crate::telemetry;
+use crate::validity::Validity;
 
 /// A renewal call: resolves `Ok` when the server extended the lease by its TTL,
 /// `Err` of kind `LeaseLost` or `NotHeld` when the lease is gone, or another

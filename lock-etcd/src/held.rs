@@ -8,6 +8,14 @@
 //! `force_release`, or the lease revoked), `Deleted` otherwise. Release
 //! deletes the key only if it still has our create revision (one Txn), so
 //! a stale guard never deletes a key that is not its own.
+//!
+//! Why a session guard and not `raw::leased_guard`: an etcd lease outlives
+//! the lock it was granted for. A released lock returns its lease to the
+//! backend's pool for the next acquisition (one round trip saved), and the
+//! lease's renewal and lost signal belong to the [`PooledLease`], not to one
+//! guard. `leased_guard` ties a lease's renewal to one guard and ends it
+//! with that guard, so the guard here is built with `raw::session_guard`
+//! and the lease's own validity.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +30,7 @@ use tracing::Instrument;
 
 use crate::backend::Inner;
 use crate::keys::Space;
-use crate::lease::Lease;
+use crate::lease::PooledLease;
 use crate::queue::Won;
 use crate::rpc::Retry;
 use crate::watch::{DeletionWatch, Woken};
@@ -93,7 +101,7 @@ struct EtcdHeld {
     name: LockName,
     key: String,
     rev: i64,
-    lease: Option<Lease>,
+    lease: Option<PooledLease>,
     /// Whether the lease may go back to the pool after a confirmed release.
     reusable: bool,
     notifier: LossNotifier,
@@ -117,7 +125,7 @@ impl EtcdHeld {
 
     /// Why our key is not ours any more although the guard had not seen
     /// it go: while our lease lives, only someone else can have deleted it.
-    fn taken_away(lease: Option<&Lease>) -> LostReason {
+    fn taken_away(lease: Option<&PooledLease>) -> LostReason {
         lease
             .and_then(|lease| lease.lost_signal().reason())
             .unwrap_or(LostReason::Revoked)
@@ -232,7 +240,7 @@ impl HeldLock for EtcdHeld {
         if let Some(reason) = self.notifier.signal().reason() {
             return Err(self.lost_error(&reason));
         }
-        let lease_id = self.lease.as_ref().map_or(0, Lease::id);
+        let lease_id = self.lease.as_ref().map_or(0, PooledLease::id);
         let txn = Txn::new().when([self.is_ours()]).and_then([TxnOp::put(
             self.key.clone(),
             value.to_vec(),

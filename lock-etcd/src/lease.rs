@@ -22,7 +22,7 @@ use crate::rpc::{Retry, Rpc};
 /// A granted lease. Dropping it stops the keepalive; it then expires on
 /// the server after its TTL (revoke it first to free its keys at once).
 #[derive(Debug)]
-pub(crate) struct Lease {
+pub(crate) struct PooledLease {
     id: i64,
     /// The TTL etcd granted (it may raise a short TTL to its minimum).
     ttl: Duration,
@@ -35,7 +35,7 @@ pub(crate) struct Lease {
     _renewal: RenewalTask,
 }
 
-impl Lease {
+impl PooledLease {
     /// Grants a lease of `secs` seconds (by `by` at the latest) and starts
     /// keeping it alive on `keepalive`'s shared stream.
     ///
@@ -48,7 +48,7 @@ impl Lease {
         keepalive: &Arc<KeepAliveHub>,
         secs: i64,
         by: Option<Instant>,
-    ) -> Result<Lease> {
+    ) -> Result<PooledLease> {
         let sent = SentAt::now();
         let op = format!("grant a {secs} s lease");
         let granted = rpc
@@ -78,7 +78,7 @@ impl Lease {
                 .renewer()
                 .schedule("etcd", ttl, validity.clone(), lost.clone(), renew);
         tracing::debug!(lease = %format_args!("{id:x}"), ?ttl, "etcd lease granted");
-        Ok(Lease {
+        Ok(PooledLease {
             id,
             ttl,
             asked_secs: secs,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::keepalive::KeepAliveHub;
-use crate::lease::{Lease, revoke_id};
+use crate::lease::{PooledLease, revoke_id};
 use crate::rpc::Rpc;
 
 /// At most this many idle leases per backend.
@@ -29,7 +29,7 @@ const MAX_IDLE_TIME: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 struct Idle {
-    lease: Lease,
+    lease: PooledLease,
     since: Instant,
 }
 
@@ -57,7 +57,7 @@ impl LeasePool {
         &self,
         secs: i64,
         by: Option<Instant>,
-    ) -> lock_core::Result<(Lease, bool)> {
+    ) -> lock_core::Result<(PooledLease, bool)> {
         let (taken, stale) = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let stale = drain_stale(&mut idle);
@@ -71,7 +71,7 @@ impl LeasePool {
         match taken {
             Some(lease) => Ok((lease, true)),
             None => Ok((
-                Lease::grant(&self.rpc, &self.keepalive, secs, by).await?,
+                PooledLease::grant(&self.rpc, &self.keepalive, secs, by).await?,
                 false,
             )),
         }
@@ -79,7 +79,7 @@ impl LeasePool {
 
     /// Keeps a lease that holds no key for later, or revokes it if the pool
     /// is full or the lease is not fresh.
-    pub(crate) fn put(&self, lease: Lease) {
+    pub(crate) fn put(&self, lease: PooledLease) {
         let rejected = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let mut rejected = drain_stale(&mut idle);
@@ -98,7 +98,7 @@ impl LeasePool {
 
     /// Revokes leases without waiting (if a runtime is there; otherwise they
     /// expire after their TTL).
-    pub(crate) fn revoke_in_background(&self, leases: Vec<Lease>) {
+    pub(crate) fn revoke_in_background(&self, leases: Vec<PooledLease>) {
         if leases.is_empty() {
             return;
         }
@@ -121,7 +121,7 @@ impl Drop for LeasePool {
 }
 
 /// Removes leases that are lost, no longer fresh, or idle too long.
-fn drain_stale(idle: &mut Vec<Idle>) -> Vec<Lease> {
+fn drain_stale(idle: &mut Vec<Idle>) -> Vec<PooledLease> {
     let now = Instant::now();
     let mut stale = Vec::new();
     let mut i = 0;

@@ -24,7 +24,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::backend::Inner;
 use crate::keys::{KeySpace, Space};
-use crate::lease::Lease;
+use crate::lease::PooledLease;
 use crate::rpc::Retry;
 use crate::view::{self, Mirror, QueueEntry, Subscription};
 
@@ -57,7 +57,7 @@ pub(crate) struct Won {
     pub(crate) rev: i64,
     /// A store revision at which we were known to hold the lock.
     pub(crate) seen_at: i64,
-    pub(crate) lease: Lease,
+    pub(crate) lease: PooledLease,
     /// Whether the lease may serve again after a confirmed release: not if
     /// joining took a retry, whose earlier attempt may still land and put
     /// our key back once we deleted it.
@@ -89,7 +89,7 @@ pub(crate) async fn acquire(
             inner.pool.take_or_grant(secs, Some(join_by)).await?
         } else {
             (
-                Lease::grant(&inner.rpc, &inner.keepalive, secs, Some(join_by)).await?,
+                PooledLease::grant(&inner.rpc, &inner.keepalive, secs, Some(join_by)).await?,
                 false,
             )
         };
@@ -130,7 +130,7 @@ pub(crate) async fn acquire(
     let lease_lost = entry
         .lease
         .as_ref()
-        .map(Lease::lost_signal)
+        .map(PooledLease::lost_signal)
         .expect("the entry holds its lease until it is won");
     let rev = position.rev;
     let waited = match deadline {
@@ -194,7 +194,7 @@ struct Entry {
     what: String,
     key: String,
     queue: String,
-    lease: Option<Lease>,
+    lease: Option<PooledLease>,
     /// Whether our key may exist on the server.
     written: bool,
     /// Whether the Txn that joined the queue took more than one attempt.
@@ -439,7 +439,7 @@ impl Entry {
     /// How often a waiter re-reads the queue besides its view: every
     /// TTL/3, like a renewal.
     fn recheck_every(&self) -> Duration {
-        let ttl = self.lease.as_ref().map_or(Duration::ZERO, Lease::ttl);
+        let ttl = self.lease.as_ref().map_or(Duration::ZERO, PooledLease::ttl);
         (ttl / 3).max(Duration::from_millis(100))
     }
 
@@ -531,7 +531,7 @@ impl Entry {
     }
 
     fn lease_id(&self) -> i64 {
-        self.lease.as_ref().map_or(0, Lease::id)
+        self.lease.as_ref().map_or(0, PooledLease::id)
     }
 
     fn gone(&self) -> Error {

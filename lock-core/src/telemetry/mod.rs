@@ -33,7 +33,7 @@ use crate::lost::LostReason;
 // re-exports what a backend calls.
 pub(crate) mod record;
 pub(crate) use record::{
-    Hold, count_renewal_failing, current_backend, observe_release, observe_renewal,
+    HoldMetrics, count_renewal_failing, current_backend, observe_release, observe_renewal,
 };
 
 /// Acquire attempts by backend and result.

@@ -104,7 +104,7 @@ impl Drop for Attempt {
 /// A held lock as metrics see it: counted in [`HELD`] from the grant until
 /// the lock is released, lost or its guard dropped, whichever comes first.
 #[derive(Debug)]
-pub(crate) struct Hold {
+pub(crate) struct HoldMetrics {
     state: Arc<HoldState>,
 }
 
@@ -129,7 +129,7 @@ impl HoldState {
     }
 }
 
-impl Hold {
+impl HoldMetrics {
     /// Starts counting a hold, and hooks into `lost` so that a loss is
     /// counted when it happens rather than when the guard is dropped (a
     /// hook, not a task: a task per held lock would cost more memory than
@@ -143,7 +143,7 @@ impl Hold {
         });
         let ends = state.clone();
         lost.on_lost(move |reason| ends.end(Some(reason)));
-        Hold { state }
+        HoldMetrics { state }
     }
 
     /// The backend label.
@@ -152,7 +152,7 @@ impl Hold {
     }
 }
 
-impl Drop for Hold {
+impl Drop for HoldMetrics {
     fn drop(&mut self) {
         self.state.end(None);
     }
