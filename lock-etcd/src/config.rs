@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::keys::KeyLayout;
 
-/// PooledLease TTL used when acquire options leave it unset.
+/// Lease TTL used when acquire options leave it unset.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// How long connecting (and authenticating) may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,7 +53,7 @@ pub struct EtcdConfig {
     /// Go `concurrency` package and `etcdctl lock` / `etcdctl elect`.
     #[serde(default, skip_serializing_if = "KeyLayout::is_default")]
     pub layout: KeyLayout,
-    /// PooledLease TTL used when acquire options leave it unset (rounded up to
+    /// Lease TTL used when acquire options leave it unset (rounded up to
     /// whole seconds, as etcd leases are).
     #[serde(rename = "ttl", with = "serde_humane", default = "default_ttl")]
     pub default_ttl: Duration,
