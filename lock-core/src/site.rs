@@ -27,7 +27,16 @@ pub struct Site<'a> {
     pub operation: &'a str,
 }
 
-impl Site<'_> {
+impl<'a> Site<'a> {
+    /// The site of `operation` on `backend` at `address`.
+    pub fn new(backend: &'static str, address: &'a str, operation: &'a str) -> Self {
+        Site {
+            backend,
+            address,
+            operation,
+        }
+    }
+
     /// An error of `kind` at this site; `detail` says what happened and
     /// what to do.
     pub fn error(&self, kind: ErrorKind, detail: impl Display) -> Error {

@@ -125,11 +125,7 @@ impl EtcdSite for Site<'_> {
 
 /// The site of request `operation` on `endpoints`.
 pub(crate) fn site<'a>(operation: &'a str, endpoints: &'a str) -> Site<'a> {
-    Site {
-        backend: "etcd",
-        address: endpoints,
-        operation,
-    }
+    Site::new("etcd", endpoints, operation)
 }
 
 /// The error's own words: a gRPC status's message and code.

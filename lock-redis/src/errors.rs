@@ -121,11 +121,7 @@ mod tests {
         assert_eq!(kind_of(&refused), ErrorKind::Unavailable);
         let auth = RedisError::from((redis::ErrorKind::AuthenticationFailed, "bad"));
         assert_eq!(kind_of(&auth), ErrorKind::Unauthorized);
-        let site = Site {
-            backend: "redis",
-            address: "127.0.0.1:1",
-            operation: "connect",
-        };
+        let site = Site::new("redis", "127.0.0.1:1", "connect");
         let e = site.client_error(refused);
         assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
         assert_eq!(e.site().unwrap().operation, "connect");

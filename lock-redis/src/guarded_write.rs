@@ -118,11 +118,11 @@ fn lock_keys(servers: &Servers, guard: &LockGuard, what: &str) -> Result<LockKey
 }
 
 fn site<'a>(servers: &'a Servers, what: &'a str) -> Site<'a> {
-    Site {
-        backend: servers.backend,
-        address: servers.nodes.first().map_or("", |node| node.addr()),
-        operation: what,
-    }
+    Site::new(
+        servers.backend,
+        servers.nodes.first().map_or("", |node| node.addr()),
+        what,
+    )
 }
 
 /// The hash tag of `key` as Redis Cluster computes it: between the first

@@ -91,11 +91,7 @@ impl Node {
     /// `InvalidConfig` naming the address.
     pub(crate) async fn probe(&self) -> Result<()> {
         let inner = &self.inner;
-        let site = Site {
-            backend: inner.backend,
-            address: &inner.addr,
-            operation: "connect",
-        };
+        let site = Site::new(inner.backend, &inner.addr, "connect");
         let started = tokio::time::Instant::now();
         match timeout(
             inner.connect_timeout,
@@ -222,11 +218,7 @@ impl Node {
         let inner = self.inner.clone();
         let what = what.to_owned();
         async move {
-            let site = Site {
-                backend: inner.backend,
-                address: &inner.addr,
-                operation: &what,
-            };
+            let site = Site::new(inner.backend, &inner.addr, &what);
             bounded(&site, inner.request_timeout, call.run::<T>(&inner.endpoint)).await
         }
     }
@@ -245,11 +237,7 @@ impl Node {
         what: &str,
     ) -> Result<redis::Value> {
         let inner = &self.inner;
-        let site = Site {
-            backend: inner.backend,
-            address: &inner.addr,
-            operation: what,
-        };
+        let site = Site::new(inner.backend, &inner.addr, what);
         bounded(&site, inner.request_timeout, call.run(&inner.endpoint)).await
     }
 }
@@ -279,11 +267,7 @@ impl Node {
     /// Cancel safe: it only reads.
     pub(crate) async fn scan(&self, pattern: &str, what: &str) -> Result<Vec<Vec<u8>>> {
         let inner = &self.inner;
-        let site = Site {
-            backend: inner.backend,
-            address: &inner.addr,
-            operation: what,
-        };
+        let site = Site::new(inner.backend, &inner.addr, what);
         let limit = inner.request_timeout;
         let mut keys = Vec::new();
         for master in bounded(&site, limit, inner.endpoint.masters()).await? {
@@ -339,14 +323,8 @@ fn server_endpoint(
         // fast (Redlock carries on with the others); the next command tries
         // again.
         .set_number_of_retries(0);
-    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
-        Site {
-            backend,
-            address: &addr,
-            operation: "set up the connection",
-        }
-        .client_error(e)
-    })?;
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
+        .map_err(|e| Site::new(backend, &addr, "set up the connection").client_error(e))?;
     let subscribe_at = vec![(client.clone(), addr.clone())];
     Ok((addr, Endpoint::Server { client, conn }, subscribe_at))
 }
@@ -489,11 +467,7 @@ fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig)
         None => Client::open(info),
     };
     client.map_err(|e| {
-        let site = Site {
-            backend,
-            address: &addr,
-            operation: "configure the client",
-        };
+        let site = Site::new(backend, &addr, "configure the client");
         Error::invalid_config(site.client_error(e).message().to_owned())
     })
 }
@@ -525,12 +499,7 @@ pub(crate) fn connection_info(
         settings = settings.set_password(password);
     }
     let info = conn_addr.into_connection_info().map_err(|e| {
-        Site {
-            backend,
-            address: &server.to_string(),
-            operation: "configure the client",
-        }
-        .client_error(e)
+        Site::new(backend, &server.to_string(), "configure the client").client_error(e)
     })?;
     Ok(info.set_redis_settings(settings))
 }

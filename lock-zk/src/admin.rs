@@ -150,7 +150,7 @@ impl<'a> Attempts<'a> {
 
     /// The error once every attempt is used: `why` says what kept failing.
     fn exhausted(&self, why: impl std::fmt::Display) -> lock_core::Error {
-        self.doing.fail(ErrorKind::Unavailable, why)
+        self.doing.error(ErrorKind::Unavailable, why)
     }
 }
 
@@ -276,7 +276,7 @@ async fn force_release_in(
             }
             Ok(Break::Moved) => {}
             Err(zk::Error::NoAuth) => {
-                return Err(attempts.doing.fail(
+                return Err(attempts.doing.error(
                     ErrorKind::Unauthorized,
                     format!(
                         "{} may not delete nodes in {dir}: its ACL lets only the identity that \

@@ -19,7 +19,6 @@ use lock_core::raw::{blockers, check_limit_agrees, parse_permits};
 use lock_core::{Access, ErrorKind, LockName, Result};
 
 use crate::deadline::Deadline;
-use crate::errors::ZkSite;
 use crate::keys::{Role, Space, entry_of};
 use crate::session::Session;
 
@@ -158,7 +157,7 @@ impl Ahead {
     /// `InvalidConfig` when a permit ahead has another limit than ours.
     pub(crate) fn check_limits(&self, ask: &Ask<'_>, doing: &Site<'_>) -> Result<()> {
         check_limit_agrees(ask.name, ask.access, &self.accesses())
-            .map_err(|e| doing.fail(ErrorKind::InvalidConfig, e.message()))
+            .map_err(|e| doing.error(ErrorKind::InvalidConfig, e.message()))
     }
 
     /// The paths of the entries whose departure we wait for; empty when

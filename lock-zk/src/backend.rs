@@ -245,7 +245,7 @@ impl ZkBackend {
         match tokio::time::timeout_at(hard, self.session()).await {
             Ok(session) => session,
             Err(_) => Err(
-                crate::errors::doing(action, &self.inner.settings.connect_string).fail(
+                crate::errors::doing(action, &self.inner.settings.connect_string).error(
                     ErrorKind::Timeout,
                     "the session ended and no new one opened within the wait plus one request \
                  timeout; is a ZooKeeper server reachable?",
@@ -294,7 +294,7 @@ impl ZkBackend {
             if let Some(duplicates) = head.duplicates {
                 session.remove_now(duplicates);
             }
-            return Err(doing.fail(
+            return Err(doing.error(
                 ErrorKind::Unavailable,
                 format!(
                     "our node {} was granted, but the leader has not confirmed the session \

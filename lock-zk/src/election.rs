@@ -60,7 +60,7 @@ impl ElectionBackend for ZkBackend {
                 Err(ReadError::Zk(e)) => return Err(doing.client_error(e)),
             }
         }
-        Err(doing.fail(
+        Err(doing.error(
             ErrorKind::Unavailable,
             "the leader kept changing while being read",
         ))
@@ -212,7 +212,7 @@ impl Observer {
                 let event = watcher.changed().await;
                 if event.event_type == zk::EventType::Session && event.session_state.is_terminated()
                 {
-                    return Err(doing.fail(
+                    return Err(doing.error(
                         ErrorKind::Unavailable,
                         format!("the session ended ({}); observe again", event.session_state),
                     ));

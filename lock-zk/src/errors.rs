@@ -12,8 +12,6 @@ use zookeeper_client as zk;
 pub(crate) trait ZkSite {
     /// Converts a client error into a distlock error.
     fn client_error(&self, e: zk::Error) -> Error;
-    /// An error of `kind` with our context.
-    fn fail(&self, kind: ErrorKind, what: impl std::fmt::Display) -> Error;
 }
 
 impl ZkSite for Site<'_> {
@@ -22,19 +20,11 @@ impl ZkSite for Site<'_> {
         self.error(kind, format_args!("{e}; {advice}"))
             .with_source(e)
     }
-
-    fn fail(&self, kind: ErrorKind, what: impl std::fmt::Display) -> Error {
-        self.error(kind, what)
-    }
 }
 
 /// The site of an operation on the servers of `connect_string`.
 pub(crate) fn doing<'a>(operation: &'a str, connect_string: &'a str) -> Site<'a> {
-    Site {
-        backend: BACKEND,
-        address: connect_string,
-        operation,
-    }
+    Site::new(BACKEND, connect_string, operation)
 }
 
 /// The backend's name in messages and [`lock_core::ErrorSite`]s.

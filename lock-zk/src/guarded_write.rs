@@ -209,7 +209,7 @@ impl GuardedWrite<'_> {
         let action = format!("guarded write under {}", self.holder.describe());
         let doing = crate::errors::doing(&action, &self.session.settings.connect_string);
         if !self.holder.is_held() {
-            return Err(doing.fail(
+            return Err(doing.error(
                 ErrorKind::LeaseLost,
                 "the lock is no longer held; nothing was written",
             ));
@@ -236,13 +236,13 @@ impl GuardedWrite<'_> {
         };
         if let Err(e) = build() {
             return Err(doing
-                .fail(ErrorKind::InvalidConfig, format!("bad operation: {e}"))
+                .error(ErrorKind::InvalidConfig, format!("bad operation: {e}"))
                 .with_source(e));
         }
         let result = tokio::time::timeout(self.session.timing.request, writer.commit()).await;
         let results = match result {
             Err(_) => {
-                return Err(doing.fail(
+                return Err(doing.error(
                     ErrorKind::Timeout,
                     "no reply in time; the write may or may not have committed",
                 ));
@@ -250,8 +250,7 @@ impl GuardedWrite<'_> {
             Ok(Ok(results)) => results,
             Ok(Err(zk::MultiWriteError::OperationFailed { index: 0, source })) => {
                 return Err(doing
-                    .fail(
-                        ErrorKind::LeaseLost,
+                    .error(ErrorKind::LeaseLost,
                         format!("lock node {lock_path} is gone ({source}), so the lock is lost; nothing was written"),
                     )
                     .with_source(source));
@@ -264,7 +263,7 @@ impl GuardedWrite<'_> {
                     ErrorKind::Backend
                 };
                 return Err(doing
-                    .fail(
+                    .error(
                         kind,
                         format!(
                             "operation {} ({op}) failed: {source}; nothing was written",
@@ -275,7 +274,7 @@ impl GuardedWrite<'_> {
             }
             Ok(Err(zk::MultiWriteError::RequestFailed { source })) if in_doubt(&source) => {
                 return Err(doing
-                    .fail(
+                    .error(
                         ErrorKind::Unavailable,
                         format!("{source}; the write may or may not have committed"),
                     )

@@ -74,7 +74,7 @@ impl ZkHeld {
         let doing = self.doing(action);
         match self.signal.reason() {
             // Taken away, not given up: `LeaseLost`, as on every backend.
-            Some(LostReason::Revoked | LostReason::Deleted) => doing.fail(
+            Some(LostReason::Revoked | LostReason::Deleted) => doing.error(
                 ErrorKind::LeaseLost,
                 format!(
                     "node {} was deleted by another client while our session lived (the lock \
@@ -82,8 +82,8 @@ impl ZkHeld {
                     self.path
                 ),
             ),
-            Some(LostReason::Released) => doing.fail(ErrorKind::NotHeld, "already released"),
-            Some(LostReason::Disconnected) => doing.fail(
+            Some(LostReason::Released) => doing.error(ErrorKind::NotHeld, "already released"),
+            Some(LostReason::Disconnected) => doing.error(
                 ErrorKind::LeaseLost,
                 format!(
                     "the leader did not confirm our session within the safe window (the \
@@ -93,9 +93,9 @@ impl ZkHeld {
                 ),
             ),
             Some(reason) => {
-                doing.fail(ErrorKind::LeaseLost, format!("the lock was lost: {reason}"))
+                doing.error(ErrorKind::LeaseLost, format!("the lock was lost: {reason}"))
             }
-            None => doing.fail(
+            None => doing.error(
                 ErrorKind::LeaseLost,
                 "the session may have expired (the leader did not confirm it within the safe \
                  window)",
@@ -196,8 +196,7 @@ impl HeldLock for ZkHeld {
             }
             Err(zk::Error::NoNode) => {
                 finish(LostReason::Revoked);
-                Err(doing.fail(
-                    ErrorKind::LeaseLost,
+                Err(doing.error(ErrorKind::LeaseLost,
                     format!("node {path} was already gone (deleted by another client: the lock was broken); nothing was deleted"),
                 ))
             }
@@ -208,7 +207,7 @@ impl HeldLock for ZkHeld {
             Err(e) if in_doubt(&e) => {
                 self.session.release_in_background(self.hold, path.clone());
                 Err(doing
-                    .fail(
+                    .error(
                         ErrorKind::Unavailable,
                         format!(
                             "release of {path} not confirmed ({e}); the node is deleted when the \

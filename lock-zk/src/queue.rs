@@ -308,8 +308,7 @@ pub(crate) async fn join_and_wait(
                 () = sleep_until(deadline.give_up.unwrap_or(far)) => return Err(gave_up(deadline.wait, doing)),
                 reason = ours_gone.lost() => {
                     pending.disarm();
-                    return Err(doing.fail(
-                        ErrorKind::LeaseLost,
+                    return Err(doing.error(ErrorKind::LeaseLost,
                         format!("our queue node {} went away while waiting ({reason}); acquire again", created.path),
                     ));
                 }
@@ -346,7 +345,7 @@ pub(crate) async fn join_and_wait(
 
 /// The error when our node is gone before it was granted.
 fn disappeared(doing: &Site<'_>, path: &str) -> Error {
-    doing.fail(
+    doing.error(
         ErrorKind::LeaseLost,
         format!(
             "our queue node {path} disappeared while waiting (deleted by another client, or the \
@@ -379,15 +378,15 @@ fn drop_duplicates(
 
 fn gave_up(wait: Wait, doing: &Site<'_>) -> Error {
     match wait {
-        Wait::No => doing.fail(ErrorKind::WouldBlock, "held by another client"),
-        Wait::Timeout(d) => doing.fail(
+        Wait::No => doing.error(ErrorKind::WouldBlock, "held by another client"),
+        Wait::Timeout(d) => doing.error(
             ErrorKind::Timeout,
             format!(
                 "still held by another client after waiting {}",
                 lock_core::raw::human_duration(d)
             ),
         ),
-        Wait::Forever => doing.fail(ErrorKind::Timeout, "wait ended"),
+        Wait::Forever => doing.error(ErrorKind::Timeout, "wait ended"),
     }
 }
 
@@ -408,7 +407,7 @@ fn out_of_time(doing: &Site<'_>, what: &str, last: zk::Error) -> Error {
         _ => ErrorKind::Unavailable,
     };
     doing
-        .fail(
+        .error(
             kind,
             format!(
                 "{what} was not confirmed within the wait plus one request timeout ({last}); \
@@ -489,7 +488,7 @@ async fn create_protected(
             Err(e) => return Err(doing.client_error(e)),
         }
     }
-    Err(doing.fail(
+    Err(doing.error(
         ErrorKind::Unavailable,
         format!("could not create a queue node under {dir} after {ATTEMPTS} attempts"),
     ))
@@ -593,7 +592,7 @@ pub(crate) async fn retried<T, F: Future<Output = Result<T, zk::Error>>>(
             Err(e) => return Err(doing.client_error(e)),
         }
     }
-    Err(doing.fail(
+    Err(doing.error(
         ErrorKind::Unavailable,
         format!("could not {verb} {dir} after {ATTEMPTS} attempts"),
     ))
@@ -640,7 +639,7 @@ async fn ensure_dir(
             Err(e) => return Err(doing.client_error(e)),
         }
     }
-    Err(doing.fail(
+    Err(doing.error(
         ErrorKind::Unavailable,
         format!("could not create {dir} after {ATTEMPTS} attempts"),
     ))

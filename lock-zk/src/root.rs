@@ -28,7 +28,7 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
     let action = format!("preparing lock root {}", layout.root());
     let doing = crate::errors::doing(&action, &settings.connect_string);
     let denied = |what: &str| {
-        doing.fail(
+        doing.error(
             ErrorKind::Unauthorized,
             format!(
                 "{} may not {what}: an ACL set by another identity forbids it; check the username \
@@ -44,15 +44,14 @@ pub(crate) async fn prepare(session: &Session) -> Result<()> {
             Err(zk::Error::NoAuth) => return Err(denied(&format!("create {dir}"))),
             Err(e @ zk::Error::NoChildrenForEphemerals) => {
                 return Err(doing
-                    .fail(
-                        ErrorKind::InvalidConfig,
+                    .error(ErrorKind::InvalidConfig,
                         format!("{dir} cannot be created: an ancestor is an ephemeral node; choose another lock root"),
                     )
                     .with_source(e));
             }
             Err(e @ (zk::Error::BadArguments(_) | zk::Error::NoNode | zk::Error::InvalidAcl)) => {
                 return Err(doing
-                    .fail(
+                    .error(
                         ErrorKind::InvalidConfig,
                         format!("{dir} cannot be created ({e}); choose another lock root"),
                     )

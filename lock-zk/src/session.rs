@@ -153,7 +153,7 @@ impl Session {
         .await
         {
             Err(_) => {
-                return Err(doing.fail(
+                return Err(doing.error(
                     ErrorKind::Unavailable,
                     format!(
                         "no session within the connect timeout ({:?}); is a ZooKeeper server \
@@ -164,7 +164,7 @@ impl Session {
             }
             Ok(Err(e @ (zk::Error::NoHosts | zk::Error::ConnectionLoss | zk::Error::Timeout))) => {
                 return Err(doing
-                    .fail(
+                    .error(
                         ErrorKind::Unavailable,
                         format!(
                             "cannot open a session ({e}); is a ZooKeeper server running there?"
@@ -178,7 +178,7 @@ impl Session {
         let negotiated = client.session_timeout();
         if negotiated != settings.session_timeout {
             // Dropping the client closes the session.
-            return Err(doing.fail(
+            return Err(doing.error(
                 ErrorKind::InvalidConfig,
                 outside_range(settings.session_timeout, negotiated),
             ));
