@@ -11,6 +11,11 @@
 //! it forked, as a crash or a frozen machine would: a paused postmaster
 //! alone would still let its backends answer connections it already has.
 //!
+//! A server without a password starts from a copy of a template cluster
+//! that `initdb` makes once per machine (`distlock-postgres-template-*` in
+//! the temp dir; delete it to make it again), which saves about a second
+//! per server.
+//!
 //! With [`PostgresOptions::password`], TCP clients must authenticate with
 //! `scram-sha-256` (so a test can check a wrong password); otherwise any
 //! loopback client is trusted.
@@ -146,14 +151,13 @@ impl PostgresServer {
             give_to_postgres(dir.path()).map_err(io_error)?;
         }
         let data = dir.path().join("data");
-        init_cluster(
-            &initdb,
-            &data,
-            dir.path(),
-            options.password.as_deref(),
-            as_root,
-            &label,
-        )?;
+        match options.password.as_deref() {
+            // Copying a cluster made once is ~20 times faster than initdb.
+            None => copy_cluster(&template(&initdb, as_root)?, &data, &label)?,
+            Some(password) => {
+                init_cluster(&initdb, &data, dir.path(), Some(password), as_root, &label)?;
+            }
+        }
         let mut args: Vec<OsString> = Vec::new();
         let program = if as_root {
             args.extend(
@@ -482,6 +486,51 @@ fn init_cluster(
         }
     }
     run_tool(command, format!("initdb for {label}"))
+}
+
+/// A trusting cluster made by `initdb` once per machine and user, in the
+/// temp dir, that servers without a password start from a copy of. Made in
+/// a directory of its own and renamed into place, so concurrent test
+/// processes never see half of one.
+fn template(initdb: &Path, as_root: bool) -> Result<PathBuf, LaunchError> {
+    let what = "a template cluster for postgres";
+    let io_error = |source| LaunchError::Io {
+        what: what.to_owned(),
+        source,
+    };
+    let version = initdb
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map_or_else(
+            || "unknown".to_owned(),
+            |v| v.to_string_lossy().into_owned(),
+        );
+    let user = if as_root { "root" } else { "user" };
+    let place = std::env::temp_dir().join(format!("distlock-postgres-template-{version}-{user}"));
+    if place.join("PG_VERSION").is_file() {
+        return Ok(place);
+    }
+    let making = temp_dir("distlock-postgres-template-", what)?;
+    if as_root {
+        give_to_postgres(making.path()).map_err(io_error)?;
+    }
+    let data = making.path().join("data");
+    init_cluster(initdb, &data, making.path(), None, as_root, what)?;
+    if fs::rename(&data, &place).is_err() && !place.join("PG_VERSION").is_file() {
+        return Err(io_error(std::io::Error::other(format!(
+            "could not move the new cluster to {}",
+            place.display()
+        ))));
+    }
+    Ok(place)
+}
+
+/// Copies the cluster at `from` to `to`, keeping owners and modes.
+fn copy_cluster(from: &Path, to: &Path, label: &str) -> Result<(), LaunchError> {
+    let mut command = Command::new("cp");
+    command.arg("-a").arg(from).arg(to);
+    run_tool(command, format!("copy the template cluster for {label}"))
 }
 
 fn running_as_root() -> bool {
