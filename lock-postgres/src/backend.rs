@@ -58,6 +58,14 @@ impl fmt::Debug for PostgresBackend {
     }
 }
 
+/// How long a waiter pauses before trying again after a failed request.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether `deadline` passes within `within` from now.
+fn passed(deadline: Option<Instant>, within: Duration) -> bool {
+    deadline.is_some_and(|d| Instant::now() + within >= d)
+}
+
 /// What one look at the queue found.
 enum Outcome {
     Granted(i64),
@@ -175,6 +183,14 @@ impl PostgresBackend {
             let sent = SentAt::now();
             let outcome = match self.look(&attempt).await {
                 Ok(outcome) => outcome,
+                // A waiter rides out a server that is briefly away (a
+                // restart, a failover) until its deadline; the retry finds
+                // its entry, or queues again if the entry was lost.
+                Err(e) if queue && e.is_retryable() && !passed(deadline, RETRY_PAUSE) => {
+                    tracing::debug!(key = %key, error = %e, "acquire failed; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
                 Err(e) => {
                     pending.finish().await;
                     return Err(e);

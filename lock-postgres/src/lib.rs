@@ -1,7 +1,4 @@
-//! PostgreSQL backend for distlock.
-//!
-//! See `docs.md` (the crate's README) for the table layout, the algorithm,
-//! the failure behaviour and how to operate it.
+#![doc = include_str!("../docs.md")]
 
 mod admin;
 mod backend;

@@ -134,6 +134,9 @@ BEGIN
     SELECT e.id, e.granted, e.token INTO my_id, my_granted, my_token
         FROM {s}.entries e WHERE e.owner = p_owner;
     IF my_granted THEN
+        -- A retry after a lost answer: the lease restarts now, so that it
+        -- never ends before the retry's sender thinks it does.
+        UPDATE {s}.entries e SET expires_at = clock_timestamp() + lease WHERE e.id = my_id;
         outcome := 'granted';
         token := my_token;
         RETURN;
