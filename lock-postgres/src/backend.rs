@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
-use crate::config::{MIN_TTL, PostgresConfig};
+use crate::config::{Layout, MIN_TTL, PostgresConfig};
 use crate::keys::{self, Space};
 use crate::lease::PgLease;
 use crate::pending::Pending;
@@ -145,6 +145,16 @@ impl PostgresBackend {
         options: &AcquireOptions,
         value: Option<Vec<u8>>,
     ) -> Result<LockGuard> {
+        if self.inner.config.layout == Layout::Advisory {
+            if space != Space::Lock || access != Access::Write {
+                return Err(self.advisory_lacks(match space {
+                    Space::Election => "elections",
+                    _ => "semaphores or read-write locks",
+                }));
+            }
+            let acquire = self.acquire_advisory(name, options);
+            return lock_core::raw::observe_acquire(POSTGRES, name, acquire).await;
+        }
         let acquire = self.acquire_inner(space, access, name, options, value);
         lock_core::raw::observe_acquire(POSTGRES, name, acquire).await
     }
@@ -250,6 +260,21 @@ impl PostgresBackend {
         }
     }
 
+    /// `Unsupported` for what the advisory layout does not offer.
+    pub(crate) fn advisory_lacks(&self, what: &str) -> Error {
+        Error::unsupported(format!(
+            "the postgres backend's advisory layout has no {what}; use layout=table"
+        ))
+    }
+
+    /// Fails with `Unsupported` under the advisory layout.
+    pub(crate) fn table_only(&self, what: &str) -> Result<()> {
+        match self.inner.config.layout {
+            Layout::Table => Ok(()),
+            Layout::Advisory => Err(self.advisory_lacks(what)),
+        }
+    }
+
     /// One call of the schema's `acquire` function.
     async fn look(&self, attempt: &Attempt<'_>) -> Result<Outcome> {
         let (kind, permits) = keys::stored_access(attempt.access);
@@ -343,12 +368,17 @@ fn describe(access: Access, name: &LockName) -> String {
     }
 }
 
-fn capabilities() -> Capabilities {
-    Capabilities::new(POSTGRES, FencingStrength::Strong)
-        .with_fifo(true)
+fn capabilities(layout: Layout) -> Capabilities {
+    let caps = Capabilities::new(POSTGRES, FencingStrength::Strong)
+        .with_ttl_limits(MIN_TTL, Duration::from_millis(1));
+    if layout == Layout::Advisory {
+        // The server's lock queue is not promised to be FIFO; no election,
+        // shared primitives or admin operations on sessions' locks.
+        return caps;
+    }
+    caps.with_fifo(true)
         .with_election(true)
         .with_shared(true, true)
-        .with_ttl_limits(MIN_TTL, Duration::from_millis(1))
         .with_admin(AdminCapabilities::all())
 }
 
@@ -357,7 +387,7 @@ impl LockBackend for PostgresBackend {
     /// Strong tokens from a sequence, FIFO, elections, semaphores,
     /// read-write locks, every admin operation.
     fn capabilities(&self) -> Capabilities {
-        capabilities()
+        capabilities(self.inner.config.layout)
     }
 
     fn default_ttl(&self) -> Duration {
@@ -401,6 +431,7 @@ impl LockBackend for PostgresBackend {
     ///
     /// Cancel safe: it only reads.
     async fn inspect(&self, name: &LockName) -> Result<LockStatus> {
+        self.table_only("inspect")?;
         crate::admin::inspect(self, name).await
     }
 
@@ -411,6 +442,7 @@ impl LockBackend for PostgresBackend {
     ///
     /// Cancel safe: it only reads.
     async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        self.table_only("list")?;
         crate::admin::list(self, options).await
     }
 
@@ -423,6 +455,7 @@ impl LockBackend for PostgresBackend {
     ///
     /// Not cancel safe: a cancelled call may or may not have evicted the holder.
     async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        self.table_only("force_release")?;
         crate::admin::force_release(self, name).await
     }
 }

@@ -12,6 +12,7 @@
 //! or `Debug` output.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use lock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
@@ -36,18 +37,46 @@ const DEFAULT_POOL_SIZE: usize = 2;
 /// PostgreSQL limits to 63 bytes.
 const MAX_SCHEMA_LEN: usize = 40;
 /// The options a URL understands, for the unknown-option error.
-const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, schema, sslmode";
+const OPTIONS: &str =
+    "ttl, connect_timeout, request_timeout, prefix, holder, schema, sslmode, sslrootcert, layout";
 
-/// Whether to use TLS: only `disable` and `prefer` (which, without TLS
-/// support built in, connects in plain text) are accepted for now.
+/// Whether to use TLS, as libpq's `sslmode`, except that whenever TLS is
+/// used the server's certificate is verified (chain and host name) against
+/// `sslrootcert`, or the system's roots when that is unset: a connection
+/// is never encrypted to an unverified peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SslMode {
     /// Plain text.
     Disable,
-    /// TLS if the server offers it; plain text here, since this build has
-    /// no TLS connector.
+    /// TLS if the server offers it, plain text if it refuses TLS (not if
+    /// its certificate fails verification: that is an error).
     Prefer,
+    /// TLS or no connection (`require`, `verify-ca` and `verify-full`).
+    Require,
+}
+
+/// How locks are kept: in the lock tables, or as the server's session
+/// advisory locks (shared with any client that takes the same keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// Rows in the `entries` table: every feature, works behind a
+    /// transaction-mode pooler.
+    Table,
+    /// `pg_advisory_lock` on a connection per held lock: plain locks only,
+    /// interoperable with other clients of the same keys.
+    Advisory,
+}
+
+impl Layout {
+    fn parse(value: &str) -> std::result::Result<Self, String> {
+        match value {
+            "table" => Ok(Layout::Table),
+            "advisory" => Ok(Layout::Advisory),
+            other => Err(format!("layout {other:?} is not table or advisory")),
+        }
+    }
 }
 
 /// How to reach PostgreSQL and where to keep the locks.
@@ -66,6 +95,8 @@ pub struct PostgresConfig {
     pub(crate) request_timeout: Duration,
     pub(crate) pool_size: usize,
     pub(crate) sslmode: SslMode,
+    pub(crate) sslrootcert: Option<PathBuf>,
+    pub(crate) layout: Layout,
 }
 
 impl fmt::Debug for PostgresConfig {
@@ -84,6 +115,8 @@ impl fmt::Debug for PostgresConfig {
             .field("request_timeout", &self.request_timeout)
             .field("pool_size", &self.pool_size)
             .field("sslmode", &self.sslmode)
+            .field("sslrootcert", &self.sslrootcert)
+            .field("layout", &self.layout)
             .finish()
     }
 }
@@ -106,6 +139,8 @@ impl PostgresConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
             sslmode: SslMode::Prefer,
+            sslrootcert: None,
+            layout: Layout::Table,
         }
     }
 
@@ -160,6 +195,8 @@ impl PostgresConfig {
             "holder" => self.holder = Some(value),
             "schema" => self.schema = value,
             "sslmode" => self.sslmode = parse_sslmode(&value)?,
+            "sslrootcert" => self.sslrootcert = Some(PathBuf::from(value)),
+            "layout" => self.layout = Layout::parse(&value)?,
             other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
         }
         Ok(())
@@ -168,7 +205,14 @@ impl PostgresConfig {
     /// Applies `settings` over this config; a setting PostgreSQL has no use
     /// for is `Unsupported`, naming it.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-        settings.refuse_others_than_client("postgres", &[])?;
+        settings.refuse_others_than_client("postgres", &["tls.ca", "layout"])?;
+        if let Some(layout) = &settings.layout {
+            self.layout = Layout::parse(layout)
+                .map_err(|why| Error::invalid_config(format!("postgres {why}")))?;
+        }
+        if let Some(ca) = &settings.tls_ca {
+            self.sslrootcert = Some(ca.clone());
+        }
         if let Some(ttl) = settings.ttl {
             self.ttl = ttl;
         }
@@ -249,6 +293,25 @@ impl PostgresConfig {
         self
     }
 
+    /// Sets how locks are kept.
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Sets whether to use TLS.
+    pub fn with_sslmode(mut self, mode: SslMode) -> Self {
+        self.sslmode = mode;
+        self
+    }
+
+    /// Trusts the CA certificates of this PEM file (instead of the system's
+    /// roots) when verifying the server.
+    pub fn with_sslrootcert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sslrootcert = Some(path.into());
+        self
+    }
+
     /// Sets how many connections serve requests (at least 1).
     pub fn with_pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
@@ -317,11 +380,8 @@ fn check_schema(schema: &str) -> Result<()> {
 fn parse_sslmode(value: &str) -> std::result::Result<SslMode, String> {
     match value {
         "disable" => Ok(SslMode::Disable),
-        "prefer" | "allow" => Ok(SslMode::Prefer),
-        "require" | "verify-ca" | "verify-full" => Err(format!(
-            "sslmode={value}: this build of lock-postgres has no TLS support yet; use \
-             sslmode=disable, or a TLS-terminating proxy on the client's host"
-        )),
+        "allow" | "prefer" => Ok(SslMode::Prefer),
+        "require" | "verify-ca" | "verify-full" => Ok(SslMode::Require),
         other => Err(format!(
             "sslmode={other:?} is not one of disable, allow, prefer, require, verify-ca, \
              verify-full"
@@ -385,7 +445,7 @@ mod tests {
             ("postgres://h?ttl=0s", "TTL"),
             ("postgres://h?ttl=10ms", "at least"),
             ("postgres://h?schema=Bad-Name", "schema"),
-            ("postgres://h?sslmode=require", "TLS"),
+            ("postgres://h?sslmode=sometimes", "sslmode"),
             ("postgres://a,b/db", "one host"),
             ("postgres://h?connect_timeout=soon", "connect_timeout"),
         ] {

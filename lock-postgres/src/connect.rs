@@ -7,9 +7,15 @@
 use std::time::Duration;
 
 use lock_core::Result;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::config::SslMode as DriverSslMode;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, Config, Connection, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::config::PostgresConfig;
+/// The stream type of a connection that may use TLS.
+type TlsStream = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream;
+
+use crate::config::{PostgresConfig, SslMode};
 use crate::errors::{from_pg, timed_out};
 
 /// The driver's configuration for `config`.
@@ -25,6 +31,11 @@ fn driver_config(config: &PostgresConfig) -> Config {
         .keepalives_idle(Duration::from_secs(30))
         .keepalives_interval(Duration::from_secs(5))
         .keepalives_retries(3);
+    pg.ssl_mode(match config.sslmode {
+        SslMode::Disable => DriverSslMode::Disable,
+        SslMode::Prefer => DriverSslMode::Prefer,
+        SslMode::Require => DriverSslMode::Require,
+    });
     if let Some(password) = &config.password {
         pg.password(password);
     }
@@ -43,13 +54,11 @@ pub(crate) fn describe(config: &PostgresConfig) -> String {
 /// that task, which ends when the connection does.
 pub(crate) async fn open(
     config: &PostgresConfig,
-) -> Result<(
-    Client,
-    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
-)> {
+) -> Result<(Client, Connection<Socket, TlsStream>)> {
     let context = format!("connect to PostgreSQL at {}", describe(config));
     let driver = driver_config(config);
-    let connecting = driver.connect(NoTls);
+    let tls: MakeRustlsConnect = crate::tls::connector(config)?;
+    let connecting = driver.connect(tls);
     match tokio::time::timeout(config.connect_timeout, connecting).await {
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(from_pg(e, &context)),

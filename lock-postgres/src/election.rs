@@ -65,6 +65,7 @@ impl ElectionBackend for PostgresBackend {
     ///
     /// Cancel safe: it only reads.
     async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        self.table_only("elections")?;
         self.read_leader(&self.key(Space::Election, name)).await
     }
 
@@ -75,6 +76,7 @@ impl ElectionBackend for PostgresBackend {
     ///
     /// Cancel safe: dropping the future or the stream stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
+        self.table_only("elections")?;
         let key = self.key(Space::Election, name);
         let observer = Observer {
             watch: self.inner.wakeups.watch(&key),

@@ -14,7 +14,18 @@ pub(crate) fn from_pg(error: tokio_postgres::Error, context: &str) -> Error {
     let kind = kind_of(&error);
     let detail = match error.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => error.to_string(),
+        None => {
+            // The driver's own text leaves out the cause (an I/O error, a
+            // certificate rustls refused): add the chain.
+            let mut text = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                text.push_str(": ");
+                text.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            text
+        }
     };
     let hint = match kind {
         ErrorKind::Unauthorized => {

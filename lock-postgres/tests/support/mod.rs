@@ -94,3 +94,65 @@ impl Target for PostgresTarget {
         expire(&self.server, guard).await;
     }
 }
+
+/// The advisory lock key of a guard of the advisory layout (`advisory:KEY`).
+pub fn advisory_key(guard: &LockGuard) -> i64 {
+    guard
+        .key()
+        .strip_prefix("advisory:")
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("not an advisory key: {}", guard.key()))
+}
+
+/// Ends the session that holds `guard`'s advisory lock, as a server
+/// restart or an operator's `pg_terminate_backend` would.
+pub async fn terminate_holder(server: &PostgresServer, guard: &LockGuard) {
+    let client = sql_client(server).await;
+    let ended: i64 = client
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_locks \
+             WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+               AND ((classid::bigint << 32) | objid::bigint) = $1",
+            &[&advisory_key(guard)],
+        )
+        .await
+        .expect("terminate the holder")
+        .get(0);
+    assert_eq!(ended, 1, "no session holds {}", guard.key());
+}
+
+/// The conformance target of the advisory layout.
+pub struct AdvisoryTarget {
+    pub server: PostgresServer,
+}
+
+impl AdvisoryTarget {
+    /// Starts the server.
+    pub async fn start() -> Self {
+        AdvisoryTarget {
+            server: start_postgres().await,
+        }
+    }
+}
+
+/// A new client of `server` with the advisory layout.
+pub async fn advisory_client(server: &PostgresServer) -> PostgresBackend {
+    PostgresBackend::connect(config_for(server).with_layout(lock_postgres::Layout::Advisory))
+        .await
+        .expect("connect to postgres")
+}
+
+#[async_trait]
+impl Target for AdvisoryTarget {
+    async fn election_client(&self) -> Arc<DynElectionBackend> {
+        Arc::new(advisory_client(&self.server).await)
+    }
+
+    fn ttl(&self) -> Duration {
+        TTL
+    }
+
+    async fn kill_lease(&self, guard: &LockGuard) {
+        terminate_holder(&self.server, guard).await;
+    }
+}

@@ -61,6 +61,7 @@ pub struct PostgresOptions {
     password: Option<String>,
     bin_dir: Option<PathBuf>,
     fsync: bool,
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl PostgresOptions {
@@ -83,6 +84,13 @@ impl PostgresOptions {
         self
     }
 
+    /// Serves TLS (`ssl=on`) with this PEM certificate and key, besides
+    /// plain connections; see [`certs`](super::certs) for test certificates.
+    pub fn tls(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls = Some((cert.into(), key.into()));
+        self
+    }
+
     /// Makes commits durable (`fsync=on`). Off by default: tests are faster
     /// without, and a killed server still keeps what it committed, since
     /// only an OS crash loses unsynced writes.
@@ -98,6 +106,7 @@ impl fmt::Debug for PostgresOptions {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("bin_dir", &self.bin_dir)
             .field("fsync", &self.fsync)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -191,6 +200,34 @@ impl PostgresServer {
             "-c".into(),
             "max_connections=200".into(),
         ]);
+        if let Some((cert, key)) = &options.tls {
+            // The server insists on a key only its own user can read.
+            let (cert_copy, key_copy) =
+                (dir.path().join("server.crt"), dir.path().join("server.key"));
+            let io_error = |source| LaunchError::Io {
+                what: label.clone(),
+                source,
+            };
+            fs::copy(cert, &cert_copy).map_err(io_error)?;
+            fs::copy(key, &key_copy).map_err(io_error)?;
+            fs::set_permissions(
+                &key_copy,
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )
+            .map_err(io_error)?;
+            if as_root {
+                give_to_postgres(&cert_copy).map_err(io_error)?;
+                give_to_postgres(&key_copy).map_err(io_error)?;
+            }
+            args.extend([
+                "-c".into(),
+                "ssl=on".into(),
+                "-c".into(),
+                format!("ssl_cert_file={}", cert_copy.display()).into(),
+                "-c".into(),
+                format!("ssl_key_file={}", key_copy.display()).into(),
+            ]);
+        }
         let process = ChildProcess::new(label, program, args, dir.path(), "postgres.log");
         process.spawn()?;
         Ok(Self {
