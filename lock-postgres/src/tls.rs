@@ -2,7 +2,7 @@
 //! of `sslrootcert` or else the system's roots, always verifying the
 //! server's certificate and host name.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use lock_core::{Error, Result};
 use rustls::pki_types::CertificateDer;
@@ -34,12 +34,7 @@ pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
             }
             roots
         }
-        (_, None) => {
-            let mut roots = RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-            roots
-        }
+        (_, None) => system_roots().clone(),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = ClientConfig::builder_with_provider(provider)
@@ -48,4 +43,16 @@ pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(MakeRustlsConnect::new(tls))
+}
+
+/// The system's root certificates, read once per process: reading and
+/// parsing them takes long enough to slow every new connection.
+fn system_roots() -> &'static RootCertStore {
+    static ROOTS: OnceLock<RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(found.certs);
+        roots
+    })
 }
