@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real servers the distlock tests run (etcd, Redis, ZooKeeper),
+# Installs the real servers the distlock tests run (etcd, Redis, ZooKeeper,
+# PostgreSQL),
 # protoc, and the peer clients and tools the interop and filesystem tests
 # use, from Debian/Ubuntu packages, if they are missing.
 #
@@ -10,6 +11,9 @@
 #   redis-server, redis-cli  redis-server, redis-tools
 #   zookeeper.jar + java     zookeeper (depends on a Java runtime and on the
 #                            slf4j/log4j jars the launcher puts on the classpath)
+#   initdb, postgres, psql   postgresql (under /usr/lib/postgresql/*/bin; the
+#                            package also creates the postgres user the server
+#                            runs as when the tests run as root)
 #   protoc                   protobuf-compiler (etcd-client crate build)
 #   google/protobuf/*.proto  libprotobuf-dev (the well-known types protoc
 #                            imports; protobuf-compiler does not ship them)
@@ -44,6 +48,7 @@ need zookeeper         "$JAR_DIR/zookeeper.jar"      test -f "$JAR_DIR/zookeeper
 need libslf4j-java     "$JAR_DIR/slf4j-log4j12.jar"  test -f "$JAR_DIR/slf4j-log4j12.jar"
 need liblog4j1.2-java  "$JAR_DIR/log4j-1.2.jar"      test -f "$JAR_DIR/log4j-1.2.jar"
 need default-jre-headless "java"                     command -v java
+need postgresql        "PostgreSQL initdb"          compgen -G "/usr/lib/postgresql/*/bin/initdb"
 need protobuf-compiler "protoc"                      command -v protoc
 need libprotobuf-dev   "google/protobuf/descriptor.proto" test -f /usr/include/google/protobuf/descriptor.proto
 need openssl           "openssl"                     command -v openssl
@@ -87,6 +92,8 @@ done
 for jar in zookeeper curator-recipes; do
     test -f "$JAR_DIR/$jar.jar" || { echo "error: $JAR_DIR/$jar.jar still missing" >&2; exit 1; }
 done
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null ||
+    { echo "error: /usr/lib/postgresql/*/bin/initdb still missing (postgresql)" >&2; exit 1; }
 test -f /usr/include/google/protobuf/descriptor.proto ||
     { echo "error: google/protobuf/descriptor.proto still missing (libprotobuf-dev)" >&2; exit 1; }
 echo "all servers installed"

@@ -24,11 +24,11 @@ scripts/public-api.sh
 # Each feature of the facade on its own, and each library crate alone, so
 # that a missing feature gate or dependency does not hide behind
 # --all-features unification.
-for features in "" etcd redis zk full testing; do
+for features in "" etcd redis zk postgres full testing; do
     echo "==> cargo check -p distlock --no-default-features --features '$features'"
     cargo check -p distlock --no-default-features --features "$features" --locked
 done
-for crate in lock-core lock-file lock-etcd lock-redis lock-zk lock-workload lock-testkit; do
+for crate in lock-core lock-file lock-etcd lock-redis lock-zk lock-postgres lock-workload lock-testkit; do
     echo "==> cargo check -p $crate"
     cargo check -p "$crate" --locked
 done

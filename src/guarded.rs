@@ -25,6 +25,8 @@ pub(crate) enum Native {
     Redis(lock_redis::RedisBackend),
     #[cfg(feature = "redis")]
     RedisCluster(lock_redis::RedisClusterBackend),
+    #[cfg(feature = "postgres")]
+    Postgres(lock_postgres::PostgresBackend),
 }
 
 /// What a guarded write is guarded by: a lock guard or a leadership.
@@ -126,6 +128,18 @@ impl Backend {
         }
     }
 
+    /// The PostgreSQL client behind this backend, for fenced transactions
+    /// ([`lock_postgres::PostgresBackend::fenced_transaction`]): SQL that
+    /// commits only while a guard holds its lock; `None` on other backends.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(&self) -> Option<&lock_postgres::PostgresBackend> {
+        match self.native() {
+            Native::Postgres(postgres) => Some(postgres),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// The ZooKeeper client behind this backend, for multi-operation
     /// [`lock_zk::GuardedWrite`]s; `None` on other backends.
     #[cfg(feature = "zk")]
@@ -172,7 +186,8 @@ impl Backend {
             Native::RedisCluster(cluster) => {
                 cluster.guarded_put(owner.guard(), key, value.into()).await
             }
-            Native::Plain => {
+            // Plain, and Postgres, whose guarded writes are SQL.
+            _ => {
                 let _ = (key, value);
                 Err(self.no_guarded_writes("guarded_put", &owner))
             }
@@ -201,7 +216,8 @@ impl Backend {
             Native::Redis(redis) => redis.guarded_delete(owner.guard(), key).await,
             #[cfg(feature = "redis")]
             Native::RedisCluster(cluster) => cluster.guarded_delete(owner.guard(), key).await,
-            Native::Plain => {
+            // Plain, and Postgres, whose guarded writes are SQL.
+            _ => {
                 let _ = key;
                 Err(self.no_guarded_writes("guarded_delete", &owner))
             }
@@ -231,7 +247,8 @@ impl Backend {
             Native::Redis(redis) => redis.is_owner(owner.guard()).await,
             #[cfg(feature = "redis")]
             Native::RedisCluster(cluster) => cluster.is_owner(owner.guard()).await,
-            Native::Plain => Err(self.no_guarded_writes("is_owner", &owner)),
+            // Plain, and Postgres, whose guarded writes are SQL.
+            _ => Err(self.no_guarded_writes("is_owner", &owner)),
         }
     }
 
@@ -241,6 +258,10 @@ impl Backend {
             "redlock" => {
                 "its lock is held on a majority of independent servers, and no single server \
                  can check that majority atomically with a write"
+            }
+            "postgres" => {
+                "its guarded writes are SQL: run them in a fenced transaction \
+                 (Backend::postgres, then PostgresBackend::fenced_transaction)"
             }
             _ => "only etcd, zk, redis and redis-cluster do",
         };

@@ -51,6 +51,12 @@ pub mod redis {
     pub use lock_redis::*;
 }
 
+/// The PostgreSQL backend (feature `postgres`).
+#[cfg(feature = "postgres")]
+pub mod postgres {
+    pub use lock_postgres::*;
+}
+
 /// The ZooKeeper backend (feature `zk`).
 #[cfg(feature = "zk")]
 pub mod zk {

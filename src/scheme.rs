@@ -30,11 +30,15 @@ pub enum Scheme {
     RedissCluster,
     /// `zk://host:port[,host:port...][/chroot]` (feature `zk`).
     Zk,
+    /// `postgres://[user:password@]host:port/db` (feature `postgres`).
+    Postgres,
+    /// `postgresql://...`: the same as `postgres://` (feature `postgres`).
+    Postgresql,
 }
 
 impl Scheme {
     /// Every scheme, in the order they are listed in messages.
-    pub const ALL: [Scheme; 10] = [
+    pub const ALL: [Scheme; 12] = [
         Scheme::Memory,
         Scheme::File,
         Scheme::Etcd,
@@ -45,6 +49,8 @@ impl Scheme {
         Scheme::RedisCluster,
         Scheme::RedissCluster,
         Scheme::Zk,
+        Scheme::Postgres,
+        Scheme::Postgresql,
     ];
 
     /// The scheme as written in URLs.
@@ -60,6 +66,8 @@ impl Scheme {
             Scheme::RedisCluster => "redis+cluster",
             Scheme::RedissCluster => "rediss+cluster",
             Scheme::Zk => "zk",
+            Scheme::Postgres => "postgres",
+            Scheme::Postgresql => "postgresql",
         }
     }
 
@@ -74,6 +82,7 @@ impl Scheme {
             | Scheme::RedisCluster
             | Scheme::RedissCluster => Some("redis"),
             Scheme::Zk => Some("zk"),
+            Scheme::Postgres | Scheme::Postgresql => Some("postgres"),
         }
     }
 
@@ -88,6 +97,7 @@ impl Scheme {
             | Scheme::RedisCluster
             | Scheme::RedissCluster => cfg!(feature = "redis"),
             Scheme::Zk => cfg!(feature = "zk"),
+            Scheme::Postgres | Scheme::Postgresql => cfg!(feature = "postgres"),
         }
     }
 
@@ -136,6 +146,7 @@ impl Scheme {
             Scheme::Redlock => "Redlock",
             Scheme::RedisCluster | Scheme::RedissCluster => "Redis Cluster",
             Scheme::Zk => "ZooKeeper",
+            Scheme::Postgres | Scheme::Postgresql => "PostgreSQL",
         }
     }
 }

@@ -38,6 +38,8 @@ enum Outside {
     RedisCluster(lock_testkit::servers::RedisCluster),
     #[cfg(feature = "zk")]
     Zk(zk_outside::ZkOutside),
+    #[cfg(feature = "postgres")]
+    Postgres(lock_testkit::servers::PostgresServer),
 }
 
 /// The lock TTL of the Redis targets.
@@ -102,6 +104,17 @@ impl UrlTarget {
         let outside = zk_outside::ZkOutside::start().await;
         let url = format!("zk://{}", outside.server_addr());
         UrlTarget::new(url, zk_outside::TTL, Outside::Zk(outside))
+    }
+
+    /// As lock-postgres's conformance target: one server, a lease of 1 s.
+    #[cfg(feature = "postgres")]
+    async fn postgres() -> Self {
+        let server = started(lock_testkit::servers::PostgresServer::start()).await;
+        UrlTarget::new(
+            server.url(),
+            Duration::from_secs(1),
+            Outside::Postgres(server),
+        )
     }
 
     /// A new, independent client through the facade.
@@ -197,6 +210,24 @@ impl Target for UrlTarget {
             }
             #[cfg(feature = "zk")]
             Outside::Zk(zk) => zk.delete_node(guard.key()).await,
+            #[cfg(feature = "postgres")]
+            Outside::Postgres(server) => {
+                // The lease ends now by the server's clock, as expiry would.
+                let sql = format!(
+                    "UPDATE distlock.entries SET expires_at = clock_timestamp() \
+                     WHERE key = '{}' AND token = {} RETURNING 1",
+                    guard.key().replace('\'', "''"),
+                    guard.token()
+                );
+                let ended = server.query(&sql).expect("expire the lease");
+                assert_eq!(
+                    ended.lines().next().map(str::trim),
+                    Some("1"),
+                    "no entry for {} token {}",
+                    guard.key(),
+                    guard.token()
+                );
+            }
         }
     }
 
@@ -334,6 +365,8 @@ suites! {
     redis_cluster => UrlTarget::redis_cluster().await;
     #[cfg(feature = "zk")]
     zk => UrlTarget::zk().await;
+    #[cfg(feature = "postgres")]
+    postgres => UrlTarget::postgres().await;
 }
 
 #[tokio::test]

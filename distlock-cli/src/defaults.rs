@@ -30,6 +30,12 @@ fn ttls(memory: bool) -> String {
         distlock::zk::DEFAULT_TTL,
         " (the session timeout)",
     ));
+    #[cfg(feature = "postgres")]
+    parts.push(entry(
+        "postgres/postgresql",
+        distlock::postgres::DEFAULT_TTL,
+        "",
+    ));
     parts.join(", ")
 }
 

@@ -84,4 +84,5 @@ support::test_on_backends! {
     etcd: etcd_processes_count_exactly_with_increasing_tokens,
     redis: redis_processes_count_exactly_with_increasing_tokens,
     zk: zk_processes_count_exactly_with_increasing_tokens,
+    postgres: postgres_processes_count_exactly_with_increasing_tokens,
 }

@@ -64,6 +64,11 @@ async fn ttl_help_states_each_backends_default() {
         "zk {}",
         format_duration(distlock::zk::ZkConfig::default().default_ttl)
     ));
+    #[cfg(feature = "postgres")]
+    expected.push(format!(
+        "postgres/postgresql {}",
+        format_duration(distlock::postgres::DEFAULT_TTL)
+    ));
     let memory = format!("memory {}", format_duration(distlock::memory::DEFAULT_TTL));
     for command in ["run", "elect", "bench"] {
         let output = cli(None, &format!("{command} --help")).await;

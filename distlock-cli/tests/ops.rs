@@ -181,6 +181,7 @@ support::test_on_backends! {
     redis: break_evicts_the_run_of_another_process_on_redis,
     redlock: break_evicts_the_run_of_another_process_on_redlock,
     zk: break_evicts_the_run_of_another_process_on_zk,
+    postgres: break_evicts_the_run_of_another_process_on_postgres,
 }
 
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock
@@ -239,6 +240,7 @@ support::test_on_backends! {
     redis: status_and_break_see_an_election_on_redis,
     redlock: status_and_break_see_an_election_on_redlock,
     zk: status_and_break_see_an_election_on_zk,
+    postgres: status_and_break_see_an_election_on_postgres,
 }
 
 /// A leader elected by `distlock elect` in another process: `status` shows

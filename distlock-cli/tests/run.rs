@@ -190,10 +190,12 @@ async fn backends_not_compiled_in_name_their_feature() {
         ("redis://127.0.0.1:6379", "redis"),
         ("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "redis"),
         ("zk://127.0.0.1:2181", "zk"),
+        ("postgres://u@127.0.0.1:5432/db", "postgres"),
     ] {
         let compiled = match feature {
             "etcd" => cfg!(feature = "etcd"),
             "redis" => cfg!(feature = "redis"),
+            "postgres" => cfg!(feature = "postgres"),
             _ => cfg!(feature = "zk"),
         };
         if compiled {
@@ -462,7 +464,12 @@ async fn bad_config_file_or_environment_is_a_usage_error() {
 
 /// An unreachable server fails with one line and code 69, within the
 /// connect timeout plus slack, never a hang.
-#[cfg(any(feature = "etcd", feature = "redis", feature = "zk"))]
+#[cfg(any(
+    feature = "etcd",
+    feature = "redis",
+    feature = "zk",
+    feature = "postgres"
+))]
 async fn unreachable_server_fails_fast(url: &str) {
     let start = Instant::now();
     let output = cli(Some(url), "--connect-timeout 2s run a -- true").await;
@@ -495,6 +502,25 @@ async fn unreachable_redis_fails_fast_with_one_line() {
 #[tokio::test]
 async fn unreachable_zookeeper_fails_fast_with_one_line() {
     unreachable_server_fails_fast("zk://127.0.0.1:1").await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn unreachable_postgres_fails_fast_with_one_line() {
+    unreachable_server_fails_fast("postgres://u@127.0.0.1:1/db").await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn wrong_postgres_password_exits_77() {
+    let server = lock_testkit::servers::PostgresServer::start_with_password("right")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("postgres://postgres:wrong@{}/postgres", server.addr());
+    let output = cli(Some(&url), "run a -- true").await;
+    assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
+    let err = one_line_error(&output);
+    assert!(!err.contains("wrong"), "the password leaked: {err}");
 }
 
 #[cfg(feature = "redis")]

@@ -126,6 +126,7 @@ support::test_on_backends! {
     redis: redis_permits_are_never_exceeded_across_processes,
     redlock: redlock_permits_are_never_exceeded_across_processes,
     zk: zk_permits_are_never_exceeded_across_processes,
+    postgres: postgres_permits_are_never_exceeded_across_processes,
 }
 
 /// Two `distlock run --shared` hold the read side at once: each waits for

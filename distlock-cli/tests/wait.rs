@@ -105,6 +105,12 @@ async fn redlock_waiter_that_gives_up_leaves_the_queue() {
     a_waiter_that_gives_up_leaves_the_queue(support::redlock_fixture().await, None).await;
 }
 
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_waiter_that_gives_up_leaves_the_queue() {
+    a_waiter_that_gives_up_leaves_the_queue(support::postgres_fixture().await, None).await;
+}
+
 #[cfg(feature = "zk")]
 #[tokio::test]
 async fn zookeeper_waiter_that_gives_up_leaves_the_queue() {

@@ -6,7 +6,7 @@
 use std::any::Any;
 
 use crate::assert::started;
-use crate::servers::{EtcdCluster, RedisServer, RedisServers, ZkEnsemble};
+use crate::servers::{EtcdCluster, PostgresServer, RedisServer, RedisServers, ZkEnsemble};
 
 /// A backend under test: its URL, and whatever keeps its servers alive.
 pub struct Fixture {
@@ -60,4 +60,10 @@ pub async fn redlock() -> Fixture {
 pub async fn zk() -> Fixture {
     let ensemble = started(ZkEnsemble::start(1)).await;
     Fixture::new(format!("zk://{}", ensemble.connect_string()), ensemble)
+}
+
+/// A PostgreSQL server, with the default table layout.
+pub async fn postgres() -> Fixture {
+    let server = started(PostgresServer::start()).await;
+    Fixture::new(server.url(), server)
 }

@@ -13,6 +13,8 @@ use crate::scheme::Scheme;
 mod etcd;
 mod file;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "zk")]
@@ -37,6 +39,8 @@ pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Resul
         Scheme::RedisCluster | Scheme::RedissCluster => redis::connect_cluster(url, config).await,
         #[cfg(feature = "zk")]
         Scheme::Zk => zk::connect(url, config).await,
+        #[cfg(feature = "postgres")]
+        Scheme::Postgres | Scheme::Postgresql => postgres::connect(url, config).await,
         #[allow(unreachable_patterns)]
         other => {
             other.ensure_compiled_in()?;

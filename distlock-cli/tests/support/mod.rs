@@ -29,8 +29,8 @@ pub const NOT_FOUND: i32 = 127;
 
 #[allow(unused_imports)] // Not every test file uses every backend.
 pub use lock_testkit::fixtures::{
-    Fixture, etcd as etcd_fixture, file as file_fixture, redis as redis_fixture,
-    redlock as redlock_fixture, zk as zk_fixture,
+    Fixture, etcd as etcd_fixture, file as file_fixture, postgres as postgres_fixture,
+    redis as redis_fixture, redlock as redlock_fixture, zk as zk_fixture,
 };
 
 /// A `distlock` command with a clean environment (no `DISTLOCK_*` from the
@@ -164,6 +164,7 @@ macro_rules! test_on_backends {
     (@etcd $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "etcd"] [etcd_fixture().await] $($t)+); };
     (@redis $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] $($t)+); };
     (@redlock $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] $($t)+); };
+    (@postgres $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "postgres"] [postgres_fixture().await] $($t)+); };
     (@zk $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] $($t)+); };
     (@test [$($cfg:meta)?] [$($fixture:tt)+] #[$test:meta] $check:ident $name:ident) => {
         $(#[cfg($cfg)])?

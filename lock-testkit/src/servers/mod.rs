@@ -1,4 +1,4 @@
-//! Real-server launchers: etcd, Redis, Redis Cluster and ZooKeeper as child processes.
+//! Real-server launchers: etcd, Redis, Redis Cluster, ZooKeeper and PostgreSQL as child processes.
 //!
 //! Every launcher starts its servers on free loopback ports, each member with
 //! its own temporary directory that holds the data and a log file (the
@@ -37,6 +37,7 @@ mod http;
 mod member;
 mod netns;
 mod ports;
+pub mod postgres;
 mod process;
 mod readiness;
 pub mod redis;
@@ -50,6 +51,7 @@ pub use error::LaunchError;
 pub use etcd::{EtcdCluster, EtcdMember, EtcdOptions};
 pub use etcd_auth::etcdctl_path;
 pub use member::Member;
+pub use postgres::{PostgresOptions, PostgresServer};
 pub use redis::{RedisOptions, RedisServer, RedisServers};
 pub use redis_cluster::{RedisCluster, RedisClusterNode, RedisClusterOptions};
 pub use resp::RespReply;

@@ -149,6 +149,15 @@ impl ChildProcess {
         }
     }
 
+    /// The pid of the live child, if one runs.
+    pub(crate) fn pid(&self) -> Option<i32> {
+        let mut state = self.state();
+        if !state.is_alive() {
+            return None;
+        }
+        i32::try_from(state.child.as_ref()?.id()).ok()
+    }
+
     /// Whether the process is alive (a paused process is alive).
     pub(crate) fn is_running(&self) -> bool {
         self.state().is_alive()

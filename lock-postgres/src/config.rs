@@ -1,0 +1,481 @@
+//! How to reach PostgreSQL and how to lay out the locks there.
+//!
+//! Built in code ([`PostgresConfig::new`] and the `with_` builders) or
+//! from a URL ([`PostgresConfig::from_url`]):
+//!
+//! ```text
+//! postgres://user:password@host:port/database?ttl=10s&connect_timeout=5s
+//!     &request_timeout=5s&prefix=app/&holder=worker-1&schema=distlock&sslmode=disable
+//! ```
+//!
+//! `postgresql://` is the same. The password never appears in errors, logs
+//! or `Debug` output.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
+use lock_core::{Error, Result};
+
+/// The port PostgreSQL listens on by default.
+pub const DEFAULT_PORT: u16 = 5432;
+/// The schema the lock tables live in by default.
+pub const DEFAULT_SCHEMA: &str = "distlock";
+/// The default lease TTL.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// The shortest lease TTL: renewal runs every TTL/3, and each renewal is one
+/// round trip plus the server's commit, which must fit well within it.
+pub const MIN_TTL: Duration = Duration::from_millis(300);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections per backend for grants, renewals and releases (the listening
+/// connection comes on top). Requests are pipelined on them, so a few serve
+/// any number of held locks.
+const DEFAULT_POOL_SIZE: usize = 2;
+/// A schema name becomes part of the notification channel's name, which
+/// PostgreSQL limits to 63 bytes.
+const MAX_SCHEMA_LEN: usize = 40;
+/// The options a URL understands, for the unknown-option error.
+const OPTIONS: &str =
+    "ttl, connect_timeout, request_timeout, prefix, holder, schema, sslmode, sslrootcert, layout";
+
+/// Whether to use TLS, as libpq's `sslmode`, except that whenever TLS is
+/// used the server's certificate is verified (chain and host name) against
+/// `sslrootcert`, or the system's roots when that is unset: a connection
+/// is never encrypted to an unverified peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SslMode {
+    /// Plain text.
+    Disable,
+    /// TLS if the server offers it, plain text if it refuses TLS (not if
+    /// its certificate fails verification: that is an error).
+    Prefer,
+    /// TLS or no connection (`require`, `verify-ca` and `verify-full`).
+    Require,
+}
+
+/// How locks are kept: in the lock tables, or as the server's session
+/// advisory locks (shared with any client that takes the same keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// Rows in the `entries` table: every feature, works behind a
+    /// transaction-mode pooler.
+    Table,
+    /// `pg_advisory_lock` on a connection per held lock: plain locks only,
+    /// interoperable with other clients of the same keys.
+    Advisory,
+}
+
+impl Layout {
+    fn parse(value: &str) -> std::result::Result<Self, String> {
+        match value {
+            "table" => Ok(Layout::Table),
+            "advisory" => Ok(Layout::Advisory),
+            other => Err(format!("layout {other:?} is not table or advisory")),
+        }
+    }
+}
+
+/// How to reach PostgreSQL and where to keep the locks.
+#[derive(Clone)]
+pub struct PostgresConfig {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) database: String,
+    pub(crate) username: String,
+    pub(crate) password: Option<String>,
+    pub(crate) schema: String,
+    pub(crate) prefix: String,
+    pub(crate) holder: Option<String>,
+    pub(crate) ttl: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) pool_size: usize,
+    pub(crate) sslmode: SslMode,
+    pub(crate) sslrootcert: Option<PathBuf>,
+    pub(crate) layout: Layout,
+}
+
+impl fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("schema", &self.schema)
+            .field("prefix", &self.prefix)
+            .field("holder", &self.holder)
+            .field("ttl", &self.ttl)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("pool_size", &self.pool_size)
+            .field("sslmode", &self.sslmode)
+            .field("sslrootcert", &self.sslrootcert)
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+impl PostgresConfig {
+    /// Database `postgres` on `host:port` as user `postgres`, the default
+    /// schema, TTL and timeouts.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        PostgresConfig {
+            host: host.into(),
+            port,
+            database: "postgres".into(),
+            username: "postgres".into(),
+            password: None,
+            schema: DEFAULT_SCHEMA.into(),
+            prefix: String::new(),
+            holder: None,
+            ttl: DEFAULT_TTL,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            pool_size: DEFAULT_POOL_SIZE,
+            sslmode: SslMode::Prefer,
+            sslrootcert: None,
+            layout: Layout::Table,
+        }
+    }
+
+    /// Parses a `postgres://` or `postgresql://` URL (see the module docs).
+    pub fn from_url(url: &str) -> Result<Self> {
+        let shown = redact_url(url);
+        let bad = |what: String| Error::invalid_config(format!("postgres URL {shown}: {what}"));
+        let parts = UrlParts::parse(url)
+            .map_err(|why| bad(format!("{why}; expected postgres://user@host:port/db")))?;
+        if !matches!(parts.scheme.as_str(), "postgres" | "postgresql") {
+            return Err(bad(format!(
+                "unsupported scheme {:?}; expected postgres or postgresql",
+                parts.scheme
+            )));
+        }
+        if parts.fragment.is_some() {
+            return Err(bad("a fragment (#...) means nothing here".into()));
+        }
+        let [host] = parts.hosts.as_slice() else {
+            return Err(bad(format!(
+                "expected exactly one host, got {}",
+                parts.hosts.len()
+            )));
+        };
+        let (host, port) = split_host_port(host).map_err(&bad)?;
+        let mut config = PostgresConfig::new(host, port.unwrap_or(DEFAULT_PORT));
+        match parts.path.trim_start_matches('/') {
+            "" => {}
+            db if db.contains('/') => {
+                return Err(bad(format!("database name {db:?} must not contain '/'")));
+            }
+            db => config.database = db.to_owned(),
+        }
+        if let Some(user) = parts.username.filter(|u| !u.is_empty()) {
+            config.username = user;
+        }
+        config.password = parts.password;
+        for (key, value) in parts.query {
+            config.apply_option(&key, value).map_err(&bad)?;
+        }
+        config.check()?;
+        Ok(config)
+    }
+
+    fn apply_option(&mut self, key: &str, value: String) -> std::result::Result<(), String> {
+        let duration = |v: &str| parse_duration(v).map_err(|why| format!("option {key}: {why}"));
+        match key {
+            "ttl" => self.ttl = duration(&value)?,
+            "connect_timeout" => self.connect_timeout = duration(&value)?,
+            "request_timeout" => self.request_timeout = duration(&value)?,
+            "prefix" => self.prefix = value,
+            "holder" => self.holder = Some(value),
+            "schema" => self.schema = value,
+            "sslmode" => self.sslmode = parse_sslmode(&value)?,
+            "sslrootcert" => self.sslrootcert = Some(PathBuf::from(value)),
+            "layout" => self.layout = Layout::parse(&value)?,
+            other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
+        }
+        Ok(())
+    }
+
+    /// Applies `settings` over this config; a setting PostgreSQL has no use
+    /// for is `Unsupported`, naming it.
+    pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
+        settings.refuse_others_than_client("postgres", &["tls.ca", "layout"])?;
+        if let Some(layout) = &settings.layout {
+            self.layout = Layout::parse(layout)
+                .map_err(|why| Error::invalid_config(format!("postgres {why}")))?;
+        }
+        if let Some(ca) = &settings.tls_ca {
+            self.sslrootcert = Some(ca.clone());
+        }
+        if let Some(ttl) = settings.ttl {
+            self.ttl = ttl;
+        }
+        if let Some(timeout) = settings.connect_timeout {
+            self.connect_timeout = timeout;
+        }
+        if let Some(timeout) = settings.request_timeout {
+            self.request_timeout = timeout;
+        }
+        if let Some(user) = &settings.username {
+            self.username = user.clone();
+        }
+        if let Some(password) = &settings.password {
+            self.password = Some(password.clone());
+        }
+        if let Some(prefix) = &settings.prefix {
+            self.prefix = prefix.clone();
+        }
+        if let Some(holder) = &settings.holder {
+            self.holder = Some(holder.clone());
+        }
+        self.check()?;
+        Ok(self)
+    }
+
+    /// Sets the database to connect to.
+    pub fn with_database(mut self, database: impl Into<String>) -> Self {
+        self.database = database.into();
+        self
+    }
+
+    /// Sets the user name and password to log in with.
+    pub fn with_credentials(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.username = username.into();
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Sets the schema of the lock tables (lower-case letters, digits and
+    /// `_`, at most 40 bytes; checked on connect).
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Sets the prefix put before every lock name.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the holder description stored with every grant (an acquire's
+    /// own label wins; the default is `host:pid`).
+    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    /// Sets the default lease TTL (at least [`MIN_TTL`]).
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets the bound on establishing a connection.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the bound on each request.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets how locks are kept.
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Sets whether to use TLS.
+    pub fn with_sslmode(mut self, mode: SslMode) -> Self {
+        self.sslmode = mode;
+        self
+    }
+
+    /// Trusts the CA certificates of this PEM file (instead of the system's
+    /// roots) when verifying the server.
+    pub fn with_sslrootcert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sslrootcert = Some(path.into());
+        self
+    }
+
+    /// Sets how many connections serve requests (at least 1).
+    pub fn with_pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// The default lease TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The schema of the lock tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Checks what can be checked before connecting.
+    pub(crate) fn check(&self) -> Result<()> {
+        check_schema(&self.schema)?;
+        check_ttl(self.ttl)?;
+        for (what, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::invalid_config(format!(
+                    "postgres {what} must be more than zero"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `InvalidConfig` for a TTL that is zero or below [`MIN_TTL`].
+pub(crate) fn check_ttl(ttl: Duration) -> Result<()> {
+    lock_core::check_ttl(ttl)?;
+    if ttl < MIN_TTL {
+        return Err(Error::invalid_config(format!(
+            "a postgres lease TTL must be at least {}, got {}",
+            lock_core::raw::human_duration(MIN_TTL),
+            lock_core::raw::human_duration(ttl)
+        )));
+    }
+    Ok(())
+}
+
+fn check_schema(schema: &str) -> Result<()> {
+    let well_formed = !schema.is_empty()
+        && schema.len() <= MAX_SCHEMA_LEN
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !schema.starts_with(|c: char| c.is_ascii_digit())
+        && !schema.starts_with("pg_");
+    if well_formed {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "postgres schema {schema:?}: use lower-case letters, digits and _, at most \
+             {MAX_SCHEMA_LEN} bytes, not starting with a digit or pg_"
+        )))
+    }
+}
+
+fn parse_sslmode(value: &str) -> std::result::Result<SslMode, String> {
+    match value {
+        "disable" => Ok(SslMode::Disable),
+        "allow" | "prefer" => Ok(SslMode::Prefer),
+        "require" | "verify-ca" | "verify-full" => Ok(SslMode::Require),
+        other => Err(format!(
+            "sslmode={other:?} is not one of disable, allow, prefer, require, verify-ca, \
+             verify-full"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::ErrorKind;
+
+    #[test]
+    fn a_full_url_parses() {
+        let config = PostgresConfig::from_url(
+            "postgresql://app:s%40cret@db.example:6543/locks?ttl=5s&connect_timeout=2s\
+             &request_timeout=3s&prefix=jobs/&holder=w1&schema=app_locks&sslmode=disable",
+        )
+        .unwrap();
+        assert_eq!(config.host, "db.example");
+        assert_eq!(config.port, 6543);
+        assert_eq!(config.database, "locks");
+        assert_eq!(config.username, "app");
+        assert_eq!(config.password.as_deref(), Some("s@cret"));
+        assert_eq!(config.ttl, Duration::from_secs(5));
+        assert_eq!(config.connect_timeout, Duration::from_secs(2));
+        assert_eq!(config.request_timeout, Duration::from_secs(3));
+        assert_eq!(config.prefix, "jobs/");
+        assert_eq!(config.holder.as_deref(), Some("w1"));
+        assert_eq!(config.schema, "app_locks");
+        assert_eq!(config.sslmode, SslMode::Disable);
+    }
+
+    #[test]
+    fn defaults_fill_a_short_url() {
+        let config = PostgresConfig::from_url("postgres://localhost").unwrap();
+        assert_eq!(
+            (
+                config.port,
+                config.database.as_str(),
+                config.username.as_str()
+            ),
+            (DEFAULT_PORT, "postgres", "postgres")
+        );
+        assert_eq!(config.schema, DEFAULT_SCHEMA);
+    }
+
+    #[test]
+    fn the_password_never_shows() {
+        let config = PostgresConfig::from_url("postgres://u:hunter2@h/db").unwrap();
+        assert!(!format!("{config:?}").contains("hunter2"));
+        let err = PostgresConfig::from_url("postgres://u:hunter2@h/db?bogus=1").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error_naming_it() {
+        for (url, names) in [
+            ("redis://h", "scheme"),
+            ("postgres://h?ttl=0s", "TTL"),
+            ("postgres://h?ttl=10ms", "at least"),
+            ("postgres://h?schema=Bad-Name", "schema"),
+            ("postgres://h?sslmode=sometimes", "sslmode"),
+            ("postgres://a,b/db", "one host"),
+            ("postgres://h?connect_timeout=soon", "connect_timeout"),
+        ] {
+            let err = PostgresConfig::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
+            assert!(err.to_string().contains(names), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn settings_apply_and_unknown_ones_are_refused() {
+        let settings = Settings {
+            ttl: Some(Duration::from_secs(2)),
+            prefix: Some("p/".into()),
+            ..Settings::default()
+        };
+        let config = PostgresConfig::new("h", 1)
+            .with_settings(&settings)
+            .unwrap();
+        assert_eq!(
+            (config.ttl, config.prefix.as_str()),
+            (Duration::from_secs(2), "p/")
+        );
+        let fsync = Settings {
+            fsync: Some(true),
+            ..Settings::default()
+        };
+        let err = PostgresConfig::new("h", 1)
+            .with_settings(&fsync)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+    }
+}

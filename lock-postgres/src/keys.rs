@@ -1,0 +1,76 @@
+//! Where each primitive's queue lives: `{prefix}{space}/{name}`.
+//!
+//! Mutexes, elections, semaphores and read-write locks of one name are
+//! independent, so each has a space of its own.
+
+use lock_core::raw::SharedSpace;
+use lock_core::{Access, LockName, Primitive};
+
+/// The key spaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    Lock,
+    Election,
+    Semaphore,
+    RwLock,
+}
+
+impl Space {
+    /// The space of a shared primitive's `access`.
+    pub(crate) fn shared(access: Access) -> Self {
+        match access.space() {
+            SharedSpace::Semaphore => Space::Semaphore,
+            SharedSpace::RwLock => Space::RwLock,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Space::Lock => "lock",
+            Space::Election => "election",
+            Space::Semaphore => "semaphore",
+            Space::RwLock => "rwlock",
+        }
+    }
+
+    pub(crate) fn primitive(self) -> Primitive {
+        match self {
+            Space::Lock => Primitive::Lock,
+            Space::Election => Primitive::Election,
+            Space::Semaphore => Primitive::Semaphore,
+            Space::RwLock => Primitive::RwLock,
+        }
+    }
+
+    const ALL: [Space; 4] = [
+        Space::Lock,
+        Space::Election,
+        Space::Semaphore,
+        Space::RwLock,
+    ];
+}
+
+/// The key of `name` in `space` under `prefix`.
+pub(crate) fn key(prefix: &str, space: Space, name: &LockName) -> String {
+    format!("{prefix}{}/{name}", space.as_str())
+}
+
+/// The space and name of a stored key under `prefix`, if it is one of ours.
+pub(crate) fn parse(prefix: &str, key: &str) -> Option<(Space, LockName)> {
+    let rest = key.strip_prefix(prefix)?;
+    Space::ALL.into_iter().find_map(|space| {
+        let name = rest.strip_prefix(space.as_str())?.strip_prefix('/')?;
+        Some((space, LockName::new(name).ok()?))
+    })
+}
+
+/// How an access is stored: its kind, and a permit's limit.
+pub(crate) fn stored_access(access: Access) -> (&'static str, Option<i32>) {
+    match access {
+        Access::Permit(limit) => (
+            "permit",
+            Some(i32::try_from(limit.get()).unwrap_or(i32::MAX)),
+        ),
+        other => (other.as_str(), None),
+    }
+}

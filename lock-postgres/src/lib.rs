@@ -1,0 +1,25 @@
+#![doc = include_str!("../docs.md")]
+
+mod admin;
+mod advisory;
+mod backend;
+mod config;
+mod connect;
+mod election;
+mod errors;
+mod fence;
+mod keys;
+mod lease;
+mod pending;
+mod pool;
+mod schema;
+mod sql;
+mod tls;
+mod wakeups;
+
+pub use backend::PostgresBackend;
+pub use config::{
+    DEFAULT_PORT, DEFAULT_SCHEMA, DEFAULT_TTL, Layout, MIN_TTL, PostgresConfig, SslMode,
+};
+pub use fence::{Fence, FencedWork};
+pub use tokio_postgres;

@@ -1,0 +1,68 @@
+//! A few shared connections per backend, not one per held lock.
+//!
+//! Every request is one statement (the multi-step work happens in server
+//! functions), so requests from many tasks are pipelined on the same
+//! connection and no transaction ever spans two of them: the pool hands
+//! out shared clients round-robin. A connection that closed (a server
+//! restart, a runtime that ended) is replaced on its next use.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lock_core::Result;
+use tokio::sync::Mutex;
+use tokio_postgres::Client;
+
+use crate::config::PostgresConfig;
+use crate::connect::open_client;
+use crate::errors::{from_pg, timed_out};
+
+/// Round-robin slots, each with a connection opened on demand.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    config: PostgresConfig,
+    slots: Vec<Mutex<Option<Arc<Client>>>>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    /// Empty slots for `config.pool_size` connections.
+    pub(crate) fn new(config: &PostgresConfig) -> Self {
+        Pool {
+            config: config.clone(),
+            slots: (0..config.pool_size).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// A live connection, opened if its slot has none.
+    pub(crate) async fn client(&self) -> Result<Arc<Client>> {
+        let at = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut slot = self.slots[at].lock().await;
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(client.clone());
+        }
+        let client = Arc::new(open_client(&self.config).await?);
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Runs `request` on a pooled connection within the request timeout;
+    /// `context` says what it does, for errors.
+    pub(crate) async fn run<T, F, Fut>(&self, context: &str, request: F) -> Result<T>
+    where
+        F: FnOnce(Arc<Client>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
+        let bound = self.config.request_timeout;
+        let attempt = async {
+            let client = self.client().await?;
+            request(client).await.map_err(|e| from_pg(e, context))
+        };
+        match tokio::time::timeout(bound, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(timed_out(context, bound)),
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The tables and functions in the lock schema, created on first connect.
+//!
+//! One table, `entries`, is every queue: a row per holder or waiter of a
+//! key, in arrival order (`id`). Who is granted follows lock-core's one rule
+//! ([`lock_core::raw::blockers`]) over the live rows ahead: a writer (a
+//! mutex, an election) when none is ahead, a reader when no writer is
+//! ahead, a permit when fewer than its limit are ahead. Rows carry their
+//! own expiry, judged by the server's `clock_timestamp()` (never `now()`,
+//! which is the start of the transaction), so a dead client's rows are
+//! skipped and removed once their lease runs out.
+//!
+//! Each grant attempt is one call of `acquire`, a PL/pgSQL function that
+//! serialises the attempts on one key with a transaction advisory lock
+//! (released at commit, so nothing depends on the session: the layout works
+//! behind PgBouncer in transaction mode) and takes the fencing token from
+//! the `tokens` sequence in the same transaction. Every statement inside a
+//! volatile function takes a fresh snapshot, so it sees what the attempts
+//! before it committed.
+//!
+//! Changes that can let a waiter in (a release, a removed expired row, a
+//! proclaimed value) `pg_notify` the key on the schema's channel.
+
+use lock_core::{Error, Result};
+use tokio_postgres::Client;
+
+/// The version the code below creates; recorded in `migrations`.
+pub(crate) const VERSION: i32 = 1;
+
+/// The notification channel of `schema`.
+pub(crate) fn channel(schema: &str) -> String {
+    format!("distlock_{schema}")
+}
+
+/// Creates the schema's objects unless version [`VERSION`] is recorded.
+///
+/// Concurrent first connections serialise on a transaction advisory lock,
+/// so two clients never race to create the same objects.
+pub(crate) async fn migrate(client: &Client, schema: &str) -> Result<()> {
+    if current_version(client, schema).await? >= VERSION {
+        return Ok(());
+    }
+    client
+        .batch_execute(&migration_sql(schema))
+        .await
+        .map_err(|e| {
+            crate::errors::from_pg(e, &format!("create the lock tables in schema {schema}"))
+        })
+}
+
+async fn current_version(client: &Client, schema: &str) -> Result<i32> {
+    let context = format!("read the lock schema version of {schema}");
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass(quote_ident($1) || '.migrations') IS NOT NULL",
+            &[&schema],
+        )
+        .await
+        .map_err(|e| crate::errors::from_pg(e, &context))?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = client
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM {schema}.migrations"),
+            &[],
+        )
+        .await
+        .map_err(|e| crate::errors::from_pg(e, &context))?;
+    let version: i32 = row.get(0);
+    if version > VERSION {
+        return Err(Error::invalid_config(format!(
+            "schema {schema} holds lock tables of version {version}, newer than this \
+             lock-postgres understands ({VERSION}); upgrade lock-postgres"
+        )));
+    }
+    Ok(version)
+}
+
+/// The whole migration, one implicit transaction (a multi-statement simple
+/// query).
+fn migration_sql(schema: &str) -> String {
+    MIGRATION
+        .replace("{s}", schema)
+        .replace("{channel}", &channel(schema))
+        .replace("{version}", &VERSION.to_string())
+}
+
+const MIGRATION: &str = r#"
+SELECT pg_advisory_xact_lock(hashtextextended('distlock migration {s}', 0));
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.migrations (
+    version int PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE SEQUENCE IF NOT EXISTS {s}.tokens;
+CREATE TABLE IF NOT EXISTS {s}.entries (
+    id bigserial PRIMARY KEY,
+    key text NOT NULL,
+    owner uuid NOT NULL UNIQUE,
+    access text NOT NULL CHECK (access IN ('write', 'read', 'permit')),
+    permits int,
+    granted boolean NOT NULL DEFAULT false,
+    token bigint UNIQUE,
+    holder text,
+    value bytea,
+    version bigint NOT NULL DEFAULT 0,
+    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    granted_at timestamptz,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_key_id ON {s}.entries (key, id);
+
+CREATE OR REPLACE FUNCTION {s}.acquire(
+    p_key text, p_owner uuid, p_access text, p_permits int, p_ttl_ms bigint,
+    p_holder text, p_value bytea, p_queue boolean,
+    OUT outcome text, OUT token bigint, OUT detail bigint)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    my_id bigint;
+    my_granted boolean;
+    my_token bigint;
+    removed bigint;
+    other_limit int;
+    blocked boolean;
+    lease interval := p_ttl_ms * interval '1 millisecond';
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('distlock {s} ' || p_key, 0));
+    DELETE FROM {s}.entries e WHERE e.key = p_key AND e.expires_at <= clock_timestamp();
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    IF removed > 0 THEN
+        PERFORM pg_notify('{channel}', p_key);
+    END IF;
+    SELECT e.id, e.granted, e.token INTO my_id, my_granted, my_token
+        FROM {s}.entries e WHERE e.owner = p_owner;
+    IF my_granted THEN
+        -- A retry after a lost answer: the lease restarts now, so that it
+        -- never ends before the retry's sender thinks it does.
+        UPDATE {s}.entries e SET expires_at = clock_timestamp() + lease WHERE e.id = my_id;
+        outcome := 'granted';
+        token := my_token;
+        RETURN;
+    END IF;
+    IF p_access = 'permit' THEN
+        SELECT e.permits INTO other_limit FROM {s}.entries e
+            WHERE e.key = p_key AND e.access = 'permit' AND e.permits <> p_permits
+              AND (my_id IS NULL OR e.id < my_id)
+            ORDER BY e.id LIMIT 1;
+        IF other_limit IS NOT NULL THEN
+            DELETE FROM {s}.entries e WHERE e.owner = p_owner;
+            outcome := 'limit';
+            detail := other_limit;
+            RETURN;
+        END IF;
+        blocked := (SELECT count(*) FROM {s}.entries e
+            WHERE e.key = p_key AND (my_id IS NULL OR e.id < my_id)) >= p_permits;
+    ELSIF p_access = 'read' THEN
+        blocked := EXISTS (SELECT 1 FROM {s}.entries e
+            WHERE e.key = p_key AND e.access = 'write' AND (my_id IS NULL OR e.id < my_id));
+    ELSE
+        blocked := EXISTS (SELECT 1 FROM {s}.entries e
+            WHERE e.key = p_key AND (my_id IS NULL OR e.id < my_id));
+    END IF;
+    IF NOT blocked THEN
+        token := nextval('{s}.tokens');
+        IF my_id IS NULL THEN
+            INSERT INTO {s}.entries AS e (key, owner, access, permits, granted, token, holder,
+                                          value, granted_at, expires_at)
+            VALUES (p_key, p_owner, p_access, p_permits, true, token, p_holder, p_value,
+                    clock_timestamp(), clock_timestamp() + lease);
+        ELSE
+            UPDATE {s}.entries e SET granted = true, token = acquire.token, holder = p_holder,
+                   value = p_value, granted_at = clock_timestamp(),
+                   expires_at = clock_timestamp() + lease
+             WHERE e.id = my_id;
+        END IF;
+        IF p_value IS NOT NULL THEN
+            PERFORM pg_notify('{channel}', p_key);
+        END IF;
+        outcome := 'granted';
+        RETURN;
+    END IF;
+    IF p_queue THEN
+        IF my_id IS NULL THEN
+            INSERT INTO {s}.entries AS e (key, owner, access, permits, holder, expires_at)
+            VALUES (p_key, p_owner, p_access, p_permits, p_holder, clock_timestamp() + lease)
+            RETURNING e.id INTO my_id;
+        ELSE
+            UPDATE {s}.entries e SET expires_at = clock_timestamp() + lease WHERE e.id = my_id;
+        END IF;
+    END IF;
+    -- How long until the first grant ahead runs out: the longest a waiter
+    -- needs to sleep if no notification reaches it.
+    SELECT ceil(extract(epoch FROM min(e.expires_at) - clock_timestamp()) * 1000)::bigint
+      INTO detail FROM {s}.entries e
+     WHERE e.key = p_key AND e.granted AND (my_id IS NULL OR e.id < my_id);
+    outcome := 'waiting';
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {s}.release(p_owner uuid, OUT was_live boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    released_key text;
+BEGIN
+    DELETE FROM {s}.entries e WHERE e.owner = p_owner
+        RETURNING e.key, e.granted AND e.expires_at > clock_timestamp()
+        INTO released_key, was_live;
+    IF released_key IS NOT NULL THEN
+        PERFORM pg_notify('{channel}', released_key);
+    END IF;
+    was_live := coalesce(was_live, false);
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {s}.proclaim(p_owner uuid, p_value bytea, OUT was_live boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    proclaimed_key text;
+BEGIN
+    UPDATE {s}.entries e SET value = p_value, version = e.version + 1
+     WHERE e.owner = p_owner AND e.granted AND e.expires_at > clock_timestamp()
+       AND e.value IS DISTINCT FROM p_value
+    RETURNING e.key INTO proclaimed_key;
+    IF proclaimed_key IS NOT NULL THEN
+        PERFORM pg_notify('{channel}', proclaimed_key);
+        was_live := true;
+        RETURN;
+    END IF;
+    was_live := EXISTS (SELECT 1 FROM {s}.entries e
+        WHERE e.owner = p_owner AND e.granted AND e.expires_at > clock_timestamp());
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {s}.force_release(p_key text)
+RETURNS SETOF {s}.entries
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    RETURN QUERY WITH d AS (
+        DELETE FROM {s}.entries e WHERE e.key = p_key AND e.granted RETURNING e.*
+    ) SELECT * FROM d;
+    IF FOUND THEN
+        PERFORM pg_notify('{channel}', p_key);
+    END IF;
+END
+$fn$;
+
+INSERT INTO {s}.migrations (version) VALUES ({version}) ON CONFLICT DO NOTHING;
+"#;

@@ -1,0 +1,58 @@
+//! The TLS connector: rustls with the ring provider, trusting the PEM file
+//! of `sslrootcert` or else the system's roots, always verifying the
+//! server's certificate and host name.
+
+use std::sync::{Arc, OnceLock};
+
+use lock_core::{Error, Result};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use rustls::{ClientConfig, RootCertStore};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::config::{PostgresConfig, SslMode};
+
+/// The connector for `config`; with `sslmode=disable` it is never used,
+/// so it trusts nothing.
+pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
+    let roots = match (config.sslmode, &config.sslrootcert) {
+        (SslMode::Disable, _) => RootCertStore::empty(),
+        (_, Some(path)) => {
+            let bad = |why: String| {
+                Error::invalid_config(format!("postgres sslrootcert {}: {why}", path.display()))
+            };
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| bad(e.to_string()))?
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("no certificate in the file".into()));
+            }
+            let mut roots = RootCertStore::empty();
+            for cert in certs {
+                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+            }
+            roots
+        }
+        (_, None) => system_roots().clone(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::invalid_config(format!("postgres TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(tls))
+}
+
+/// The system's root certificates, read once per process: reading and
+/// parsing them takes long enough to slow every new connection.
+fn system_roots() -> &'static RootCertStore {
+    static ROOTS: OnceLock<RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(found.certs);
+        roots
+    })
+}

@@ -1,0 +1,75 @@
+//! TLS: a client that trusts the server's CA locks over TLS; one that
+//! trusts another CA, or requires TLS of a server without it, gets no
+//! connection at all.
+
+mod support;
+
+use lock_core::LockBackendExt;
+use lock_postgres::{PostgresBackend, PostgresConfig};
+use lock_testkit::servers::certs::TestCerts;
+use lock_testkit::servers::{PostgresOptions, PostgresServer};
+use support::start_postgres;
+
+async fn tls_server(certs: &TestCerts) -> PostgresServer {
+    PostgresServer::start_with(PostgresOptions::new().tls(certs.server_cert(), certs.server_key()))
+        .await
+        .unwrap_or_else(|e| panic!("cannot start postgres with TLS: {e}"))
+}
+
+fn url(server: &PostgresServer, query: &str) -> String {
+    format!("{}?{query}", server.url())
+}
+
+#[tokio::test]
+async fn a_client_trusting_the_servers_ca_locks_over_tls() {
+    let certs = TestCerts::generate().expect("certificates");
+    let server = tls_server(&certs).await;
+    let config = PostgresConfig::from_url(&url(
+        &server,
+        &format!("sslmode=verify-full&sslrootcert={}", certs.ca().display()),
+    ))
+    .unwrap();
+    let backend = PostgresBackend::connect(config)
+        .await
+        .expect("connect over TLS");
+    let guard = backend.lock("tls/lock").await.expect("lock");
+    guard.release().await.expect("release");
+    let encrypted = server
+        .query("SELECT count(*) FROM pg_stat_ssl WHERE ssl")
+        .expect("read pg_stat_ssl");
+    assert_ne!(encrypted, "0", "no connection used TLS");
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_ca_is_refused() {
+    let certs = TestCerts::generate().expect("certificates");
+    let server = tls_server(&certs).await;
+    for mode in ["require", "prefer"] {
+        let config = PostgresConfig::from_url(&url(
+            &server,
+            &format!("sslmode={mode}&sslrootcert={}", certs.other_ca().display()),
+        ))
+        .unwrap();
+        let err = PostgresBackend::connect(config).await.unwrap_err();
+        assert!(
+            err.to_string().to_lowercase().contains("certificate"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn requiring_tls_of_a_server_without_it_fails() {
+    let server = start_postgres().await;
+    let err = PostgresBackend::connect_url(&url(&server, "sslmode=require"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("TLS") || err.to_string().contains("SSL"),
+        "{err}"
+    );
+    // `prefer` falls back to plain text when the server has no TLS.
+    PostgresBackend::connect_url(&url(&server, "sslmode=prefer"))
+        .await
+        .expect("prefer without TLS on the server");
+}

@@ -1,0 +1,46 @@
+//! A release wakes the next waiter through `NOTIFY` at once, not when its
+//! bounded re-check comes round (TTL/3: ten seconds here).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use lock_core::{LockBackend, LockBackendExt, LockName};
+use lock_postgres::PostgresBackend;
+use support::{config_for, start_postgres};
+
+const LONG_TTL: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_next_waiter_at_once() {
+    let server = start_postgres().await;
+    let connect = || PostgresBackend::connect(config_for(&server).with_ttl(LONG_TTL));
+    let (holder, waiter, observer) = (
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+    );
+    let guard = holder.lock("wakeups/handoff").await.expect("lock");
+    let queued = tokio::spawn(async move { waiter.lock("wakeups/handoff").await });
+    let name = LockName::new("wakeups/handoff").unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while observer.inspect(&name).await.expect("inspect").waiting != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the waiter queues");
+    let released = Instant::now();
+    guard.release().await.expect("release");
+    let next = tokio::time::timeout(LONG_TTL / 3, queued)
+        .await
+        .expect("the waiter gets in")
+        .expect("task")
+        .expect("lock");
+    let handoff = released.elapsed();
+    assert!(
+        handoff < Duration::from_secs(2),
+        "hand-over took {handoff:?}: the notification did not wake the waiter"
+    );
+    next.release().await.expect("release");
+}

@@ -1,0 +1,18 @@
+//! `postgres://` and `postgresql://`: the PostgreSQL backend, a queue table
+//! judged by the server's clock (or `layout=advisory`, session advisory
+//! locks shared with other clients).
+
+use std::sync::Arc;
+
+use lock_core::Result;
+use lock_postgres::{PostgresBackend, PostgresConfig};
+
+use super::Services;
+use crate::config::Config;
+use crate::guarded::Native;
+
+pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
+    let postgres = PostgresConfig::from_url(url)?.with_settings(&config.settings())?;
+    let backend = PostgresBackend::connect(postgres).await?;
+    Ok((Arc::new(backend.clone()), Native::Postgres(backend)))
+}
