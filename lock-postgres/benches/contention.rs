@@ -9,7 +9,9 @@
 //! load. With 1 client a cycle is one uncontended acquire and release; with
 //! more, the rate of real hand-offs (the holder changed to another client)
 //! is the contended figure. Every critical section checks mutual exclusion
-//! and token order.
+//! and token order. Server transactions per acquisition (from
+//! `pg_stat_database`; every statement outside a transaction block is
+//! one) say how much work the server does for each.
 //!
 //! Fenced transactions: one client holds a lock of the table layout and
 //! runs `BEGIN; UPDATE …; COMMIT` through `fenced_transaction` (which adds
@@ -192,14 +194,32 @@ fn rand_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed) ^ (u64::from(std::process::id()) << 32)
 }
 
-/// One round of one lock: the workload's report and the hand-offs per second.
+/// One round of one lock: the workload's report, the hand-offs per second
+/// and the server's transactions per acquisition.
 struct Round {
     report: WorkloadReport,
     handoffs: f64,
+    transactions: f64,
+}
+
+/// Transactions the server has finished in the database so far (every
+/// statement outside a transaction block is one). Sessions report theirs
+/// when they go idle or end, so read it once the clients are gone.
+async fn server_transactions(sql: &Client) -> f64 {
+    let row = sql
+        .query_one(
+            "SELECT (xact_commit + xact_rollback)::float8 FROM pg_stat_database \
+             WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .expect("read pg_stat_database");
+    row.get(0)
 }
 
 async fn run(
     server: &Arc<PostgresServer>,
+    sql: &Client,
     contender: Contender,
     clients: usize,
     secs: f64,
@@ -207,24 +227,24 @@ async fn run(
 ) -> Round {
     let holder = Arc::new(AtomicU64::new(u64::MAX));
     let changes = Arc::new(AtomicU64::new(0));
-    let ids = Arc::new(AtomicU64::new(0));
-    let factory: ClientFactory = {
-        let (server, holder, changes) = (server.clone(), holder.clone(), changes.clone());
-        Arc::new(move || {
-            let (server, holder, changes) = (server.clone(), holder.clone(), changes.clone());
-            let id = ids.fetch_add(1, Ordering::Relaxed);
-            async move {
-                let inner = connect(&server, contender).await?;
-                Ok(Arc::new(HandoffCounter {
-                    inner,
-                    id,
-                    holder,
-                    changes,
-                }) as Arc<DynLockBackend>)
-            }
-            .boxed()
-        })
-    };
+    // Connect every client before counting: connecting is not acquiring.
+    let mut connected = Vec::with_capacity(clients);
+    for id in 0..clients {
+        let inner = connect(server, contender)
+            .await
+            .unwrap_or_else(|e| panic!("{}: connect: {e}", contender.label()));
+        connected.push(Arc::new(HandoffCounter {
+            inner,
+            id: id as u64,
+            holder: holder.clone(),
+            changes: changes.clone(),
+        }) as Arc<DynLockBackend>);
+    }
+    let pool = Arc::new(std::sync::Mutex::new(connected));
+    let factory: ClientFactory = Arc::new(move || {
+        let next = pool.lock().unwrap().pop();
+        async move { next.ok_or_else(|| Error::backend("no more pre-connected clients")) }.boxed()
+    });
     let config = WorkloadConfig {
         clients,
         locks: 1,
@@ -234,14 +254,24 @@ async fn run(
         name_prefix: format!("bench/{round}"),
         primitive: Default::default(),
     };
+    // Let the sessions of the clients' connects report their transactions.
+    tokio::time::sleep(STATS_SETTLE).await;
+    let before = server_transactions(sql).await;
     let report = run_workload(&config, factory, Arc::new(Progress::default()))
         .await
         .unwrap_or_else(|e| panic!("{}: {e}", contender.label()));
+    // The clients are gone with the workload: their sessions end and report.
+    tokio::time::sleep(STATS_SETTLE).await;
+    let after = server_transactions(sql).await;
     Round {
         handoffs: changes.load(Ordering::Relaxed) as f64 / secs,
+        transactions: (after - before) / report.acquisitions.max(1) as f64,
         report,
     }
 }
+
+/// How long sessions are given to report their statistics.
+const STATS_SETTLE: Duration = Duration::from_millis(300);
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -256,6 +286,7 @@ struct Summary {
     p99_us: f64,
     release_p50_us: f64,
     handoff_p50_us: f64,
+    transactions: f64,
     fairness: f64,
     violations: u64,
     regressions: u64,
@@ -272,6 +303,7 @@ fn summarize(rounds: &[Round]) -> Summary {
         p99_us: pick(&|r| r.report.wait.p99_us as f64),
         release_p50_us: pick(&|r| r.report.release.p50_us as f64),
         handoff_p50_us: pick(&|r| r.report.handoff.p50_us as f64),
+        transactions: pick(&|r| r.transactions),
         fairness: pick(&|r| r.report.fairness),
         violations: rounds.iter().map(|r| r.report.violations).sum(),
         regressions: rounds.iter().map(|r| r.report.token_regressions).sum(),
@@ -312,6 +344,10 @@ async fn main() {
             .await
             .unwrap_or_else(|e| panic!("cannot start postgres: {e}")),
     );
+    let (sql, connection) = tokio_postgres::connect(&server.url(), NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
     println!(
         "# lock-postgres contention benchmark\n\none lock name, hold 0, {rounds} alternating rounds of {secs} s per row, medians; \
          fsync={}; load average at start {}\n",
@@ -319,9 +355,9 @@ async fn main() {
         load_average()
     );
     println!(
-        "| lock | clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | p50 release | p50 hand-off | fairness | violations | token regressions | errors |"
+        "| lock | clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | p50 release | p50 hand-off | server transactions/acq | fairness | violations | token regressions | errors |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     let mut errors = Vec::new();
     let mut round = 0;
@@ -333,7 +369,7 @@ async fn main() {
             for k in 0..Contender::ALL.len() {
                 let which = (i + k) % Contender::ALL.len();
                 round += 1;
-                let r = run(&server, Contender::ALL[which], clients, secs, round).await;
+                let r = run(&server, &sql, Contender::ALL[which], clients, secs, round).await;
                 results[which].push(r);
             }
         }
@@ -345,12 +381,13 @@ async fn main() {
                 (format!("{:.0}", s.handoffs), ms(s.handoff_p50_us))
             };
             println!(
-                "| {} | {clients} | {:.0} | {handoffs} | {} | {} | {} | {handoff_p50} | {:.2} | {} | {} | {} |",
+                "| {} | {clients} | {:.0} | {handoffs} | {} | {} | {} | {handoff_p50} | {:.1} | {:.2} | {} | {} | {} |",
                 contender.label(),
                 s.per_second,
                 ms(s.p50_us),
                 ms(s.p99_us),
                 ms(s.release_p50_us),
+                s.transactions,
                 s.fairness,
                 s.violations,
                 s.regressions,
@@ -368,16 +405,21 @@ async fn main() {
         }
         let raw = &summaries[2];
         for (contender, s) in Contender::ALL.iter().zip(&summaries).take(2) {
-            let handoffs = if clients == 1 {
-                "–".to_owned()
+            let (cycle, handoffs) = if clients == 1 {
+                (
+                    format!("{:.2}", raw.per_second / s.per_second.max(1e-9)),
+                    "–".to_owned(),
+                )
             } else {
-                format!("{:.2}", s.handoffs / raw.handoffs.max(1e-9))
+                (
+                    "–".to_owned(),
+                    format!("{:.2}", s.handoffs / raw.handoffs.max(1e-9)),
+                )
             };
             ratios.push(format!(
-                "| {} | {clients} | {:.2} | {:.2} | {handoffs} | {:.2} | {:.2} |",
+                "| {} | {clients} | {:.2} | {cycle} | {handoffs} | {:.2} | {:.2} |",
                 contender.label(),
                 s.per_second / raw.per_second.max(1e-9),
-                raw.per_second / s.per_second.max(1e-9),
                 s.p50_us / raw.p50_us.max(1.0),
                 s.p99_us / raw.p99_us.max(1.0),
             ));
@@ -385,7 +427,7 @@ async fn main() {
     }
     println!("\n## Ratios against raw pg_advisory_lock (same run)\n");
     println!(
-        "| lock | clients | acquisitions/s | cycle time (1 client: acquire + release) | handoffs/s | p50 wait | p99 wait |"
+        "| lock | clients | acquisitions/s | acquire + release time (1 client) | handoffs/s | p50 wait | p99 wait |"
     );
     println!("|---|---|---|---|---|---|---|");
     for line in ratios {
