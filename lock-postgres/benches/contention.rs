@@ -21,9 +21,10 @@
 //! Run: `cargo bench -p lock-postgres --bench contention`. `BENCH_SECS`
 //! sets each lock round's length (default 1.5), `BENCH_ROUNDS` the rounds
 //! per row (default 5; rows show medians over rounds), `BENCH_CLIENTS` the
-//! client counts (default `1,4,16`), `BENCH_TX` the transactions per round
-//! and side (default 400), `BENCH_FSYNC=on` makes the server sync its
-//! commits (the test kit's server runs with `fsync=off` otherwise).
+//! client counts (default `1,4,16`; `none` runs only the fenced part),
+//! `BENCH_TX` the transactions per round and side (default 400), and
+//! `BENCH_FSYNC=on` makes the server sync its commits (the test kit's
+//! server runs with `fsync=off` otherwise).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
