@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the cross-backend figures of docs/benchmarks.md, its chart and
 # docs/benchmarks.json in one run: builds the CLI in release mode, starts one
-# etcd, Redis and ZooKeeper server the way the tests configure them
-# (lock-testkit's `serve` example), and runs `distlock bench` five ways
+# etcd, Redis, ZooKeeper and PostgreSQL server the way the tests configure
+# them (lock-testkit's `serve` example), and runs `distlock bench` five ways
 # against every backend: three lock shapes, then a semaphore and a read-write
 # lock (with a Redlock URL added, whose row says n/a: Redlock has neither).
 # Each table in the doc sits between
@@ -32,15 +32,15 @@ cargo build --release --locked -p lock-testkit --example serve
 target=${CARGO_TARGET_DIR:-target}/release
 coproc SERVE { exec "$target/examples/serve"; }
 declare -A url=()
-while [ ${#url[@]} -lt 3 ] && read -r name address <&"${SERVE[0]}"; do
+while [ ${#url[@]} -lt 4 ] && read -r name address <&"${SERVE[0]}"; do
     url[$name]=$address
 done
-[ ${#url[@]} -eq 3 ] || { echo "error: the test servers did not start" >&2; exit 1; }
+[ ${#url[@]} -eq 4 ] || { echo "error: the test servers did not start" >&2; exit 1; }
 
 files=$(mktemp -d /tmp/distlock-bench-files.XXXX)
 redis_pids=()
 trap 'rm -rf "$files"; kill "${redis_pids[@]}" 2>/dev/null || true' EXIT
-urls=(--url memory:// --url "file://$files" --url "${url[etcd]}" --url "${url[redis]}" --url "${url[zk]}")
+urls=(--url memory:// --url "file://$files" --url "${url[etcd]}" --url "${url[redis]}" --url "${url[zk]}" --url "${url[postgres]}")
 # Redlock over three servers (the test Redis and two more, started here):
 # its row shows that it has no semaphores or read-write locks.
 redlock="redlock://${url[redis]#redis://}"

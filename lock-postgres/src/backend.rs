@@ -187,7 +187,7 @@ impl PostgresBackend {
             queue,
         };
         loop {
-            let woken = watch.notify().notified();
+            let woken = watch.listen().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             let sent = SentAt::now();

@@ -110,7 +110,7 @@ impl Observer {
             return None;
         }
         loop {
-            let woken = self.watch.notify().notified();
+            let woken = self.watch.listen().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             match self.backend.read_leader(&self.key).await {

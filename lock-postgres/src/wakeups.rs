@@ -4,12 +4,18 @@
 //! `NOTIFY` reaches a session only while it is connected, so every
 //! reconnect wakes every waiter to look at its queue again; waiters also
 //! look again after a bounded nap, in case a notification was lost anyway.
+//!
+//! The listening task runs on a Tokio runtime, and ends with it. A backend
+//! can outlive the runtime it was connected on (a test's runtime, a
+//! `block_on` helper), so every look at a queue first checks that the task
+//! still runs, and starts it again on the current runtime if not.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
+use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::AsyncMessage;
@@ -24,17 +30,32 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub(crate) struct Wakeups {
     keys: Mutex<HashMap<String, Arc<Notify>>>,
+    config: PostgresConfig,
+    channel: String,
+    task: Mutex<Task>,
+}
+
+/// The listening task's state.
+#[derive(Debug)]
+enum Task {
+    /// Not started: there was no runtime to start it on.
+    Idle,
+    Running(JoinHandle<()>),
+    /// The backend is gone: never start it again.
+    Stopped,
 }
 
 /// Stops the listening task when the backend goes.
 #[derive(Debug)]
 pub(crate) struct Listener {
-    task: JoinHandle<()>,
+    wakeups: Arc<Wakeups>,
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Task::Running(task) = std::mem::replace(&mut *self.wakeups.task(), Task::Stopped) {
+            task.abort();
+        }
     }
 }
 
@@ -47,8 +68,12 @@ pub(crate) struct KeyWatch {
 }
 
 impl KeyWatch {
-    /// Woken by the next notification of the key (or a reconnect).
-    pub(crate) fn notify(&self) -> &Notify {
+    /// Woken by the next notification of the key (or a reconnect). Call it
+    /// before each look at the queue: it first makes sure the backend is
+    /// listening, starting the listener on the current runtime if the
+    /// runtime that ran it has shut down.
+    pub(crate) fn listen(&self) -> &Notify {
+        self.wakeups.keep_listening();
         &self.notify
     }
 }
@@ -69,9 +94,46 @@ impl Wakeups {
     pub(crate) fn start(config: &PostgresConfig, channel: String) -> (Arc<Self>, Listener) {
         let wakeups = Arc::new(Wakeups {
             keys: Mutex::new(HashMap::new()),
+            config: config.clone(),
+            channel,
+            task: Mutex::new(Task::Idle),
         });
-        let task = tokio::spawn(listen(wakeups.clone(), config.clone(), channel));
-        (wakeups, Listener { task })
+        wakeups.keep_listening();
+        let listener = Listener {
+            wakeups: wakeups.clone(),
+        };
+        (wakeups, listener)
+    }
+
+    /// Starts the listening task on the current runtime unless it runs
+    /// already. A task that finished was ended by its runtime's shutdown
+    /// (it never returns otherwise): its successor's first `LISTEN` wakes
+    /// every waiter to look again, so nothing released meanwhile is missed.
+    fn keep_listening(self: &Arc<Self>) {
+        let mut task = self.task();
+        match &*task {
+            Task::Running(running) if !running.is_finished() => return,
+            Task::Stopped => return,
+            Task::Running(_) => tracing::info!(
+                server = %describe(&self.config),
+                "postgres listening task ended with the runtime that ran it; \
+                 listening again from the current runtime"
+            ),
+            Task::Idle => {}
+        }
+        match Handle::try_current() {
+            Ok(runtime) => *task = Task::Running(runtime.spawn(listen(self.clone()))),
+            Err(_) => {
+                // Only reachable from a future polled outside Tokio; the
+                // waiters' bounded naps still find every release.
+                tracing::warn!(
+                    server = %describe(&self.config),
+                    "no Tokio runtime to listen for lock releases on; \
+                     waiters look again every TTL/3"
+                );
+                *task = Task::Idle;
+            }
+        }
     }
 
     /// Registers interest in `key`.
@@ -99,14 +161,19 @@ impl Wakeups {
     fn keys(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn task(&self) -> MutexGuard<'_, Task> {
+        self.task.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Listens until aborted, reconnecting after every failure.
-async fn listen(wakeups: Arc<Wakeups>, config: PostgresConfig, channel: String) {
+async fn listen(wakeups: Arc<Wakeups>) {
+    let (config, channel) = (&wakeups.config, &wakeups.channel);
     loop {
-        match listen_once(&wakeups, &config, &channel).await {
+        match listen_once(&wakeups, config, channel).await {
             Ok(()) => {
-                tracing::debug!(server = %describe(&config), "postgres listening connection closed")
+                tracing::debug!(server = %describe(config), "postgres listening connection closed")
             }
             Err(e) => tracing::debug!(error = %e, "postgres listening connection failed"),
         }

@@ -1,5 +1,6 @@
 //! A release wakes the next waiter through `NOTIFY` at once, not when its
-//! bounded re-check comes round (TTL/3: ten seconds here).
+//! bounded re-check comes round (TTL/3: ten seconds here), also when the
+//! backend was connected on a runtime that has shut down since.
 
 mod support;
 
@@ -43,4 +44,62 @@ async fn a_release_wakes_the_next_waiter_at_once() {
         "hand-over took {handoff:?}: the notification did not wake the waiter"
     );
     next.release().await.expect("release");
+}
+
+/// A backend connected on a runtime that has since shut down still wakes
+/// its waiters at once: the listening task ended with that runtime, and
+/// the next wait starts it again on the waiter's runtime.
+#[test]
+fn a_backend_from_a_runtime_that_shut_down_still_wakes_its_waiters() {
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    let current = runtime();
+    let server = current.block_on(start_postgres());
+    let config = config_for(&server).with_ttl(LONG_TTL);
+    let first = runtime();
+    let waiter = first
+        .block_on(PostgresBackend::connect(config.clone()))
+        .expect("connect");
+    // Wait until the first runtime's listener listens, so that its end
+    // below is the end of a working listener.
+    first.block_on(async {
+        let warm = waiter.lock("wakeups/warm").await.expect("lock");
+        warm.release().await.expect("release");
+    });
+    first.shutdown_timeout(Duration::from_secs(5));
+
+    current.block_on(async {
+        let (holder, observer) = (
+            PostgresBackend::connect(config.clone()).await.unwrap(),
+            PostgresBackend::connect(config.clone()).await.unwrap(),
+        );
+        let name = LockName::new("wakeups/runtime").unwrap();
+        let guard = holder.lock("wakeups/runtime").await.expect("lock");
+        let queued = tokio::spawn(async move { waiter.lock("wakeups/runtime").await });
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while observer.inspect(&name).await.expect("inspect").waiting != 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the waiter queues");
+        let released = Instant::now();
+        guard.release().await.expect("release");
+        let next = tokio::time::timeout(LONG_TTL / 3, queued)
+            .await
+            .expect("the waiter gets in")
+            .expect("task")
+            .expect("lock");
+        let handoff = released.elapsed();
+        assert!(
+            handoff < Duration::from_secs(2),
+            "hand-over took {handoff:?}: the waiter's backend no longer listens"
+        );
+        next.release().await.expect("release");
+    });
 }
