@@ -2,9 +2,12 @@
 //! backend crates directly from a URL, looping acquire → write (begin) →
 //! hold → write (end) → release, and reporting lost signals and errors.
 //!
-//! It writes the end of its section whatever its guard says, as a client
-//! that does not check would: the checking resource then shows what that
-//! costs with and without fencing.
+//! A section the runner keeps open through a fault writes every few
+//! milliseconds, each write after `is_held()` said yes, as the docs tell
+//! holders to; it stops writing once the guard says no. It writes the end
+//! of its section whatever its guard says, as a client that does not check
+//! would: the checking resource then shows what that costs with and
+//! without fencing.
 
 use std::io;
 use std::net::SocketAddr;
@@ -14,6 +17,8 @@ use std::time::Duration;
 
 use lock_core::memory::MemoryBackend;
 use lock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason, Result, Wait};
+
+use super::mutant::{Held, Mutant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -24,8 +29,9 @@ use super::clock::now_ns;
 use super::contended::Contended;
 use super::protocol::{Message, Phase, Reply, Section};
 
-/// How often an extended section checks whether it may end.
-const EXTEND_POLL: Duration = Duration::from_millis(2);
+/// How often an extended section checks whether it may end, and writes
+/// while its guard says it is held.
+const KEEP_EVERY: Duration = Duration::from_millis(4);
 
 /// How long a guard's lost signal is watched after the grant.
 const WATCH_LIMIT: Duration = Duration::from_secs(30);
@@ -47,6 +53,8 @@ pub struct ClientArgs {
     pub hold: Duration,
     /// How long one acquisition may wait.
     pub wait: Duration,
+    /// The promise the backend is made to break, if any.
+    pub mutant: Option<Mutant>,
 }
 
 /// Connects to the backend a URL names: `etcd://`, `redis://`,
@@ -138,8 +146,9 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
     let name = LockName::new(args.lock.as_str()).map_err(io::Error::other)?;
     let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
     for seq in 0.. {
-        let guard = match args.contended.acquire(&*backend, &name, &options).await {
-            Ok(guard) => guard,
+        let acquired = Held::acquire(args.contended, &*backend, &name, &options, args.mutant);
+        let held = match acquired.await {
+            Ok(held) => held,
             Err(e) => {
                 report_error(&mut writes, args.client, "acquire", &e).await?;
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -147,14 +156,14 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
             }
         };
         let granted_ns = now_ns();
-        let token = guard.token().get();
-        let signal = guard.lost_signal();
+        let token = held.token();
+        let lost = held.lost();
         let watcher_events = Arc::clone(&events);
         let client = args.client;
         // Detached: a loss can fire after a release that failed. Bounded,
         // so that guards whose signal never fires leave no task behind.
         tokio::spawn(async move {
-            let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, signal.lost()).await else {
+            let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, lost).await else {
                 return;
             };
             let at_ns = now_ns();
@@ -173,23 +182,41 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
             token,
             seq,
             granted_ns,
-            key: guard.key().to_owned(),
+            key: held.key().to_owned(),
         };
-        writes
-            .send(&section.write(Phase::Begin, guard.is_held()))
-            .await?;
+        write_checked(&mut writes, &section, Phase::Begin, &held).await?;
         tokio::time::sleep(args.hold).await;
+        let mut writing = true;
         while extend.load(Ordering::Relaxed) {
-            tokio::time::sleep(EXTEND_POLL).await;
+            if writing {
+                writing = write_checked(&mut writes, &section, Phase::Keep, &held).await?;
+            }
+            tokio::time::sleep(KEEP_EVERY).await;
         }
-        writes
-            .send(&section.write(Phase::End, guard.is_held()))
-            .await?;
-        if let Err(e) = guard.release().await {
+        write_checked(&mut writes, &section, Phase::End, &held).await?;
+        if let Err(e) = held.release().await {
             report_error(&mut writes, args.client, "release", &e).await?;
         }
     }
     Ok(())
+}
+
+/// Asks the guard, then writes `phase` (a keep write only if it said
+/// held); returns what it said.
+async fn write_checked(
+    channel: &mut Channel,
+    section: &Section,
+    phase: Phase,
+    held: &Held,
+) -> io::Result<bool> {
+    let checked_ns = now_ns();
+    let is_held = held.is_held();
+    if is_held || phase != Phase::Keep {
+        channel
+            .send(&section.write(phase, is_held, checked_ns))
+            .await?;
+    }
+    Ok(is_held)
 }
 
 /// `SIGUSR1` makes the current (or next) critical section last until

@@ -45,8 +45,25 @@ impl Fault {
         Fault::BreakLock,
     ];
 
-    /// The faults of `--quick`.
-    pub const QUICK: [Fault; 3] = [Fault::None, Fault::PauseHolder, Fault::KillServer];
+    /// The faults `--quick` runs on `row`: none and a paused holder
+    /// everywhere; on the three-member etcd and ZooKeeper also a
+    /// partitioned holder and a follower cut off, whose verdicts can fail;
+    /// on each mutant the fault that shows its broken promise.
+    pub fn quick(row: Row) -> Vec<Fault> {
+        use super::mutant::Mutant;
+        match row {
+            Row::Etcd3 | Row::Zk3 => vec![
+                Fault::None,
+                Fault::PauseHolder,
+                Fault::PartitionHolder,
+                Fault::IsolateFollower,
+            ],
+            Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
+            Row::Mutant(Mutant::SilentLoss) => vec![Fault::PauseHolder],
+            Row::Mutant(Mutant::LongValidity) => vec![Fault::PartitionHolder],
+            _ => vec![Fault::None, Fault::PauseHolder],
+        }
+    }
 
     /// Its column number, 1 to 9.
     pub fn number(self) -> u8 {
@@ -103,6 +120,7 @@ impl Fault {
 
     /// Why the fault does not apply to `row`, or `None` when it does.
     pub fn inapplicable(self, row: Row) -> Option<&'static str> {
+        let row = row.service_row();
         let no_network = "the file backend has no network: clients reach a local directory";
         let single = "a single server has no members to lose one of (fault 5 kills it)";
         if row == Row::RedisCluster {
@@ -162,7 +180,7 @@ impl Fault {
     /// renewals, at once for faults that drop the lease (a broken lock, a
     /// Redis restarted empty).
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
-        match (self, row) {
+        match (self, row.service_row()) {
             (Fault::BreakLock, _) => Duration::ZERO,
             (Fault::KillServer, Row::Redis | Row::Redlock) => Duration::ZERO,
             _ => ttl,

@@ -13,6 +13,7 @@ use super::clock::now_ns;
 use super::failover::{Failover, FailoverError};
 use super::faults::Fault;
 use super::resource::CheckingResource;
+use super::revocation::Revocation;
 use super::row::Service;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::RedisCluster;
@@ -33,6 +34,13 @@ pub struct Timeline {
     pub victim: Option<Victim>,
     /// What else the runner noticed.
     pub notes: Vec<String>,
+    /// Whether the servers showed the victim's lease revoked by a leader
+    /// that had been frozen (etcd): the resumed member's own count of
+    /// leases it expired rose, and a healthy member no longer had the
+    /// victim's lease.
+    pub server_revoked_lease: bool,
+    /// The frozen etcd member's count read before the freeze.
+    pub revocation: Option<Revocation>,
 }
 
 /// The client a fault kept inside its critical section.
@@ -70,6 +78,11 @@ pub struct Target<'a> {
     pub ttl: Duration,
     /// How long a pause, partition, freeze or cut-off lasts.
     pub span: Duration,
+    /// How long a paused or partitioned victim stays in its section after
+    /// the heal.
+    pub linger: Duration,
+    /// The client to keep inside its section through the fault.
+    pub victim: u32,
     /// The hold time of an ordinary section.
     pub hold: Duration,
     /// The lock the clients contend for.
@@ -151,23 +164,25 @@ impl Target<'_> {
                 t.heal_ns = t.start_ns;
             }
             Fault::PauseHolder => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 let pid = self.pids[victim.client as usize];
                 signal(pid, Signal::SIGSTOP);
                 t.start_ns = now_ns();
                 sleep(self.span).await;
                 signal(pid, Signal::SIGCONT);
                 t.heal_ns = now_ns();
+                sleep(self.linger).await;
                 self.let_go(victim, &mut t);
             }
             Fault::PartitionHolder => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 let proxies = &self.proxies[victim.client as usize];
                 proxies.iter().for_each(FaultProxy::blackhole);
                 t.start_ns = now_ns();
                 sleep(self.span).await;
                 proxies.iter().for_each(FaultProxy::restore);
                 t.heal_ns = now_ns();
+                sleep(self.linger).await;
                 self.let_go(victim, &mut t);
             }
             Fault::SlowNetwork => {
@@ -176,7 +191,7 @@ impl Target<'_> {
                 t.heal_ns = now_ns();
             }
             Fault::KillServer => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 match self.service {
                     Service::RedisCluster(cluster) => {
                         let key = self.victim_key(victim)?;
@@ -189,14 +204,18 @@ impl Target<'_> {
                 self.let_go(victim, &mut t);
             }
             Fault::KillLeader | Fault::FreezeMember | Fault::IsolateFollower => {
-                let only = (fault == Fault::IsolateFollower).then_some(0);
-                let victim = self.catch_holder(only).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 self.member_fault(fault, &mut t).await?;
                 sleep(ttl).await;
                 self.let_go(victim, &mut t);
+                if fault == Fault::FreezeMember
+                    && let Some(evidence) = t.revocation.take()
+                {
+                    t.server_revoked_lease = evidence.shown(self, victim).await;
+                }
             }
             Fault::BreakLock => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;
                 t.start_ns = now_ns();
                 self.break_lock(&key).await?;
@@ -224,7 +243,7 @@ impl Target<'_> {
     }
 
     /// The key of the lock the victim holds, as its grant reported it.
-    fn victim_key(&self, victim: Victim) -> Result<String, String> {
+    pub fn victim_key(&self, victim: Victim) -> Result<String, String> {
         self.resource
             .record()
             .grants
@@ -325,6 +344,9 @@ impl Target<'_> {
             }
             _ => {
                 t.notes.push(format!("froze {what}"));
+                if let Service::Etcd(cluster) = service {
+                    t.revocation = Some(Revocation::before_freeze(cluster, index).await);
+                }
                 member.pause();
                 sleep(self.span).await;
                 member.resume();

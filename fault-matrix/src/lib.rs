@@ -18,12 +18,16 @@ pub mod contended;
 pub mod failover;
 pub mod faults;
 pub mod inject;
+pub mod mutant;
 pub mod protocol;
 pub mod report;
 pub mod resource;
+pub mod revocation;
 pub mod row;
 pub mod run;
+pub mod shape;
 pub mod usage;
+pub mod verdict;
 
 pub use cell::Cell;
 pub use contended::Contended;

@@ -11,11 +11,53 @@ use super::cell::Cell;
 use super::faults::Fault;
 use super::row::Row;
 
+/// Which code a run measured, and when.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provenance {
+    /// `git rev-parse HEAD`, or empty outside a repository.
+    pub commit: String,
+    /// Whether the work tree had changes (`git status --porcelain`).
+    pub dirty: bool,
+    /// UTC, RFC 3339.
+    pub date: String,
+}
+
+impl Provenance {
+    /// Reads them from git and the clock now.
+    pub fn now() -> Provenance {
+        let run = |program: &str, args: &[&str]| {
+            std::process::Command::new(program)
+                .args(args)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        };
+        Provenance {
+            commit: run("git", &["rev-parse", "HEAD"]).unwrap_or_default(),
+            dirty: run("git", &["status", "--porcelain"]).is_some_and(|s| !s.is_empty()),
+            date: run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_default(),
+        }
+    }
+}
+
 /// The `--json` document: run settings and a top-level `cells` array.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Document {
     /// Schema version of this document.
     pub schema: u32,
+    /// The commit measured (`git rev-parse HEAD`).
+    #[serde(default)]
+    pub commit: String,
+    /// Whether the work tree had changes beyond that commit.
+    #[serde(default)]
+    pub dirty: bool,
+    /// When the run started, UTC.
+    #[serde(default)]
+    pub date: String,
+    /// The run's seed: `--seed` with it draws every trial again.
+    #[serde(default)]
+    pub seed: u64,
     /// The command that produced it.
     pub command: String,
     /// Whether `--quick` shortened the windows.
@@ -43,7 +85,7 @@ fn ms(v: f64) -> String {
 /// table order.
 fn axes(cells: &[Cell]) -> (Vec<String>, Vec<Fault>) {
     let mut rows: Vec<String> = Vec::new();
-    for r in Row::ALL.into_iter().chain([Row::Broken]) {
+    for r in Row::every() {
         let of_row = |label: &str| {
             label == r.id()
                 || label
@@ -74,13 +116,20 @@ fn find<'a>(cells: &'a [Cell], r: &str, f: Fault) -> Option<&'a Cell> {
 pub fn line(cell: &Cell) -> String {
     match cell.status.as_str() {
         "measured" => format!(
-            "{:<8} fault {}: {} acq, {} overlaps, {} stale, {} fenced violations, {} regressions, \
-             lost {}, recovery {}, stuck {}",
+            "{:<8} fault {}: {} ({} trials, {} failed, {} known; seed {:#x}): {} acq, {} overlaps, \
+             {} stale, {} vouched stale, {} fenced violations, {} regressions, lost {}, \
+             recovery {}, stuck {}",
             cell.backend,
             cell.fault,
+            cell.verdict,
+            cell.trials,
+            cell.failures,
+            cell.known_failures,
+            cell.seed,
             cell.acquisitions,
             cell.overlaps,
             cell.stale_rejected,
+            cell.vouched_stale_writes,
             cell.fenced_violations,
             cell.token_regressions,
             cell.lost_signal_delay_ms.map_or("-".into(), |s| format!(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tempfile::TempDir;
 
+use super::mutant::Mutant;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{
     EtcdCluster, EtcdOptions, LaunchError, Member, RedisCluster, RedisServer, RedisServers,
@@ -44,6 +45,9 @@ pub enum Row {
     /// A lock local to each client process (`memory://`): it excludes
     /// nobody across processes. The detector must fire on it.
     Broken,
+    /// A real backend (file or Redis) wrapped in the client to break one
+    /// promise; a verdict must catch it.
+    Mutant(Mutant),
 }
 
 impl Row {
@@ -59,9 +63,27 @@ impl Row {
         Row::File,
     ];
 
+    /// The mutant rows, in table order.
+    pub const MUTANTS: [Row; 3] = [
+        Row::Mutant(Mutant::NoExclusion),
+        Row::Mutant(Mutant::SilentLoss),
+        Row::Mutant(Mutant::LongValidity),
+    ];
+
+    /// Every row `--backends` knows, in table order.
+    pub fn every() -> impl Iterator<Item = Row> {
+        Row::ALL
+            .into_iter()
+            .chain([Row::Broken])
+            .chain(Row::MUTANTS)
+    }
+
     /// The short name used by `--backends` and in the JSON.
     pub fn id(self) -> &'static str {
         match self {
+            Row::Mutant(Mutant::NoExclusion) => "mutant-no-exclusion",
+            Row::Mutant(Mutant::SilentLoss) => "mutant-silent-loss",
+            Row::Mutant(Mutant::LongValidity) => "mutant-long-validity",
             Row::Etcd => "etcd",
             Row::Etcd3 => "etcd-3",
             Row::Redis => "redis",
@@ -86,22 +108,49 @@ impl Row {
             Row::Zk3 => "ZooKeeper, 3 servers",
             Row::File => "file",
             Row::Broken => "broken (memory:// per process)",
+            Row::Mutant(Mutant::NoExclusion) => {
+                "file, tokens rise but every grant is given back at once"
+            }
+            Row::Mutant(Mutant::SilentLoss) => {
+                "file, its lost signal never fires and is_held() stays true"
+            }
+            Row::Mutant(Mutant::LongValidity) => "Redis, validity one TTL longer than its lease",
         }
     }
 
     /// Parses a `--backends` entry.
     pub fn parse(text: &str) -> Option<Row> {
-        Row::ALL
-            .into_iter()
-            .chain([Row::Broken])
-            .find(|row| row.id() == text)
+        Row::every().find(|row| row.id() == text)
+    }
+
+    /// The backend a row runs on: a mutant's wrapped one, else itself.
+    pub fn service_row(self) -> Row {
+        match self {
+            Row::Mutant(Mutant::NoExclusion | Mutant::SilentLoss) => Row::File,
+            Row::Mutant(Mutant::LongValidity) => Row::Redis,
+            other => other,
+        }
+    }
+
+    /// The promise the row's clients break, if it is a mutant.
+    pub fn mutant(self) -> Option<Mutant> {
+        match self {
+            Row::Mutant(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Whether the row is there to be caught (broken, mutants): its
+    /// verdicts count as detections, not failures.
+    pub fn must_be_caught(self) -> bool {
+        matches!(self, Row::Broken | Row::Mutant(_))
     }
 
     /// How many servers the row runs: three in the clustered rows, six
     /// nodes in the Redis Cluster, else one (the file and broken rows start
     /// none).
     pub fn members(self) -> usize {
-        match self {
+        match self.service_row() {
             Row::Etcd3 | Row::Redlock | Row::Zk3 => 3,
             Row::RedisCluster => CLUSTER_MASTERS * (1 + CLUSTER_REPLICAS),
             _ => 1,
@@ -149,6 +198,7 @@ impl Service {
     ///
     /// Cancel safe: servers started so far are killed when dropped.
     pub async fn start(row: Row, isolatable: bool) -> Result<Service, LaunchError> {
+        let row = row.service_row();
         let members = row.members();
         // One server has no peers to be cut off from.
         let isolatable = isolatable && members > 1;
@@ -172,7 +222,7 @@ impl Service {
                 "distlock-fault-matrix-",
                 "the file backend's lock directory",
             )?),
-            Row::Broken => Service::None,
+            Row::Broken | Row::Mutant(_) => Service::None,
         })
     }
 
