@@ -211,7 +211,9 @@ impl Target<'_> {
                 if fault == Fault::FreezeMember
                     && let Some(evidence) = t.revocation.take()
                 {
-                    t.server_revoked_lease = evidence.shown(self, victim).await;
+                    let (shown, note) = evidence.shown(self, victim).await;
+                    t.server_revoked_lease = shown;
+                    t.notes.push(note);
                 }
             }
             Fault::BreakLock => {

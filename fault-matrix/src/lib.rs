@@ -26,6 +26,7 @@ pub mod revocation;
 pub mod row;
 pub mod run;
 pub mod shape;
+pub mod summary;
 pub mod usage;
 pub mod verdict;
 

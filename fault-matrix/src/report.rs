@@ -151,52 +151,76 @@ pub fn line(cell: &Cell) -> String {
     }
 }
 
-/// The matrix as Markdown: a compact backend × fault grid of
-/// overlaps / stale rejected / fenced violations / token regressions, then
-/// one line per measured cell, then the inapplicable and failed cells.
+/// A cell's verdict for the grid: the verdict, and failing (or known)
+/// trials of the trials run.
+fn verdict_text(c: &Cell) -> String {
+    match c.verdict.as_str() {
+        "fail" => format!("**fail** {}/{}", c.failures, c.trials),
+        "known-failure" => format!("known {}/{}", c.known_failures, c.trials),
+        "undetected" => format!("**undetected** ({})", c.trials),
+        other => format!("{other} ({})", c.trials),
+    }
+}
+
+/// The matrix as Markdown: a backend × fault grid of verdicts, one of
+/// overlaps / stale rejected / vouched stale / fenced violations / token
+/// regressions, then one line per measured cell, then the inapplicable
+/// and failed cells.
 pub fn table(cells: &[Cell]) -> String {
     let (rows, faults) = axes(cells);
     let mut out = String::new();
-    out.push_str(
-        "Overlaps (unfenced) / stale writes rejected / fenced violations / token regressions:\n\n",
-    );
-    out.push_str("| backend |");
-    for f in &faults {
-        let _ = write!(out, " {} {} |", f.number(), f.title());
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(faults.len()));
-    out.push('\n');
-    for r in &rows {
-        let _ = write!(out, "| {r} |");
-        for &f in &faults {
-            let text = match find(cells, r, f) {
-                Some(c) if c.status == "measured" => {
-                    let mark = if c.strong_tokens && !c.fenced_safe() {
-                        " **!**"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "{} / {} / {} / {}{mark}",
-                        c.overlaps, c.stale_rejected, c.fenced_violations, c.token_regressions
-                    )
-                }
-                Some(c) if c.status == "inapplicable" => "—".to_owned(),
-                Some(_) => "failed".to_owned(),
-                None => String::new(),
-            };
-            let _ = write!(out, " {text} |");
+    let grid = |out: &mut String, text: &dyn Fn(&Cell) -> String| {
+        out.push_str("| backend |");
+        for f in &faults {
+            let _ = write!(out, " {} {} |", f.number(), f.title());
         }
+        out.push_str("\n|---|");
+        out.push_str(&"---|".repeat(faults.len()));
         out.push('\n');
-    }
-    out.push_str("\nEvery measured cell (delays and recovery in ms):\n\n");
+        for r in &rows {
+            let _ = write!(out, "| {r} |");
+            for &f in &faults {
+                let shown = match find(cells, r, f) {
+                    Some(c) if c.status == "measured" => text(c),
+                    Some(c) if c.status == "inapplicable" => "—".to_owned(),
+                    Some(_) => "could not run".to_owned(),
+                    None => String::new(),
+                };
+                let _ = write!(out, " {shown} |");
+            }
+            out.push('\n');
+        }
+    };
     out.push_str(
-        "| backend | fault | acq | overlaps | in section after another entered | stale rejected | \
-         fenced violations | token regressions | lost signals | lost delay p50 / p99 / max | \
-         late lost | recovery | stuck | errors |\n",
+        "Verdicts (pass, **fail** or known: failing trials / trials; detected or \
+         **undetected** in the broken and mutant rows, with the trials run):\n\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    grid(&mut out, &verdict_text);
+    out.push_str(
+        "\nOverlaps (unfenced) / stale writes rejected / vouched stale writes / fenced \
+         violations / token regressions, summed over the trials:\n\n",
+    );
+    grid(&mut out, &|c: &Cell| {
+        format!(
+            "{} / {} / {} / {} / {}",
+            c.overlaps,
+            c.stale_rejected,
+            c.vouched_stale_writes,
+            c.fenced_violations,
+            c.token_regressions
+        )
+    });
+    out.push_str(
+        "\nEvery measured cell, summed over its trials (delays pooled; recovery the \
+         worst trial's; ms):\n\n",
+    );
+    out.push_str(
+        "| backend | fault | trials | failed | known | seed | acq | overlaps | in section after \
+         another entered | stale rejected | vouched stale | held writes rejected | fenced \
+         violations | token regressions | lost signals | lost delay p50 / p99 / max | late lost \
+         | recovery | stuck | crashed / hung | errors |\n",
+    );
+    out.push_str(&format!("|{}\n", "---|".repeat(21)));
     for r in &rows {
         for &f in &faults {
             let Some(c) = find(cells, r, f).filter(|c| c.status == "measured") else {
@@ -216,14 +240,21 @@ pub fn table(cells: &[Cell]) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} {} | {} | {} | {} | `{:#x}` | {} | {} | {} | {} | {} | {} | {} | {} | \
+                 {} | {} | {} | {} | {} | {} / {} | {} |",
                 c.backend,
                 f.number(),
                 f.title(),
+                c.trials,
+                c.failures,
+                c.known_failures,
+                c.seed,
                 c.acquisitions,
                 c.overlaps,
                 c.sections_overlapped,
                 c.stale_rejected,
+                c.vouched_stale_writes,
+                c.held_writes_rejected,
                 c.fenced_violations,
                 c.token_regressions,
                 c.lost_signals,
@@ -231,6 +262,8 @@ pub fn table(cells: &[Cell]) -> String {
                 late_lost(c),
                 c.recovery_ms.map_or("—".into(), ms),
                 c.stuck_clients,
+                c.crashed_clients,
+                c.hung_clients,
                 errors
             );
         }

@@ -50,43 +50,58 @@ impl Revocation {
         }
     }
 
-    /// Whether the servers showed the bug after the resume: the resumed
+    /// Whether the servers showed the bug after the resume (the resumed
     /// member expired leases, and the victim's lease is gone on a healthy
-    /// member.
+    /// member), and what they showed, for the cell's notes.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn shown(&self, target: &Target<'_>, victim: Victim) -> bool {
+    pub async fn shown(&self, target: &Target<'_>, victim: Victim) -> (bool, String) {
         let Service::Etcd(cluster) = target.service else {
-            return false;
+            return (false, "not etcd".into());
         };
         let (Some(before), Some(member)) =
             (self.expired_before, cluster.members().get(self.member))
         else {
-            return false;
+            return (false, format!("{EXPIRED} unreadable before the freeze"));
         };
-        let Ok(after) = member.metric(EXPIRED, &[]).await else {
-            return false;
+        let after = match member.metric(EXPIRED, &[]).await {
+            Ok(after) => after,
+            Err(e) => return (false, format!("{EXPIRED} unreadable after the resume: {e}")),
         };
+        let expired = format!("the resumed member expired {} leases", after - before);
         if after <= before {
-            return false;
+            return (false, expired);
         }
         let Some(lease) = target
             .victim_key(victim)
             .ok()
             .and_then(|key| lock_etcd::lease_of_key(&key))
         else {
-            return false;
+            return (false, format!("{expired}; the victim's lease is unknown"));
         };
-        let Ok(mut client) =
-            lock_etcd::etcd_client::Client::connect(self.healthy.clone(), None).await
-        else {
-            return false;
+        let client = lock_etcd::etcd_client::Client::connect(self.healthy.clone(), None).await;
+        let ttl = match client {
+            Ok(mut client) => client
+                .lease_time_to_live(lease, None)
+                .await
+                .map(|r| r.ttl()),
+            Err(e) => Err(e),
         };
-        match client.lease_time_to_live(lease, None).await {
-            Ok(response) => response.ttl() < 0,
-            Err(_) => false,
+        match ttl {
+            Ok(ttl) if ttl < 0 => (
+                true,
+                format!("{expired}; a healthy member no longer has the victim's lease {lease:#x}"),
+            ),
+            Ok(ttl) => (
+                false,
+                format!("{expired}; the victim's lease {lease:#x} has {ttl} s left"),
+            ),
+            Err(e) => (
+                false,
+                format!("{expired}; lease {lease:#x} unreadable: {e}"),
+            ),
         }
     }
 }

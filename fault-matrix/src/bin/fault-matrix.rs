@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use fault_matrix::report::{self, Document, Provenance};
+use fault_matrix::summary;
 use fault_matrix::usage::args_or_exit;
 use fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
 
@@ -150,7 +151,7 @@ fn problems(cells: &[Cell]) -> Vec<String> {
 
 /// Prints the table and writes the files asked for; false if one failed.
 fn publish(args: &Args, document: &Document, json: bool) -> bool {
-    let table = report::table(&document.cells);
+    let table = summary::markdown(document);
     println!("{table}");
     println!("wall time: {:.0} s", document.wall_s);
     let mut ok = true;
@@ -169,6 +170,19 @@ fn publish(args: &Args, document: &Document, json: bool) -> bool {
     if let Some(path) = &args.markdown {
         write(path, table.clone());
     }
+    let mut spliced_ok = true;
+    if let Some(path) = &args.splice {
+        let spliced = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|page| summary::splice(&page, &table));
+        match spliced {
+            Ok(page) => write(path, page),
+            Err(e) => {
+                eprintln!("fault-matrix: splice into {}: {e}", path.display());
+                spliced_ok = false;
+            }
+        }
+    }
     if let Some(path) = &args.svg {
         match report::svg(&document.cells) {
             Ok(svg) => write(path, svg),
@@ -178,7 +192,7 @@ fn publish(args: &Args, document: &Document, json: bool) -> bool {
             }
         }
     }
-    ok
+    ok && spliced_ok
 }
 
 #[tokio::main]
