@@ -144,6 +144,10 @@ pub struct Cell {
     /// The history checker's verdict over every trial, where it ran.
     #[serde(default)]
     pub history_verdict: Option<String>,
+    /// History events the clients recorded (acquire, release, writes,
+    /// lost signals; invocations and completions).
+    #[serde(default)]
+    pub history_events: u64,
     /// What each failing trial showed: `trial N (seed S): ...`.
     #[serde(default)]
     pub problems: Vec<String>,
@@ -193,6 +197,7 @@ impl Cell {
             verdict: status.to_owned(),
             detected: None,
             history_verdict: None,
+            history_events: 0,
             problems: Vec::new(),
             lost_delays: Vec::new(),
         }
@@ -225,6 +230,7 @@ impl Cell {
         cell.stale_rejected = record.stale_rejected;
         cell.fenced_violations = record.fenced_violations;
         cell.writes_after_loss_seen = record.writes_after_loss_seen;
+        cell.history_events = record.history.len() as u64;
         cell.victim = t.victim.map(|v| v.client);
         cell.notes = t.notes.clone();
         for (what, _) in &record.errors {

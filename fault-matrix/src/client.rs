@@ -18,6 +18,7 @@ use std::time::Duration;
 use lock_core::memory::MemoryBackend;
 use lock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason, Result, Wait};
 
+use super::history::{Op, Outcome, Recorder};
 use super::mutant::{Held, Mutant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
@@ -55,6 +56,51 @@ pub struct ClientArgs {
     pub wait: Duration,
     /// The promise the backend is made to break, if any.
     pub mutant: Option<Mutant>,
+    /// The origin of the history's times ([`now_ns`]), shared by every
+    /// client of a trial.
+    pub origin_ns: u64,
+}
+
+/// How often the history recorded so far is sent.
+const HISTORY_EVERY: Duration = Duration::from_millis(25);
+
+/// The client's history, shared by its loop and its watchers.
+#[derive(Debug, Clone)]
+struct Log(Arc<std::sync::Mutex<Recorder>>);
+
+impl Log {
+    fn note(&self, op: Op, outcome: Outcome, token: Option<u64>) {
+        let at_ns = now_ns();
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(op, outcome, token, at_ns);
+    }
+
+    fn take(&self) -> Vec<super::history::Event> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Sends the history in batches on `events` until the resource goes.
+    fn send_on(&self, events: Arc<Mutex<Channel>>, client: u32) {
+        let log = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HISTORY_EVERY).await;
+                let batch = log.take();
+                if batch.is_empty() {
+                    continue;
+                }
+                let message = Message::History {
+                    client,
+                    events: batch,
+                };
+                if events.lock().await.send(&message).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
 }
 
 /// Connects to the backend a URL names: `etcd://`, `redis://`,
@@ -75,6 +121,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
         "redis+cluster" => Arc::new(lock_redis::RedisClusterBackend::connect_url(url).await?),
         "redlock" => Arc::new(lock_redis::RedlockBackend::connect_url(url).await?),
         "zk" => Arc::new(lock_zk::ZkBackend::connect(lock_zk::ZkConfig::from_url(url)?).await?),
+        "postgres" => Arc::new(lock_postgres::PostgresBackend::connect_url(url).await?),
         "file" => {
             Arc::new(lock_file::FileBackend::connect(lock_file::FileConfig::from_url(url)?).await?)
         }
@@ -82,7 +129,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
         other => {
             return Err(Error::invalid_config(format!(
                 "fault-matrix client: unknown scheme {other:?}; known: etcd, redis, \
-                 redis+cluster, redlock, zk, file, memory"
+                 redis+cluster, redlock, zk, postgres, file, memory"
             )));
         }
     })
@@ -145,11 +192,20 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
     let extend = extend_on_signals()?;
     let name = LockName::new(args.lock.as_str()).map_err(io::Error::other)?;
     let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
+    let log = Log(Arc::new(std::sync::Mutex::new(Recorder::new(
+        args.client,
+        args.origin_ns,
+    ))));
+    log.send_on(Arc::clone(&events), args.client);
     for seq in 0.. {
+        log.note(Op::Acquire, Outcome::Invoke, None);
         let acquired = Held::acquire(args.contended, &*backend, &name, &options, args.mutant);
         let held = match acquired.await {
             Ok(held) => held,
             Err(e) => {
+                // A timed-out or failed acquisition may still have taken
+                // effect on the server: its outcome is unknown.
+                log.note(Op::Acquire, Outcome::Info, None);
                 report_error(&mut writes, args.client, "acquire", &e).await?;
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
@@ -157,8 +213,10 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
         };
         let granted_ns = now_ns();
         let token = held.token();
+        log.note(Op::Acquire, Outcome::Ok, Some(token));
         let lost = held.lost();
         let watcher_events = Arc::clone(&events);
+        let watcher_log = log.clone();
         let client = args.client;
         // Detached: a loss can fire after a release that failed. Bounded,
         // so that guards whose signal never fires leave no task behind.
@@ -168,6 +226,7 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
             };
             let at_ns = now_ns();
             if reason != LostReason::Released {
+                watcher_log.note(Op::Lost, Outcome::Info, Some(token));
                 let message = Message::Lost {
                     client,
                     token,
@@ -184,18 +243,23 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
             granted_ns,
             key: held.key().to_owned(),
         };
-        write_checked(&mut writes, &section, Phase::Begin, &held).await?;
+        write_checked(&mut writes, &section, Phase::Begin, &held, &log).await?;
         tokio::time::sleep(args.hold).await;
         let mut writing = true;
         while extend.load(Ordering::Relaxed) {
             if writing {
-                writing = write_checked(&mut writes, &section, Phase::Keep, &held).await?;
+                writing = write_checked(&mut writes, &section, Phase::Keep, &held, &log).await?;
             }
             tokio::time::sleep(KEEP_EVERY).await;
         }
-        write_checked(&mut writes, &section, Phase::End, &held).await?;
-        if let Err(e) = held.release().await {
-            report_error(&mut writes, args.client, "release", &e).await?;
+        write_checked(&mut writes, &section, Phase::End, &held, &log).await?;
+        log.note(Op::Release, Outcome::Invoke, Some(token));
+        match held.release().await {
+            Ok(()) => log.note(Op::Release, Outcome::Ok, Some(token)),
+            Err(e) => {
+                log.note(Op::Release, Outcome::Fail, Some(token));
+                report_error(&mut writes, args.client, "release", &e).await?;
+            }
         }
     }
     Ok(())
@@ -208,13 +272,21 @@ async fn write_checked(
     section: &Section,
     phase: Phase,
     held: &Held,
+    log: &Log,
 ) -> io::Result<bool> {
     let checked_ns = now_ns();
     let is_held = held.is_held();
     if is_held || phase != Phase::Keep {
-        channel
+        let token = Some(section.token);
+        log.note(Op::Write, Outcome::Invoke, token);
+        let reply = channel
             .send(&section.write(phase, is_held, checked_ns))
             .await?;
+        let outcome = match reply {
+            Reply::Ok => Outcome::Ok,
+            Reply::Stale => Outcome::Fail,
+        };
+        log.note(Op::Write, outcome, token);
     }
     Ok(is_held)
 }

@@ -138,9 +138,10 @@ impl Fault {
                 Some("memory:// has no server")
             }
             (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some("no server process"),
-            (Fault::KillLeader | Fault::FreezeMember, Row::Etcd | Row::Redis | Row::Zk) => {
-                Some(single)
-            }
+            (
+                Fault::KillLeader | Fault::FreezeMember,
+                Row::Etcd | Row::Redis | Row::Zk | Row::Postgres,
+            ) => Some(single),
             (Fault::IsolateFollower, Row::Etcd3 | Row::Zk3) => None,
             (Fault::IsolateFollower, Row::Redlock) => {
                 Some("Redlock servers are independent: they have no peer traffic to cut")

@@ -220,7 +220,7 @@ impl Target<'_> {
                 let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;
                 t.start_ns = now_ns();
-                self.break_lock(&key).await?;
+                self.break_lock(&key, victim.token).await?;
                 t.heal_ns = now_ns();
                 sleep(2 * ttl).await;
                 self.let_go(victim, &mut t);
@@ -360,7 +360,7 @@ impl Target<'_> {
 
     /// Ends the holder's lock from outside, as an operator or another
     /// program would.
-    async fn break_lock(&self, key: &str) -> Result<(), String> {
+    async fn break_lock(&self, key: &str, token: u64) -> Result<(), String> {
         match self.service {
             Service::Etcd(cluster) => {
                 let lease = lock_etcd::lease_of_key(key)
@@ -410,6 +410,14 @@ impl Target<'_> {
                         .map_err(|e| e.to_string())?;
                 let name = LockName::new(self.lock).map_err(|e| e.to_string())?;
                 backend.expire_now(&name).await.map_err(|e| e.to_string())?;
+            }
+            Service::Postgres(server) => {
+                let sql = format!(
+                    "DELETE FROM {}.entries WHERE token = {token}",
+                    lock_postgres::DEFAULT_SCHEMA
+                );
+                let server_query = server.query(&sql);
+                server_query.map_err(|e| e.to_string())?;
             }
             Service::None => return Err("memory:// has no lock to break".into()),
         }

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod contended;
 pub mod failover;
 pub mod faults;
+pub mod history;
 pub mod inject;
 pub mod mutant;
 pub mod protocol;

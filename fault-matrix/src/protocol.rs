@@ -81,6 +81,13 @@ pub enum Message {
         /// The reason the backend gave.
         reason: String,
     },
+    /// History events recorded since the last batch.
+    History {
+        /// The client's number.
+        client: u32,
+        /// The events, oldest first.
+        events: Vec<super::history::Event>,
+    },
     /// An operation failed.
     Error {
         /// The client's number.

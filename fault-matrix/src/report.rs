@@ -158,6 +158,7 @@ fn verdict_text(c: &Cell) -> String {
         "fail" => format!("**fail** {}/{}", c.failures, c.trials),
         "known-failure" => format!("known {}/{}", c.known_failures, c.trials),
         "undetected" => format!("**undetected** ({})", c.trials),
+        "" | "measured" => "not judged".to_owned(),
         other => format!("{other} ({})", c.trials),
     }
 }

@@ -86,8 +86,11 @@ pub struct Record {
     pub writes_after_loss_seen: u64,
     /// Every write made while the guard said held.
     pub vouched: Vec<VouchedWrite>,
-    /// When each client was last heard from.
+    /// When each client was last heard from (a history batch is not
+    /// counted: it is sent by a task of its own, even when the loop hangs).
     pub last_seen: HashMap<u32, u64>,
+    /// Every client's history, each client's events in order.
+    pub history: Vec<super::history::Event>,
     /// Every lost signal.
     pub lost: Vec<Lost>,
     /// Errors by `op:kind`, with the time of each.
@@ -114,11 +117,18 @@ impl State {
         let client = match &message {
             Message::Hello { client, .. }
             | Message::Lost { client, .. }
-            | Message::Error { client, .. } => *client,
-            Message::Write { section, .. } => section.client,
+            | Message::Error { client, .. } => Some(*client),
+            Message::Write { section, .. } => Some(section.client),
+            Message::History { .. } => None,
         };
-        self.record.last_seen.insert(client, now_ns());
+        if let Some(client) = client {
+            self.record.last_seen.insert(client, now_ns());
+        }
         match message {
+            Message::History { events, .. } => {
+                self.record.history.extend(events);
+                Reply::Ok
+            }
             Message::Hello { client, pid } => {
                 self.record.pids.insert(client, pid);
                 Reply::Ok

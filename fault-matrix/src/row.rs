@@ -11,8 +11,8 @@ use tempfile::TempDir;
 use super::mutant::Mutant;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{
-    EtcdCluster, EtcdOptions, LaunchError, Member, RedisCluster, RedisServer, RedisServers,
-    ZkEnsemble, ZkOptions, temp_dir,
+    EtcdCluster, EtcdOptions, LaunchError, Member, PostgresServer, RedisCluster, RedisServer,
+    RedisServers, ZkEnsemble, ZkOptions, temp_dir,
 };
 
 /// Masters of the Redis Cluster row: the fewest `redis-cli --cluster
@@ -40,6 +40,8 @@ pub enum Row {
     Zk,
     /// ZooKeeper, three-server ensemble.
     Zk3,
+    /// One PostgreSQL server, the table layout.
+    Postgres,
     /// The file backend on a local directory.
     File,
     /// A lock local to each client process (`memory://`): it excludes
@@ -51,8 +53,8 @@ pub enum Row {
 }
 
 impl Row {
-    /// The eight real rows, in table order.
-    pub const ALL: [Row; 8] = [
+    /// The nine real rows, in table order.
+    pub const ALL: [Row; 9] = [
         Row::Etcd,
         Row::Etcd3,
         Row::Redis,
@@ -60,6 +62,7 @@ impl Row {
         Row::Redlock,
         Row::Zk,
         Row::Zk3,
+        Row::Postgres,
         Row::File,
     ];
 
@@ -91,6 +94,7 @@ impl Row {
             Row::Redlock => "redlock",
             Row::Zk => "zk",
             Row::Zk3 => "zk-3",
+            Row::Postgres => "postgres",
             Row::File => "file",
             Row::Broken => "broken",
         }
@@ -106,6 +110,7 @@ impl Row {
             Row::Redlock => "Redlock, 3 servers",
             Row::Zk => "ZooKeeper standalone",
             Row::Zk3 => "ZooKeeper, 3 servers",
+            Row::Postgres => "PostgreSQL, 1 server",
             Row::File => "file",
             Row::Broken => "broken (memory:// per process)",
             Row::Mutant(Mutant::NoExclusion) => {
@@ -159,9 +164,12 @@ impl Row {
 
     /// Whether its tokens are strong: strictly increasing across every
     /// fault the service itself survives (etcd revisions, ZooKeeper zxids
-    /// and sequence numbers).
+    /// and sequence numbers, a PostgreSQL sequence).
     pub fn strong_tokens(self) -> bool {
-        matches!(self, Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3)
+        matches!(
+            self,
+            Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3 | Row::Postgres
+        )
     }
 }
 
@@ -184,6 +192,8 @@ pub enum Service {
     RedisCluster(RedisCluster),
     /// ZooKeeper servers.
     Zk(ZkEnsemble),
+    /// One PostgreSQL server.
+    Postgres(PostgresServer),
     /// The lock directory.
     File(TempDir),
     /// Nothing: every client's lock lives in its own memory.
@@ -218,6 +228,7 @@ impl Service {
                 let options = when(isolatable, options, ZkOptions::isolatable);
                 Service::Zk(ZkEnsemble::start_with(options).await?)
             }
+            Row::Postgres => Service::Postgres(PostgresServer::start().await?),
             Row::File => Service::File(temp_dir(
                 "distlock-fault-matrix-",
                 "the file backend's lock directory",
@@ -234,6 +245,7 @@ impl Service {
             Service::Redlock(servers) => servers.addrs(),
             Service::RedisCluster(cluster) => cluster.addrs(),
             Service::Zk(ensemble) => ensemble.addrs(),
+            Service::Postgres(server) => vec![server.addr()],
             Service::File(_) | Service::None => Vec::new(),
         };
         texts
@@ -275,6 +287,7 @@ impl Service {
             Service::Redlock(_) => format!("redlock://{hosts}?{ttl}"),
             Service::RedisCluster(cluster) => format!("{}?{ttl}", cluster.url()),
             Service::Zk(_) => format!("zk://{hosts}/fault-matrix?{ttl}"),
+            Service::Postgres(_) => format!("postgres://postgres@{hosts}/postgres?{ttl}"),
             Service::File(dir) => format!("file://{}?{ttl}", dir.path().display()),
             Service::None => "memory://".to_owned(),
         }
@@ -291,6 +304,7 @@ impl Service {
             Service::Redlock(servers) => each(servers.servers()),
             Service::RedisCluster(cluster) => each(cluster.nodes()),
             Service::Zk(ensemble) => each(ensemble.members()),
+            Service::Postgres(server) => vec![server],
             Service::File(_) | Service::None => Vec::new(),
         }
     }
@@ -306,6 +320,7 @@ impl Service {
             Service::Etcd(_) => format!("etcd member {index}"),
             Service::Zk(_) => format!("ZooKeeper server {index}"),
             Service::RedisCluster(_) => format!("Redis Cluster node {index}"),
+            Service::Postgres(_) => "the PostgreSQL server".to_owned(),
             _ => format!("Redis server {index} of {}", self.members()),
         }
     }

@@ -64,8 +64,8 @@ impl Plan {
             clients: 4,
             ttl,
             hold: Duration::from_millis(5),
-            before: Duration::from_millis(300),
-            after: 2 * ttl,
+            before: Duration::from_millis(200),
+            after: ttl + ttl / 2,
             span: 2 * ttl,
             contended: Contended::Lock,
             seed: 0,
@@ -77,7 +77,6 @@ impl Plan {
     /// The quick matrix for CI: the same TTL and windows, fewer trials.
     pub fn quick(client_bin: PathBuf) -> Plan {
         Plan {
-            before: Duration::from_millis(200),
             flip_trials: 3,
             trials: 1,
             ..Plan::full(client_bin)
@@ -244,6 +243,8 @@ pub async fn run_trial(
     let resource = CheckingResource::start()
         .await
         .map_err(|e| format!("checking resource: {e}"))?;
+    // Every client's history is timed from here.
+    let origin_ns = now_ns();
     let addrs = service.proxied_addrs();
     let follower = if fault == Fault::IsolateFollower {
         Some(follower_of(service).await?)
@@ -270,9 +271,14 @@ pub async fn run_trial(
         }
         let url = service.url(&own.iter().collect::<Vec<_>>(), plan.ttl);
         let mutant = row.mutant();
-        clients.push(spawn_client(
-            plan, &resource, &url, client, lock, mutant, logs,
-        )?);
+        let spawned = Spawn {
+            url: &url,
+            client,
+            lock,
+            mutant,
+            origin_ns,
+        };
+        clients.push(spawn_client(plan, &resource, &spawned, logs)?);
         proxies.push(own);
     }
     let pids: Vec<u32> = clients.iter().map(|c| c.pid).collect();
@@ -361,15 +367,29 @@ pub async fn run_trial(
     Ok((cell, timeline.server_revoked_lease))
 }
 
+/// What one client process is started with.
+#[derive(Debug)]
+struct Spawn<'a> {
+    url: &'a str,
+    client: u32,
+    lock: &'a str,
+    mutant: Option<super::mutant::Mutant>,
+    origin_ns: u64,
+}
+
 fn spawn_client(
     plan: &Plan,
     resource: &CheckingResource,
-    url: &str,
-    client: u32,
-    lock: &str,
-    mutant: Option<super::mutant::Mutant>,
+    spawn: &Spawn<'_>,
     logs: &TempDir,
 ) -> Result<ClientProcess, String> {
+    let Spawn {
+        url,
+        client,
+        lock,
+        mutant,
+        origin_ns,
+    } = *spawn;
     let log = logs
         .path()
         .join(format!("client-{}-{client}.log", now_ns()));
@@ -378,6 +398,7 @@ fn spawn_client(
     if let Some(mutant) = mutant {
         command.arg("--mutant").arg(mutant.id());
     }
+    command.arg("--origin-ns").arg(origin_ns.to_string());
     let child = command
         .arg("--resource")
         .arg(resource.addr().to_string())

@@ -70,7 +70,7 @@ impl Shape {
             Fault::PauseHolder
             | Fault::PartitionHolder
             | Fault::FreezeMember
-            | Fault::IsolateFollower => ttl.mul_f64(rng.random_range(1.3..3.0)),
+            | Fault::IsolateFollower => ttl.mul_f64(rng.random_range(1.2..2.5)),
             _ => span,
         };
         let linger = Duration::from_millis(rng.random_range(100..400));
@@ -96,7 +96,7 @@ mod tests {
         for seed in 0..50 {
             let shape = draw(seed);
             assert_eq!(shape.victim % 2, 0, "{shape:?}");
-            assert!(shape.span >= ttl.mul_f64(1.3) && shape.span < 3 * ttl);
+            assert!(shape.span >= ttl.mul_f64(1.2) && shape.span < ttl.mul_f64(2.5));
         }
         let a = cell_seed(1, Row::Etcd, Fault::PauseHolder);
         assert_ne!(a, cell_seed(1, Row::Etcd3, Fault::PauseHolder));

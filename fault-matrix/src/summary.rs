@@ -75,6 +75,13 @@ fn row_of(cell: &Cell) -> Option<Row> {
 /// The headline: per token strength, what the run showed and what it did
 /// not; then what caught each broken and mutant row.
 pub fn headline(doc: &Document) -> String {
+    if doc.schema < 2 {
+        return format!(
+            "- **Not judged:** this run (schema {}) predates trials, verdicts and mutants; the \
+             tables show its measurements only. Rerun the matrix to judge them.\n",
+            doc.schema
+        );
+    }
     let cells = &doc.cells;
     let real = |strong: bool| {
         cells.iter().filter(move |c| {

@@ -207,6 +207,7 @@ fn add(mut sum: Cell, t: Cell) -> Cell {
     sum.token_regressions += t.token_regressions;
     sum.writes_after_loss_seen += t.writes_after_loss_seen;
     sum.vouched_stale_writes += t.vouched_stale_writes;
+    sum.history_events += t.history_events;
     sum.held_writes_rejected += t.held_writes_rejected;
     sum.crashed_clients += t.crashed_clients;
     sum.hung_clients += t.hung_clients;

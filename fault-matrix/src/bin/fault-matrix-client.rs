@@ -4,7 +4,7 @@
 //! ```text
 //! fault-matrix-client --resource ADDR --url URL --client N --lock NAME --hold-ms MS --wait-ms MS
 //!                     [--contend lock|rwlock-write|semaphore-1]
-//!                     [--mutant no-exclusion|silent-loss|long-validity]
+//!                     [--mutant no-exclusion|silent-loss|long-validity] [--origin-ns NS]
 //! ```
 
 use std::process::ExitCode;
@@ -21,6 +21,7 @@ fn parse() -> Result<ClientArgs, String> {
     let (mut hold, mut wait) = (Duration::from_millis(5), Duration::from_secs(4));
     let mut contended = Contended::Lock;
     let mut mutant = None;
+    let mut origin_ns = None;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let millis = |v: &str| {
@@ -46,6 +47,13 @@ fn parse() -> Result<ClientArgs, String> {
                     format!("--contend {value:?}: known: lock, rwlock-write, semaphore-1")
                 })?;
             }
+            "--origin-ns" => {
+                origin_ns = Some(
+                    value
+                        .parse()
+                        .map_err(|e| format!("--origin-ns {value:?}: {e}"))?,
+                );
+            }
             "--mutant" => {
                 mutant = Some(Mutant::parse(&value).ok_or_else(|| {
                     format!("--mutant {value:?}: known: no-exclusion, silent-loss, long-validity")
@@ -54,7 +62,7 @@ fn parse() -> Result<ClientArgs, String> {
             other => {
                 return Err(format!(
                     "unknown flag {other}; known: --resource, --url, --client, --lock, \
-                     --hold-ms, --wait-ms, --contend, --mutant"
+                     --hold-ms, --wait-ms, --contend, --mutant, --origin-ns"
                 ));
             }
         }
@@ -68,6 +76,7 @@ fn parse() -> Result<ClientArgs, String> {
         hold,
         wait,
         mutant,
+        origin_ns: origin_ns.unwrap_or_else(fault_matrix::clock::now_ns),
     })
 }
 
