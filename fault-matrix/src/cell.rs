@@ -307,7 +307,10 @@ impl Cell {
 
         let window_start = t.resume_ns();
         cell.stuck_window_ms = ms_between(window_start, ended_ns);
+        // A killed client is not stuck: it is gone.
+        let killed = t.victim.filter(|_| fault == Fault::KillClient);
         cell.stuck_clients = (0..clients)
+            .filter(|c| killed.is_none_or(|v| v.client != *c))
             .filter(|c| {
                 !record
                     .grants

@@ -29,11 +29,14 @@ pub enum Fault {
     IsolateFollower,
     /// 9: someone else ends the holder's lock.
     BreakLock,
+    /// 10: a client process is killed (`SIGKILL`): inside its section, as
+    /// it releases, or while it waits to acquire.
+    KillClient,
 }
 
 impl Fault {
     /// Every fault, in column order.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::None,
         Fault::PauseHolder,
         Fault::PartitionHolder,
@@ -43,6 +46,7 @@ impl Fault {
         Fault::FreezeMember,
         Fault::IsolateFollower,
         Fault::BreakLock,
+        Fault::KillClient,
     ];
 
     /// The faults `--quick` runs on `row`: none and a paused holder
@@ -65,7 +69,7 @@ impl Fault {
         }
     }
 
-    /// Its column number, 1 to 9.
+    /// Its column number, 1 to 10.
     pub fn number(self) -> u8 {
         Fault::ALL
             .iter()
@@ -91,6 +95,7 @@ impl Fault {
             Fault::FreezeMember => "freeze-member",
             Fault::IsolateFollower => "isolate-follower",
             Fault::BreakLock => "break-lock",
+            Fault::KillClient => "kill-client",
         }
     }
 
@@ -106,6 +111,7 @@ impl Fault {
             Fault::FreezeMember => "member frozen",
             Fault::IsolateFollower => "follower cut off",
             Fault::BreakLock => "lock broken",
+            Fault::KillClient => "client killed",
         }
     }
 
@@ -114,12 +120,17 @@ impl Fault {
     pub fn targets_holder(self) -> bool {
         matches!(
             self,
-            Fault::PauseHolder | Fault::PartitionHolder | Fault::BreakLock
+            Fault::PauseHolder | Fault::PartitionHolder | Fault::BreakLock | Fault::KillClient
         )
     }
 
     /// Why the fault does not apply to `row`, or `None` when it does.
     pub fn inapplicable(self, row: Row) -> Option<&'static str> {
+        if self == Fault::KillClient && row.must_be_caught() {
+            return Some(
+                "a killed client breaks no promise of a lock private to a process or a mutant's",
+            );
+        }
         let row = row.service_row();
         let no_network = "the file backend has no network: clients reach a local directory";
         let single = "a single server has no members to lose one of (fault 5 kills it)";

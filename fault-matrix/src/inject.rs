@@ -15,6 +15,7 @@ use super::faults::Fault;
 use super::resource::CheckingResource;
 use super::revocation::Revocation;
 use super::row::Service;
+use super::shape::KillAt;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::RedisCluster;
 
@@ -83,6 +84,8 @@ pub struct Target<'a> {
     pub linger: Duration,
     /// The client to keep inside its section through the fault.
     pub victim: u32,
+    /// Fault 10: when the victim is killed.
+    pub kill: KillAt,
     /// The hold time of an ordinary section.
     pub hold: Duration,
     /// The lock the clients contend for.
@@ -216,6 +219,7 @@ impl Target<'_> {
                     t.notes.push(note);
                 }
             }
+            Fault::KillClient => self.kill_client(&mut t).await?,
             Fault::BreakLock => {
                 let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;
@@ -227,6 +231,50 @@ impl Target<'_> {
             }
         }
         Ok(t)
+    }
+
+    /// Kills the victim with `SIGKILL` where the trial's shape says: in its
+    /// section, as it releases, or while it waits; then watches the others
+    /// for 1.5×TTL, in which the lock must come free.
+    async fn kill_client(&self, t: &mut Timeline) -> Result<(), String> {
+        let pid = self.pids[self.victim as usize];
+        let (victim, note) = match self.kill {
+            KillAt::InSection => {
+                let victim = self.catch_holder(Some(self.victim)).await?;
+                signal(pid, Signal::SIGKILL);
+                (victim, "killed inside its section")
+            }
+            KillAt::AtRelease => {
+                let victim = self.catch_holder(Some(self.victim)).await?;
+                signal(pid, Signal::SIGUSR2);
+                sleep(Duration::from_micros(500)).await;
+                signal(pid, Signal::SIGKILL);
+                (victim, "killed as it left its section and released")
+            }
+            KillAt::Waiting => {
+                let deadline = tokio::time::Instant::now() + CATCH_TIMEOUT;
+                while self.resource.holder().is_none_or(|h| h == self.victim) {
+                    if tokio::time::Instant::now() > deadline {
+                        return Err("no other client held the lock to wait on".into());
+                    }
+                    sleep(Duration::from_millis(2)).await;
+                }
+                signal(pid, Signal::SIGKILL);
+                let victim = Victim {
+                    client: self.victim,
+                    token: 0,
+                    release_ns: None,
+                };
+                (victim, "killed while it waited to acquire")
+            }
+        };
+        t.start_ns = now_ns();
+        self.resource.end_section_of_dead(victim.client);
+        t.victim = Some(victim);
+        t.notes.push(format!("client {}: {note}", victim.client));
+        sleep(self.ttl + self.ttl / 2).await;
+        t.heal_ns = now_ns();
+        Ok(())
     }
 
     /// Kills every server, restarts them a TTL later, and holds the

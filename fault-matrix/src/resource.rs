@@ -288,6 +288,12 @@ impl CheckingResource {
         self.state().open.get(&client).copied()
     }
 
+    /// Ends `client`'s open section, if any: its process was killed, and
+    /// a dead process writes nothing more.
+    pub fn end_section_of_dead(&self, client: u32) {
+        self.state().open.remove(&client);
+    }
+
     /// How many grants have been reported.
     pub fn acquisitions(&self) -> usize {
         self.state().record.grants.len()

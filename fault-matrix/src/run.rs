@@ -306,6 +306,7 @@ pub async fn run_trial(
         span: shape.span,
         linger: shape.linger,
         victim: shape.victim,
+        kill: shape.kill,
         hold: plan.hold,
         lock,
         follower,
@@ -321,8 +322,17 @@ pub async fn run_trial(
     let ended = now_ns();
     let record = resource.record();
     let mut crashed = Vec::new();
+    // Fault 10 kills its victim on purpose.
+    let killed = match &outcome {
+        Ok(t) if fault == Fault::KillClient => t.victim.map(|v| v.client as usize),
+        _ => None,
+    };
     for (n, client) in clients.iter_mut().enumerate() {
         let _ = kill(Pid::from_raw(client.pid as i32), Signal::SIGCONT);
+        if Some(n) == killed {
+            let _ = client.child.kill().await;
+            continue;
+        }
         if let Ok(Some(status)) = client.child.try_wait() {
             crashed.push(format!("client {n} exited ({status}): {}", client.tail()));
         }

@@ -43,6 +43,19 @@ pub struct Shape {
     /// How long a paused or partitioned victim stays in its section after
     /// the heal, writing while its guard says held.
     pub linger: Duration,
+    /// Fault 10: when the victim is killed.
+    pub kill: KillAt,
+}
+
+/// When fault 10 kills its victim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillAt {
+    /// Inside its critical section.
+    InSection,
+    /// As it leaves its section and releases.
+    AtRelease,
+    /// While it waits to acquire, another client holding.
+    Waiting,
 }
 
 impl Shape {
@@ -74,11 +87,17 @@ impl Shape {
             _ => span,
         };
         let linger = Duration::from_millis(rng.random_range(100..400));
+        let kill = match rng.random_range(0..3) {
+            0 => KillAt::InSection,
+            1 => KillAt::AtRelease,
+            _ => KillAt::Waiting,
+        };
         Shape {
             lead,
             victim,
             span,
             linger,
+            kill,
         }
     }
 }

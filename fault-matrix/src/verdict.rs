@@ -9,7 +9,8 @@
 //!   when the lock is broken from outside, which no client can see
 //!   coming), or a lost signal that fired only after another client was
 //!   granted the lock while the holder kept running;
-//! - a client that crashed or hung.
+//! - a client that crashed or hung;
+//! - no grant to anyone after a client was killed (fault 10).
 //!
 //! One documented server bug is reported as a known failure, decided from
 //! what the server showed: on `etcd-3` with its leader frozen, a lease
@@ -109,6 +110,13 @@ pub fn judge(row: Row, fault: Fault, cell: &Cell, server_revoked_lease: bool) ->
         } else {
             f.failing.push(text);
         }
+    }
+    if fault == Fault::KillClient && cell.recovery_ms.is_none() {
+        f.failing.push(
+            "no other client was granted the lock after a client was killed: a dead \
+             client's lock or place in the queue was never freed"
+                .to_owned(),
+        );
     }
     if cell.crashed_clients > 0 {
         f.failing
