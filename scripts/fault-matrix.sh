@@ -10,7 +10,7 @@
 #                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,
 #                                       broken,mutant-no-exclusion,mutant-silent-loss,
 #                                       mutant-long-validity]
-#                           [--faults 1,2,...,9] [--clients N] [--seed N] [--trials N]
+#                           [--faults 1,2,...,10] [--clients N] [--seed N] [--trials N]
 #                           [--contend lock,rwlock-write,semaphore-1]
 #
 # --quick (CI): faults 1 and 2 everywhere, 3 and 8 on etcd-3 and zk-3, the

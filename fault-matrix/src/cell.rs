@@ -148,6 +148,12 @@ pub struct Cell {
     /// lost signals; invocations and completions).
     #[serde(default)]
     pub history_events: u64,
+    /// Trials whose history the checker found not linearizable.
+    #[serde(default)]
+    pub history_not_linearizable: u32,
+    /// Trials whose history the checker could not decide within its budget.
+    #[serde(default)]
+    pub history_unknown: u32,
     /// What each failing trial showed: `trial N (seed S): ...`.
     #[serde(default)]
     pub problems: Vec<String>,
@@ -198,6 +204,8 @@ impl Cell {
             detected: None,
             history_verdict: None,
             history_events: 0,
+            history_not_linearizable: 0,
+            history_unknown: 0,
             problems: Vec::new(),
             lost_delays: Vec::new(),
         }

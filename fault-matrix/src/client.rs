@@ -277,8 +277,12 @@ async fn write_checked(
     let checked_ns = now_ns();
     let is_held = held.is_held();
     if is_held || phase != Phase::Keep {
+        // The history holds the writes the client made believing it held
+        // the lock; an unchecked end write is the resource's business.
         let token = Some(section.token);
-        log.note(Op::Write, Outcome::Invoke, token);
+        if is_held {
+            log.note(Op::Write, Outcome::Invoke, token);
+        }
         let reply = channel
             .send(&section.write(phase, is_held, checked_ns))
             .await?;
@@ -286,7 +290,9 @@ async fn write_checked(
             Reply::Ok => Outcome::Ok,
             Reply::Stale => Outcome::Fail,
         };
-        log.note(Op::Write, outcome, token);
+        if is_held {
+            log.note(Op::Write, outcome, token);
+        }
     }
     Ok(is_held)
 }

@@ -49,6 +49,20 @@ impl Fault {
         Fault::KillClient,
     ];
 
+    /// The faults the full run runs on `row`: every fault, except that the
+    /// broken row runs at rest and each mutant at rest and under the fault
+    /// that shows its broken promise (the other cells could only repeat
+    /// what the real backend's row measures).
+    pub fn full(row: Row) -> Vec<Fault> {
+        use super::mutant::Mutant;
+        match row {
+            Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
+            Row::Mutant(Mutant::SilentLoss) => vec![Fault::None, Fault::PauseHolder],
+            Row::Mutant(Mutant::LongValidity) => vec![Fault::None, Fault::PartitionHolder],
+            _ => Fault::ALL.to_vec(),
+        }
+    }
+
     /// The faults `--quick` runs on `row`: none and a paused holder
     /// everywhere; on the three-member etcd and ZooKeeper also a
     /// partitioned holder and a follower cut off, whose verdicts can fail;

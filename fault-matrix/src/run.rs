@@ -15,11 +15,13 @@ use super::cell::Cell;
 use super::clock::now_ns;
 use super::contended::Contended;
 use super::faults::Fault;
+use super::history;
 use super::inject::Target;
 use super::resource::CheckingResource;
 use super::row::{Row, Service};
 use super::shape::{Shape, cell_seed, trial_seed};
 use super::verdict::{Trial, merge};
+use lock_testkit::history::{Mode, Verdict};
 use lock_testkit::proxy::FaultProxy;
 
 /// How long the clients have to start and get going.
@@ -66,7 +68,7 @@ impl Plan {
             hold: Duration::from_millis(5),
             before: Duration::from_millis(200),
             after: ttl + ttl / 2,
-            span: 2 * ttl,
+            span: ttl,
             contended: Contended::Lock,
             seed: 0,
             flip_trials: 20,
@@ -109,6 +111,19 @@ impl Plan {
     fn silence(&self) -> Duration {
         self.wait() + 2 * self.ttl
     }
+}
+
+/// How many trials `row` runs under `faults`: the applicable cells' trials.
+pub fn planned_trials(row: Row, faults: &[Fault], plan: &Plan) -> u32 {
+    faults
+        .iter()
+        .filter(|&&f| {
+            f.inapplicable(row)
+                .or(plan.contended.inapplicable(f, row))
+                .is_none()
+        })
+        .map(|&f| plan.trials_of(row, f))
+        .sum()
 }
 
 /// Whether a cell's verdict can differ between trials: the faults whose
@@ -359,6 +374,48 @@ pub async fn run_trial(
         &record,
         &timeline,
     );
+    let mode = match plan.contended {
+        Contended::Lock => Mode::Exclusive,
+        Contended::Write => Mode::Write,
+        Contended::Permit => Mode::Permit { limit: 1 },
+    };
+    let dead = killed.and_then(|n| u32::try_from(n).ok());
+    let ops = history::operations(
+        &record.history,
+        lock,
+        mode,
+        ended.saturating_sub(origin_ns),
+        dead,
+    );
+    let fencing = row.strong_tokens() || row.mutant().is_some();
+    let checking = std::time::Instant::now();
+    let verdict = tokio::task::spawn_blocking(move || history::check(&ops, fencing))
+        .await
+        .map_err(|e| format!("history check: {e}"))?;
+    let took = checking.elapsed();
+    if took > Duration::from_millis(500) {
+        cell.notes
+            .push(format!("the history check took {} ms", took.as_millis()));
+    }
+    match &verdict {
+        Verdict::NotLinearizable { .. } => cell.history_not_linearizable = 1,
+        Verdict::Unknown { .. } => cell.history_unknown = 1,
+        Verdict::Linearizable => {}
+    }
+    let mut text = verdict.to_string();
+    if matches!(verdict, Verdict::NotLinearizable { .. }) {
+        // The whole explanation, for whoever replays the trial.
+        eprintln!("fault-matrix: {} fault {fault}: {text}", row.id());
+    }
+    if text.len() > 600 {
+        let cut = (0..=600)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
+    }
+    cell.history_verdict = Some(text);
     cell.crashed_clients = crashed.len() as u64;
     cell.notes.extend(crashed);
     cell.hung_clients = hung.len() as u64;

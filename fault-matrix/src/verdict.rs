@@ -10,7 +10,10 @@
 //!   coming), or a lost signal that fired only after another client was
 //!   granted the lock while the holder kept running;
 //! - a client that crashed or hung;
-//! - no grant to anyone after a client was killed (fault 10).
+//! - no grant to anyone after a client was killed (fault 10);
+//! - a history the checker finds not linearizable, where the row's
+//!   verdicts are strict (or with no fault), except a lock broken from
+//!   outside.
 //!
 //! One documented server bug is reported as a known failure, decided from
 //! what the server showed: on `etcd-3` with its leader frozen, a lease
@@ -111,6 +114,20 @@ pub fn judge(row: Row, fault: Fault, cell: &Cell, server_revoked_lease: bool) ->
             f.failing.push(text);
         }
     }
+    if (strict || fault == Fault::None)
+        && fault != Fault::BreakLock
+        && cell.history_not_linearizable > 0
+    {
+        let text = format!(
+            "history not linearizable: {}",
+            cell.history_verdict.as_deref().unwrap_or("")
+        );
+        if known_bug {
+            f.known.push(text);
+        } else {
+            f.failing.push(text);
+        }
+    }
     if fault == Fault::KillClient && cell.recovery_ms.is_none() {
         f.failing.push(
             "no other client was granted the lock after a client was killed: a dead \
@@ -179,6 +196,20 @@ pub fn merge(row: Row, fault: Fault, seed: u64, trials: Vec<Trial>) -> Cell {
         return cell;
     };
     cell.lost_signal_delay_ms = Spread::of(cell.lost_delays.clone());
+    let checked = cell.history_events > 0 || cell.history_verdict.is_some();
+    cell.history_verdict = checked.then(|| {
+        let (bad, unknown) = (cell.history_not_linearizable, cell.history_unknown);
+        if bad > 0 {
+            format!("not linearizable in {bad} of {n} trials")
+        } else if unknown > 0 {
+            format!(
+                "linearizable in {} of {n} trials, undecided in {unknown}",
+                n - unknown
+            )
+        } else {
+            format!("linearizable in all {n} trials")
+        }
+    });
     cell.trials = n;
     cell.failures = failures;
     cell.known_failures = known_failures;
@@ -216,6 +247,8 @@ fn add(mut sum: Cell, t: Cell) -> Cell {
     sum.writes_after_loss_seen += t.writes_after_loss_seen;
     sum.vouched_stale_writes += t.vouched_stale_writes;
     sum.history_events += t.history_events;
+    sum.history_not_linearizable += t.history_not_linearizable;
+    sum.history_unknown += t.history_unknown;
     sum.held_writes_rejected += t.held_writes_rejected;
     sum.crashed_clients += t.crashed_clients;
     sum.hung_clients += t.hung_clients;

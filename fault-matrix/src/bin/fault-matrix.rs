@@ -4,7 +4,7 @@
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 //!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
-//!              [--faults 1,2,...,9] [--clients N]
+//!              [--faults 1,2,...,10] [--clients N]
 //!              [--contend lock,rwlock-write,semaphore-1]
 //! ```
 //!
@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use fault_matrix::report::{self, Document, Provenance};
+use fault_matrix::run::planned_trials;
 use fault_matrix::summary;
 use fault_matrix::usage::args_or_exit;
 use fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
@@ -80,7 +81,7 @@ fn parse() -> Result<Args, String> {
                 )?);
             }
             "--faults" => {
-                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 9)")?)
+                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 10)")?)
             }
             "--contend" => {
                 args.contended = Some(list(
@@ -250,9 +251,15 @@ async fn main() -> ExitCode {
     let faults_of = |row: Row| match &args.faults {
         Some(faults) => faults.clone(),
         None if args.quick => Fault::quick(row),
-        None => Fault::ALL.to_vec(),
+        None => Fault::full(row),
     };
     let provenance = Provenance::now();
+    let planned: u32 = rows
+        .iter()
+        .map(|&row| planned_trials(row, &faults_of(row), &plan))
+        .sum::<u32>()
+        * args.contended.as_ref().map_or(1, |c| c.len() as u32);
+    eprintln!("fault-matrix: {planned} trials planned");
     let logs = match tempfile::Builder::new()
         .prefix("fault-matrix-logs-")
         .tempdir()
