@@ -77,23 +77,27 @@ impl Log {
             .record(op, outcome, token, at_ns);
     }
 
-    fn take(&self) -> Vec<super::history::Event> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// The events not yet sent, and the moment (relative to the origin)
+    /// up to which they are complete.
+    fn take(&self) -> (Vec<super::history::Event>, u64) {
+        let mut recorder = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let until_ns = recorder.since_origin(now_ns());
+        (recorder.take(), until_ns)
     }
 
     /// Sends the history in batches on `events` until the resource goes.
     fn send_on(&self, events: Arc<Mutex<Channel>>, client: u32) {
         let log = self.clone();
         tokio::spawn(async move {
+            // Sent even when empty: the runner cuts every client's history
+            // at the earliest moment all of them are complete.
             loop {
                 tokio::time::sleep(HISTORY_EVERY).await;
-                let batch = log.take();
-                if batch.is_empty() {
-                    continue;
-                }
+                let (batch, until_ns) = log.take();
                 let message = Message::History {
                     client,
                     events: batch,
+                    until_ns,
                 };
                 if events.lock().await.send(&message).await.is_err() {
                     return;

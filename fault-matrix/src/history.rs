@@ -90,6 +90,11 @@ impl Recorder {
         });
     }
 
+    /// `at_ns` (absolute, as `now_ns`) relative to the origin.
+    pub fn since_origin(&self, at_ns: u64) -> u64 {
+        at_ns.saturating_sub(self.origin_ns)
+    }
+
     /// The events recorded since the last call.
     pub fn take(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.pending)
@@ -99,8 +104,10 @@ impl Recorder {
 /// A trial's history as the checker takes it: each client's invocations
 /// paired with their completions, on lock `name` taken in `mode`.
 ///
-/// A call still open at `end_ns` (the client was killed with the trial) is
-/// unknown (`info`). A failed release is unknown too: the hold it meant to
+/// The history is cut at `end_ns`, the earliest moment up to which every
+/// client's history had arrived (a client killed with the trial leaves its
+/// last batch unsent): later events are dropped, and a call still open
+/// then is unknown (`info`). A failed release is unknown too: the hold it meant to
 /// end may have ended already. A lost signal counts only for the hold it
 /// was about (the client's latest grant). A client the runner killed on
 /// purpose (`dead`) gets a lost signal at `end_ns`: its hold ended
@@ -113,7 +120,7 @@ pub fn operations(
     dead: Option<u32>,
 ) -> Vec<Operation> {
     let mut by_client: BTreeMap<u32, Vec<&Event>> = BTreeMap::new();
-    for event in events {
+    for event in events.iter().filter(|e| e.at_ns <= end_ns) {
         by_client.entry(event.client).or_default().push(event);
     }
     let call = |op: Op, token: Option<u64>| -> checker::Op {

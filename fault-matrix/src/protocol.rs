@@ -87,6 +87,10 @@ pub enum Message {
         client: u32,
         /// The events, oldest first.
         events: Vec<super::history::Event>,
+        /// When the batch was taken, relative to the origin: the client's
+        /// history is complete up to here.
+        #[serde(default)]
+        until_ns: u64,
     },
     /// An operation failed.
     Error {

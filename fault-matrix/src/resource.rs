@@ -91,6 +91,9 @@ pub struct Record {
     pub last_seen: HashMap<u32, u64>,
     /// Every client's history, each client's events in order.
     pub history: Vec<super::history::Event>,
+    /// Up to when (relative to the trial's origin) each client's history
+    /// has arrived.
+    pub history_until: HashMap<u32, u64>,
     /// Every lost signal.
     pub lost: Vec<Lost>,
     /// Errors by `op:kind`, with the time of each.
@@ -125,8 +128,14 @@ impl State {
             self.record.last_seen.insert(client, now_ns());
         }
         match message {
-            Message::History { events, .. } => {
+            Message::History {
+                client,
+                events,
+                until_ns,
+            } => {
                 self.record.history.extend(events);
+                let until = self.record.history_until.entry(client).or_default();
+                *until = (*until).max(until_ns);
                 Reply::Ok
             }
             Message::Hello { client, pid } => {

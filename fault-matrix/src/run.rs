@@ -380,13 +380,17 @@ pub async fn run_trial(
         Contended::Permit => Mode::Permit { limit: 1 },
     };
     let dead = killed.and_then(|n| u32::try_from(n).ok());
-    let ops = history::operations(
-        &record.history,
-        lock,
-        mode,
-        ended.saturating_sub(origin_ns),
-        dead,
-    );
+    // Every living client's history is complete up to the earliest of
+    // their last batches; the killed one's ends where it died.
+    let cut = record
+        .history_until
+        .iter()
+        .filter(|(c, _)| Some(**c) != dead)
+        .map(|(_, until)| *until)
+        .min()
+        .unwrap_or(0)
+        .min(ended.saturating_sub(origin_ns));
+    let ops = history::operations(&record.history, lock, mode, cut, dead);
     let fencing = row.strong_tokens() || row.mutant().is_some();
     let checking = std::time::Instant::now();
     let verdict = tokio::task::spawn_blocking(move || history::check(&ops, fencing))
