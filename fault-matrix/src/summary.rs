@@ -15,7 +15,8 @@ pub const BEGIN: &str = "<!-- fault-matrix:begin (generated from docs/safety.jso
 pub const END: &str = "<!-- fault-matrix:end -->";
 
 /// The verdicts that can catch a broken promise, as `problems` name them.
-const CATCHES: [(&str, &str); 5] = [
+const CATCHES: [(&str, &str); 6] = [
+    ("history not linearizable", "non-linearizable history"),
     ("overlaps with no fault", "overlap with no fault"),
     ("vouched stale writes", "vouched stale write"),
     ("lost signals fired only after", "late lost signal"),
@@ -36,6 +37,8 @@ struct Sums {
     vouched_broken_from_outside: u64,
     fenced_violations: u64,
     token_regressions: u64,
+    histories_bad: u64,
+    histories_undecided: u64,
     rows: Vec<String>,
 }
 
@@ -58,6 +61,8 @@ impl Sums {
                 s.vouched += c.vouched_stale_writes;
             }
             s.fenced_violations += c.fenced_violations;
+            s.histories_bad += u64::from(c.history_not_linearizable);
+            s.histories_undecided += u64::from(c.history_unknown);
             s.token_regressions += c.token_regressions;
             if !s.rows.contains(&c.backend) {
                 s.rows.push(c.backend.clone());
@@ -102,7 +107,8 @@ pub fn headline(doc: &Document) -> String {
              failing trials, {} overlaps with no fault, {} fenced violations, {} token \
              regressions, {} vouched stale writes (a guard saying held after another client was \
              granted a higher token) outside a lock broken from outside ({} there, where no \
-             client can know in time); {} trials failed only on the known etcd server bug \
+             client can know in time), {} trials with a history not linearizable ({} \
+             undecided); {} trials failed only on the known etcd server bug \
              (shown by the server, reported as known failures, not passes). Not shown: faults \
              this table does not make (clock jumps, disk loss, a server's own data corrupted), \
              and timings beyond the trials drawn.",
@@ -115,6 +121,8 @@ pub fn headline(doc: &Document) -> String {
             strong.token_regressions,
             strong.vouched,
             strong.vouched_broken_from_outside,
+            strong.histories_bad,
+            strong.histories_undecided,
             strong.known,
         );
     }
@@ -129,7 +137,7 @@ pub fn headline(doc: &Document) -> String {
             out,
             "- **Best-effort tokens ({}): exclusion at rest {verdict}.** In {} trials over {} \
              cells: {} failing trials, {} overlaps with no fault. Under faults the run reports, \
-             and does not judge, {} overlaps, {} vouched stale writes, {} fenced violations and \
+             and does not judge, {} trials with a history not linearizable, {} overlaps, {} vouched stale writes, {} fenced violations and \
              {} token regressions. Not shown: the ways Redis and Redlock fencing tokens break \
              (a replica promoted without the last grant, a server clock going back, a counter \
              re-seeded below a live token) are not exercised by any fault here.",
@@ -138,6 +146,7 @@ pub fn headline(doc: &Document) -> String {
             weak.cells,
             weak.failures,
             weak.overlaps_at_rest,
+            weak.histories_bad,
             weak.overlaps_under_faults,
             weak.vouched + weak.vouched_broken_from_outside,
             weak.fenced_violations,
