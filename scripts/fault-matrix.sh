@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Runs the fault matrix: every backend (etcd 1 and 3 nodes, Redis, Redis
 # Cluster of 3 masters with a replica each, Redlock over 3 servers,
-# ZooKeeper standalone and 3 servers, file) under every fault, with
-# separate client processes and a checking resource, and prints the table.
-# It starts its own servers on loopback. See docs/safety.md.
+# ZooKeeper standalone and 3 servers, file), the broken row and three
+# mutants under every fault, several seeded trials per cell, with separate
+# client processes and a checking resource, and prints the verdicts and
+# tables. It starts its own servers on loopback. See docs/safety.md.
 #
 #   scripts/fault-matrix.sh [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-#                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
-#                           [--faults 1,2,...,9] [--clients N]
+#                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,
+#                                       broken,mutant-no-exclusion,mutant-silent-loss,
+#                                       mutant-long-validity]
+#                           [--faults 1,2,...,10] [--clients N] [--seed N] [--trials N]
 #                           [--contend lock,rwlock-write,semaphore-1]
 #
-# --quick: faults 1, 2 and 5 on every backend with short windows (CI).
-# Fails when a cell cannot run, or when an etcd or ZooKeeper cell shows a
-# fenced violation or a token regression. Fault 8 on etcd needs root and
-# `ip` (network namespaces).
+# --quick (CI): faults 1 and 2 everywhere, 3 and 8 on etcd-3 and zk-3, the
+# broken row and the mutants on the faults that show them; 3 trials where a
+# verdict can flip, else 1.
+# Fails when a cell cannot run, when a verdict fails (an overlap with no
+# fault; on etcd and ZooKeeper a fenced violation, a token regression, a
+# vouched stale write or a late lost signal; a crashed or hung client), or
+# when the broken row or a mutant goes undetected. Fault 8 on etcd needs
+# root and `ip` (network namespaces).
+#
+# Regenerate the page from the JSON:
+#   target/debug/fault-matrix --from-json docs/safety.json --splice docs/safety.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

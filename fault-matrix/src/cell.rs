@@ -26,7 +26,8 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(mut values: Vec<f64>) -> Option<Spread> {
+    /// The spread of `values`; `None` when there are none.
+    pub fn of(mut values: Vec<f64>) -> Option<Spread> {
         if values.is_empty() {
             return None;
         }
@@ -77,6 +78,23 @@ pub struct Cell {
     pub token_regressions: u64,
     /// Writes by a client whose guard already said it was lost.
     pub writes_after_loss_seen: u64,
+    /// Writes made while the guard said held, at a moment another client
+    /// had already been granted a higher token: the guard vouched for a
+    /// lock someone else held. Fails a cell on a strong-token backend.
+    #[serde(default)]
+    pub vouched_stale_writes: u64,
+    /// Writes made while the guard said held that the fenced view rejected
+    /// as stale (a holder paused between its check and its write lands
+    /// here without vouching falsely).
+    #[serde(default)]
+    pub held_writes_rejected: u64,
+    /// Client processes that exited before the runner ended them.
+    #[serde(default)]
+    pub crashed_clients: u64,
+    /// Client processes that went silent for longer than an acquisition
+    /// may wait plus two TTLs.
+    #[serde(default)]
+    pub hung_clients: u64,
     /// Lost signals counted for the delay (the victim's, else all after the fault began).
     pub lost_signals: u64,
     /// From the moment the server could have ended the lease to the lost signal, ms.
@@ -101,6 +119,47 @@ pub struct Cell {
     pub victim: Option<u32>,
     /// What the runner noticed.
     pub notes: Vec<String>,
+    /// Trials run.
+    #[serde(default)]
+    pub trials: u32,
+    /// Trials a verdict failed (or that could not run).
+    #[serde(default)]
+    pub failures: u32,
+    /// Trials that failed only on a documented server bug, shown by the
+    /// server itself (see `docs/safety.md`); never counted as passes.
+    #[serde(default)]
+    pub known_failures: u32,
+    /// The cell's seed: with `--seed` of the run it draws every trial's
+    /// fault timing, victim and fault length again.
+    #[serde(default)]
+    pub seed: u64,
+    /// `pass`, `fail`, `known-failure`; in the broken and mutant rows
+    /// `detected` or `undetected`; `inapplicable`; `failed` (could not run).
+    #[serde(default)]
+    pub verdict: String,
+    /// In the broken and mutant rows: whether a verdict caught the broken
+    /// promise.
+    #[serde(default)]
+    pub detected: Option<bool>,
+    /// The history checker's verdict over every trial, where it ran.
+    #[serde(default)]
+    pub history_verdict: Option<String>,
+    /// History events the clients recorded (acquire, release, writes,
+    /// lost signals; invocations and completions).
+    #[serde(default)]
+    pub history_events: u64,
+    /// Trials whose history the checker found not linearizable.
+    #[serde(default)]
+    pub history_not_linearizable: u32,
+    /// Trials whose history the checker could not decide within its budget.
+    #[serde(default)]
+    pub history_unknown: u32,
+    /// What each failing trial showed: `trial N (seed S): ...`.
+    #[serde(default)]
+    pub problems: Vec<String>,
+    /// Each lost signal's delay, ms, for merging trials.
+    #[serde(skip)]
+    pub lost_delays: Vec<f64>,
 }
 
 impl Cell {
@@ -133,6 +192,22 @@ impl Cell {
             errors: BTreeMap::new(),
             victim: None,
             notes: Vec::new(),
+            vouched_stale_writes: 0,
+            held_writes_rejected: 0,
+            crashed_clients: 0,
+            hung_clients: 0,
+            trials: 0,
+            failures: 0,
+            known_failures: 0,
+            seed: 0,
+            verdict: status.to_owned(),
+            detected: None,
+            history_verdict: None,
+            history_events: 0,
+            history_not_linearizable: 0,
+            history_unknown: 0,
+            problems: Vec::new(),
+            lost_delays: Vec::new(),
         }
     }
 
@@ -163,6 +238,7 @@ impl Cell {
         cell.stale_rejected = record.stale_rejected;
         cell.fenced_violations = record.fenced_violations;
         cell.writes_after_loss_seen = record.writes_after_loss_seen;
+        cell.history_events = record.history.len() as u64;
         cell.victim = t.victim.map(|v| v.client);
         cell.notes = t.notes.clone();
         for (what, _) in &record.errors {
@@ -171,6 +247,17 @@ impl Cell {
 
         let mut by_grant = record.grants.clone();
         by_grant.sort_by_key(|g| g.granted_ns);
+        for write in &record.vouched {
+            if write.rejected {
+                cell.held_writes_rejected += 1;
+            }
+            let outranked = by_grant.iter().any(|g| {
+                g.client != write.client && g.token > write.token && g.granted_ns < write.checked_ns
+            });
+            if outranked {
+                cell.vouched_stale_writes += 1;
+            }
+        }
         let mut highest: Option<u64> = None;
         for grant in &by_grant {
             if highest.is_some_and(|h| grant.token <= h) {
@@ -190,12 +277,11 @@ impl Cell {
                 })
                 .collect();
             cell.lost_signals = relevant.len() as u64;
-            cell.lost_signal_delay_ms = Spread::of(
-                relevant
-                    .iter()
-                    .map(|l| ms_between(lease_end, l.at_ns))
-                    .collect(),
-            );
+            cell.lost_delays = relevant
+                .iter()
+                .map(|l| ms_between(lease_end, l.at_ns))
+                .collect();
+            cell.lost_signal_delay_ms = Spread::of(cell.lost_delays.clone());
             let late: Vec<_> = relevant
                 .iter()
                 .filter(|l| {
@@ -229,7 +315,10 @@ impl Cell {
 
         let window_start = t.resume_ns();
         cell.stuck_window_ms = ms_between(window_start, ended_ns);
+        // A killed client is not stuck: it is gone.
+        let killed = t.victim.filter(|_| fault == Fault::KillClient);
         cell.stuck_clients = (0..clients)
+            .filter(|c| killed.is_none_or(|v| v.client != *c))
             .filter(|c| {
                 !record
                     .grants

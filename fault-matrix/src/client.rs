@@ -2,9 +2,12 @@
 //! backend crates directly from a URL, looping acquire → write (begin) →
 //! hold → write (end) → release, and reporting lost signals and errors.
 //!
-//! It writes the end of its section whatever its guard says, as a client
-//! that does not check would: the checking resource then shows what that
-//! costs with and without fencing.
+//! A section the runner keeps open through a fault writes every few
+//! milliseconds, each write after `is_held()` said yes, as the docs tell
+//! holders to; it stops writing once the guard says no. It writes the end
+//! of its section whatever its guard says, as a client that does not check
+//! would: the checking resource then shows what that costs with and
+//! without fencing.
 
 use std::io;
 use std::net::SocketAddr;
@@ -14,6 +17,9 @@ use std::time::Duration;
 
 use lock_core::memory::MemoryBackend;
 use lock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason, Result, Wait};
+
+use super::history::{Op, Outcome, Recorder};
+use super::mutant::{Held, Mutant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -24,8 +30,9 @@ use super::clock::now_ns;
 use super::contended::Contended;
 use super::protocol::{Message, Phase, Reply, Section};
 
-/// How often an extended section checks whether it may end.
-const EXTEND_POLL: Duration = Duration::from_millis(2);
+/// How often an extended section checks whether it may end, and writes
+/// while its guard says it is held.
+const KEEP_EVERY: Duration = Duration::from_millis(4);
 
 /// How long a guard's lost signal is watched after the grant.
 const WATCH_LIMIT: Duration = Duration::from_secs(30);
@@ -47,6 +54,57 @@ pub struct ClientArgs {
     pub hold: Duration,
     /// How long one acquisition may wait.
     pub wait: Duration,
+    /// The promise the backend is made to break, if any.
+    pub mutant: Option<Mutant>,
+    /// The origin of the history's times ([`now_ns`]), shared by every
+    /// client of a trial.
+    pub origin_ns: u64,
+}
+
+/// How often the history recorded so far is sent.
+const HISTORY_EVERY: Duration = Duration::from_millis(25);
+
+/// The client's history, shared by its loop and its watchers.
+#[derive(Debug, Clone)]
+struct Log(Arc<std::sync::Mutex<Recorder>>);
+
+impl Log {
+    fn note(&self, op: Op, outcome: Outcome, token: Option<u64>) {
+        let at_ns = now_ns();
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(op, outcome, token, at_ns);
+    }
+
+    /// The events not yet sent, and the moment (relative to the origin)
+    /// up to which they are complete.
+    fn take(&self) -> (Vec<super::history::Event>, u64) {
+        let mut recorder = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let until_ns = recorder.since_origin(now_ns());
+        (recorder.take(), until_ns)
+    }
+
+    /// Sends the history in batches on `events` until the resource goes.
+    fn send_on(&self, events: Arc<Mutex<Channel>>, client: u32) {
+        let log = self.clone();
+        tokio::spawn(async move {
+            // Sent even when empty: the runner cuts every client's history
+            // at the earliest moment all of them are complete.
+            loop {
+                tokio::time::sleep(HISTORY_EVERY).await;
+                let (batch, until_ns) = log.take();
+                let message = Message::History {
+                    client,
+                    events: batch,
+                    until_ns,
+                };
+                if events.lock().await.send(&message).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
 }
 
 /// Connects to the backend a URL names: `etcd://`, `redis://`,
@@ -67,6 +125,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
         "redis+cluster" => Arc::new(lock_redis::RedisClusterBackend::connect_url(url).await?),
         "redlock" => Arc::new(lock_redis::RedlockBackend::connect_url(url).await?),
         "zk" => Arc::new(lock_zk::ZkBackend::connect(lock_zk::ZkConfig::from_url(url)?).await?),
+        "postgres" => Arc::new(lock_postgres::PostgresBackend::connect_url(url).await?),
         "file" => {
             Arc::new(lock_file::FileBackend::connect(lock_file::FileConfig::from_url(url)?).await?)
         }
@@ -74,7 +133,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
         other => {
             return Err(Error::invalid_config(format!(
                 "fault-matrix client: unknown scheme {other:?}; known: etcd, redis, \
-                 redis+cluster, redlock, zk, file, memory"
+                 redis+cluster, redlock, zk, postgres, file, memory"
             )));
         }
     })
@@ -137,28 +196,41 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
     let extend = extend_on_signals()?;
     let name = LockName::new(args.lock.as_str()).map_err(io::Error::other)?;
     let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
+    let log = Log(Arc::new(std::sync::Mutex::new(Recorder::new(
+        args.client,
+        args.origin_ns,
+    ))));
+    log.send_on(Arc::clone(&events), args.client);
     for seq in 0.. {
-        let guard = match args.contended.acquire(&*backend, &name, &options).await {
-            Ok(guard) => guard,
+        log.note(Op::Acquire, Outcome::Invoke, None);
+        let acquired = Held::acquire(args.contended, &*backend, &name, &options, args.mutant);
+        let held = match acquired.await {
+            Ok(held) => held,
             Err(e) => {
+                // A timed-out or failed acquisition may still have taken
+                // effect on the server: its outcome is unknown.
+                log.note(Op::Acquire, Outcome::Info, None);
                 report_error(&mut writes, args.client, "acquire", &e).await?;
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
         };
         let granted_ns = now_ns();
-        let token = guard.token().get();
-        let signal = guard.lost_signal();
+        let token = held.token();
+        log.note(Op::Acquire, Outcome::Ok, Some(token));
+        let lost = held.lost();
         let watcher_events = Arc::clone(&events);
+        let watcher_log = log.clone();
         let client = args.client;
         // Detached: a loss can fire after a release that failed. Bounded,
         // so that guards whose signal never fires leave no task behind.
         tokio::spawn(async move {
-            let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, signal.lost()).await else {
+            let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, lost).await else {
                 return;
             };
             let at_ns = now_ns();
             if reason != LostReason::Released {
+                watcher_log.note(Op::Lost, Outcome::Info, Some(token));
                 let message = Message::Lost {
                     client,
                     token,
@@ -173,23 +245,60 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
             token,
             seq,
             granted_ns,
-            key: guard.key().to_owned(),
+            key: held.key().to_owned(),
         };
-        writes
-            .send(&section.write(Phase::Begin, guard.is_held()))
-            .await?;
+        write_checked(&mut writes, &section, Phase::Begin, &held, &log).await?;
         tokio::time::sleep(args.hold).await;
+        let mut writing = true;
         while extend.load(Ordering::Relaxed) {
-            tokio::time::sleep(EXTEND_POLL).await;
+            if writing {
+                writing = write_checked(&mut writes, &section, Phase::Keep, &held, &log).await?;
+            }
+            tokio::time::sleep(KEEP_EVERY).await;
         }
-        writes
-            .send(&section.write(Phase::End, guard.is_held()))
-            .await?;
-        if let Err(e) = guard.release().await {
-            report_error(&mut writes, args.client, "release", &e).await?;
+        write_checked(&mut writes, &section, Phase::End, &held, &log).await?;
+        log.note(Op::Release, Outcome::Invoke, Some(token));
+        match held.release().await {
+            Ok(()) => log.note(Op::Release, Outcome::Ok, Some(token)),
+            Err(e) => {
+                log.note(Op::Release, Outcome::Fail, Some(token));
+                report_error(&mut writes, args.client, "release", &e).await?;
+            }
         }
     }
     Ok(())
+}
+
+/// Asks the guard, then writes `phase` (a keep write only if it said
+/// held); returns what it said.
+async fn write_checked(
+    channel: &mut Channel,
+    section: &Section,
+    phase: Phase,
+    held: &Held,
+    log: &Log,
+) -> io::Result<bool> {
+    let checked_ns = now_ns();
+    let is_held = held.is_held();
+    if is_held || phase != Phase::Keep {
+        // The history holds the writes the client made believing it held
+        // the lock; an unchecked end write is the resource's business.
+        let token = Some(section.token);
+        if is_held {
+            log.note(Op::Write, Outcome::Invoke, token);
+        }
+        let reply = channel
+            .send(&section.write(phase, is_held, checked_ns))
+            .await?;
+        let outcome = match reply {
+            Reply::Ok => Outcome::Ok,
+            Reply::Stale => Outcome::Fail,
+        };
+        if is_held {
+            log.note(Op::Write, outcome, token);
+        }
+    }
+    Ok(is_held)
 }
 
 /// `SIGUSR1` makes the current (or next) critical section last until

@@ -29,11 +29,14 @@ pub enum Fault {
     IsolateFollower,
     /// 9: someone else ends the holder's lock.
     BreakLock,
+    /// 10: a client process is killed (`SIGKILL`): inside its section, as
+    /// it releases, or while it waits to acquire.
+    KillClient,
 }
 
 impl Fault {
     /// Every fault, in column order.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::None,
         Fault::PauseHolder,
         Fault::PartitionHolder,
@@ -43,12 +46,44 @@ impl Fault {
         Fault::FreezeMember,
         Fault::IsolateFollower,
         Fault::BreakLock,
+        Fault::KillClient,
     ];
 
-    /// The faults of `--quick`.
-    pub const QUICK: [Fault; 3] = [Fault::None, Fault::PauseHolder, Fault::KillServer];
+    /// The faults the full run runs on `row`: every fault, except that the
+    /// broken row runs at rest and each mutant at rest and under the fault
+    /// that shows its broken promise (the other cells could only repeat
+    /// what the real backend's row measures).
+    pub fn full(row: Row) -> Vec<Fault> {
+        use super::mutant::Mutant;
+        match row {
+            Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
+            Row::Mutant(Mutant::SilentLoss) => vec![Fault::None, Fault::PauseHolder],
+            Row::Mutant(Mutant::LongValidity) => vec![Fault::None, Fault::PartitionHolder],
+            _ => Fault::ALL.to_vec(),
+        }
+    }
 
-    /// Its column number, 1 to 9.
+    /// The faults `--quick` runs on `row`: none and a paused holder
+    /// everywhere; on the three-member etcd and ZooKeeper also a
+    /// partitioned holder and a follower cut off, whose verdicts can fail;
+    /// on each mutant the fault that shows its broken promise.
+    pub fn quick(row: Row) -> Vec<Fault> {
+        use super::mutant::Mutant;
+        match row {
+            Row::Etcd3 | Row::Zk3 => vec![
+                Fault::None,
+                Fault::PauseHolder,
+                Fault::PartitionHolder,
+                Fault::IsolateFollower,
+            ],
+            Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
+            Row::Mutant(Mutant::SilentLoss) => vec![Fault::PauseHolder],
+            Row::Mutant(Mutant::LongValidity) => vec![Fault::PartitionHolder],
+            _ => vec![Fault::None, Fault::PauseHolder],
+        }
+    }
+
+    /// Its column number, 1 to 10.
     pub fn number(self) -> u8 {
         Fault::ALL
             .iter()
@@ -74,6 +109,7 @@ impl Fault {
             Fault::FreezeMember => "freeze-member",
             Fault::IsolateFollower => "isolate-follower",
             Fault::BreakLock => "break-lock",
+            Fault::KillClient => "kill-client",
         }
     }
 
@@ -89,6 +125,7 @@ impl Fault {
             Fault::FreezeMember => "member frozen",
             Fault::IsolateFollower => "follower cut off",
             Fault::BreakLock => "lock broken",
+            Fault::KillClient => "client killed",
         }
     }
 
@@ -97,12 +134,18 @@ impl Fault {
     pub fn targets_holder(self) -> bool {
         matches!(
             self,
-            Fault::PauseHolder | Fault::PartitionHolder | Fault::BreakLock
+            Fault::PauseHolder | Fault::PartitionHolder | Fault::BreakLock | Fault::KillClient
         )
     }
 
     /// Why the fault does not apply to `row`, or `None` when it does.
     pub fn inapplicable(self, row: Row) -> Option<&'static str> {
+        if self == Fault::KillClient && row.must_be_caught() {
+            return Some(
+                "a killed client breaks no promise of a lock private to a process or a mutant's",
+            );
+        }
+        let row = row.service_row();
         let no_network = "the file backend has no network: clients reach a local directory";
         let single = "a single server has no members to lose one of (fault 5 kills it)";
         if row == Row::RedisCluster {
@@ -120,9 +163,10 @@ impl Fault {
                 Some("memory:// has no server")
             }
             (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some("no server process"),
-            (Fault::KillLeader | Fault::FreezeMember, Row::Etcd | Row::Redis | Row::Zk) => {
-                Some(single)
-            }
+            (
+                Fault::KillLeader | Fault::FreezeMember,
+                Row::Etcd | Row::Redis | Row::Zk | Row::Postgres,
+            ) => Some(single),
             (Fault::IsolateFollower, Row::Etcd3 | Row::Zk3) => None,
             (Fault::IsolateFollower, Row::Redlock) => {
                 Some("Redlock servers are independent: they have no peer traffic to cut")
@@ -162,7 +206,7 @@ impl Fault {
     /// renewals, at once for faults that drop the lease (a broken lock, a
     /// Redis restarted empty).
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
-        match (self, row) {
+        match (self, row.service_row()) {
             (Fault::BreakLock, _) => Duration::ZERO,
             (Fault::KillServer, Row::Redis | Row::Redlock) => Duration::ZERO,
             _ => ttl,

@@ -13,7 +13,9 @@ use super::clock::now_ns;
 use super::failover::{Failover, FailoverError};
 use super::faults::Fault;
 use super::resource::CheckingResource;
+use super::revocation::Revocation;
 use super::row::Service;
+use super::shape::KillAt;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::RedisCluster;
 
@@ -33,6 +35,13 @@ pub struct Timeline {
     pub victim: Option<Victim>,
     /// What else the runner noticed.
     pub notes: Vec<String>,
+    /// Whether the servers showed the victim's lease revoked by a leader
+    /// that had been frozen (etcd): the resumed member's own count of
+    /// leases it expired rose, and a healthy member no longer had the
+    /// victim's lease.
+    pub server_revoked_lease: bool,
+    /// The frozen etcd member's count read before the freeze.
+    pub revocation: Option<Revocation>,
 }
 
 /// The client a fault kept inside its critical section.
@@ -70,6 +79,13 @@ pub struct Target<'a> {
     pub ttl: Duration,
     /// How long a pause, partition, freeze or cut-off lasts.
     pub span: Duration,
+    /// How long a paused or partitioned victim stays in its section after
+    /// the heal.
+    pub linger: Duration,
+    /// The client to keep inside its section through the fault.
+    pub victim: u32,
+    /// Fault 10: when the victim is killed.
+    pub kill: KillAt,
     /// The hold time of an ordinary section.
     pub hold: Duration,
     /// The lock the clients contend for.
@@ -151,23 +167,25 @@ impl Target<'_> {
                 t.heal_ns = t.start_ns;
             }
             Fault::PauseHolder => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 let pid = self.pids[victim.client as usize];
                 signal(pid, Signal::SIGSTOP);
                 t.start_ns = now_ns();
                 sleep(self.span).await;
                 signal(pid, Signal::SIGCONT);
                 t.heal_ns = now_ns();
+                sleep(self.linger).await;
                 self.let_go(victim, &mut t);
             }
             Fault::PartitionHolder => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 let proxies = &self.proxies[victim.client as usize];
                 proxies.iter().for_each(FaultProxy::blackhole);
                 t.start_ns = now_ns();
                 sleep(self.span).await;
                 proxies.iter().for_each(FaultProxy::restore);
                 t.heal_ns = now_ns();
+                sleep(self.linger).await;
                 self.let_go(victim, &mut t);
             }
             Fault::SlowNetwork => {
@@ -176,7 +194,7 @@ impl Target<'_> {
                 t.heal_ns = now_ns();
             }
             Fault::KillServer => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 match self.service {
                     Service::RedisCluster(cluster) => {
                         let key = self.victim_key(victim)?;
@@ -189,23 +207,74 @@ impl Target<'_> {
                 self.let_go(victim, &mut t);
             }
             Fault::KillLeader | Fault::FreezeMember | Fault::IsolateFollower => {
-                let only = (fault == Fault::IsolateFollower).then_some(0);
-                let victim = self.catch_holder(only).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 self.member_fault(fault, &mut t).await?;
                 sleep(ttl).await;
                 self.let_go(victim, &mut t);
+                if fault == Fault::FreezeMember
+                    && let Some(evidence) = t.revocation.take()
+                {
+                    let (shown, note) = evidence.shown(self, victim).await;
+                    t.server_revoked_lease = shown;
+                    t.notes.push(note);
+                }
             }
+            Fault::KillClient => self.kill_client(&mut t).await?,
             Fault::BreakLock => {
-                let victim = self.catch_holder(None).await?;
+                let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;
                 t.start_ns = now_ns();
-                self.break_lock(&key).await?;
+                self.break_lock(&key, victim.token).await?;
                 t.heal_ns = now_ns();
                 sleep(2 * ttl).await;
                 self.let_go(victim, &mut t);
             }
         }
         Ok(t)
+    }
+
+    /// Kills the victim with `SIGKILL` where the trial's shape says: in its
+    /// section, as it releases, or while it waits; then watches the others
+    /// for 1.5×TTL, in which the lock must come free.
+    async fn kill_client(&self, t: &mut Timeline) -> Result<(), String> {
+        let pid = self.pids[self.victim as usize];
+        let (victim, note) = match self.kill {
+            KillAt::InSection => {
+                let victim = self.catch_holder(Some(self.victim)).await?;
+                signal(pid, Signal::SIGKILL);
+                (victim, "killed inside its section")
+            }
+            KillAt::AtRelease => {
+                let victim = self.catch_holder(Some(self.victim)).await?;
+                signal(pid, Signal::SIGUSR2);
+                sleep(Duration::from_micros(500)).await;
+                signal(pid, Signal::SIGKILL);
+                (victim, "killed as it left its section and released")
+            }
+            KillAt::Waiting => {
+                let deadline = tokio::time::Instant::now() + CATCH_TIMEOUT;
+                while self.resource.holder().is_none_or(|h| h == self.victim) {
+                    if tokio::time::Instant::now() > deadline {
+                        return Err("no other client held the lock to wait on".into());
+                    }
+                    sleep(Duration::from_millis(2)).await;
+                }
+                signal(pid, Signal::SIGKILL);
+                let victim = Victim {
+                    client: self.victim,
+                    token: 0,
+                    release_ns: None,
+                };
+                (victim, "killed while it waited to acquire")
+            }
+        };
+        t.start_ns = now_ns();
+        self.resource.end_section_of_dead(victim.client);
+        t.victim = Some(victim);
+        t.notes.push(format!("client {}: {note}", victim.client));
+        sleep(self.ttl + self.ttl / 2).await;
+        t.heal_ns = now_ns();
+        Ok(())
     }
 
     /// Kills every server, restarts them a TTL later, and holds the
@@ -224,7 +293,7 @@ impl Target<'_> {
     }
 
     /// The key of the lock the victim holds, as its grant reported it.
-    fn victim_key(&self, victim: Victim) -> Result<String, String> {
+    pub fn victim_key(&self, victim: Victim) -> Result<String, String> {
         self.resource
             .record()
             .grants
@@ -325,6 +394,9 @@ impl Target<'_> {
             }
             _ => {
                 t.notes.push(format!("froze {what}"));
+                if let Service::Etcd(cluster) = service {
+                    t.revocation = Some(Revocation::before_freeze(cluster, index).await);
+                }
                 member.pause();
                 sleep(self.span).await;
                 member.resume();
@@ -336,7 +408,7 @@ impl Target<'_> {
 
     /// Ends the holder's lock from outside, as an operator or another
     /// program would.
-    async fn break_lock(&self, key: &str) -> Result<(), String> {
+    async fn break_lock(&self, key: &str, token: u64) -> Result<(), String> {
         match self.service {
             Service::Etcd(cluster) => {
                 let lease = lock_etcd::lease_of_key(key)
@@ -386,6 +458,14 @@ impl Target<'_> {
                         .map_err(|e| e.to_string())?;
                 let name = LockName::new(self.lock).map_err(|e| e.to_string())?;
                 backend.expire_now(&name).await.map_err(|e| e.to_string())?;
+            }
+            Service::Postgres(server) => {
+                let sql = format!(
+                    "DELETE FROM {}.entries WHERE token = {token}",
+                    lock_postgres::DEFAULT_SCHEMA
+                );
+                let server_query = server.query(&sql);
+                server_query.map_err(|e| e.to_string())?;
             }
             Service::None => return Err("memory:// has no lock to break".into()),
         }

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub enum Phase {
     /// Written right after the grant.
     Begin,
+    /// Written every few milliseconds while a kept section lasts, each
+    /// after `is_held()` said yes, as the docs tell holders to.
+    Keep,
     /// Written after holding, right before the release.
     End,
 }
@@ -29,12 +32,14 @@ pub struct Section {
 }
 
 impl Section {
-    /// The `phase` write of this section; `held` is what the guard says.
-    pub fn write(&self, phase: Phase, held: bool) -> Message {
+    /// The `phase` write of this section; `held` is what the guard said
+    /// at `checked_ns`.
+    pub fn write(&self, phase: Phase, held: bool, checked_ns: u64) -> Message {
         Message::Write {
             section: self.clone(),
             phase,
             held,
+            checked_ns,
         }
     }
 }
@@ -59,6 +64,11 @@ pub enum Message {
         phase: Phase,
         /// Whether the guard still said it was held when writing.
         held: bool,
+        /// When the guard was asked ([`now_ns`](super::clock::now_ns)):
+        /// a write vouched for at a moment another client already held a
+        /// higher token is a vouched stale write, however late it arrives.
+        #[serde(default)]
+        checked_ns: u64,
     },
     /// The lost signal fired.
     Lost {
@@ -70,6 +80,17 @@ pub enum Message {
         at_ns: u64,
         /// The reason the backend gave.
         reason: String,
+    },
+    /// History events recorded since the last batch.
+    History {
+        /// The client's number.
+        client: u32,
+        /// The events, oldest first.
+        events: Vec<super::history::Event>,
+        /// When the batch was taken, relative to the origin: the client's
+        /// history is complete up to here.
+        #[serde(default)]
+        until_ns: u64,
     },
     /// An operation failed.
     Error {
@@ -101,7 +122,7 @@ mod tests {
 
     #[test]
     fn a_write_is_one_flat_json_object() {
-        let line = r#"{"type":"write","client":1,"token":10,"seq":2,"granted_ns":5,"key":"k","phase":"end","held":false}"#;
+        let line = r#"{"type":"write","client":1,"token":10,"seq":2,"granted_ns":5,"key":"k","phase":"end","held":false,"checked_ns":7}"#;
         let message: Message = serde_json::from_str(line).expect("a write parses");
         let section = Section {
             client: 1,
@@ -110,7 +131,7 @@ mod tests {
             granted_ns: 5,
             key: "k".into(),
         };
-        assert_eq!(message, section.write(Phase::End, false));
+        assert_eq!(message, section.write(Phase::End, false, 7));
         let text = serde_json::to_string(&message).expect("a write serializes");
         let again: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(

@@ -11,11 +11,53 @@ use super::cell::Cell;
 use super::faults::Fault;
 use super::row::Row;
 
+/// Which code a run measured, and when.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provenance {
+    /// `git rev-parse HEAD`, or empty outside a repository.
+    pub commit: String,
+    /// Whether the work tree had changes (`git status --porcelain`).
+    pub dirty: bool,
+    /// UTC, RFC 3339.
+    pub date: String,
+}
+
+impl Provenance {
+    /// Reads them from git and the clock now.
+    pub fn now() -> Provenance {
+        let run = |program: &str, args: &[&str]| {
+            std::process::Command::new(program)
+                .args(args)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        };
+        Provenance {
+            commit: run("git", &["rev-parse", "HEAD"]).unwrap_or_default(),
+            dirty: run("git", &["status", "--porcelain"]).is_some_and(|s| !s.is_empty()),
+            date: run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_default(),
+        }
+    }
+}
+
 /// The `--json` document: run settings and a top-level `cells` array.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Document {
     /// Schema version of this document.
     pub schema: u32,
+    /// The commit measured (`git rev-parse HEAD`).
+    #[serde(default)]
+    pub commit: String,
+    /// Whether the work tree had changes beyond that commit.
+    #[serde(default)]
+    pub dirty: bool,
+    /// When the run started, UTC.
+    #[serde(default)]
+    pub date: String,
+    /// The run's seed: `--seed` with it draws every trial again.
+    #[serde(default)]
+    pub seed: u64,
     /// The command that produced it.
     pub command: String,
     /// Whether `--quick` shortened the windows.
@@ -43,7 +85,7 @@ fn ms(v: f64) -> String {
 /// table order.
 fn axes(cells: &[Cell]) -> (Vec<String>, Vec<Fault>) {
     let mut rows: Vec<String> = Vec::new();
-    for r in Row::ALL.into_iter().chain([Row::Broken]) {
+    for r in Row::every() {
         let of_row = |label: &str| {
             label == r.id()
                 || label
@@ -74,13 +116,20 @@ fn find<'a>(cells: &'a [Cell], r: &str, f: Fault) -> Option<&'a Cell> {
 pub fn line(cell: &Cell) -> String {
     match cell.status.as_str() {
         "measured" => format!(
-            "{:<8} fault {}: {} acq, {} overlaps, {} stale, {} fenced violations, {} regressions, \
-             lost {}, recovery {}, stuck {}",
+            "{:<8} fault {}: {} ({} trials, {} failed, {} known; seed {:#x}): {} acq, {} overlaps, \
+             {} stale, {} vouched stale, {} fenced violations, {} regressions, lost {}, \
+             recovery {}, stuck {}",
             cell.backend,
             cell.fault,
+            cell.verdict,
+            cell.trials,
+            cell.failures,
+            cell.known_failures,
+            cell.seed,
             cell.acquisitions,
             cell.overlaps,
             cell.stale_rejected,
+            cell.vouched_stale_writes,
             cell.fenced_violations,
             cell.token_regressions,
             cell.lost_signal_delay_ms.map_or("-".into(), |s| format!(
@@ -102,52 +151,77 @@ pub fn line(cell: &Cell) -> String {
     }
 }
 
-/// The matrix as Markdown: a compact backend × fault grid of
-/// overlaps / stale rejected / fenced violations / token regressions, then
-/// one line per measured cell, then the inapplicable and failed cells.
+/// A cell's verdict for the grid: the verdict, and failing (or known)
+/// trials of the trials run.
+fn verdict_text(c: &Cell) -> String {
+    match c.verdict.as_str() {
+        "fail" => format!("**fail** {}/{}", c.failures, c.trials),
+        "known-failure" => format!("known {}/{}", c.known_failures, c.trials),
+        "undetected" => format!("**undetected** ({})", c.trials),
+        "" | "measured" => "not judged".to_owned(),
+        other => format!("{other} ({})", c.trials),
+    }
+}
+
+/// The matrix as Markdown: a backend × fault grid of verdicts, one of
+/// overlaps / stale rejected / vouched stale / fenced violations / token
+/// regressions, then one line per measured cell, then the inapplicable
+/// and failed cells.
 pub fn table(cells: &[Cell]) -> String {
     let (rows, faults) = axes(cells);
     let mut out = String::new();
-    out.push_str(
-        "Overlaps (unfenced) / stale writes rejected / fenced violations / token regressions:\n\n",
-    );
-    out.push_str("| backend |");
-    for f in &faults {
-        let _ = write!(out, " {} {} |", f.number(), f.title());
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(faults.len()));
-    out.push('\n');
-    for r in &rows {
-        let _ = write!(out, "| {r} |");
-        for &f in &faults {
-            let text = match find(cells, r, f) {
-                Some(c) if c.status == "measured" => {
-                    let mark = if c.strong_tokens && !c.fenced_safe() {
-                        " **!**"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "{} / {} / {} / {}{mark}",
-                        c.overlaps, c.stale_rejected, c.fenced_violations, c.token_regressions
-                    )
-                }
-                Some(c) if c.status == "inapplicable" => "—".to_owned(),
-                Some(_) => "failed".to_owned(),
-                None => String::new(),
-            };
-            let _ = write!(out, " {text} |");
+    let grid = |out: &mut String, text: &dyn Fn(&Cell) -> String| {
+        out.push_str("| backend |");
+        for f in &faults {
+            let _ = write!(out, " {} {} |", f.number(), f.title());
         }
+        out.push_str("\n|---|");
+        out.push_str(&"---|".repeat(faults.len()));
         out.push('\n');
-    }
-    out.push_str("\nEvery measured cell (delays and recovery in ms):\n\n");
+        for r in &rows {
+            let _ = write!(out, "| {r} |");
+            for &f in &faults {
+                let shown = match find(cells, r, f) {
+                    Some(c) if c.status == "measured" => text(c),
+                    Some(c) if c.status == "inapplicable" => "—".to_owned(),
+                    Some(_) => "could not run".to_owned(),
+                    None => String::new(),
+                };
+                let _ = write!(out, " {shown} |");
+            }
+            out.push('\n');
+        }
+    };
     out.push_str(
-        "| backend | fault | acq | overlaps | in section after another entered | stale rejected | \
-         fenced violations | token regressions | lost signals | lost delay p50 / p99 / max | \
-         late lost | recovery | stuck | errors |\n",
+        "Verdicts (pass, **fail** or known: failing trials / trials; detected or \
+         **undetected** in the broken and mutant rows, with the trials run):\n\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    grid(&mut out, &verdict_text);
+    out.push_str(
+        "\nOverlaps (unfenced) / stale writes rejected / vouched stale writes / fenced \
+         violations / token regressions, summed over the trials:\n\n",
+    );
+    grid(&mut out, &|c: &Cell| {
+        format!(
+            "{} / {} / {} / {} / {}",
+            c.overlaps,
+            c.stale_rejected,
+            c.vouched_stale_writes,
+            c.fenced_violations,
+            c.token_regressions
+        )
+    });
+    out.push_str(
+        "\nEvery measured cell, summed over its trials (delays pooled; recovery the \
+         worst trial's; ms):\n\n",
+    );
+    out.push_str(
+        "| backend | fault | trials | failed | known | seed | acq | overlaps | in section after \
+         another entered | stale rejected | vouched stale | held writes rejected | fenced \
+         violations | token regressions | lost signals | lost delay p50 / p99 / max | late lost \
+         | recovery | stuck | crashed / hung | errors |\n",
+    );
+    out.push_str(&format!("|{}\n", "---|".repeat(21)));
     for r in &rows {
         for &f in &faults {
             let Some(c) = find(cells, r, f).filter(|c| c.status == "measured") else {
@@ -167,14 +241,21 @@ pub fn table(cells: &[Cell]) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} {} | {} | {} | {} | `{:#x}` | {} | {} | {} | {} | {} | {} | {} | {} | \
+                 {} | {} | {} | {} | {} | {} / {} | {} |",
                 c.backend,
                 f.number(),
                 f.title(),
+                c.trials,
+                c.failures,
+                c.known_failures,
+                c.seed,
                 c.acquisitions,
                 c.overlaps,
                 c.sections_overlapped,
                 c.stale_rejected,
+                c.vouched_stale_writes,
+                c.held_writes_rejected,
                 c.fenced_violations,
                 c.token_regressions,
                 c.lost_signals,
@@ -182,6 +263,8 @@ pub fn table(cells: &[Cell]) -> String {
                 late_lost(c),
                 c.recovery_ms.map_or("—".into(), ms),
                 c.stuck_clients,
+                c.crashed_clients,
+                c.hung_clients,
                 errors
             );
         }

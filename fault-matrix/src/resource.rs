@@ -54,6 +54,19 @@ pub struct Lost {
     pub reason: String,
 }
 
+/// A write the client's guard vouched for (`is_held()` said yes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VouchedWrite {
+    /// The client's number.
+    pub client: u32,
+    /// The token it wrote with.
+    pub token: u64,
+    /// When the guard was asked.
+    pub checked_ns: u64,
+    /// Whether the fenced register rejected it as stale.
+    pub rejected: bool,
+}
+
 /// Everything the resource recorded; the runner turns it into a cell.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
@@ -71,6 +84,16 @@ pub struct Record {
     pub fenced_violations: u64,
     /// Writes made by a client whose guard already said it was not held.
     pub writes_after_loss_seen: u64,
+    /// Every write made while the guard said held.
+    pub vouched: Vec<VouchedWrite>,
+    /// When each client was last heard from (a history batch is not
+    /// counted: it is sent by a task of its own, even when the loop hangs).
+    pub last_seen: HashMap<u32, u64>,
+    /// Every client's history, each client's events in order.
+    pub history: Vec<super::history::Event>,
+    /// Up to when (relative to the trial's origin) each client's history
+    /// has arrived.
+    pub history_until: HashMap<u32, u64>,
     /// Every lost signal.
     pub lost: Vec<Lost>,
     /// Errors by `op:kind`, with the time of each.
@@ -94,7 +117,27 @@ struct State {
 
 impl State {
     fn handle(&mut self, message: Message) -> Reply {
+        let client = match &message {
+            Message::Hello { client, .. }
+            | Message::Lost { client, .. }
+            | Message::Error { client, .. } => Some(*client),
+            Message::Write { section, .. } => Some(section.client),
+            Message::History { .. } => None,
+        };
+        if let Some(client) = client {
+            self.record.last_seen.insert(client, now_ns());
+        }
         match message {
+            Message::History {
+                client,
+                events,
+                until_ns,
+            } => {
+                self.record.history.extend(events);
+                let until = self.record.history_until.entry(client).or_default();
+                *until = (*until).max(until_ns);
+                Reply::Ok
+            }
             Message::Hello { client, pid } => {
                 self.record.pids.insert(client, pid);
                 Reply::Ok
@@ -103,13 +146,23 @@ impl State {
                 section,
                 phase,
                 held,
+                checked_ns,
             } => {
                 if !held {
                     self.record.writes_after_loss_seen += 1;
                 }
                 let (client, token) = (section.client, section.token);
                 self.unfenced(section, phase);
-                self.fenced(client, token)
+                let reply = self.fenced(client, token);
+                if held {
+                    self.record.vouched.push(VouchedWrite {
+                        client,
+                        token,
+                        checked_ns,
+                        rejected: reply == Reply::Stale,
+                    });
+                }
+                reply
             }
             Message::Lost {
                 client,
@@ -158,6 +211,7 @@ impl State {
                 }
                 self.open.insert(client, (seq, token));
             }
+            Phase::Keep => {}
             Phase::End => {
                 if self.open.get(&client).is_some_and(|&(s, _)| s == seq) {
                     self.open.remove(&client);
@@ -243,6 +297,12 @@ impl CheckingResource {
         self.state().open.get(&client).copied()
     }
 
+    /// Ends `client`'s open section, if any: its process was killed, and
+    /// a dead process writes nothing more.
+    pub fn end_section_of_dead(&self, client: u32) {
+        self.state().open.remove(&client);
+    }
+
     /// How many grants have been reported.
     pub fn acquisitions(&self) -> usize {
         self.state().record.grants.len()
@@ -306,7 +366,7 @@ mod tests {
             granted_ns: 0,
             key: String::new(),
         };
-        section.write(phase, true)
+        section.write(phase, true, now_ns())
     }
 
     #[test]

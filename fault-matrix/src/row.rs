@@ -8,10 +8,11 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tempfile::TempDir;
 
+use super::mutant::Mutant;
 use lock_testkit::proxy::FaultProxy;
 use lock_testkit::servers::{
-    EtcdCluster, EtcdOptions, LaunchError, Member, RedisCluster, RedisServer, RedisServers,
-    ZkEnsemble, ZkOptions, temp_dir,
+    EtcdCluster, EtcdOptions, LaunchError, Member, PostgresServer, RedisCluster, RedisServer,
+    RedisServers, ZkEnsemble, ZkOptions, temp_dir,
 };
 
 /// Masters of the Redis Cluster row: the fewest `redis-cli --cluster
@@ -39,16 +40,21 @@ pub enum Row {
     Zk,
     /// ZooKeeper, three-server ensemble.
     Zk3,
+    /// One PostgreSQL server, the table layout.
+    Postgres,
     /// The file backend on a local directory.
     File,
     /// A lock local to each client process (`memory://`): it excludes
     /// nobody across processes. The detector must fire on it.
     Broken,
+    /// A real backend (file or Redis) wrapped in the client to break one
+    /// promise; a verdict must catch it.
+    Mutant(Mutant),
 }
 
 impl Row {
-    /// The eight real rows, in table order.
-    pub const ALL: [Row; 8] = [
+    /// The nine real rows, in table order.
+    pub const ALL: [Row; 9] = [
         Row::Etcd,
         Row::Etcd3,
         Row::Redis,
@@ -56,12 +62,31 @@ impl Row {
         Row::Redlock,
         Row::Zk,
         Row::Zk3,
+        Row::Postgres,
         Row::File,
     ];
+
+    /// The mutant rows, in table order.
+    pub const MUTANTS: [Row; 3] = [
+        Row::Mutant(Mutant::NoExclusion),
+        Row::Mutant(Mutant::SilentLoss),
+        Row::Mutant(Mutant::LongValidity),
+    ];
+
+    /// Every row `--backends` knows, in table order.
+    pub fn every() -> impl Iterator<Item = Row> {
+        Row::ALL
+            .into_iter()
+            .chain([Row::Broken])
+            .chain(Row::MUTANTS)
+    }
 
     /// The short name used by `--backends` and in the JSON.
     pub fn id(self) -> &'static str {
         match self {
+            Row::Mutant(Mutant::NoExclusion) => "mutant-no-exclusion",
+            Row::Mutant(Mutant::SilentLoss) => "mutant-silent-loss",
+            Row::Mutant(Mutant::LongValidity) => "mutant-long-validity",
             Row::Etcd => "etcd",
             Row::Etcd3 => "etcd-3",
             Row::Redis => "redis",
@@ -69,6 +94,7 @@ impl Row {
             Row::Redlock => "redlock",
             Row::Zk => "zk",
             Row::Zk3 => "zk-3",
+            Row::Postgres => "postgres",
             Row::File => "file",
             Row::Broken => "broken",
         }
@@ -84,24 +110,52 @@ impl Row {
             Row::Redlock => "Redlock, 3 servers",
             Row::Zk => "ZooKeeper standalone",
             Row::Zk3 => "ZooKeeper, 3 servers",
+            Row::Postgres => "PostgreSQL, 1 server",
             Row::File => "file",
             Row::Broken => "broken (memory:// per process)",
+            Row::Mutant(Mutant::NoExclusion) => {
+                "file, tokens rise but every grant is given back at once"
+            }
+            Row::Mutant(Mutant::SilentLoss) => {
+                "file, its lost signal never fires and is_held() stays true"
+            }
+            Row::Mutant(Mutant::LongValidity) => "Redis, validity one TTL longer than its lease",
         }
     }
 
     /// Parses a `--backends` entry.
     pub fn parse(text: &str) -> Option<Row> {
-        Row::ALL
-            .into_iter()
-            .chain([Row::Broken])
-            .find(|row| row.id() == text)
+        Row::every().find(|row| row.id() == text)
+    }
+
+    /// The backend a row runs on: a mutant's wrapped one, else itself.
+    pub fn service_row(self) -> Row {
+        match self {
+            Row::Mutant(Mutant::NoExclusion | Mutant::SilentLoss) => Row::File,
+            Row::Mutant(Mutant::LongValidity) => Row::Redis,
+            other => other,
+        }
+    }
+
+    /// The promise the row's clients break, if it is a mutant.
+    pub fn mutant(self) -> Option<Mutant> {
+        match self {
+            Row::Mutant(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Whether the row is there to be caught (broken, mutants): its
+    /// verdicts count as detections, not failures.
+    pub fn must_be_caught(self) -> bool {
+        matches!(self, Row::Broken | Row::Mutant(_))
     }
 
     /// How many servers the row runs: three in the clustered rows, six
     /// nodes in the Redis Cluster, else one (the file and broken rows start
     /// none).
     pub fn members(self) -> usize {
-        match self {
+        match self.service_row() {
             Row::Etcd3 | Row::Redlock | Row::Zk3 => 3,
             Row::RedisCluster => CLUSTER_MASTERS * (1 + CLUSTER_REPLICAS),
             _ => 1,
@@ -110,9 +164,12 @@ impl Row {
 
     /// Whether its tokens are strong: strictly increasing across every
     /// fault the service itself survives (etcd revisions, ZooKeeper zxids
-    /// and sequence numbers).
+    /// and sequence numbers, a PostgreSQL sequence).
     pub fn strong_tokens(self) -> bool {
-        matches!(self, Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3)
+        matches!(
+            self,
+            Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3 | Row::Postgres
+        )
     }
 }
 
@@ -135,6 +192,8 @@ pub enum Service {
     RedisCluster(RedisCluster),
     /// ZooKeeper servers.
     Zk(ZkEnsemble),
+    /// One PostgreSQL server.
+    Postgres(PostgresServer),
     /// The lock directory.
     File(TempDir),
     /// Nothing: every client's lock lives in its own memory.
@@ -149,6 +208,7 @@ impl Service {
     ///
     /// Cancel safe: servers started so far are killed when dropped.
     pub async fn start(row: Row, isolatable: bool) -> Result<Service, LaunchError> {
+        let row = row.service_row();
         let members = row.members();
         // One server has no peers to be cut off from.
         let isolatable = isolatable && members > 1;
@@ -168,11 +228,12 @@ impl Service {
                 let options = when(isolatable, options, ZkOptions::isolatable);
                 Service::Zk(ZkEnsemble::start_with(options).await?)
             }
+            Row::Postgres => Service::Postgres(PostgresServer::start().await?),
             Row::File => Service::File(temp_dir(
                 "distlock-fault-matrix-",
                 "the file backend's lock directory",
             )?),
-            Row::Broken => Service::None,
+            Row::Broken | Row::Mutant(_) => Service::None,
         })
     }
 
@@ -184,6 +245,7 @@ impl Service {
             Service::Redlock(servers) => servers.addrs(),
             Service::RedisCluster(cluster) => cluster.addrs(),
             Service::Zk(ensemble) => ensemble.addrs(),
+            Service::Postgres(server) => vec![server.addr()],
             Service::File(_) | Service::None => Vec::new(),
         };
         texts
@@ -225,6 +287,7 @@ impl Service {
             Service::Redlock(_) => format!("redlock://{hosts}?{ttl}"),
             Service::RedisCluster(cluster) => format!("{}?{ttl}", cluster.url()),
             Service::Zk(_) => format!("zk://{hosts}/fault-matrix?{ttl}"),
+            Service::Postgres(_) => format!("postgres://postgres@{hosts}/postgres?{ttl}"),
             Service::File(dir) => format!("file://{}?{ttl}", dir.path().display()),
             Service::None => "memory://".to_owned(),
         }
@@ -241,6 +304,7 @@ impl Service {
             Service::Redlock(servers) => each(servers.servers()),
             Service::RedisCluster(cluster) => each(cluster.nodes()),
             Service::Zk(ensemble) => each(ensemble.members()),
+            Service::Postgres(server) => vec![server],
             Service::File(_) | Service::None => Vec::new(),
         }
     }
@@ -256,6 +320,7 @@ impl Service {
             Service::Etcd(_) => format!("etcd member {index}"),
             Service::Zk(_) => format!("ZooKeeper server {index}"),
             Service::RedisCluster(_) => format!("Redis Cluster node {index}"),
+            Service::Postgres(_) => "the PostgreSQL server".to_owned(),
             _ => format!("Redis server {index} of {}", self.members()),
         }
     }

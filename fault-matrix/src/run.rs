@@ -1,5 +1,5 @@
-//! Running cells: servers per row, a checking resource, fault proxies and
-//! client processes per cell, the fault, and the measurement.
+//! Running cells: servers per row, then per trial a checking resource,
+//! fault proxies and client processes, the fault, and the measurement.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -15,9 +15,13 @@ use super::cell::Cell;
 use super::clock::now_ns;
 use super::contended::Contended;
 use super::faults::Fault;
+use super::history;
 use super::inject::Target;
 use super::resource::CheckingResource;
 use super::row::{Row, Service};
+use super::shape::{Shape, cell_seed, trial_seed};
+use super::verdict::{Trial, merge};
+use lock_testkit::history::{Mode, Verdict};
 use lock_testkit::proxy::FaultProxy;
 
 /// How long the clients have to start and get going.
@@ -34,18 +38,27 @@ pub struct Plan {
     pub ttl: Duration,
     /// How long an ordinary critical section lasts.
     pub hold: Duration,
-    /// Contention before the fault.
+    /// Least contention before the fault; a trial draws up to twice it.
     pub before: Duration,
     /// Measurement after the heal; stuck clients are judged over it.
     pub after: Duration,
-    /// How long a pause, partition, freeze or cut-off lasts (past the TTL).
+    /// How long a fault lasts whose length a trial does not draw (slow
+    /// network: this plus 2×TTL).
     pub span: Duration,
     /// What the clients contend on.
     pub contended: Contended,
+    /// The run's seed: every trial's shape follows from it.
+    pub seed: u64,
+    /// Trials per cell whose verdict can flip (pause, partition, freeze,
+    /// cut-off and leader failover on strong-token backends).
+    pub flip_trials: u32,
+    /// Trials per other cell.
+    pub trials: u32,
 }
 
 impl Plan {
-    /// The full matrix: a TTL of 1 s, and 5×TTL after each heal.
+    /// The full matrix: a TTL of 1 s; 20 trials of each cell whose verdict
+    /// can flip, 5 of the others.
     pub fn full(client_bin: PathBuf) -> Plan {
         let ttl = Duration::from_secs(1);
         Plan {
@@ -53,27 +66,83 @@ impl Plan {
             clients: 4,
             ttl,
             hold: Duration::from_millis(5),
-            before: Duration::from_secs(1),
-            after: 5 * ttl + Duration::from_millis(500),
-            span: 3 * ttl,
+            before: Duration::from_millis(200),
+            after: ttl + ttl / 2,
+            span: ttl,
             contended: Contended::Lock,
+            seed: 0,
+            flip_trials: 20,
+            trials: 5,
         }
     }
 
-    /// The quick matrix for CI: the same TTL, shorter windows.
+    /// The quick matrix for CI: the same TTL and windows, fewer trials.
     pub fn quick(client_bin: PathBuf) -> Plan {
-        let ttl = Duration::from_secs(1);
         Plan {
-            before: Duration::from_millis(300),
-            after: Duration::from_secs(2),
-            span: 2 * ttl,
+            flip_trials: 3,
+            trials: 1,
             ..Plan::full(client_bin)
         }
     }
+
+    /// Every cell runs `n` trials.
+    pub fn with_trials(mut self, n: u32) -> Plan {
+        self.flip_trials = n;
+        self.trials = n;
+        self
+    }
+
+    /// How many trials `row` × `fault` runs.
+    pub fn trials_of(&self, row: Row, fault: Fault) -> u32 {
+        if can_flip(row, fault) {
+            self.flip_trials
+        } else {
+            self.trials
+        }
+    }
+
+    /// How long an acquisition may wait.
+    fn wait(&self) -> Duration {
+        2 * self.ttl
+    }
+
+    /// How long a client may stay silent before it counts as hung: an
+    /// acquisition's wait and two TTLs.
+    fn silence(&self) -> Duration {
+        self.wait() + 2 * self.ttl
+    }
 }
 
-/// Runs `faults` on `row`, starting its servers once (and again if a cell
-/// left them broken). Inapplicable cells come back as such.
+/// How many trials `row` runs under `faults`: the applicable cells' trials.
+pub fn planned_trials(row: Row, faults: &[Fault], plan: &Plan) -> u32 {
+    faults
+        .iter()
+        .filter(|&&f| {
+            f.inapplicable(row)
+                .or(plan.contended.inapplicable(f, row))
+                .is_none()
+        })
+        .map(|&f| plan.trials_of(row, f))
+        .sum()
+}
+
+/// Whether a cell's verdict can differ between trials: the faults whose
+/// outcome depends on timing, on backends whose verdicts are strict.
+pub fn can_flip(row: Row, fault: Fault) -> bool {
+    row.strong_tokens()
+        && matches!(
+            fault,
+            Fault::PauseHolder
+                | Fault::PartitionHolder
+                | Fault::KillLeader
+                | Fault::FreezeMember
+                | Fault::IsolateFollower
+        )
+}
+
+/// Runs `faults` on `row`, starting its servers once (and again if a trial
+/// left them broken), each cell for its trials. Inapplicable cells come
+/// back as such.
 ///
 /// # Cancel safety
 ///
@@ -113,29 +182,42 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
             cells.push(empty(fault, "inapplicable", Some(why.into())));
             continue;
         }
-        if service.is_none() {
-            service = Service::start(row, isolatable).await.ok();
-        }
-        let Some(svc) = service.as_ref() else {
-            cells.push(empty(
-                fault,
-                "failed",
-                Some("servers did not restart".into()),
-            ));
-            continue;
-        };
-        let lock = format!("fault-matrix/{}-{}-{n}", row.id(), fault.id());
-        let cell = match run_cell(svc, row, fault, plan, &lock, logs).await {
-            Ok(mut cell) => {
-                cell.backend = plan.contended.label(row);
-                cell
+        let seed = cell_seed(plan.seed, row, fault);
+        let mut trials = Vec::new();
+        for index in 0..plan.trials_of(row, fault) {
+            let seed = trial_seed(seed, index);
+            if service.is_none() {
+                service = Service::start(row, isolatable).await.ok();
             }
-            Err(e) => {
+            let Some(svc) = service.as_ref() else {
+                trials.push(Trial {
+                    index,
+                    seed,
+                    outcome: Err("servers did not restart".into()),
+                    server_revoked_lease: false,
+                });
+                continue;
+            };
+            let lock = format!("fault-matrix/{}-{}-{n}-{index}", row.id(), fault.id());
+            let shape = Shape::draw(seed, fault, plan.clients, plan.ttl, plan.before, plan.span);
+            let trial = run_trial(svc, row, fault, plan, &shape, &lock, logs).await;
+            if trial.is_err() {
                 // Whatever state the fault left, start afresh next time.
                 service = None;
-                empty(fault, "failed", Some(e))
             }
-        };
+            let (outcome, server_revoked_lease) = match trial {
+                Ok((cell, revoked)) => (Ok(cell), revoked),
+                Err(e) => (Err(e), false),
+            };
+            trials.push(Trial {
+                index,
+                seed,
+                outcome,
+                server_revoked_lease,
+            });
+        }
+        let mut cell = merge(row, fault, seed, trials);
+        cell.backend = plan.contended.label(row);
         eprintln!("{}", super::report::line(&cell));
         cells.push(cell);
     }
@@ -158,22 +240,26 @@ impl ClientProcess {
     }
 }
 
-/// Runs one cell on a running service.
+/// Runs one trial of a cell on a running service: its measurement, and
+/// whether the server showed the victim's lease revoked early.
 ///
 /// # Cancel safety
 ///
 /// Cancelling kills the clients; the service may be left mid-fault.
-pub async fn run_cell(
+pub async fn run_trial(
     service: &Service,
     row: Row,
     fault: Fault,
     plan: &Plan,
+    shape: &Shape,
     lock: &str,
     logs: &TempDir,
-) -> Result<Cell, String> {
+) -> Result<(Cell, bool), String> {
     let resource = CheckingResource::start()
         .await
         .map_err(|e| format!("checking resource: {e}"))?;
+    // Every client's history is timed from here.
+    let origin_ns = now_ns();
     let addrs = service.proxied_addrs();
     let follower = if fault == Fault::IsolateFollower {
         Some(follower_of(service).await?)
@@ -199,7 +285,15 @@ pub async fn run_cell(
             );
         }
         let url = service.url(&own.iter().collect::<Vec<_>>(), plan.ttl);
-        clients.push(spawn_client(plan, &resource, &url, client, lock, logs)?);
+        let mutant = row.mutant();
+        let spawned = Spawn {
+            url: &url,
+            client,
+            lock,
+            mutant,
+            origin_ns,
+        };
+        clients.push(spawn_client(plan, &resource, &spawned, logs)?);
         proxies.push(own);
     }
     let pids: Vec<u32> = clients.iter().map(|c| c.pid).collect();
@@ -217,14 +311,17 @@ pub async fn run_cell(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let began = now_ns();
-    tokio::time::sleep(plan.before).await;
+    tokio::time::sleep(shape.lead).await;
     let target = Target {
         service,
         resource: &resource,
         pids: &pids,
         proxies: &proxies,
         ttl: plan.ttl,
-        span: plan.span,
+        span: shape.span,
+        linger: shape.linger,
+        victim: shape.victim,
+        kill: shape.kill,
         hold: plan.hold,
         lock,
         follower,
@@ -239,11 +336,34 @@ pub async fn run_cell(
     }
     let ended = now_ns();
     let record = resource.record();
-    for client in &mut clients {
+    let mut crashed = Vec::new();
+    // Fault 10 kills its victim on purpose.
+    let killed = match &outcome {
+        Ok(t) if fault == Fault::KillClient => t.victim.map(|v| v.client as usize),
+        _ => None,
+    };
+    for (n, client) in clients.iter_mut().enumerate() {
         let _ = kill(Pid::from_raw(client.pid as i32), Signal::SIGCONT);
+        if Some(n) == killed {
+            let _ = client.child.kill().await;
+            continue;
+        }
+        if let Ok(Some(status)) = client.child.try_wait() {
+            crashed.push(format!("client {n} exited ({status}): {}", client.tail()));
+        }
         let _ = client.child.kill().await;
     }
     let timeline = outcome?;
+    let silence = plan.silence().as_nanos() as u64;
+    let hung: Vec<u32> = (0..plan.clients)
+        .filter(|c| {
+            let mut last = record.last_seen.get(c).copied().unwrap_or(began);
+            if let Some(v) = timeline.victim.filter(|v| v.client == *c) {
+                last = last.max(v.release_ns.unwrap_or(ended));
+            }
+            ended.saturating_sub(last) > silence
+        })
+        .collect();
     let mut cell = Cell::measure(
         row,
         fault,
@@ -254,28 +374,103 @@ pub async fn run_cell(
         &record,
         &timeline,
     );
+    let mode = match plan.contended {
+        Contended::Lock => Mode::Exclusive,
+        Contended::Write => Mode::Write,
+        Contended::Permit => Mode::Permit { limit: 1 },
+    };
+    let dead = killed.and_then(|n| u32::try_from(n).ok());
+    // Every living client's history is complete up to the earliest of
+    // their last batches; the killed one's ends where it died.
+    let cut = record
+        .history_until
+        .iter()
+        .filter(|(c, _)| Some(**c) != dead)
+        .map(|(_, until)| *until)
+        .min()
+        .unwrap_or(0)
+        .min(ended.saturating_sub(origin_ns));
+    let ops = history::operations(&record.history, lock, mode, cut, dead);
+    let fencing = row.strong_tokens() || row.mutant().is_some();
+    let checking = std::time::Instant::now();
+    let verdict = tokio::task::spawn_blocking(move || history::check(&ops, fencing))
+        .await
+        .map_err(|e| format!("history check: {e}"))?;
+    let took = checking.elapsed();
+    if took > Duration::from_millis(500) {
+        cell.notes
+            .push(format!("the history check took {} ms", took.as_millis()));
+    }
+    match &verdict {
+        Verdict::NotLinearizable { .. } => cell.history_not_linearizable = 1,
+        Verdict::Unknown { .. } => cell.history_unknown = 1,
+        Verdict::Linearizable => {}
+    }
+    let mut text = verdict.to_string();
+    if matches!(verdict, Verdict::NotLinearizable { .. }) {
+        // The whole explanation, for whoever replays the trial.
+        eprintln!("fault-matrix: {} fault {fault}: {text}", row.id());
+    }
+    if text.len() > 600 {
+        let cut = (0..=600)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
+    }
+    cell.history_verdict = Some(text);
+    cell.crashed_clients = crashed.len() as u64;
+    cell.notes.extend(crashed);
+    cell.hung_clients = hung.len() as u64;
+    if !hung.is_empty() {
+        cell.notes.push(format!(
+            "clients {hung:?} sent nothing for over {:?}",
+            plan.silence()
+        ));
+    }
     if record.protocol_errors > 0 {
         cell.notes.push(format!(
             "{} unreadable client messages",
             record.protocol_errors
         ));
     }
-    Ok(cell)
+    Ok((cell, timeline.server_revoked_lease))
+}
+
+/// What one client process is started with.
+#[derive(Debug)]
+struct Spawn<'a> {
+    url: &'a str,
+    client: u32,
+    lock: &'a str,
+    mutant: Option<super::mutant::Mutant>,
+    origin_ns: u64,
 }
 
 fn spawn_client(
     plan: &Plan,
     resource: &CheckingResource,
-    url: &str,
-    client: u32,
-    lock: &str,
+    spawn: &Spawn<'_>,
     logs: &TempDir,
 ) -> Result<ClientProcess, String> {
+    let Spawn {
+        url,
+        client,
+        lock,
+        mutant,
+        origin_ns,
+    } = *spawn;
     let log = logs
         .path()
         .join(format!("client-{}-{client}.log", now_ns()));
     let file = File::create(&log).map_err(|e| format!("client log: {e}"))?;
-    let child = Command::new(&plan.client_bin)
+    let mut command = Command::new(&plan.client_bin);
+    if let Some(mutant) = mutant {
+        command.arg("--mutant").arg(mutant.id());
+    }
+    command.arg("--origin-ns").arg(origin_ns.to_string());
+    let child = command
         .arg("--resource")
         .arg(resource.addr().to_string())
         .arg("--url")
@@ -289,7 +484,7 @@ fn spawn_client(
         .arg("--hold-ms")
         .arg(plan.hold.as_millis().to_string())
         .arg("--wait-ms")
-        .arg((4 * plan.ttl).as_millis().to_string())
+        .arg(plan.wait().as_millis().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(file)

@@ -1,7 +1,8 @@
 //! The fault matrix's detector must be able to fail: against a lock that
 //! excludes nobody it reports overlaps and fenced violations; against a
 //! real lock at rest it reports none; a paused holder shows an overlap
-//! that the fenced view rejects.
+//! that the fenced view rejects; a mutant whose lost signal never fires is
+//! caught by its vouched stale writes.
 
 use std::path::PathBuf;
 
@@ -59,4 +60,13 @@ async fn the_redis_cluster_row_starts_and_measures_contention() {
         (0, 0, 0),
         "{cell:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_lost_signal_never_fires_is_caught_after_a_pause() {
+    let row = Row::MUTANTS[1];
+    let cell = &cells(row, &[Fault::PauseHolder]).await[0];
+    assert_eq!(cell.status, "measured", "{cell:?}");
+    assert_eq!(cell.detected, Some(true), "{cell:?}");
+    assert!(cell.vouched_stale_writes > 0, "{cell:?}");
 }

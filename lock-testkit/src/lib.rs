@@ -10,6 +10,7 @@
 pub mod assert;
 pub mod conformance;
 pub mod fixtures;
+pub mod history;
 pub mod overhead;
 pub mod peer;
 pub mod proxy;

@@ -4,6 +4,7 @@
 //! ```text
 //! fault-matrix-client --resource ADDR --url URL --client N --lock NAME --hold-ms MS --wait-ms MS
 //!                     [--contend lock|rwlock-write|semaphore-1]
+//!                     [--mutant no-exclusion|silent-loss|long-validity] [--origin-ns NS]
 //! ```
 
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use fault_matrix::Contended;
 use fault_matrix::client::{ClientArgs, run};
+use fault_matrix::mutant::Mutant;
 use fault_matrix::usage::args_or_exit;
 
 fn parse() -> Result<ClientArgs, String> {
@@ -18,6 +20,8 @@ fn parse() -> Result<ClientArgs, String> {
     let (mut resource, mut url, mut client, mut lock) = (None, None, None, None);
     let (mut hold, mut wait) = (Duration::from_millis(5), Duration::from_secs(4));
     let mut contended = Contended::Lock;
+    let mut mutant = None;
+    let mut origin_ns = None;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let millis = |v: &str| {
@@ -43,10 +47,22 @@ fn parse() -> Result<ClientArgs, String> {
                     format!("--contend {value:?}: known: lock, rwlock-write, semaphore-1")
                 })?;
             }
+            "--origin-ns" => {
+                origin_ns = Some(
+                    value
+                        .parse()
+                        .map_err(|e| format!("--origin-ns {value:?}: {e}"))?,
+                );
+            }
+            "--mutant" => {
+                mutant = Some(Mutant::parse(&value).ok_or_else(|| {
+                    format!("--mutant {value:?}: known: no-exclusion, silent-loss, long-validity")
+                })?);
+            }
             other => {
                 return Err(format!(
                     "unknown flag {other}; known: --resource, --url, --client, --lock, \
-                     --hold-ms, --wait-ms, --contend"
+                     --hold-ms, --wait-ms, --contend, --mutant, --origin-ns"
                 ));
             }
         }
@@ -59,6 +75,8 @@ fn parse() -> Result<ClientArgs, String> {
         contended,
         hold,
         wait,
+        mutant,
+        origin_ns: origin_ns.unwrap_or_else(fault_matrix::clock::now_ns),
     })
 }
 

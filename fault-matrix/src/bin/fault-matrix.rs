@@ -4,7 +4,7 @@
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 //!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
-//!              [--faults 1,2,...,9] [--clients N]
+//!              [--faults 1,2,...,10] [--clients N]
 //!              [--contend lock,rwlock-write,semaphore-1]
 //! ```
 //!
@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use fault_matrix::report::{self, Document};
+use fault_matrix::report::{self, Document, Provenance};
+use fault_matrix::run::planned_trials;
+use fault_matrix::summary;
 use fault_matrix::usage::args_or_exit;
 use fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
 
@@ -31,6 +33,9 @@ struct Args {
     clients: Option<u32>,
     contended: Option<Vec<Contended>>,
     from_json: Option<PathBuf>,
+    seed: Option<u64>,
+    trials: Option<u32>,
+    splice: Option<PathBuf>,
 }
 
 fn list<T>(text: &str, parse: impl Fn(&str) -> Option<T>, what: &str) -> Result<Vec<T>, String> {
@@ -51,15 +56,32 @@ fn parse() -> Result<Args, String> {
             "--svg" => args.svg = Some(value()?.into()),
             "--markdown" => args.markdown = Some(value()?.into()),
             "--from-json" => args.from_json = Some(value()?.into()),
+            "--splice" => args.splice = Some(value()?.into()),
+            "--seed" => {
+                let text = value()?;
+                let parsed = match text.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16),
+                    None => text.parse(),
+                };
+                args.seed = Some(parsed.map_err(|e| format!("--seed {text:?}: {e}"))?);
+            }
+            "--trials" => {
+                let n: u32 = value()?.parse().map_err(|e| format!("--trials: {e}"))?;
+                if n == 0 {
+                    return Err("--trials must be at least 1".into());
+                }
+                args.trials = Some(n);
+            }
             "--backends" => {
                 args.backends = Some(list(
                     &value()?,
                     Row::parse,
-                    "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, file, broken)",
+                    "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, file, \
+                     broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity)",
                 )?);
             }
             "--faults" => {
-                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 9)")?)
+                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 10)")?)
             }
             "--contend" => {
                 args.contended = Some(list(
@@ -79,7 +101,9 @@ fn parse() -> Result<Args, String> {
                 return Err("usage: fault-matrix [--quick] [--json FILE] [--svg FILE] \
                      [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N] \
                      [--contend LIST (lock, rwlock-write, semaphore-1; default lock)] \
-                     [--from-json FILE (draw the table and chart of an earlier run)]"
+                     [--seed N (default: from the clock; printed)] [--trials N (every cell)] \
+                     [--from-json FILE (draw the table and chart of an earlier run)] \
+                     [--splice FILE (replace the generated parts of docs/safety.md)]"
                     .into());
             }
             other => return Err(format!("unknown flag {other}; see --help")),
@@ -88,66 +112,47 @@ fn parse() -> Result<Args, String> {
     Ok(args)
 }
 
-/// What makes the run fail.
+/// What makes the run fail: a cell that could not run, a failing verdict,
+/// a broken or mutant row that no verdict caught.
 fn problems(cells: &[Cell]) -> Vec<String> {
     let mut out = Vec::new();
     for c in cells {
         let at = format!("{} fault {}", c.backend, c.fault);
-        match c.status.as_str() {
-            "failed" => out.push(format!(
+        match (c.status.as_str(), c.verdict.as_str()) {
+            ("failed", _) => out.push(format!(
                 "{at} failed: {}",
                 c.reason.as_deref().unwrap_or("")
             )),
-            "measured" if c.strong_tokens && !c.fenced_safe() => out.push(format!(
-                "{at}: {} fenced violations, {} token regressions on a backend with strong tokens",
-                c.fenced_violations, c.token_regressions
-            )),
-            "measured"
-                if c.strong_tokens
-                    && vouches_while_running(c)
-                    && c.late_lost_signals > c.late_lost_revoked =>
-            {
+            (_, "fail") => {
+                let shown: Vec<&str> = c.problems.iter().take(3).map(String::as_str).collect();
                 out.push(format!(
-                    "{at}: {} lost signals fired only after another client was granted the lock: \
-                     a running holder's guard vouched for a lock someone else held",
-                    c.late_lost_signals - c.late_lost_revoked
-                ))
-            }
-            "measured"
-                if c.backend == Row::Broken.id()
-                    && c.fault == 1
-                    && (c.overlaps == 0 || c.fenced_violations == 0) =>
-            {
-                out.push(format!(
-                    "{at}: the detector did not fire on a lock that excludes nobody \
-                     ({} overlaps, {} fenced violations)",
-                    c.overlaps, c.fenced_violations
+                    "{at}: {} of {} trials failed: {}",
+                    c.failures,
+                    c.trials,
+                    shown.join("; ")
                 ));
             }
             _ => {}
         }
     }
+    for row in Row::every().filter(|r| r.must_be_caught()) {
+        let of_row: Vec<&Cell> = cells
+            .iter()
+            .filter(|c| c.backend == row.id() && c.status == "measured")
+            .collect();
+        if !of_row.is_empty() && !of_row.iter().any(|c| c.detected == Some(true)) {
+            out.push(format!(
+                "{row}: no verdict caught it in {} cells",
+                of_row.len()
+            ));
+        }
+    }
     out
-}
-
-/// Whether the victim keeps running through the cell's fault while the
-/// servers can end its lease: the partition, slow network, leader and
-/// member faults. Then a backend whose tokens are strong must fire the lost
-/// signal before anyone else is granted the lock. A paused victim cannot
-/// (it learns on waking), nor can a lock broken from outside (the victim
-/// learns right after the next grant), nor a restart of every server (the
-/// new grant may come the moment the servers are back); those are
-/// reported, not judged. Nor is a lease the server revoked while its holder
-/// was renewing it (lost reason `Revoked`): that is a lock broken from
-/// outside, whatever the fault (etcd 3.4.23, Debian's, lets a leader that
-/// was frozen revoke such leases once it resumes: etcd issue 15247).
-fn vouches_while_running(cell: &Cell) -> bool {
-    (3..=8).contains(&cell.fault) && cell.fault != 5
 }
 
 /// Prints the table and writes the files asked for; false if one failed.
 fn publish(args: &Args, document: &Document, json: bool) -> bool {
-    let table = report::table(&document.cells);
+    let table = summary::markdown(document);
     println!("{table}");
     println!("wall time: {:.0} s", document.wall_s);
     let mut ok = true;
@@ -166,6 +171,19 @@ fn publish(args: &Args, document: &Document, json: bool) -> bool {
     if let Some(path) = &args.markdown {
         write(path, table.clone());
     }
+    let mut spliced_ok = true;
+    if let Some(path) = &args.splice {
+        let spliced = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|page| summary::splice(&page, &table));
+        match spliced {
+            Ok(page) => write(path, page),
+            Err(e) => {
+                eprintln!("fault-matrix: splice into {}: {e}", path.display());
+                spliced_ok = false;
+            }
+        }
+    }
     if let Some(path) = &args.svg {
         match report::svg(&document.cells) {
             Ok(svg) => write(path, svg),
@@ -175,7 +193,7 @@ fn publish(args: &Args, document: &Document, json: bool) -> bool {
             }
         }
     }
-    ok
+    ok && spliced_ok
 }
 
 #[tokio::main]
@@ -221,14 +239,27 @@ async fn main() -> ExitCode {
     if let Some(n) = args.clients {
         plan.clients = n;
     }
-    let rows = args.backends.clone().unwrap_or_else(|| Row::ALL.to_vec());
-    let faults = args.faults.clone().unwrap_or_else(|| {
-        if args.quick {
-            Fault::QUICK.to_vec()
-        } else {
-            Fault::ALL.to_vec()
-        }
-    });
+    if let Some(n) = args.trials {
+        plan = plan.with_trials(n);
+    }
+    plan.seed = args.seed.unwrap_or_else(clock_seed);
+    eprintln!("fault-matrix: seed {:#x} (replay with --seed)", plan.seed);
+    let rows = args
+        .backends
+        .clone()
+        .unwrap_or_else(|| Row::every().collect());
+    let faults_of = |row: Row| match &args.faults {
+        Some(faults) => faults.clone(),
+        None if args.quick => Fault::quick(row),
+        None => Fault::full(row),
+    };
+    let provenance = Provenance::now();
+    let planned: u32 = rows
+        .iter()
+        .map(|&row| planned_trials(row, &faults_of(row), &plan))
+        .sum::<u32>()
+        * args.contended.as_ref().map_or(1, |c| c.len() as u32);
+    eprintln!("fault-matrix: {planned} trials planned");
     let logs = match tempfile::Builder::new()
         .prefix("fault-matrix-logs-")
         .tempdir()
@@ -248,12 +279,16 @@ async fn main() -> ExitCode {
     for row in rows {
         for &primitive in &contended {
             plan.contended = primitive;
-            cells.extend(run_row(row, &faults, &plan, &logs).await);
+            cells.extend(run_row(row, &faults_of(row), &plan, &logs).await);
         }
     }
     let wall_s = started.elapsed().as_secs_f64();
     let document = Document {
-        schema: 1,
+        schema: 2,
+        commit: provenance.commit,
+        dirty: provenance.dirty,
+        date: provenance.date,
+        seed: plan.seed,
         command: std::iter::once("fault-matrix".to_owned())
             .chain(std::env::args().skip(1))
             .collect::<Vec<_>>()
@@ -282,23 +317,33 @@ async fn main() -> ExitCode {
     }
 }
 
+/// A seed from the clock, for runs not given one.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn frozen_leader_cell(late: u64, revoked: u64) -> Cell {
-        let mut cell = Cell::empty(Row::Etcd3, Fault::FreezeMember, "measured", None);
-        cell.late_lost_signals = late;
-        cell.late_lost_revoked = revoked;
+    fn cell(row: Row, verdict: &str, detected: Option<bool>) -> Cell {
+        let mut cell = Cell::empty(row, Fault::None, "measured", None);
+        cell.verdict = verdict.to_owned();
+        cell.detected = detected;
         cell
     }
 
     #[test]
-    fn a_late_signal_fails_the_run_unless_the_server_revoked_the_lease() {
-        assert!(problems(&[frozen_leader_cell(0, 0)]).is_empty());
-        assert!(problems(&[frozen_leader_cell(2, 2)]).is_empty());
-        let found = problems(&[frozen_leader_cell(2, 1)]);
+    fn a_failing_verdict_or_an_undetected_mutant_fails_the_run() {
+        assert!(problems(&[cell(Row::Etcd, "pass", None)]).is_empty());
+        assert!(problems(&[cell(Row::Etcd3, "known-failure", None)]).is_empty());
+        assert_eq!(problems(&[cell(Row::Etcd, "fail", None)]).len(), 1);
+        let mutant = Row::MUTANTS[0];
+        assert!(problems(&[cell(mutant, "detected", Some(true))]).is_empty());
+        let found = problems(&[cell(mutant, "undetected", Some(false))]);
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].contains("1 lost signals"), "{found:?}");
+        assert!(found[0].contains("no verdict caught it"), "{found:?}");
     }
 }

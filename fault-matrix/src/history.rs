@@ -1,0 +1,287 @@
+//! Each client's history of operations, for a history checker: acquire,
+//! release, writes and lost signals, each as an invocation followed by its
+//! completion (`ok`, `fail`, or `info` when the outcome is unknown or the
+//! event is a notification), with monotonic times relative to the origin
+//! the runner gives every client of a trial.
+//!
+//! Clients buffer their events and send them in batches on their events
+//! connection; the checking resource keeps them in arrival order per
+//! client. A client killed at the end of a trial leaves its last
+//! invocations without completions, which a checker treats as unknown.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lock_testkit::history::{self as checker, CheckOptions, Mode, Operation, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// What was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// Acquire the lock; `ok` carries the token.
+    Acquire,
+    /// Release it.
+    Release,
+    /// A write to the protected resource with the token; `fail` is a
+    /// write the fenced view rejected as stale.
+    Write,
+    /// The lost signal fired (`info`).
+    Lost,
+}
+
+/// Which half of an operation, or a notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The operation began.
+    Invoke,
+    /// It completed and took effect.
+    Ok,
+    /// It completed and did not take effect.
+    Fail,
+    /// Its effect is unknown, or it is a notification.
+    Info,
+}
+
+/// One history event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// The client's number.
+    pub client: u32,
+    /// What was done.
+    pub op: Op,
+    /// Which half.
+    pub outcome: Outcome,
+    /// The fencing token, where one is known.
+    pub token: Option<u64>,
+    /// Nanoseconds since the trial's origin on the machine's monotonic
+    /// clock.
+    pub at_ns: u64,
+}
+
+/// A client's buffer of events not yet sent.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    origin_ns: u64,
+    client: u32,
+    pending: Vec<Event>,
+}
+
+impl Recorder {
+    /// Records for `client`, with times relative to `origin_ns`
+    /// ([`now_ns`](super::clock::now_ns) of the runner's choosing).
+    pub fn new(client: u32, origin_ns: u64) -> Recorder {
+        Recorder {
+            origin_ns,
+            client,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Records `op`'s `outcome` at `at_ns` (absolute, as `now_ns`).
+    pub fn record(&mut self, op: Op, outcome: Outcome, token: Option<u64>, at_ns: u64) {
+        self.pending.push(Event {
+            client: self.client,
+            op,
+            outcome,
+            token,
+            at_ns: at_ns.saturating_sub(self.origin_ns),
+        });
+    }
+
+    /// `at_ns` (absolute, as `now_ns`) relative to the origin.
+    pub fn since_origin(&self, at_ns: u64) -> u64 {
+        at_ns.saturating_sub(self.origin_ns)
+    }
+
+    /// The events recorded since the last call.
+    pub fn take(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// A trial's history as the checker takes it: each client's invocations
+/// paired with their completions, on lock `name` taken in `mode`.
+///
+/// The history is cut at `end_ns`, the earliest moment up to which every
+/// client's history had arrived (a client killed with the trial leaves its
+/// last batch unsent): later events are dropped, and a call still open
+/// then is unknown (`info`). A failed release is unknown too: the hold it meant to
+/// end may have ended already. A lost signal counts only for the hold it
+/// was about (the client's latest grant). A client the runner killed on
+/// purpose (`dead`) gets a lost signal at `end_ns`: its hold ended
+/// somewhere before, when its lease ran out.
+pub fn operations(
+    events: &[Event],
+    name: &str,
+    mode: Mode,
+    end_ns: u64,
+    dead: Option<u32>,
+) -> Vec<Operation> {
+    let mut by_client: BTreeMap<u32, Vec<&Event>> = BTreeMap::new();
+    for event in events.iter().filter(|e| e.at_ns <= end_ns) {
+        by_client.entry(event.client).or_default().push(event);
+    }
+    let call = |op: Op, token: Option<u64>| -> checker::Op {
+        let name = name.to_owned();
+        match op {
+            Op::Acquire => checker::Op::Acquire { name, mode },
+            Op::Release => checker::Op::Release { name },
+            Op::Lost => checker::Op::Lost { name },
+            Op::Write => checker::Op::Write {
+                name,
+                token: token.unwrap_or(0),
+            },
+        }
+    };
+    let mut out = Vec::new();
+    for (client, events) in by_client {
+        let process = u64::from(client);
+        let mut pending: Option<&Event> = None;
+        let mut granted: Option<u64> = None;
+        for event in events {
+            match (event.op, event.outcome) {
+                (_, Outcome::Invoke) => {
+                    if let Some(open) = pending.replace(event) {
+                        out.push(Operation {
+                            process,
+                            op: call(open.op, open.token),
+                            invoke: open.at_ns,
+                            complete: event.at_ns.max(open.at_ns),
+                            outcome: checker::Outcome::Info,
+                        });
+                    }
+                }
+                (Op::Lost, _) => {
+                    if event.token.is_some() && event.token == granted {
+                        out.push(Operation {
+                            process,
+                            op: call(Op::Lost, event.token),
+                            invoke: event.at_ns,
+                            complete: event.at_ns,
+                            outcome: checker::Outcome::Ok,
+                        });
+                    }
+                }
+                (op, outcome) => {
+                    let Some(open) = pending.take_if(|open| open.op == op) else {
+                        continue;
+                    };
+                    let outcome = match (op, outcome) {
+                        (_, Outcome::Ok) => checker::Outcome::Ok,
+                        (Op::Write, Outcome::Fail) => checker::Outcome::Fail,
+                        _ => checker::Outcome::Info,
+                    };
+                    if op == Op::Acquire && outcome == checker::Outcome::Ok {
+                        granted = event.token;
+                    }
+                    if op == Op::Release {
+                        granted = None;
+                    }
+                    out.push(Operation {
+                        process,
+                        op: call(op, event.token.or(open.token)),
+                        invoke: open.at_ns,
+                        complete: event.at_ns.max(open.at_ns),
+                        outcome,
+                    });
+                }
+            }
+        }
+        if let Some(open) = pending {
+            out.push(Operation {
+                process,
+                op: call(open.op, open.token),
+                invoke: open.at_ns,
+                complete: end_ns.max(open.at_ns),
+                outcome: checker::Outcome::Info,
+            });
+        }
+        if dead == Some(client) {
+            out.push(Operation {
+                process,
+                op: call(Op::Lost, None),
+                invoke: end_ns,
+                complete: end_ns,
+                outcome: checker::Outcome::Ok,
+            });
+        }
+    }
+    out.sort_by_key(|op| (op.invoke, op.complete));
+    out
+}
+
+/// How long the checker may search one trial's history.
+const CHECK_TIME: Duration = Duration::from_secs(3);
+
+/// Checks a trial's history; `fencing` also requires the writes of
+/// exclusive holds to carry non-decreasing tokens.
+pub fn check(ops: &[Operation], fencing: bool) -> Verdict {
+    let options = CheckOptions {
+        max_steps: 5_000_000,
+        max_time: CHECK_TIME,
+        fencing,
+    };
+    checker::check(ops, &options).unwrap_or_else(|e| Verdict::Unknown {
+        reason: format!("malformed history: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(client: u32, op: Op, outcome: Outcome, token: Option<u64>, at_ns: u64) -> Event {
+        Event {
+            client,
+            op,
+            outcome,
+            token,
+            at_ns,
+        }
+    }
+
+    #[test]
+    fn two_clients_writing_under_one_mutex_at_once_is_not_linearizable() {
+        use Op::*;
+        use Outcome::*;
+        let mut events = Vec::new();
+        for (client, token, at) in [(0, 1, 0), (1, 2, 100)] {
+            events.push(event(client, Acquire, Invoke, None, at));
+            events.push(event(client, Acquire, Ok, Some(token), at + 10));
+        }
+        for (client, token, at) in [(0, 1, 200), (1, 2, 300)] {
+            events.push(event(client, Write, Invoke, Some(token), at));
+            events.push(event(client, Write, Ok, Some(token), at + 10));
+        }
+        events.sort_by_key(|e| e.at_ns);
+        let ops = operations(&events, "l", Mode::Exclusive, 1_000, None);
+        assert!(matches!(
+            check(&ops, false),
+            Verdict::NotLinearizable { .. }
+        ));
+        // The first holder's loss, heard before the second grant, makes it fit.
+        events.push(event(0, Lost, Info, Some(1), 50));
+        events.retain(|e| !(e.client == 0 && e.op == Write));
+        events.sort_by_key(|e| e.at_ns);
+        let ops = operations(&events, "l", Mode::Exclusive, 1_000, None);
+        assert_eq!(check(&ops, true), Verdict::Linearizable);
+    }
+
+    #[test]
+    fn events_are_relative_to_the_origin_and_taken_once() {
+        let mut recorder = Recorder::new(3, 1_000);
+        recorder.record(Op::Acquire, Outcome::Invoke, None, 1_500);
+        recorder.record(Op::Acquire, Outcome::Ok, Some(7), 2_000);
+        let events = recorder.take();
+        assert_eq!(events.len(), 2);
+        assert_eq!((events[0].at_ns, events[1].token), (500, Some(7)));
+        assert!(recorder.take().is_empty());
+        let text = serde_json::to_string(&events[1]).unwrap();
+        assert_eq!(
+            text,
+            r#"{"client":3,"op":"acquire","outcome":"ok","token":7,"at_ns":1000}"#
+        );
+    }
+}

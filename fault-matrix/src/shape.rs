@@ -1,0 +1,125 @@
+//! A trial's shape, drawn from a seed: when the fault strikes, whom it
+//! takes, how long it lasts and how long the victim lingers after it. The
+//! run's seed and a cell's row and fault give the cell's seed, which with
+//! the trial's number gives the trial's: `--seed` replays any of them.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::faults::Fault;
+use super::row::Row;
+
+/// SplitMix64: one well-mixed step, so that nearby inputs give unrelated
+/// seeds.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The seed of `row` × `fault` in a run seeded with `run`.
+pub fn cell_seed(run: u64, row: Row, fault: Fault) -> u64 {
+    let name = row.id().bytes().fold(0u64, |h, b| mix(h ^ u64::from(b)));
+    mix(run ^ mix(name ^ u64::from(fault.number())))
+}
+
+/// The seed of trial `index` of a cell.
+pub fn trial_seed(cell: u64, index: u32) -> u64 {
+    mix(cell ^ mix(u64::from(index) + 1))
+}
+
+/// What a trial draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Contention between the clients' warm-up and the fault.
+    pub lead: Duration,
+    /// The client to keep inside its section through the fault.
+    pub victim: u32,
+    /// How long a pause, partition, freeze or cut-off lasts.
+    pub span: Duration,
+    /// How long a paused or partitioned victim stays in its section after
+    /// the heal, writing while its guard says held.
+    pub linger: Duration,
+    /// Fault 10: when the victim is killed.
+    pub kill: KillAt,
+}
+
+/// When fault 10 kills its victim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillAt {
+    /// Inside its critical section.
+    InSection,
+    /// As it leaves its section and releases.
+    AtRelease,
+    /// While it waits to acquire, another client holding.
+    Waiting,
+}
+
+impl Shape {
+    /// Draws the shape of a trial of `fault` from `seed`, for `clients`
+    /// clients with leases of `ttl`, after at least `before` of contention;
+    /// `span` is the length of faults whose length is not drawn.
+    pub fn draw(
+        seed: u64,
+        fault: Fault,
+        clients: u32,
+        ttl: Duration,
+        before: Duration,
+        span: Duration,
+    ) -> Shape {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let lead = before + before.mul_f64(rng.random_range(0.0..1.0));
+        // Under fault 8 the victim must be one of the clients of the
+        // follower that is cut off: the even ones.
+        let victim = if fault == Fault::IsolateFollower {
+            2 * rng.random_range(0..clients.div_ceil(2))
+        } else {
+            rng.random_range(0..clients)
+        };
+        let span = match fault {
+            Fault::PauseHolder
+            | Fault::PartitionHolder
+            | Fault::FreezeMember
+            | Fault::IsolateFollower => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            _ => span,
+        };
+        let linger = Duration::from_millis(rng.random_range(100..400));
+        let kill = match rng.random_range(0..3) {
+            0 => KillAt::InSection,
+            1 => KillAt::AtRelease,
+            _ => KillAt::Waiting,
+        };
+        Shape {
+            lead,
+            victim,
+            span,
+            linger,
+            kill,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_draws_the_same_shape_and_cells_get_different_seeds() {
+        let ttl = Duration::from_secs(1);
+        let before = Duration::from_millis(300);
+        let draw = |seed| Shape::draw(seed, Fault::IsolateFollower, 4, ttl, before, ttl);
+        assert_eq!(draw(7), draw(7));
+        for seed in 0..50 {
+            let shape = draw(seed);
+            assert_eq!(shape.victim % 2, 0, "{shape:?}");
+            assert!(shape.span >= ttl.mul_f64(1.2) && shape.span < ttl.mul_f64(2.5));
+        }
+        let a = cell_seed(1, Row::Etcd, Fault::PauseHolder);
+        assert_ne!(a, cell_seed(1, Row::Etcd3, Fault::PauseHolder));
+        assert_ne!(a, cell_seed(1, Row::Etcd, Fault::PartitionHolder));
+        assert_ne!(trial_seed(a, 0), trial_seed(a, 1));
+    }
+}
