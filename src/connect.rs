@@ -255,7 +255,11 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
     let url = config.effective_url();
     let scheme = Scheme::of_url(&url)?;
     scheme.ensure_compiled_in()?;
-    let limit = config.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT) + CONNECT_SLACK;
+    let limit = config
+        .settings
+        .connect_timeout
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+        + CONNECT_SLACK;
     let description = config.redacted_url();
     match tokio::time::timeout(limit, backends::connect(scheme, &url, config)).await {
         Ok(Ok((client, native))) => {

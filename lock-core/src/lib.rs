@@ -68,6 +68,7 @@ pub use admin::{
 pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
+pub use client_config::ClientConfig;
 pub use election::{
     Candidacy, DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership,
 };

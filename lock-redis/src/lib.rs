@@ -29,6 +29,8 @@ pub use config::{
     DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
 };
 pub use guarded_write::GuardedScript;
+/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
+pub use lock_core::ClientConfig;
 /// The Redis client these backends use, for the result types of
 /// [`RedisBackend::guarded_eval`] ([`redis::FromRedisValue`]).
 pub use redis;

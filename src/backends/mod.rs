@@ -65,7 +65,10 @@ mod tests {
                 "memory://",
                 "prefix",
                 Config {
-                    prefix: Some("a".into()),
+                    settings: crate::Settings {
+                        prefix: Some("a".into()),
+                        ..crate::Settings::default()
+                    },
                     ..Config::default()
                 },
             ),
@@ -81,7 +84,10 @@ mod tests {
                 file_url.as_str(),
                 "prefix",
                 Config {
-                    prefix: Some("a".into()),
+                    settings: crate::Settings {
+                        prefix: Some("a".into()),
+                        ..crate::Settings::default()
+                    },
                     ..Config::default()
                 },
             ),
