@@ -15,10 +15,10 @@ use lock_core::{
 };
 use tokio::time::{Instant, sleep_until, timeout};
 
-use crate::attempt::PendingAttempt;
+use crate::attempt::AcquireCleanup;
 use crate::case::{self, Case};
 use crate::config::FileConfig;
-use crate::errors::{dir_error, io_error};
+use crate::errors::{Unfinished, dir_error, io_error, unfinished, unfinished_at};
 use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::keys::{LockPaths, Space};
@@ -82,17 +82,20 @@ impl FileBackend {
             Ok(Ok(Ok(case))) => case,
             Ok(Ok(Err(e))) => return Err(dir_error(e, &dir)),
             Ok(Err(join)) => {
-                return Err(Error::backend(format!(
-                    "file backend: creating {} failed: {join}",
-                    dir.display()
-                )));
+                let address = dir.display().to_string();
+                return Err(unfinished_at(
+                    &address,
+                    "create the lock directory",
+                    Unfinished::Failed(&join),
+                ));
             }
             Err(_) => {
-                return Err(Error::timeout(format!(
-                    "file backend: creating {} took longer than {}; is the filesystem hung?",
-                    dir.display(),
-                    lock_core::raw::human_duration(limit)
-                )));
+                let address = dir.display().to_string();
+                return Err(unfinished_at(
+                    &address,
+                    "create the lock directory",
+                    Unfinished::TookLonger(limit),
+                ));
             }
         };
         if case == Case::Insensitive {
@@ -204,15 +207,8 @@ impl FileBackend {
         match timeout(limit + REPORT_GRACE, task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(io_error(e, op, name, path)),
-            Ok(Err(join)) => Err(Error::backend(format!(
-                "file backend: {op} lock {name} failed: {join}"
-            ))),
-            Err(_) => Err(Error::timeout(format!(
-                "file backend: {op} lock {name} at {} took longer than {}; \
-                 is the filesystem hung?",
-                path.display(),
-                lock_core::raw::human_duration(limit)
-            ))),
+            Ok(Err(join)) => Err(unfinished(op, name, path, Unfinished::Failed(&join))),
+            Err(_) => Err(unfinished(op, name, path, Unfinished::TookLonger(limit))),
         }
     }
 
@@ -286,8 +282,8 @@ impl FileBackend {
                     .saturating_duration_since(sent)
                     .clamp(MAX_BACKOFF, request),
             };
-            let mut pending = PendingAttempt::start(self, paths, holder, ttl, claim.clone(), limit);
-            let (remaining, max_backoff) = match pending.outcome(name).await? {
+            let mut attempt = AcquireCleanup::start(self, paths, holder, ttl, claim.clone(), limit);
+            let (remaining, max_backoff) = match attempt.outcome(name).await? {
                 Attempt::Granted { token } => {
                     if space == Space::Election {
                         wakeups::notify(&paths.record);

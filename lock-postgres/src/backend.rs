@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
+use crate::acquire_cleanup::AcquireCleanup;
 use crate::config::{Layout, MIN_TTL, PostgresConfig};
 use crate::keys::{self, Space};
 use crate::lease::PgLease;
-use crate::pending::Pending;
 use crate::pool::Pool;
 use crate::schema;
 use crate::sql::Sql;
@@ -176,7 +176,7 @@ impl PostgresBackend {
         let deadline = options.wait.deadline_from(Instant::now());
         // Listen before the first look, so no release falls between them.
         let watch = self.inner.wakeups.watch(&key);
-        let mut pending = Pending::new(&self.inner, owner);
+        let mut cleanup = AcquireCleanup::new(&self.inner, owner);
         let attempt = Attempt {
             key: &key,
             owner,
@@ -202,17 +202,17 @@ impl PostgresBackend {
                     continue;
                 }
                 Err(e) => {
-                    pending.finish().await;
+                    cleanup.finish().await;
                     return Err(e);
                 }
             };
             match outcome {
                 Outcome::Granted(token) => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return self.guard(name, &key, owner, token, ttl, sent);
                 }
                 Outcome::LimitDiffers(theirs) => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return Err(Error::invalid_config(format!(
                         "semaphore {name} is in use with a limit of {theirs} permits, not {}: \
                          every holder of one semaphore must agree on its limit",
@@ -220,7 +220,7 @@ impl PostgresBackend {
                     )));
                 }
                 Outcome::Waiting(_) if !queue => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return Err(Error::would_block(format!(
                         "{} is held by someone else",
                         describe(access, name)
@@ -245,7 +245,7 @@ impl PostgresBackend {
                         () = tokio::time::sleep_until(wake_at) => {}
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        pending.finish().await;
+                        cleanup.finish().await;
                         return Err(Error::timeout(format!(
                             "{} is still held by someone else after waiting {}",
                             describe(access, name),

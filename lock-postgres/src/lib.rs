@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod acquire_cleanup;
 mod admin;
 mod advisory;
 mod backend;
@@ -10,7 +11,6 @@ mod errors;
 mod fence;
 mod keys;
 mod lease;
-mod pending;
 mod pool;
 mod schema;
 mod sql;

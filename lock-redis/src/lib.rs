@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod acquire_cleanup;
 mod admin;
 mod attempt;
 mod backend;
@@ -14,7 +15,6 @@ mod guarded_write;
 mod held;
 mod keys;
 mod node;
-mod pending;
 mod quorum;
 mod redlock;
 mod scripts;

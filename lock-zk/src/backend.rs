@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::ahead::Ask;
-use crate::cleanup::Leftover;
+use crate::cleanup::AcquireCleanup;
 use crate::config::{MIN_SESSION_TIMEOUT, Resolved, ZkConfig};
 use crate::deadline::Deadline;
 use crate::errors::ZkSite;
@@ -290,7 +290,7 @@ impl ZkBackend {
         let validity = Validity::from_sent(&session.evidence(), session.timing.trusted_for());
         if !validity.is_valid() {
             head.notifier.fire(LostReason::Released);
-            session.remove_now(Leftover::Node(head.path.clone()));
+            session.remove_now(AcquireCleanup::Node(head.path.clone()));
             if let Some(duplicates) = head.duplicates {
                 session.remove_now(duplicates);
             }

@@ -41,6 +41,17 @@ use crate::options::AcquireOptions;
 use crate::renewer::Renewer;
 
 use table::{Request, Space, Table};
+
+/// An error of `kind` during `operation` in the memory backend, made
+/// through [`Site`](crate::raw::Site) as every backend's are.
+pub(crate) fn memory_error(
+    kind: crate::ErrorKind,
+    operation: impl std::fmt::Display,
+    detail: impl std::fmt::Display,
+) -> Error {
+    let operation = operation.to_string();
+    crate::site::Site::new("memory", "memory://", &operation).error(kind, detail)
+}
 #[cfg(feature = "testing")]
 pub use testing::expire_key;
 
@@ -247,7 +258,9 @@ impl Lease for MemoryLease {
 
     async fn proclaim(&self, value: &[u8]) -> Result<()> {
         if self.space != Space::Election {
-            return Err(Error::unsupported(
+            return Err(memory_error(
+                crate::ErrorKind::Unsupported,
+                format_args!("proclaim on {}", self.name),
                 "proclaim is only available on a leadership",
             ));
         }
@@ -261,10 +274,11 @@ impl MemoryLease {
         if self.table.release(self.space, &self.name, self.grant.lease) {
             Ok(())
         } else {
-            Err(Error::not_held(format!(
-                "lock {} was no longer held by this guard (token {}); nothing was released",
-                self.name, self.grant.token
-            )))
+            Err(memory_error(
+                crate::ErrorKind::NotHeld,
+                format_args!("release lock {} (token {})", self.name, self.grant.token),
+                "it was no longer held by this guard; nothing was released",
+            ))
         }
     }
 }
