@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{
-    AcquireOptions, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
+    AcquireRequest, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
     Error, LeaderInfo, LeaderStream, Leadership, LockBackend, LockGuard, LockName, Result,
 };
 
@@ -121,21 +121,9 @@ impl LockBackend for Backend {
 
     /// # Cancel safety
     ///
-    /// As the underlying backend's [`LockBackend::acquire`].
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.client.acquire(name, options).await
-    }
-
-    /// # Cancel safety
-    ///
-    /// As the underlying backend's [`LockBackend::acquire_as`].
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: lock_core::Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.client.acquire_as(name, access, options).await
+    /// As the underlying backend's [`LockBackend::acquire_request`].
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        self.client.acquire_request(request).await
     }
 
     /// # Cancel safety

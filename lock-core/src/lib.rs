@@ -65,7 +65,7 @@ pub use admin::{
     AdminCapabilities, DEFAULT_LIST_LIMIT, HolderInfo, ListOptions, ListPage, ListedLock,
     LockStatus, Primitive, WaiterInfo, default_holder_description,
 };
-pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
+pub use backend::{AcquireRequest, DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
 pub use client_config::ClientConfig;

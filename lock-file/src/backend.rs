@@ -10,8 +10,8 @@ use lock_core::AdminCapabilities;
 use lock_core::raw::check_limit_agrees;
 use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
 use lock_core::{
-    Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
-    ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
+    Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
+    ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -385,35 +385,22 @@ impl LockBackend for FileBackend {
         self.config.default_ttl
     }
 
-    /// Acquires `name`, polling while another holder's lease runs.
+    /// Acquires `name`, polling while another holder's lease runs; or a
+    /// permit of the semaphore `name`, or a side of the read-write lock
+    /// `name`, polling while the grants and the waiters ahead of it keep it
+    /// out (its record is in a space of its own).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a waiter leaves nothing on disk. If the future is dropped
-    /// while an attempt is in flight and that attempt turns out to have
-    /// taken the lock, a background task releases it at once (the TTL is the
-    /// backstop if the process exits first).
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, None, None)
-            .await
-    }
-
-    /// Acquires a permit of the semaphore `name`, or a side of the
-    /// read-write lock `name`, polling while the grants and the waiters
-    /// ahead of it keep it out. Its record is in a space of its own.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](LockBackend::acquire): a dropped waiter's queue place
-    /// is removed in the background (and lapses in 400 ms anyway), and an
-    /// attempt in flight that turns out to have been granted is released.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.acquire_in(Space::of(access), name, options, None, Some(access))
+    /// Cancel safe: a waiting lock leaves nothing on disk, and a dropped
+    /// waiter's queue place is removed in the background (and lapses in
+    /// 400 ms anyway). If the future is dropped while an attempt is in
+    /// flight and that attempt turns out to have taken the lock, a
+    /// background task releases it at once (the TTL is the backstop if the
+    /// process exits first).
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let space = request.access.map_or(Space::Lock, Space::of);
+        self.acquire_in(space, request.name, request.options, None, request.access)
             .await
     }
 

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use lock_core::AdminCapabilities;
 use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
 use lock_core::{
-    Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
-    ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
+    Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
+    ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
 use tokio::time::Instant;
 use tokio_postgres::types::Type;
@@ -394,7 +394,9 @@ impl LockBackend for PostgresBackend {
         self.inner.config.ttl
     }
 
-    /// Acquires `name`: joins its queue and waits to be first.
+    /// Acquires `name`: joins its queue and waits to be first; or a permit
+    /// of the semaphore `name`, or a side of the read-write lock `name`, in
+    /// their own key spaces.
     ///
     /// # Cancel safety
     ///
@@ -402,25 +404,12 @@ impl LockBackend for PostgresBackend {
     /// task deletes the queue entry (or a grant whose answer was in flight,
     /// owner-checked) and wakes the next waiter. If that task cannot run,
     /// the entry expires after one TTL.
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, Access::Write, name, options, None)
-            .await
-    }
-
-    /// Acquires a permit of the semaphore `name`, or a side of the
-    /// read-write lock `name`, in their own key spaces.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](LockBackend::acquire): cancelling gives up the attempt
-    /// and its place in the queue.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.acquire_in(Space::shared(access), access, name, options, None)
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let (space, access) = match request.access {
+            None => (Space::Lock, Access::Write),
+            Some(access) => (Space::shared(access), access),
+        };
+        self.acquire_in(space, access, request.name, request.options, None)
             .await
     }
 

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 
 use crate::access::Access;
 use crate::admin::{AdminCapabilities, HolderInfo, ListOptions, ListPage, LockStatus};
-use crate::backend::LockBackend;
+use crate::backend::{AcquireRequest, LockBackend};
 use crate::capabilities::{Capabilities, FencingStrength};
 use crate::clock::{LeaseClock, SentAt, TokioClock};
 use crate::error::{Error, Result};
@@ -189,22 +189,14 @@ impl LockBackend for MemoryBackend {
         self.default_ttl
     }
 
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, Access::Write, name, options, None)
-            .await
-    }
-
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        let space = match access {
-            Access::Permit(_) => Space::Semaphore,
-            _ => Space::RwLock,
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let (space, access) = match request.access {
+            None => (Space::Lock, Access::Write),
+            Some(access @ Access::Permit(_)) => (Space::Semaphore, access),
+            Some(access) => (Space::RwLock, access),
         };
-        self.acquire_in(space, access, name, options, None).await
+        self.acquire_in(space, access, request.name, request.options, None)
+            .await
     }
 
     /// # Cancel safety
