@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use lock_core::raw::{SETTINGS, SettingSpec, Settings};
+use lock_core::raw::{SETTINGS, Settings};
 use lock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
@@ -165,18 +165,19 @@ impl Config {
                 continue;
             };
             config
-                .set(spec, &value)
+                .set(spec.name, &value)
                 .and_then(|()| config.validate())
                 .map_err(|e| Error::invalid_config(format!("{}: {}", spec.env, e.message())))?;
         }
         Ok(config)
     }
 
-    /// Sets the setting `spec` from its text, as an environment variable or
-    /// a command-line flag writes it.
-    pub fn set(&mut self, spec: &SettingSpec, value: &str) -> Result<()> {
+    /// Sets the setting `name` (one of [`SETTINGS`](lock_core::raw::SETTINGS))
+    /// from its text, as an environment variable or a URL option writes it.
+    /// An unknown name or a bad value is `InvalidConfig`.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         let path = || Some(PathBuf::from(value));
-        match spec.name {
+        match name {
             "layout" => self.layout = Some(value.to_owned()),
             "fsync" => {
                 self.fsync = Some(match value {

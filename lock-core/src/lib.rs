@@ -56,6 +56,7 @@ pub mod raw;
 mod renewer;
 mod settings;
 mod site;
+mod space;
 pub mod telemetry;
 mod url_parts;
 mod validity;

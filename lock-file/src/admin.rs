@@ -13,8 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use lock_core::WaiterInfo;
 use lock_core::{
-    FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus, Primitive,
-    Result,
+    FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus, Result,
 };
 
 use crate::backend::FileBackend;
@@ -26,17 +25,6 @@ use crate::record::{self, Record};
 use crate::shares::SharedRecord;
 use crate::store;
 use crate::wakeups;
-
-impl Space {
-    fn primitive(self) -> Primitive {
-        match self {
-            Space::Lock => Primitive::Lock,
-            Space::Election => Primitive::Election,
-            Space::Semaphore => Primitive::Semaphore,
-            Space::RwLock => Primitive::RwLock,
-        }
-    }
-}
 
 /// One lock's record and live waiters, read without the `flock`.
 fn read_status(paths: &LockPaths) -> io::Result<(Record, Queue, Now)> {
@@ -138,7 +126,7 @@ impl FileBackend {
     /// unless only its election is in use.
     pub(crate) async fn status_of(&self, name: &LockName) -> Result<(Space, LockStatus)> {
         let mut first = None;
-        for space in Space::SINGLE {
+        for space in keys::SINGLE_SPACES {
             let paths = self.paths(space, name);
             let p = paths.clone();
             let read = self

@@ -399,7 +399,7 @@ impl LockBackend for FileBackend {
     /// background task releases it at once (the TTL is the backstop if the
     /// process exits first).
     async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
-        let space = request.access.map_or(Space::Lock, Space::of);
+        let space = request.access.map_or(Space::Lock, Space::shared);
         self.acquire_in(space, request.name, request.options, None, request.access)
             .await
     }

@@ -39,7 +39,7 @@ impl FileLease {
         gone_error(
             gone,
             op,
-            self.space.kind(),
+            crate::keys::kind(self.space),
             &self.name,
             self.token,
             &self.paths.record,

@@ -18,37 +18,14 @@ use tokio::time::{Instant, sleep_until};
 
 use super::memory_error;
 use crate::access::{Access, blockers, check_limit_agrees};
-use crate::admin::{HolderInfo, ListedLock, LockStatus, Primitive, WaiterInfo};
+use crate::admin::{HolderInfo, ListedLock, LockStatus, WaiterInfo};
 use crate::election::LeaderInfo;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fencing::FencingToken;
 use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
 use crate::options::Wait;
-
-/// Locks, elections, semaphores and read-write locks live in separate key spaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Space {
-    Lock,
-    Election,
-    Semaphore,
-    RwLock,
-}
-
-impl Space {
-    pub(super) fn as_str(self) -> &'static str {
-        self.primitive().as_str()
-    }
-
-    fn primitive(self) -> Primitive {
-        match self {
-            Space::Lock => Primitive::Lock,
-            Space::Election => Primitive::Election,
-            Space::Semaphore => Primitive::Semaphore,
-            Space::RwLock => Primitive::RwLock,
-        }
-    }
-}
+pub(super) use crate::space::Space;
 
 /// What an acquisition was granted: its lease id and fencing token.
 #[derive(Debug, Clone, Copy)]
