@@ -3,36 +3,31 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use lock_core::raw::{SETTINGS, Settings};
 use lock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
-use crate::duration::{parse_duration, serde_opt};
-use crate::redact::{redact_url, secret};
+use crate::redact::redact_url;
 
-/// Environment variables read by [`Config::from_env`].
-pub const ENV_VARS: [&str; 13] = [
-    "DISTLOCK_URL",
-    "DISTLOCK_TTL",
-    "DISTLOCK_CONNECT_TIMEOUT",
-    "DISTLOCK_REQUEST_TIMEOUT",
-    "DISTLOCK_USERNAME",
-    "DISTLOCK_PASSWORD",
-    "DISTLOCK_PREFIX",
-    "DISTLOCK_LAYOUT",
-    "DISTLOCK_HOLDER",
-    "DISTLOCK_TLS_CA",
-    "DISTLOCK_TLS_CERT",
-    "DISTLOCK_TLS_KEY",
-    "DISTLOCK_FSYNC",
-];
+/// The environment variable of the backend URL, read by [`Config::from_env`]
+/// with those of [`SETTINGS`](lock_core::raw::SETTINGS).
+pub const URL_ENV: &str = "DISTLOCK_URL";
+
+/// Every environment variable read by [`Config::from_env`]: [`URL_ENV`] and
+/// one a setting.
+pub fn env_vars() -> impl Iterator<Item = &'static str> {
+    std::iter::once(URL_ENV).chain(SETTINGS.iter().map(|spec| spec.env))
+}
 
 /// How to reach a backend. Every field is optional: unset fields keep the
 /// backend's defaults (or what the URL says), and a missing URL means the
 /// embedded default, the file backend in [`lock_file::FileConfig::default_dir`].
 ///
-/// In TOML, durations are humane strings (`ttl = "10s"`):
+/// The client settings every networked backend honours are [`Settings`];
+/// `layout`, `fsync` and `tls` are settings of some backends only, each
+/// parsed by its backend. In TOML they all sit at the top level, and
+/// durations are humane strings (`ttl = "10s"`):
 ///
 /// ```
 /// let config = distlock::Config::from_toml_str(r#"
@@ -44,7 +39,7 @@ pub const ENV_VARS: [&str; 13] = [
 ///     [tls]
 ///     ca = "/etc/ssl/ca.pem"
 /// "#).unwrap();
-/// assert_eq!(config.ttl, Some(std::time::Duration::from_secs(15)));
+/// assert_eq!(config.settings.ttl, Some(std::time::Duration::from_secs(15)));
 /// assert!(!format!("{config:?}").contains("s3cret"));
 /// ```
 ///
@@ -53,40 +48,24 @@ pub const ENV_VARS: [&str; 13] = [
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Backend URL (`memory://`, `file:///dir`, `etcd://...`, `redis://...`,
-    /// `rediss://...`, `redlock://...`, `redis+cluster://...`, `zk://...`).
+    /// `rediss://...`, `redlock://...`, `redis+cluster://...`, `zk://...`,
+    /// `postgres://...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// Default lease TTL.
-    #[serde(with = "serde_opt", skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<Duration>,
-    /// Bound on establishing the connection (network backends).
-    #[serde(with = "serde_opt", skip_serializing_if = "Option::is_none")]
-    pub connect_timeout: Option<Duration>,
-    /// Bound on each request to the backend.
-    #[serde(with = "serde_opt", skip_serializing_if = "Option::is_none")]
-    pub request_timeout: Option<Duration>,
-    /// User name for backends with authentication.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub username: Option<String>,
-    /// Password; never shown in `Debug`, logs or messages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-    /// Key prefix (etcd, Redis) or base node (ZooKeeper) for the locks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
+    /// TTL, timeouts, credentials, prefix and holder.
+    #[serde(flatten)]
+    pub settings: Settings,
     /// Key layout, for sharing locks with other clients of the same server:
     /// `distlock` (the default), `concurrency` (etcd: the layout of etcd's
-    /// concurrency package and `etcdctl lock`) or `curator` (ZooKeeper:
-    /// Apache Curator's recipes).
+    /// concurrency package and `etcdctl lock`), `curator` (ZooKeeper:
+    /// Apache Curator's recipes) or `advisory` (PostgreSQL advisory locks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
-    /// Holder description stored with every grant, shown to operators by
-    /// `distlock status` (default `host:pid`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub holder: Option<String>,
     /// `fsync` record writes (file backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fsync: Option<bool>,
-    /// TLS files for backends that support TLS.
+    /// TLS files (`tls.ca`, `tls.cert`, `tls.key`) for backends that
+    /// support TLS.
     #[serde(skip_serializing_if = "TlsConfig::is_empty")]
     pub tls: TlsConfig,
 }
@@ -95,13 +74,13 @@ pub struct Config {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TlsConfig {
-    /// CA certificate(s) to trust.
+    /// `tls.ca`: CA certificate(s) to trust.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca: Option<PathBuf>,
-    /// Client certificate.
+    /// `tls.cert`: client certificate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<PathBuf>,
-    /// Client private key.
+    /// `tls.key`: client private key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<PathBuf>,
 }
@@ -111,20 +90,23 @@ impl TlsConfig {
     pub fn is_empty(&self) -> bool {
         self.ca.is_none() && self.cert.is_none() && self.key.is_none()
     }
+
+    /// The files that are set, by setting name.
+    fn named(&self) -> [(&'static str, &Option<PathBuf>); 3] {
+        [
+            ("tls.ca", &self.ca),
+            ("tls.cert", &self.cert),
+            ("tls.key", &self.key),
+        ]
+    }
 }
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("url", &self.url.as_deref().map(redact_url))
-            .field("ttl", &self.ttl)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .field("username", &self.username)
-            .field("password", &secret(&self.password))
-            .field("prefix", &self.prefix)
+            .field("settings", &self.settings)
             .field("layout", &self.layout)
-            .field("holder", &self.holder)
             .field("fsync", &self.fsync)
             .field("tls", &self.tls)
             .finish()
@@ -140,7 +122,8 @@ impl Config {
         }
     }
 
-    /// Parses TOML text (see the type's docs for the keys).
+    /// Parses TOML text (see the type's docs for the keys). An unknown key
+    /// is `InvalidConfig`, naming it.
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let config: Config = toml::from_str(text).map_err(|e| {
             Error::invalid_config(format!(
@@ -163,79 +146,64 @@ impl Config {
         })
     }
 
-    /// Reads the `DISTLOCK_*` environment variables ([`ENV_VARS`]); unset or
+    /// Reads the `DISTLOCK_*` environment variables ([`env_vars`]); unset or
     /// empty ones stay `None`.
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
 
     /// As [`from_env`](Self::from_env), reading variables through `lookup`.
+    /// A bad value is `InvalidConfig`, naming the variable.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |key: &str| lookup(key).filter(|v| !v.trim().is_empty());
-        let duration = |key: &str| -> Result<Option<Duration>> {
-            get(key)
-                .map(|v| {
-                    parse_duration(&v)
-                        .map_err(|e| Error::invalid_config(format!("{key}: {}", e.message())))
-                })
-                .transpose()
+        let mut config = Config {
+            url: get(URL_ENV),
+            ..Config::default()
         };
-        let fsync = match get("DISTLOCK_FSYNC").as_deref() {
-            None => None,
-            Some("1" | "true" | "yes") => Some(true),
-            Some("0" | "false" | "no") => Some(false),
-            Some(other) => {
-                return Err(Error::invalid_config(format!(
-                    "DISTLOCK_FSYNC={other:?} is not a boolean (true or false)"
-                )));
-            }
-        };
-        let config = Config {
-            url: get("DISTLOCK_URL"),
-            ttl: duration("DISTLOCK_TTL")?,
-            connect_timeout: duration("DISTLOCK_CONNECT_TIMEOUT")?,
-            request_timeout: duration("DISTLOCK_REQUEST_TIMEOUT")?,
-            username: get("DISTLOCK_USERNAME"),
-            password: get("DISTLOCK_PASSWORD"),
-            prefix: get("DISTLOCK_PREFIX"),
-            layout: get("DISTLOCK_LAYOUT"),
-            holder: get("DISTLOCK_HOLDER"),
-            fsync,
-            tls: TlsConfig {
-                ca: get("DISTLOCK_TLS_CA").map(PathBuf::from),
-                cert: get("DISTLOCK_TLS_CERT").map(PathBuf::from),
-                key: get("DISTLOCK_TLS_KEY").map(PathBuf::from),
-            },
-        };
-        for (key, value) in [
-            ("DISTLOCK_TTL", config.ttl),
-            ("DISTLOCK_CONNECT_TIMEOUT", config.connect_timeout),
-            ("DISTLOCK_REQUEST_TIMEOUT", config.request_timeout),
-        ] {
-            if value.is_some_and(|d| d.is_zero()) {
-                return Err(Error::invalid_config(format!(
-                    "{key}: must be greater than zero"
-                )));
-            }
+        for spec in SETTINGS {
+            let Some(value) = get(spec.env) else {
+                continue;
+            };
+            config
+                .set(spec.name, &value)
+                .and_then(|()| config.validate())
+                .map_err(|e| Error::invalid_config(format!("{}: {}", spec.env, e.message())))?;
         }
-        config.validate().map_err(|e| {
-            Error::invalid_config(format!("DISTLOCK_* environment: {}", e.message()))
-        })?;
         Ok(config)
+    }
+
+    /// Sets the setting `name` (one of [`SETTINGS`](lock_core::raw::SETTINGS))
+    /// from its text, as an environment variable or a URL option writes it.
+    /// An unknown name or a bad value is `InvalidConfig`.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let path = || Some(PathBuf::from(value));
+        match name {
+            "layout" => self.layout = Some(value.to_owned()),
+            "fsync" => {
+                self.fsync = Some(match value {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    other => {
+                        return Err(Error::invalid_config(format!(
+                            "{other:?} is not a boolean (true or false)"
+                        )));
+                    }
+                });
+            }
+            "tls.ca" => self.tls.ca = path(),
+            "tls.cert" => self.tls.cert = path(),
+            "tls.key" => self.tls.key = path(),
+            name => self.settings.set(name, value)?,
+        }
+        Ok(())
     }
 
     /// `self`, with every setting that `over` sets taken from `over`.
     pub fn overlay(self, over: Config) -> Config {
         Config {
             url: over.url.or(self.url),
-            ttl: over.ttl.or(self.ttl),
-            connect_timeout: over.connect_timeout.or(self.connect_timeout),
-            request_timeout: over.request_timeout.or(self.request_timeout),
-            username: over.username.or(self.username),
-            password: over.password.or(self.password),
-            prefix: over.prefix.or(self.prefix),
+            settings: self.settings.overlay(over.settings),
             layout: over.layout.or(self.layout),
-            holder: over.holder.or(self.holder),
             fsync: over.fsync.or(self.fsync),
             tls: TlsConfig {
                 ca: over.tls.ca.or(self.tls.ca),
@@ -247,12 +215,12 @@ impl Config {
 
     /// Rejects zero TTLs and timeouts.
     pub fn validate(&self) -> Result<()> {
-        if let Some(ttl) = self.ttl {
+        if let Some(ttl) = self.settings.ttl {
             check_ttl(ttl)?;
         }
         for (what, value) in [
-            ("connect timeout", self.connect_timeout),
-            ("request timeout", self.request_timeout),
+            ("connect timeout", self.settings.connect_timeout),
+            ("request timeout", self.settings.request_timeout),
         ] {
             if value.is_some_and(|d| d.is_zero()) {
                 return Err(Error::invalid_config(format!(
@@ -263,23 +231,29 @@ impl Config {
         Ok(())
     }
 
-    /// The settings beyond the URL, in the vocabulary every backend applies
-    /// (each refuses those it has no use for).
-    pub fn settings(&self) -> lock_core::raw::Settings {
-        lock_core::raw::Settings {
-            ttl: self.ttl,
-            connect_timeout: self.connect_timeout,
-            request_timeout: self.request_timeout,
-            username: self.username.clone(),
-            password: self.password.clone(),
-            prefix: self.prefix.clone(),
-            layout: self.layout.clone(),
-            holder: self.holder.clone(),
-            fsync: self.fsync,
-            tls_ca: self.tls.ca.clone(),
-            tls_cert: self.tls.cert.clone(),
-            tls_key: self.tls.key.clone(),
-        }
+    /// The settings beyond the URL, as every backend applies them: the
+    /// client settings, and `layout`, `fsync` and the TLS files as
+    /// [`Settings::options`] for the backends that parse them (each
+    /// refuses those it has no use for).
+    pub fn settings(&self) -> Settings {
+        let mut settings = self.settings.clone();
+        let layout = self
+            .layout
+            .as_ref()
+            .map(|layout| ("layout", layout.clone()));
+        let fsync = self.fsync.map(|fsync| ("fsync", fsync.to_string()));
+        let tls = self.tls.named().into_iter().filter_map(|(name, path)| {
+            path.as_ref()
+                .map(|path| (name, path.to_string_lossy().into_owned()))
+        });
+        settings.options.extend(
+            layout
+                .into_iter()
+                .chain(fsync)
+                .chain(tls)
+                .map(|(name, value)| (name.to_owned(), value)),
+        );
+        settings
     }
 
     /// The URL to connect to: the configured one, else the embedded default
@@ -312,6 +286,7 @@ mod tests {
     use super::*;
     use lock_core::ErrorKind;
     use std::collections::HashMap;
+    use std::time::Duration;
 
     #[test]
     fn env_reads_every_setting_and_redacts_the_password() {
@@ -328,16 +303,22 @@ mod tests {
         ]
         .into();
         let config = Config::from_lookup(|k| env.get(k).map(|v| v.to_string())).unwrap();
-        assert_eq!(config.ttl, Some(Duration::from_secs(15)));
-        assert_eq!(config.connect_timeout, Some(Duration::from_millis(500)));
-        assert_eq!(config.request_timeout, Some(Duration::from_secs(2)));
+        assert_eq!(config.settings.ttl, Some(Duration::from_secs(15)));
+        assert_eq!(
+            config.settings.connect_timeout,
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            config.settings.request_timeout,
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(config.tls.ca.as_deref(), Some(Path::new("/ca.pem")));
         assert_eq!(config.fsync, Some(false));
         let debug = format!("{config:?}");
         assert!(!debug.contains("pw1") && !debug.contains("pw2"), "{debug}");
     }
 
-    /// Tools clear [`ENV_VARS`] to run distlock in a clean environment (the
+    /// Tools clear [`env_vars`] to run distlock in a clean environment (the
     /// CLI tests do): a variable read but not listed would leak through.
     #[test]
     fn env_vars_lists_every_variable_read() {
@@ -350,7 +331,7 @@ mod tests {
         let mut read = read.into_inner().unwrap();
         read.sort();
         read.dedup();
-        let mut listed: Vec<String> = ENV_VARS.iter().map(|v| (*v).to_owned()).collect();
+        let mut listed: Vec<String> = env_vars().map(str::to_owned).collect();
         listed.sort();
         assert_eq!(read, listed);
     }
@@ -377,14 +358,11 @@ mod tests {
     fn overlay_prefers_the_upper_layer() {
         let file =
             Config::from_toml_str("url = \"memory://\"\nttl = \"3s\"\nprefix = \"a\"").unwrap();
-        let env = Config {
-            ttl: Some(Duration::from_secs(9)),
-            ..Config::default()
-        };
+        let env = Config::from_lookup(|k| (k == "DISTLOCK_TTL").then(|| "9s".into())).unwrap();
         let merged = file.overlay(env);
         assert_eq!(merged.url.as_deref(), Some("memory://"));
-        assert_eq!(merged.ttl, Some(Duration::from_secs(9)));
-        assert_eq!(merged.prefix.as_deref(), Some("a"));
+        assert_eq!(merged.settings.ttl, Some(Duration::from_secs(9)));
+        assert_eq!(merged.settings.prefix.as_deref(), Some("a"));
     }
 
     #[test]
@@ -394,6 +372,27 @@ mod tests {
                 .unwrap();
         let text = toml::to_string(&config).unwrap();
         assert_eq!(Config::from_toml_str(&text).unwrap(), config);
+    }
+
+    #[test]
+    fn backend_settings_reach_the_backends_as_named_options() {
+        let config = Config::from_toml_str(
+            "layout = \"curator\"\nfsync = false\nprefix = \"p\"\n[tls]\ncert = \"/c.pem\"",
+        )
+        .unwrap();
+        let settings = config.settings();
+        assert_eq!(settings.prefix.as_deref(), Some("p"));
+        assert_eq!(settings.option("layout"), Some("curator"));
+        assert_eq!(settings.option("fsync"), Some("false"));
+        assert_eq!(settings.option("tls.cert"), Some("/c.pem"));
+        assert_eq!(settings.option("tls.ca"), None);
+    }
+
+    #[test]
+    fn unknown_tls_keys_are_refused_by_name() {
+        let err = Config::from_toml_str("[tls]\nca_cert = \"/x\"").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("ca_cert"), "{err}");
     }
 
     #[test]

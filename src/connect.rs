@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{
-    AcquireOptions, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
+    AcquireRequest, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
     Error, LeaderInfo, LeaderStream, Leadership, LockBackend, LockGuard, LockName, Result,
 };
 
@@ -121,21 +121,9 @@ impl LockBackend for Backend {
 
     /// # Cancel safety
     ///
-    /// As the underlying backend's [`LockBackend::acquire`].
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.client.acquire(name, options).await
-    }
-
-    /// # Cancel safety
-    ///
-    /// As the underlying backend's [`LockBackend::acquire_as`].
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: lock_core::Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.client.acquire_as(name, access, options).await
+    /// As the underlying backend's [`LockBackend::acquire_request`].
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        self.client.acquire_request(request).await
     }
 
     /// # Cancel safety
@@ -255,7 +243,11 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
     let url = config.effective_url();
     let scheme = Scheme::of_url(&url)?;
     scheme.ensure_compiled_in()?;
-    let limit = config.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT) + CONNECT_SLACK;
+    let limit = config
+        .settings
+        .connect_timeout
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+        + CONNECT_SLACK;
     let description = config.redacted_url();
     match tokio::time::timeout(limit, backends::connect(scheme, &url, config)).await {
         Ok(Ok((client, native))) => {

@@ -23,40 +23,6 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     lock_core::raw::parse_duration(text).map_err(Error::invalid_config)
 }
 
-/// Serde for `Option<Duration>` as a humane string (or a number of seconds).
-pub(crate) mod serde_opt {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Seconds(f64),
-    }
-
-    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_str(&super::format_duration(*d)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        let text = match Option::<Raw>::deserialize(d)? {
-            None => return Ok(None),
-            Some(Raw::Text(text)) => text,
-            Some(Raw::Seconds(secs)) => secs.to_string(),
-        };
-        super::parse_duration(&text)
-            .map(Some)
-            .map_err(|e| serde::de::Error::custom(e.message()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,10 +12,11 @@ mod scheme;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use config::{Config, ENV_VARS, TlsConfig, default_url};
+pub use config::{Config, TlsConfig, URL_ENV, default_url, env_vars};
 pub use connect::{Backend, connect, connect_with};
 pub use duration::{format_duration, human_duration, parse_duration};
 pub use guarded::Owner;
+pub use lock_core::raw::{SETTINGS, SettingScope, SettingSpec, Settings};
 // What users of locks and elections need. What backend authors need lives
 // in `lock_core::raw`, and is not re-exported here.
 pub use lock_core::memory;

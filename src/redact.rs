@@ -11,11 +11,6 @@
 /// ```
 pub use lock_core::raw::redact_url;
 
-/// `"***"` if a secret is set, for `Debug` impls.
-pub(crate) fn secret(value: &Option<String>) -> Option<&'static str> {
-    value.as_ref().map(|_| "***")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

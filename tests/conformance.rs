@@ -130,7 +130,10 @@ impl UrlTarget {
 /// `distlock::connect_with` for `url` with the tests' short TTL.
 async fn connect_url(url: &str, ttl: Duration) -> distlock::Backend {
     let config = Config {
-        ttl: Some(ttl),
+        settings: distlock::Settings {
+            ttl: Some(ttl),
+            ..distlock::Settings::default()
+        },
         ..Config::from_url(url)
     };
     distlock::connect_with(&config)

@@ -45,9 +45,8 @@ pub(crate) struct TargetArgs {
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) url: Vec<String>,
 
-    /// TOML config file (url, ttl, connect_timeout, request_timeout,
-    /// username, password, prefix, layout, holder, fsync, [tls]
-    /// ca/cert/key). DISTLOCK_* variables override it.
+    /// TOML config file with the settings `distlock --help` lists (tls.ca
+    /// is `ca` in a [tls] table). DISTLOCK_* variables override it.
     #[arg(long, global = true, value_name = "FILE", env = "DISTLOCK_CONFIG")]
     pub(crate) config: Option<PathBuf>,
 

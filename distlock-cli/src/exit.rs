@@ -191,6 +191,24 @@ pub(crate) fn help(topic: Topic) -> String {
     let mut text = format!("Exit codes:\n{}", lines.join("\n"));
     if topic == All {
         text.push_str("\n`distlock COMMAND --help` lists the codes COMMAND can give.");
+        text.push_str(&settings_help());
+    }
+    text
+}
+
+/// The settings a config file or the environment can give, from the one
+/// table of them.
+fn settings_help() -> String {
+    let mut text = format!(
+        "\n\nSettings (config file key, environment variable):\n  {:<16} {:<25} backend URL",
+        "url",
+        distlock::URL_ENV
+    );
+    for spec in distlock::SETTINGS {
+        text.push_str(&format!(
+            "\n  {:<16} {:<25} {}",
+            spec.name, spec.env, spec.about
+        ));
     }
     text
 }

@@ -15,7 +15,7 @@ pub(crate) fn configs(target: &TargetArgs) -> Result<Vec<Config>, Failure> {
     };
     let mut base = file.overlay(from_env()?);
     if let Some(timeout) = target.connect_timeout {
-        base.connect_timeout = Some(timeout);
+        base.settings.connect_timeout = Some(timeout);
     }
     if target.url.is_empty() {
         return Ok(vec![base]);

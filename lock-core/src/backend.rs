@@ -15,11 +15,63 @@ use crate::multi::{self, MultiLockGuard};
 use crate::name::LockName;
 use crate::options::{AcquireOptions, Wait};
 
+/// One acquisition asked of a [`LockBackend`]: the lock of `name`, or an
+/// [`Access`] to its semaphore or read-write lock, with `options`.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AcquireRequest<'a> {
+    /// The name to acquire.
+    pub name: &'a LockName,
+    /// `None` for the lock of `name`; else the access to its semaphore or
+    /// read-write lock.
+    pub access: Option<Access>,
+    /// TTL, wait, holder description.
+    pub options: &'a AcquireOptions,
+}
+
+impl<'a> AcquireRequest<'a> {
+    /// The lock of `name`.
+    pub fn lock(name: &'a LockName, options: &'a AcquireOptions) -> Self {
+        AcquireRequest {
+            name,
+            access: None,
+            options,
+        }
+    }
+
+    /// `Unsupported` for this request on a backend with `caps` that has
+    /// none of what it asks for.
+    pub fn unsupported(&self, caps: &Capabilities) -> Error {
+        let (missing, operation) = match self.access {
+            Some(Access::Permit(_)) => ("semaphores", "acquire_as"),
+            Some(_) => ("read-write locks", "acquire_as"),
+            None => (
+                "locks (it implements neither acquire nor acquire_request)",
+                "acquire",
+            ),
+        };
+        Error::unsupported(format!("the {} backend has no {missing}", caps.backend))
+            .with_site(caps.backend, operation.to_owned())
+    }
+
+    /// `access` to the semaphore or read-write lock `name`.
+    pub fn shared(name: &'a LockName, access: Access, options: &'a AcquireOptions) -> Self {
+        AcquireRequest {
+            name,
+            access: Some(access),
+            options,
+        }
+    }
+}
+
 /// A distributed lock service: etcd, Redis, ZooKeeper, a file, or memory.
 ///
 /// The trait is object safe; the backend is usually chosen at run time and
-/// held as `Arc<DynLockBackend>`. It has one required async method; the
-/// convenience forms live in [`LockBackendExt`].
+/// held as `Arc<DynLockBackend>`. A backend implements
+/// [`acquire_request`](LockBackend::acquire_request), which serves both
+/// [`acquire`](LockBackend::acquire) and
+/// [`acquire_as`](LockBackend::acquire_as); the convenience forms live in
+/// [`LockBackendExt`].
 ///
 /// # Contract
 ///
@@ -44,13 +96,19 @@ pub trait LockBackend: fmt::Debug + Send + Sync + 'static {
     /// Fails with `WouldBlock` ([`Wait::No`]) or `Timeout` ([`Wait::Timeout`])
     /// when the lock stays held by someone else.
     ///
+    /// The default is [`acquire_request`](Self::acquire_request) for the
+    /// lock of `name`.
+    ///
     /// # Cancel safety
     ///
     /// Cancelling (dropping) the future gives up the attempt and its place in
     /// the queue. Any entry it left on the server is deleted in the background
     /// and in any case expires with its lease, so it never blocks other
     /// contenders beyond the TTL.
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard>;
+    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
+        self.acquire_request(AcquireRequest::lock(name, options))
+            .await
+    }
 
     /// Acquires `name` as a semaphore permit, a reader or the writer of a
     /// read-write lock, waiting as `options.wait` allows.
@@ -69,7 +127,8 @@ pub trait LockBackend: fmt::Debug + Send + Sync + 'static {
     /// sequence, in grant order (see [`Access`](crate::Access)). Semaphores,
     /// read-write locks and mutexes of one name are independent.
     /// [`Capabilities::semaphore`] and [`Capabilities::rwlock`] say what the
-    /// backend offers; the default is `Unsupported`.
+    /// backend offers. The default is
+    /// [`acquire_request`](Self::acquire_request) for `access`.
     ///
     /// # Cancel safety
     ///
@@ -81,17 +140,21 @@ pub trait LockBackend: fmt::Debug + Send + Sync + 'static {
         access: Access,
         options: &AcquireOptions,
     ) -> Result<LockGuard> {
-        let _ = (name, options);
-        let caps = self.capabilities();
-        Err(Error::unsupported(format!(
-            "the {} backend has no {}s",
-            caps.backend,
-            match access {
-                Access::Permit(_) => "semaphore",
-                _ => "read-write lock",
-            }
-        ))
-        .with_site(caps.backend, "acquire_as".to_owned()))
+        self.acquire_request(AcquireRequest::shared(name, access, options))
+            .await
+    }
+
+    /// Acquires what `request` asks for: the one method a backend
+    /// implements for [`acquire`](Self::acquire) and
+    /// [`acquire_as`](Self::acquire_as) both, which are this method by
+    /// default. The default is `Unsupported`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire): cancelling gives up the attempt and
+    /// its place in the queue, and never blocks others beyond the TTL.
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        Err(request.unsupported(&self.capabilities()))
     }
 
     /// The holder of `name` and its waiters, as an operator needs them.

@@ -1,86 +1,102 @@
-//! What every networked backend's config shares: the builders for its
-//! client settings, and applying those [`Settings`](crate::raw::Settings).
+//! [`ClientConfig`]: what every networked backend's config shares, its
+//! client settings, with one set of builders and one way of applying
+//! [`Settings`].
 //!
 //! The configs differ in what they add (TLS, layouts, Redlock's servers),
-//! so the shared part is a macro over fields of the same names rather
-//! than a struct they would all have to nest.
+//! so each keeps its own fields and lends them out as [`ClientFields`];
+//! the builders and [`ClientConfig::apply_client_settings`] are written
+//! once, here.
 
-/// The settings names every networked backend honours, besides its own.
-pub const CLIENT_SETTINGS: [&str; 7] = [
-    "ttl",
-    "connect_timeout",
-    "request_timeout",
-    "username",
-    "password",
-    "prefix",
-    "holder",
-];
+use std::time::Duration;
 
-/// Expands, inside a config's `impl` block, to the builders
-/// `with_prefix`, `with_connect_timeout`, `with_request_timeout`,
-/// `with_credentials` and `with_holder`. The config has fields named `prefix: String`, `connect_timeout`,
-/// `request_timeout`, `username`, `password` and `holder`, either directly
-/// (`client_config_builders!()`) or in one of its fields
-/// (`client_config_builders!(common)`).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! client_config_builders {
-    ($($via:ident)?) => {
-        /// Sets where this backend's keys or nodes live.
-        pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-            self$(.$via)?.prefix = prefix.into();
-            self
-        }
+use crate::settings::Settings;
 
-        /// Sets the bound on establishing a connection.
-        pub fn with_connect_timeout(mut self, timeout: std::time::Duration) -> Self {
-            self$(.$via)?.connect_timeout = timeout;
-            self
-        }
-
-        /// Sets the bound on each request, its retries included.
-        pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
-            self$(.$via)?.request_timeout = timeout;
-            self
-        }
-
-        /// Sets the user name and password to authenticate with.
-        pub fn with_credentials(
-            mut self,
-            username: impl Into<String>,
-            password: impl Into<String>,
-        ) -> Self {
-            self$(.$via)?.username = Some(username.into());
-            self$(.$via)?.password = Some(password.into());
-            self
-        }
-
-        /// Sets the holder description stored with every grant, for
-        /// operators; an acquire's own label wins. The default is `host:pid`.
-        pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
-            self$(.$via)?.holder = Some(holder.into());
-            self
-        }
-    };
+/// The client settings of a backend's config, borrowed for writing.
+#[derive(Debug)]
+pub struct ClientFields<'a> {
+    /// Where the backend's keys or nodes live.
+    pub prefix: &'a mut String,
+    /// The bound on establishing a connection.
+    pub connect_timeout: &'a mut Duration,
+    /// The bound on each request.
+    pub request_timeout: &'a mut Duration,
+    /// The user name to authenticate as.
+    pub username: &'a mut Option<String>,
+    /// The password.
+    pub password: &'a mut Option<String>,
+    /// The holder description stored with every grant.
+    pub holder: &'a mut Option<String>,
 }
 
-/// `apply_client_settings!(config, settings)` copies onto `config` (a
-/// `&mut` to a config with the fields [`client_config_builders!`] names)
-/// the client settings `settings` sets: all of [`CLIENT_SETTINGS`] but
-/// `ttl`, which each backend maps onto its own lease.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! apply_client_settings {
-    ($config:expr, $settings:expr) => {{
-        let fields = $config;
-        let settings: $crate::raw::Settings = $settings.clone();
-        fields.connect_timeout = settings.connect_timeout.unwrap_or(fields.connect_timeout);
-        fields.request_timeout = settings.request_timeout.unwrap_or(fields.request_timeout);
-        fields.prefix = settings
-            .prefix
-            .unwrap_or(std::mem::take(&mut fields.prefix));
-        fields.username = settings.username.or(fields.username.take());
-        fields.password = settings.password.or(fields.password.take());
-        fields.holder = settings.holder.or(fields.holder.take());
-    }};
+/// A networked backend's config: the builders of its client settings, and
+/// applying the client settings of [`Settings`] over them.
+///
+/// Bring it into scope (`use lock_core::ClientConfig`, or the backend
+/// crate's re-export) to call the builders.
+pub trait ClientConfig: Sized {
+    /// The config's client settings, to write.
+    fn client_fields(&mut self) -> ClientFields<'_>;
+
+    /// Sets where this backend's keys or nodes live.
+    fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        *self.client_fields().prefix = prefix.into();
+        self
+    }
+
+    /// Sets the bound on establishing a connection.
+    fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        *self.client_fields().connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the bound on each request, its retries included.
+    fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        *self.client_fields().request_timeout = timeout;
+        self
+    }
+
+    /// Sets the user name and password to authenticate with.
+    fn with_credentials(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        let fields = self.client_fields();
+        *fields.username = Some(username.into());
+        *fields.password = Some(password.into());
+        self
+    }
+
+    /// Sets the holder description stored with every grant, for operators;
+    /// an acquire's own label wins. The default is `host:pid`.
+    fn with_holder(mut self, holder: impl Into<String>) -> Self {
+        *self.client_fields().holder = Some(holder.into());
+        self
+    }
+
+    /// Copies the client settings that `settings` sets over this config's:
+    /// all but `ttl`, which each backend maps onto its own lease, and the
+    /// backend's own [`options`](Settings::options).
+    fn apply_client_settings(&mut self, settings: &Settings) {
+        let fields = self.client_fields();
+        if let Some(timeout) = settings.connect_timeout {
+            *fields.connect_timeout = timeout;
+        }
+        if let Some(timeout) = settings.request_timeout {
+            *fields.request_timeout = timeout;
+        }
+        let text = [
+            (&settings.username, fields.username),
+            (&settings.password, fields.password),
+            (&settings.holder, fields.holder),
+        ];
+        for (given, field) in text {
+            if given.is_some() {
+                field.clone_from(given);
+            }
+        }
+        if let Some(prefix) = &settings.prefix {
+            fields.prefix.clone_from(prefix);
+        }
+    }
 }

@@ -56,6 +56,7 @@ pub mod raw;
 mod renewer;
 mod settings;
 mod site;
+mod space;
 pub mod telemetry;
 mod url_parts;
 mod validity;
@@ -65,9 +66,10 @@ pub use admin::{
     AdminCapabilities, DEFAULT_LIST_LIMIT, HolderInfo, ListOptions, ListPage, ListedLock,
     LockStatus, Primitive, WaiterInfo, default_holder_description,
 };
-pub use backend::{DynLockBackend, LockBackend, LockBackendExt};
+pub use backend::{AcquireRequest, DynLockBackend, LockBackend, LockBackendExt};
 pub use background::wait_for_background;
 pub use capabilities::{Capabilities, FencingStrength};
+pub use client_config::ClientConfig;
 pub use election::{
     Candidacy, DynElectionBackend, ElectionBackend, LeaderInfo, LeaderStream, Leadership,
 };

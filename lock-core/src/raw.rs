@@ -16,7 +16,7 @@ pub use crate::background::{
     finish as finish_in_background, in_flight, spawn as spawn_background,
     spawn_on as spawn_background_on,
 };
-pub use crate::client_config::CLIENT_SETTINGS;
+pub use crate::client_config::ClientFields;
 pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, boot_clock};
 pub use crate::duration::{
     format_duration, human_duration, lease_millis, parse_duration, serde_humane,
@@ -27,14 +27,14 @@ pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
 pub use crate::renewer::{RenewFn, RenewalTask, Renewer};
-pub use crate::settings::Settings;
+pub use crate::settings::{SETTINGS, SettingScope, SettingSpec, Settings, setting_names};
 pub use crate::site::Site;
+pub use crate::space::Space;
 pub use crate::telemetry::record::{count_renewal_failing, observe_acquire, observe_renewal};
 pub use crate::url_parts::{
     UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };
 pub use crate::validity::{Validity, drift_allowance};
-pub use crate::{apply_client_settings, client_config_builders};
 
 use std::time::Duration;
 

@@ -1,67 +1,254 @@
-//! [`Settings`]: what a user configures beyond the URL, in one vocabulary
-//! for every backend.
+//! [`Settings`]: the client settings every networked backend honours, and
+//! [`SETTINGS`], the one table of setting names.
 //!
 //! A config file, the environment or command-line flags fill one
-//! `Settings`; each backend applies the settings it honours over its URL's
-//! and refuses the rest, so a setting never silently does nothing.
+//! `Settings`. The shared client settings are its fields; a backend's own
+//! settings (`layout`, `fsync`, `tls.*`) travel as text in
+//! [`Settings::options`] and are parsed by the backend, with the parser of
+//! its URL options. A backend refuses a setting it has no use for, so a
+//! setting never silently does nothing.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
+use crate::duration::{parse_duration, serde_humane};
 use crate::{Error, Result};
+
+/// Who honours a setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingScope {
+    /// Every networked backend: a field of [`Settings`].
+    Client,
+    /// Some backends, which parse it themselves: an entry of
+    /// [`Settings::options`].
+    Backend,
+}
+
+/// One setting: its name in config files and URL options, its environment
+/// variable, and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingSpec {
+    /// The name in config files and URL options.
+    pub name: &'static str,
+    /// The environment variable the facade and the CLI read.
+    pub env: &'static str,
+    /// What it sets, in a line.
+    pub about: &'static str,
+    /// Who honours it.
+    pub scope: SettingScope,
+}
+
+const fn client(name: &'static str, env: &'static str, about: &'static str) -> SettingSpec {
+    SettingSpec {
+        name,
+        env,
+        about,
+        scope: SettingScope::Client,
+    }
+}
+
+const fn backend(name: &'static str, env: &'static str, about: &'static str) -> SettingSpec {
+    SettingSpec {
+        name,
+        env,
+        about,
+        scope: SettingScope::Backend,
+    }
+}
+
+/// Every setting beyond the URL: parsing, refusal messages, the CLI and the
+/// docs all read their names here.
+pub const SETTINGS: &[SettingSpec] = &[
+    client(
+        "ttl",
+        "DISTLOCK_TTL",
+        "default lease TTL (ZooKeeper: the session timeout)",
+    ),
+    client(
+        "connect_timeout",
+        "DISTLOCK_CONNECT_TIMEOUT",
+        "bound on establishing a connection",
+    ),
+    client(
+        "request_timeout",
+        "DISTLOCK_REQUEST_TIMEOUT",
+        "bound on each request",
+    ),
+    client(
+        "username",
+        "DISTLOCK_USERNAME",
+        "user name to authenticate as",
+    ),
+    client("password", "DISTLOCK_PASSWORD", "password; never shown"),
+    client(
+        "prefix",
+        "DISTLOCK_PREFIX",
+        "where the backend's keys or nodes live",
+    ),
+    client(
+        "holder",
+        "DISTLOCK_HOLDER",
+        "holder description stored with every grant (default host:pid)",
+    ),
+    backend(
+        "layout",
+        "DISTLOCK_LAYOUT",
+        "whose key layout to use, to share locks with other clients",
+    ),
+    backend(
+        "fsync",
+        "DISTLOCK_FSYNC",
+        "make record writes durable (file backend)",
+    ),
+    backend(
+        "tls.ca",
+        "DISTLOCK_TLS_CA",
+        "CA certificates to trust (PEM file)",
+    ),
+    backend(
+        "tls.cert",
+        "DISTLOCK_TLS_CERT",
+        "client certificate (PEM file)",
+    ),
+    backend(
+        "tls.key",
+        "DISTLOCK_TLS_KEY",
+        "client certificate's private key (PEM file)",
+    ),
+];
+
+/// The names of the settings of `scope`, in table order.
+pub fn setting_names(scope: SettingScope) -> impl Iterator<Item = &'static str> {
+    SETTINGS
+        .iter()
+        .filter(move |spec| spec.scope == scope)
+        .map(|spec| spec.name)
+}
 
 /// Settings that override a backend URL's; `None` keeps the URL's (or the
 /// backend's default). The names are those of config files and URL options.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Settings {
     /// `ttl`: the default lease TTL (ZooKeeper: the session timeout).
+    #[serde(
+        with = "serde_humane::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl: Option<Duration>,
     /// `connect_timeout`: the bound on establishing a connection.
+    #[serde(
+        with = "serde_humane::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub connect_timeout: Option<Duration>,
     /// `request_timeout`: the bound on each request.
+    #[serde(
+        with = "serde_humane::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub request_timeout: Option<Duration>,
     /// `username`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
     /// `password`; never shown by `Debug`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
     /// `prefix`: where the backend's keys or nodes live.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// `layout`: whose key layout to use, to share locks with other clients.
-    pub layout: Option<String>,
     /// `holder`: the holder description stored with every grant, for
     /// operators (default `host:pid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub holder: Option<String>,
-    /// `fsync`: make record writes durable (file backend).
-    pub fsync: Option<bool>,
-    /// `tls.ca`: CA certificates to trust (PEM).
-    pub tls_ca: Option<PathBuf>,
-    /// `tls.cert`: the client certificate (PEM).
-    pub tls_cert: Option<PathBuf>,
-    /// `tls.key`: the client certificate's private key (PEM).
-    pub tls_key: Option<PathBuf>,
+    /// A backend's own settings ([`SettingScope::Backend`]), name and
+    /// value as a URL option writes them (`("tls.ca", "/etc/ca.pem")`).
+    /// The backend parses them; one that has no use for a name refuses it.
+    #[serde(skip)]
+    pub options: Vec<(String, String)>,
 }
 
 impl Settings {
-    /// The names of the settings that are set.
+    /// Sets the setting `name` from its text, as a URL option or an
+    /// environment variable writes it. A backend setting is kept in
+    /// [`options`](Self::options) for the backend to parse. An unknown name
+    /// or a bad value is `InvalidConfig`, naming the setting.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let duration =
+            || parse_duration(value).map_err(|why| Error::invalid_config(format!("{name}: {why}")));
+        match name {
+            "ttl" => self.ttl = Some(duration()?),
+            "connect_timeout" => self.connect_timeout = Some(duration()?),
+            "request_timeout" => self.request_timeout = Some(duration()?),
+            "username" => self.username = Some(value.to_owned()),
+            "password" => self.password = Some(value.to_owned()),
+            "prefix" => self.prefix = Some(value.to_owned()),
+            "holder" => self.holder = Some(value.to_owned()),
+            other if setting_names(SettingScope::Backend).any(|n| n == other) => {
+                self.options.retain(|(n, _)| n != other);
+                self.options.push((other.to_owned(), value.to_owned()));
+            }
+            other => {
+                return Err(Error::invalid_config(format!(
+                    "unknown setting {other:?}; known: {}",
+                    SETTINGS
+                        .iter()
+                        .map(|s| s.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `self`, with every setting that `over` sets taken from `over`.
+    pub fn overlay(self, over: Settings) -> Settings {
+        let mut options = self.options;
+        options.retain(|(name, _)| over.option(name).is_none());
+        options.extend(over.options);
+        Settings {
+            ttl: over.ttl.or(self.ttl),
+            connect_timeout: over.connect_timeout.or(self.connect_timeout),
+            request_timeout: over.request_timeout.or(self.request_timeout),
+            username: over.username.or(self.username),
+            password: over.password.or(self.password),
+            prefix: over.prefix.or(self.prefix),
+            holder: over.holder.or(self.holder),
+            options,
+        }
+    }
+
+    /// The value of the backend setting `name`, if set.
+    pub fn option(&self, name: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The names of the settings that are set, in [`SETTINGS`] order.
     pub fn names_set(&self) -> Vec<&'static str> {
-        [
-            ("ttl", self.ttl.is_some()),
-            ("connect_timeout", self.connect_timeout.is_some()),
-            ("request_timeout", self.request_timeout.is_some()),
-            ("username", self.username.is_some()),
-            ("password", self.password.is_some()),
-            ("prefix", self.prefix.is_some()),
-            ("layout", self.layout.is_some()),
-            ("holder", self.holder.is_some()),
-            ("fsync", self.fsync.is_some()),
-            ("tls.ca", self.tls_ca.is_some()),
-            ("tls.cert", self.tls_cert.is_some()),
-            ("tls.key", self.tls_key.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, set)| set.then_some(name))
-        .collect()
+        SETTINGS
+            .iter()
+            .map(|spec| spec.name)
+            .filter(|name| self.is_set(name))
+            .collect()
+    }
+
+    fn is_set(&self, name: &str) -> bool {
+        match name {
+            "ttl" => self.ttl.is_some(),
+            "connect_timeout" => self.connect_timeout.is_some(),
+            "request_timeout" => self.request_timeout.is_some(),
+            "username" => self.username.is_some(),
+            "password" => self.password.is_some(),
+            "prefix" => self.prefix.is_some(),
+            "holder" => self.holder.is_some(),
+            other => self.option(other).is_some(),
+        }
     }
 
     /// `Unsupported` naming the first setting that is set but not among
@@ -69,23 +256,13 @@ impl Settings {
     ///
     /// ```
     /// use lock_core::raw::Settings;
-    /// let settings = Settings { fsync: Some(true), ..Settings::default() };
+    /// let mut settings = Settings::default();
+    /// settings.set("fsync", "true").unwrap();
     /// let err = settings.refuse_others("Redis", &["ttl", "prefix"]).unwrap_err();
     /// assert_eq!(err.kind(), lock_core::ErrorKind::Unsupported);
     /// assert!(err.message().contains("fsync"));
     /// ```
     pub fn refuse_others(&self, backend: &str, honoured: &[&str]) -> Result<()> {
-        self.refuse_others_in(backend, &[honoured])
-    }
-
-    /// [`refuse_others`](Self::refuse_others) for a networked backend: it
-    /// honours [`CLIENT_SETTINGS`](crate::raw::CLIENT_SETTINGS) and `extra`.
-    pub fn refuse_others_than_client(&self, backend: &str, extra: &[&str]) -> Result<()> {
-        self.refuse_others_in(backend, &[&crate::raw::CLIENT_SETTINGS, extra])
-    }
-
-    fn refuse_others_in(&self, backend: &str, groups: &[&[&str]]) -> Result<()> {
-        let honoured = groups.concat();
         match self
             .names_set()
             .into_iter()
@@ -99,6 +276,14 @@ impl Settings {
             ))),
         }
     }
+
+    /// [`refuse_others`](Self::refuse_others) for a networked backend: it
+    /// honours every [`SettingScope::Client`] setting and its own `options`.
+    pub fn refuse_others_than_client(&self, backend: &str, options: &[&str]) -> Result<()> {
+        let mut honoured: Vec<&str> = setting_names(SettingScope::Client).collect();
+        honoured.extend_from_slice(options);
+        self.refuse_others(backend, &honoured)
+    }
 }
 
 impl fmt::Debug for Settings {
@@ -110,12 +295,8 @@ impl fmt::Debug for Settings {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("prefix", &self.prefix)
-            .field("layout", &self.layout)
             .field("holder", &self.holder)
-            .field("fsync", &self.fsync)
-            .field("tls_ca", &self.tls_ca)
-            .field("tls_cert", &self.tls_cert)
-            .field("tls_key", &self.tls_key)
+            .field("options", &self.options)
             .finish()
     }
 }
@@ -144,5 +325,31 @@ mod tests {
         settings.refuse_others("etcd", &["ttl", "prefix"]).unwrap();
         let err = settings.refuse_others("file", &["ttl"]).unwrap_err();
         assert!(err.message().contains("no prefix setting"), "{err}");
+    }
+
+    #[test]
+    fn set_parses_client_settings_and_keeps_backend_ones_as_text() {
+        let mut settings = Settings::default();
+        settings.set("ttl", "3s").unwrap();
+        settings.set("tls.ca", "/ca.pem").unwrap();
+        settings.set("tls.ca", "/other.pem").unwrap();
+        assert_eq!(settings.ttl, Some(Duration::from_secs(3)));
+        assert_eq!(settings.option("tls.ca"), Some("/other.pem"));
+        assert_eq!(settings.names_set(), ["ttl", "tls.ca"]);
+        let err = settings.set("ttl", "soon").unwrap_err();
+        assert!(err.message().starts_with("ttl:"), "{err}");
+        let err = settings.set("tls_ca_file", "/x").unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidConfig);
+        assert!(err.message().contains("tls_ca_file"), "{err}");
+    }
+
+    #[test]
+    fn every_setting_has_a_distinct_name_and_variable() {
+        for (i, spec) in SETTINGS.iter().enumerate() {
+            assert!(spec.env.starts_with("DISTLOCK_"), "{spec:?}");
+            for other in &SETTINGS[..i] {
+                assert!(spec.name != other.name && spec.env != other.env, "{spec:?}");
+            }
+        }
     }
 }

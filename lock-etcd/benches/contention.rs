@@ -12,6 +12,7 @@
 //! busy the machine's cores were meanwhile (`/proc/stat`). A hand-off rate
 //! bounded by the cores shows as a busy fraction near 100 %.
 
+use lock_etcd::ClientConfig;
 use std::sync::Arc;
 use std::time::Duration;
 

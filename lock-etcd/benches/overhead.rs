@@ -18,6 +18,7 @@ use etcd_client::{
     Client, Compare, CompareOp, GetOptions, KvClient, PutOptions, SortOrder, SortTarget, Txn,
     TxnOp, TxnOpResponse, TxnResponse,
 };
+use lock_etcd::ClientConfig;
 use lock_etcd::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, EtcdBackend, EtcdConfig};
 use lock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
 use lock_testkit::servers::EtcdCluster;

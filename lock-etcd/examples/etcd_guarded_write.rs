@@ -12,6 +12,7 @@
 //! cargo run -p lock-etcd --example etcd_guarded_write
 //! ```
 
+use lock_etcd::ClientConfig;
 use std::time::Duration;
 
 use lock_core::LockBackendExt;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::AdminCapabilities;
 use lock_core::{
-    Access, AcquireOptions, Capabilities, FencingStrength, HolderInfo, ListOptions, ListPage,
-    LockBackend, LockGuard, LockName, LockStatus, Result,
+    AcquireOptions, AcquireRequest, Capabilities, FencingStrength, HolderInfo, ListOptions,
+    ListPage, LockBackend, LockGuard, LockName, LockStatus, Result,
 };
 
 use crate::config::EtcdConfig;
@@ -173,40 +173,31 @@ impl LockBackend for EtcdBackend {
     }
 
     /// Joins the lock's revision queue and waits for the keys before ours
-    /// to go.
+    /// to go. A semaphore's or read-write lock's entry stores its access
+    /// with its key, and waits until the entries ahead allow it in
+    /// ([`lock_core::raw::blockers`]), watching only the entries that rule
+    /// names. The token is the key's create revision.
     ///
     /// # Cancel safety
     ///
     /// Cancelling gives up the place in the queue: the entry's lease is
     /// revoked in the background, which deletes its key, so it never blocks
-    /// other contenders (and would expire with its TTL even if etcd could
-    /// not be reached).
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, self.description(options))
-            .await
-    }
-
-    /// Joins the semaphore's or read-write lock's revision queue, its
-    /// access stored with its key, and waits until the entries ahead allow
-    /// it in ([`lock_core::raw::blockers`]), watching only the entries
-    /// that rule names. The token is the key's create revision, as a
-    /// lock's.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](LockBackend::acquire): cancelling revokes the entry's
-    /// lease in the background, which deletes its key, so it never holds a
-    /// permit or blocks a waiter beyond its TTL.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        let description = options.holder_description(self.inner.config.holder.as_deref());
-        let value = crate::shared::value(access, &description);
-        self.acquire_in(Space::Shared(access), name, options, value)
-            .await
+    /// other contenders or holds a permit (and would expire with its TTL
+    /// even if etcd could not be reached).
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let AcquireRequest { name, options, .. } = request;
+        match request.access {
+            None => {
+                self.acquire_in(Space::Lock, name, options, self.description(options))
+                    .await
+            }
+            Some(access) => {
+                let description = options.holder_description(self.inner.config.holder.as_deref());
+                let value = crate::shared::value(access, &description);
+                self.acquire_in(Space::Shared(access), name, options, value)
+                    .await
+            }
+        }
     }
 
     /// The holder (its key's value is its description, its lease says how

@@ -4,8 +4,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lock_core::raw::ClientFields;
 use lock_core::raw::{Settings, serde_humane};
-use lock_core::{Error, Result};
+use lock_core::{ClientConfig, Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::KeyLayout;
@@ -22,6 +23,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Key prefix when none is given.
 pub const DEFAULT_PREFIX: &str = "/distlock";
+/// The settings etcd takes beyond the client settings.
+const OPTIONS: &[&str] = &["layout", "tls.ca", "tls.cert", "tls.key"];
 
 /// Configuration of an [`EtcdBackend`](crate::EtcdBackend).
 ///
@@ -32,9 +35,10 @@ pub const DEFAULT_PREFIX: &str = "/distlock";
 /// number being seconds).
 ///
 /// TLS is used when [`tls`](Self::tls) is set (the `etcds://` scheme sets
-/// it) or any of the certificate paths is given. `ca_cert` is then required:
-/// the server certificate is verified against it, not against system roots.
-/// `client_cert` and `client_key` (PEM) enable client-certificate
+/// it) or any of the certificate paths is given. `ca_cert` (the setting and
+/// URL option `tls.ca`) is then required: the server certificate is
+/// verified against it, not against system roots. `client_cert` and
+/// `client_key` (`tls.cert`, `tls.key`; PEM) enable client-certificate
 /// authentication and must be given together.
 ///
 /// `Debug` never prints the password.
@@ -132,6 +136,19 @@ impl fmt::Debug for EtcdConfig {
     }
 }
 
+impl ClientConfig for EtcdConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        ClientFields {
+            prefix: &mut self.prefix,
+            connect_timeout: &mut self.connect_timeout,
+            request_timeout: &mut self.request_timeout,
+            username: &mut self.username,
+            password: &mut self.password,
+            holder: &mut self.holder,
+        }
+    }
+}
+
 impl EtcdConfig {
     /// A configuration for these endpoints with every default: prefix
     /// [`DEFAULT_PREFIX`], TTL [`DEFAULT_TTL`], no auth, no TLS.
@@ -164,8 +181,6 @@ impl EtcdConfig {
         crate::url::parse(url)
     }
 
-    lock_core::raw::client_config_builders!();
-
     /// Sets the key layout.
     pub fn with_layout(mut self, layout: KeyLayout) -> Self {
         self.layout = layout;
@@ -181,24 +196,15 @@ impl EtcdConfig {
     }
 
     /// Applies the [`Settings`] etcd honours over these (all but `fsync`):
-    /// `ttl`, `connect_timeout`, `request_timeout`, `username`, `password`,
-    /// `prefix`, `layout`, `holder` and the TLS files.
+    /// the client settings, `layout` and the TLS files `tls.ca`,
+    /// `tls.cert` and `tls.key`, parsed as the URL options of those names.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-        settings.refuse_others_than_client("etcd", &["layout", "tls.ca", "tls.cert", "tls.key"])?;
-        lock_core::raw::apply_client_settings!(&mut self, settings);
-        let settings = settings.clone();
+        settings.refuse_others_than_client("etcd", OPTIONS)?;
+        self.apply_client_settings(settings);
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
-        if let Some(layout) = settings.layout {
-            // `distlock` or `concurrency`; ZooKeeper's `curator` is unknown here.
-            self.layout = layout.parse()?;
-        }
-        if let Some(ca) = settings.tls_ca {
-            self = self.with_ca_cert(ca);
-        }
-        if settings.tls_cert.is_some() || settings.tls_key.is_some() {
-            self.tls = true;
-            self.client_cert = settings.tls_cert.or(self.client_cert);
-            self.client_key = settings.tls_key.or(self.client_key);
+        for (name, value) in &settings.options {
+            crate::url::apply_option(&mut self, name, value)
+                .map_err(|why| Error::invalid_config(format!("etcd {why}")))?;
         }
         self.validate()?;
         Ok(self)
@@ -305,12 +311,12 @@ impl EtcdConfig {
         }
         if self.client_cert.is_some() != self.client_key.is_some() {
             return Err(Error::invalid_config(
-                "etcd client_cert and client_key must be given together",
+                "etcd tls.cert and tls.key (client_cert and client_key) must be given together",
             ));
         }
         if self.uses_tls() && self.ca_cert.is_none() {
             return Err(Error::invalid_config(
-                "etcd TLS needs ca_cert: the PEM file of the CA that signed the server certificate",
+                "etcd TLS needs tls.ca (ca_cert): the PEM file of the CA that signed the server certificate",
             ));
         }
         if self.uses_tls() && !cfg!(feature = "tls") {

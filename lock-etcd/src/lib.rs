@@ -32,4 +32,6 @@ pub use config::{
 /// with [`is_owner`] and for [`EtcdBackend::client`].
 pub use etcd_client;
 pub use keys::{KeyLayout, lease_of_key};
+/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
+pub use lock_core::ClientConfig;
 pub use ownership::{is_owner, is_owner_of};

@@ -184,7 +184,9 @@ struct Position {
 
 /// Our key in the queue. Dropped before the lock is won (cancellation,
 /// error), it revokes its lease in the background, which deletes the key:
-/// an abandoned waiter never blocks the others beyond that request.
+/// an abandoned waiter never blocks the others beyond that request. Its
+/// `Drop` is etcd's acquire clean-up, what `AcquireCleanup` is in the
+/// other backends.
 struct Entry {
     inner: Arc<Inner>,
     name: LockName,

@@ -60,34 +60,43 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
         prefix
     };
     for (key, value) in parts.query {
-        let duration =
-            || parse_duration(&value).map_err(|why| bad(format!("option {key}={value:?}: {why}")));
-        match key.as_str() {
-            "ttl" => config.default_ttl = duration()?,
-            "connect_timeout" => config.connect_timeout = duration()?,
-            "request_timeout" => config.request_timeout = duration()?,
-            "keepalive_interval" => config.keepalive_interval = Some(duration()?),
-            "ca_cert" => config.ca_cert = Some(value.into()),
-            "client_cert" => config.client_cert = Some(value.into()),
-            "client_key" => config.client_key = Some(value.into()),
-            "holder" => config.holder = Some(value),
-            "layout" => {
-                config.layout = value
-                    .parse()
-                    .map_err(|e: Error| bad(format!("option layout: {}", e.message())))?;
-            }
-            other => {
-                return Err(bad(format!(
-                    "unknown option {other:?}; known: ttl, connect_timeout, request_timeout, \
-                     keepalive_interval, ca_cert, client_cert, client_key, layout, holder"
-                )));
-            }
-        }
+        apply_option(&mut config, &key, &value).map_err(&bad)?;
     }
     config.validate().map_err(|e| {
         Error::invalid_config(format!("etcd URL {:?}: {}", redact_url(url), e.message()))
     })?;
     Ok(config)
+}
+
+/// The URL options, for the unknown-option error.
+const OPTIONS: &str = "ttl, connect_timeout, request_timeout, keepalive_interval, tls.ca, \
+                       tls.cert, tls.key, layout, holder";
+
+/// Applies the URL option or backend setting `key` (the TLS files also
+/// under their former names `ca_cert`, `client_cert`, `client_key`).
+pub(crate) fn apply_option(
+    config: &mut EtcdConfig,
+    key: &str,
+    value: &str,
+) -> std::result::Result<(), String> {
+    let duration = || parse_duration(value).map_err(|why| format!("option {key}={value:?}: {why}"));
+    match key {
+        "ttl" => config.default_ttl = duration()?,
+        "connect_timeout" => config.connect_timeout = duration()?,
+        "request_timeout" => config.request_timeout = duration()?,
+        "keepalive_interval" => config.keepalive_interval = Some(duration()?),
+        "tls.ca" | "ca_cert" => config.ca_cert = Some(value.into()),
+        "tls.cert" | "client_cert" => config.client_cert = Some(value.into()),
+        "tls.key" | "client_key" => config.client_key = Some(value.into()),
+        "holder" => config.holder = Some(value.to_owned()),
+        "layout" => {
+            config.layout = value
+                .parse()
+                .map_err(|e: Error| format!("option layout: {}", e.message()))?;
+        }
+        other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
+    }
+    Ok(())
 }
 
 /// Checks one configured endpoint: `host:port` or `http(s)://host:port`.
@@ -134,7 +143,16 @@ mod tests {
     fn etcds_needs_a_ca_and_takes_paths_from_options() {
         let err = EtcdConfig::from_url("etcds://h:2379").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
-        assert!(err.message().contains("ca_cert"), "{err}");
+        assert!(err.message().contains("tls.ca"), "{err}");
+        let config = EtcdConfig::from_url(
+            "etcds://h:2379?tls.ca=/etc/ca.pem&tls.cert=/c.pem&tls.key=/k.pem",
+        )
+        .unwrap();
+        assert!(config.uses_tls());
+        assert_eq!(
+            config.client_key.as_deref(),
+            Some(std::path::Path::new("/k.pem"))
+        );
         let config = EtcdConfig::from_url(
             "etcds://h:2379?ca_cert=/etc/ca.pem&client_cert=/c.pem&client_key=/k.pem",
         )

@@ -4,6 +4,7 @@
 
 mod support;
 
+use lock_etcd::ClientConfig;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+use lock_etcd::ClientConfig;
 use std::time::Duration;
 
 use lock_core::{

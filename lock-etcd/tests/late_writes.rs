@@ -4,6 +4,7 @@
 
 mod support;
 
+use lock_etcd::ClientConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
 

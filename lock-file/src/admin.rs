@@ -13,29 +13,18 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use lock_core::WaiterInfo;
 use lock_core::{
-    Error, FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus,
-    Primitive, Result,
+    FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus, Result,
 };
 
 use crate::backend::FileBackend;
 use crate::clock::{self, Now};
+use crate::errors::{Unfinished, list_error, unfinished_at};
 use crate::keys::{self, LockPaths, Space};
 use crate::queue::Queue;
 use crate::record::{self, Record};
 use crate::shares::SharedRecord;
 use crate::store;
 use crate::wakeups;
-
-impl Space {
-    fn primitive(self) -> Primitive {
-        match self {
-            Space::Lock => Primitive::Lock,
-            Space::Election => Primitive::Election,
-            Space::Semaphore => Primitive::Semaphore,
-            Space::RwLock => Primitive::RwLock,
-        }
-    }
-}
 
 /// One lock's record and live waiters, read without the `flock`.
 fn read_status(paths: &LockPaths) -> io::Result<(Record, Queue, Now)> {
@@ -137,7 +126,7 @@ impl FileBackend {
     /// unless only its election is in use.
     pub(crate) async fn status_of(&self, name: &LockName) -> Result<(Space, LockStatus)> {
         let mut first = None;
-        for space in Space::SINGLE {
+        for space in keys::SINGLE_SPACES {
             let paths = self.paths(space, name);
             let p = paths.clone();
             let read = self
@@ -180,18 +169,13 @@ impl FileBackend {
             Ok::<_, io::Error>(listed)
         });
         let limit = self.config().request_timeout;
-        let dir = self.dir().display();
+        let dir = self.dir().display().to_string();
+        let unfinished = |outcome| unfinished_at(&dir, "list the locks", outcome);
         match tokio::time::timeout(limit, walk).await {
             Ok(Ok(Ok(listed))) => Ok(options.page(listed)),
-            Ok(Ok(Err(e))) => Err(list_error(e, &dir.to_string())),
-            Ok(Err(join)) => Err(Error::backend(format!(
-                "file backend: listing the locks in {dir} failed: {join}"
-            ))),
-            Err(_) => Err(Error::timeout(format!(
-                "file backend: listing the locks in {dir} took longer than {}; \
-                 is the filesystem hung?",
-                lock_core::raw::human_duration(limit)
-            ))),
+            Ok(Ok(Err(e))) => Err(list_error(e, &dir)),
+            Ok(Err(join)) => Err(unfinished(Unfinished::Failed(&join))),
+            Err(_) => Err(unfinished(Unfinished::TookLonger(limit))),
         }
     }
 
@@ -214,15 +198,4 @@ impl FileBackend {
         tracing::info!(backend = "file", lock = %name, token = evicted.token, "broken by force_release");
         Ok(Some(described(&paths, &evicted, &now)))
     }
-}
-
-fn list_error(e: io::Error, dir: &str) -> Error {
-    let message = format!("file backend: cannot list the locks in {dir}: {e}");
-    match e.kind() {
-        io::ErrorKind::PermissionDenied => {
-            Error::unauthorized(format!("{message}; check the directory's owner and mode"))
-        }
-        _ => Error::backend(message),
-    }
-    .with_source(e)
 }

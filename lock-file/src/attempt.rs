@@ -3,21 +3,21 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{Error, LockName, Result};
+use lock_core::{LockName, Result};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 use crate::backend::{FileBackend, REPORT_GRACE};
 use crate::clock::ttl_ms;
-use crate::errors::io_error;
+use crate::errors::{Unfinished, io_error, unfinished};
 use crate::flock::{Bound, CancelOnDrop};
 use crate::keys::LockPaths;
 use crate::store::{self, Attempt, Claim};
 use crate::wakeups;
 
-/// One in-flight acquisition attempt. If it is dropped before its outcome was
+/// One in-flight acquisition attempt and its clean-up: if it is dropped before its outcome was
 /// taken (cancellation or timeout), a granted lock is released in the background.
-pub(crate) struct PendingAttempt {
+pub(crate) struct AcquireCleanup {
     handle: Option<JoinHandle<std::io::Result<Attempt>>>,
     limit: Duration,
     request_timeout: Duration,
@@ -27,7 +27,7 @@ pub(crate) struct PendingAttempt {
     fsync: bool,
 }
 
-impl PendingAttempt {
+impl AcquireCleanup {
     pub(crate) fn start(
         backend: &FileBackend,
         paths: &LockPaths,
@@ -43,7 +43,7 @@ impl PendingAttempt {
             let (paths, holder) = (paths.clone(), holder.to_owned());
             move || store::try_acquire(&paths, &holder, ttl_ms(ttl), claim, fsync, &bound)
         });
-        PendingAttempt {
+        AcquireCleanup {
             handle: Some(handle),
             limit,
             request_timeout: backend.config().request_timeout,
@@ -58,26 +58,24 @@ impl PendingAttempt {
         let limit = self.limit;
         let path: PathBuf = self.paths.record.clone();
         let handle = self.handle.as_mut().expect("outcome is taken once");
-        let joined = timeout(limit + REPORT_GRACE, handle).await.map_err(|_| {
-            Error::timeout(format!(
-                "file backend: acquiring lock {name} at {} took longer than {}; \
-                 is the filesystem hung?",
-                path.display(),
-                lock_core::raw::human_duration(limit)
-            ))
-        })?;
+        let joined = timeout(limit + REPORT_GRACE, handle)
+            .await
+            .map_err(|_| unfinished("acquire", name, &path, Unfinished::TookLonger(limit)))?;
         self.handle = None;
         match joined {
             Ok(Ok(attempt)) => Ok(attempt),
             Ok(Err(e)) => Err(io_error(e, "acquire", name, &path)),
-            Err(join) => Err(Error::backend(format!(
-                "file backend: acquiring lock {name} failed: {join}"
-            ))),
+            Err(join) => Err(unfinished(
+                "acquire",
+                name,
+                &path,
+                Unfinished::Failed(&join),
+            )),
         }
     }
 }
 
-impl Drop for PendingAttempt {
+impl Drop for AcquireCleanup {
     fn drop(&mut self) {
         // Stop the attempt's wait for the OS lock; if it already took the
         // lock, release it.

@@ -10,15 +10,15 @@ use lock_core::AdminCapabilities;
 use lock_core::raw::check_limit_agrees;
 use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
 use lock_core::{
-    Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
-    ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
+    Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
+    ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
 use tokio::time::{Instant, sleep_until, timeout};
 
-use crate::attempt::PendingAttempt;
+use crate::attempt::AcquireCleanup;
 use crate::case::{self, Case};
 use crate::config::FileConfig;
-use crate::errors::{dir_error, io_error};
+use crate::errors::{Unfinished, dir_error, io_error, unfinished, unfinished_at};
 use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::keys::{LockPaths, Space};
@@ -82,17 +82,20 @@ impl FileBackend {
             Ok(Ok(Ok(case))) => case,
             Ok(Ok(Err(e))) => return Err(dir_error(e, &dir)),
             Ok(Err(join)) => {
-                return Err(Error::backend(format!(
-                    "file backend: creating {} failed: {join}",
-                    dir.display()
-                )));
+                let address = dir.display().to_string();
+                return Err(unfinished_at(
+                    &address,
+                    "create the lock directory",
+                    Unfinished::Failed(&join),
+                ));
             }
             Err(_) => {
-                return Err(Error::timeout(format!(
-                    "file backend: creating {} took longer than {}; is the filesystem hung?",
-                    dir.display(),
-                    lock_core::raw::human_duration(limit)
-                )));
+                let address = dir.display().to_string();
+                return Err(unfinished_at(
+                    &address,
+                    "create the lock directory",
+                    Unfinished::TookLonger(limit),
+                ));
             }
         };
         if case == Case::Insensitive {
@@ -204,15 +207,8 @@ impl FileBackend {
         match timeout(limit + REPORT_GRACE, task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(io_error(e, op, name, path)),
-            Ok(Err(join)) => Err(Error::backend(format!(
-                "file backend: {op} lock {name} failed: {join}"
-            ))),
-            Err(_) => Err(Error::timeout(format!(
-                "file backend: {op} lock {name} at {} took longer than {}; \
-                 is the filesystem hung?",
-                path.display(),
-                lock_core::raw::human_duration(limit)
-            ))),
+            Ok(Err(join)) => Err(unfinished(op, name, path, Unfinished::Failed(&join))),
+            Err(_) => Err(unfinished(op, name, path, Unfinished::TookLonger(limit))),
         }
     }
 
@@ -286,8 +282,8 @@ impl FileBackend {
                     .saturating_duration_since(sent)
                     .clamp(MAX_BACKOFF, request),
             };
-            let mut pending = PendingAttempt::start(self, paths, holder, ttl, claim.clone(), limit);
-            let (remaining, max_backoff) = match pending.outcome(name).await? {
+            let mut attempt = AcquireCleanup::start(self, paths, holder, ttl, claim.clone(), limit);
+            let (remaining, max_backoff) = match attempt.outcome(name).await? {
                 Attempt::Granted { token } => {
                     if space == Space::Election {
                         wakeups::notify(&paths.record);
@@ -389,35 +385,22 @@ impl LockBackend for FileBackend {
         self.config.default_ttl
     }
 
-    /// Acquires `name`, polling while another holder's lease runs.
+    /// Acquires `name`, polling while another holder's lease runs; or a
+    /// permit of the semaphore `name`, or a side of the read-write lock
+    /// `name`, polling while the grants and the waiters ahead of it keep it
+    /// out (its record is in a space of its own).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a waiter leaves nothing on disk. If the future is dropped
-    /// while an attempt is in flight and that attempt turns out to have
-    /// taken the lock, a background task releases it at once (the TTL is the
-    /// backstop if the process exits first).
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, name, options, None, None)
-            .await
-    }
-
-    /// Acquires a permit of the semaphore `name`, or a side of the
-    /// read-write lock `name`, polling while the grants and the waiters
-    /// ahead of it keep it out. Its record is in a space of its own.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](LockBackend::acquire): a dropped waiter's queue place
-    /// is removed in the background (and lapses in 400 ms anyway), and an
-    /// attempt in flight that turns out to have been granted is released.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.acquire_in(Space::of(access), name, options, None, Some(access))
+    /// Cancel safe: a waiting lock leaves nothing on disk, and a dropped
+    /// waiter's queue place is removed in the background (and lapses in
+    /// 400 ms anyway). If the future is dropped while an attempt is in
+    /// flight and that attempt turns out to have taken the lock, a
+    /// background task releases it at once (the TTL is the backstop if the
+    /// process exits first).
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let space = request.access.map_or(Space::Lock, Space::shared);
+        self.acquire_in(space, request.name, request.options, None, request.access)
             .await
     }
 

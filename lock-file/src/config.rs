@@ -130,38 +130,40 @@ impl FileConfig {
             )));
         }
         let mut config = FileConfig::new(dir);
-        let bad = |key: &str, why: String| {
-            Error::invalid_config(format!("file URL {url:?}: option {key}: {why}"))
-        };
         for (key, value) in parsed.query_pairs() {
-            match key.as_ref() {
-                "ttl" => config.default_ttl = parse_duration(&value).map_err(|e| bad(&key, e))?,
-                "request_timeout" => {
-                    config.request_timeout = parse_duration(&value).map_err(|e| bad(&key, e))?;
-                }
-                "fsync" => {
-                    config.fsync = match value.as_ref() {
-                        "true" | "1" | "yes" => true,
-                        "false" | "0" | "no" => false,
-                        other => {
-                            return Err(bad(
-                                "fsync",
-                                format!("{other:?} is not a boolean (true or false)"),
-                            ));
-                        }
-                    }
-                }
-                "holder" => config.holder = Some(value.into_owned()),
-                other => {
-                    return Err(Error::invalid_config(format!(
-                        "unknown file URL option {other:?}; known: ttl, request_timeout, fsync, \
-                         holder"
-                    )));
-                }
-            }
+            config
+                .apply_option(&key, &value)
+                .map_err(|why| Error::invalid_config(format!("file URL {url:?}: {why}")))?;
         }
         config.validate()?;
         Ok(config)
+    }
+
+    /// Applies the URL option or backend setting `key`.
+    fn apply_option(&mut self, key: &str, value: &str) -> std::result::Result<(), String> {
+        let duration = || parse_duration(value).map_err(|why| format!("option {key}: {why}"));
+        match key {
+            "ttl" => self.default_ttl = duration()?,
+            "request_timeout" => self.request_timeout = duration()?,
+            "fsync" => {
+                self.fsync = match value {
+                    "true" | "1" | "yes" => true,
+                    "false" | "0" | "no" => false,
+                    other => {
+                        return Err(format!(
+                            "option fsync: {other:?} is not a boolean (true or false)"
+                        ));
+                    }
+                }
+            }
+            "holder" => self.holder = Some(value.to_owned()),
+            other => {
+                return Err(format!(
+                    "unknown option {other:?}; known: ttl, request_timeout, fsync, holder"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The URL form of this configuration.
@@ -201,8 +203,11 @@ impl FileConfig {
         settings.refuse_others("file", &["ttl", "request_timeout", "fsync", "holder"])?;
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
         self.request_timeout = settings.request_timeout.unwrap_or(self.request_timeout);
-        self.fsync = settings.fsync.unwrap_or(self.fsync);
         self.holder = settings.holder.clone().or(self.holder);
+        for (name, value) in &settings.options {
+            self.apply_option(name, value)
+                .map_err(|why| Error::invalid_config(format!("file backend {why}")))?;
+        }
         self.validate()?;
         Ok(self)
     }
@@ -297,8 +302,8 @@ mod tests {
         assert_eq!(config.request_timeout, Duration::from_secs(2));
         let settings = Settings {
             ttl: Some(Duration::from_secs(4)),
-            fsync: Some(false),
             holder: Some("billing-worker-3".into()),
+            options: vec![("fsync".into(), "false".into())],
             ..Settings::default()
         };
         let config = config.with_settings(&settings).unwrap();

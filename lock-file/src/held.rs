@@ -36,7 +36,14 @@ impl FileLease {
         if gone == Gone::Revoked {
             self.notifier.fire(LostReason::Revoked);
         }
-        gone_error(gone, op, self.space.kind(), &self.name, self.token)
+        gone_error(
+            gone,
+            op,
+            crate::keys::kind(self.space),
+            &self.name,
+            self.token,
+            &self.paths.record,
+        )
     }
 }
 

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lock_core::LockName;
-use lock_core::{Access, raw::SharedSpace};
+pub(crate) use lock_core::raw::Space;
 
 use crate::case::Case;
 
@@ -23,59 +23,17 @@ use crate::case::Case;
 /// with room for the `.lock` / `.rec.tmp` suffixes).
 const SEGMENT: usize = 200;
 
-/// Locks, elections, semaphores and read-write locks live in separate key
-/// spaces (sub-directories): the semaphore `jobs` is not the lock `jobs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Space {
-    Lock,
-    Election,
-    Semaphore,
-    RwLock,
-}
+/// The spaces whose records have one holder ([`crate::record`]), the ones
+/// operators inspect and break.
+pub(crate) const SINGLE_SPACES: [Space; 2] = [Space::Lock, Space::Election];
 
-impl Space {
-    /// Every space, as `list` walks them.
-    pub(crate) const ALL: [Space; 4] = [
-        Space::Lock,
-        Space::Election,
-        Space::Semaphore,
-        Space::RwLock,
-    ];
-
-    /// The spaces whose records have one holder ([`crate::record`]), the
-    /// ones operators inspect and break.
-    pub(crate) const SINGLE: [Space; 2] = [Space::Lock, Space::Election];
-
-    /// The space of a semaphore permit or a side of a read-write lock.
-    pub(crate) fn of(access: Access) -> Space {
-        match access.space() {
-            SharedSpace::Semaphore => Space::Semaphore,
-            SharedSpace::RwLock => Space::RwLock,
-        }
-    }
-
-    /// Whether its records hold many grants at once ([`crate::shares`]).
-    pub(crate) fn is_shared(self) -> bool {
-        matches!(self, Space::Semaphore | Space::RwLock)
-    }
-
-    /// What a name in this space is, for messages (an election's
-    /// leadership is a lock).
-    pub(crate) fn kind(self) -> &'static str {
-        match self {
-            Space::Lock | Space::Election => "lock",
-            Space::Semaphore => "semaphore",
-            Space::RwLock => "read-write lock",
-        }
-    }
-
-    pub(crate) fn dir(self) -> &'static str {
-        match self {
-            Space::Lock => "locks",
-            Space::Election => "elections",
-            Space::Semaphore => "semaphores",
-            Space::RwLock => "rwlocks",
-        }
+/// What a name in `space` is, for messages (an election's leadership is a
+/// lock).
+pub(crate) fn kind(space: Space) -> &'static str {
+    match space {
+        Space::Lock | Space::Election => "lock",
+        Space::Semaphore => "semaphore",
+        Space::RwLock => "read-write lock",
     }
 }
 

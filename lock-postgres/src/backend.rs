@@ -9,17 +9,17 @@ use async_trait::async_trait;
 use lock_core::AdminCapabilities;
 use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
 use lock_core::{
-    Access, AcquireOptions, Capabilities, Error, FencingStrength, HolderInfo, ListOptions,
-    ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
+    Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
+    ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
 use tokio::time::Instant;
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
+use crate::acquire_cleanup::AcquireCleanup;
 use crate::config::{Layout, MIN_TTL, PostgresConfig};
 use crate::keys::{self, Space};
 use crate::lease::PgLease;
-use crate::pending::Pending;
 use crate::pool::Pool;
 use crate::schema;
 use crate::sql::Sql;
@@ -176,7 +176,7 @@ impl PostgresBackend {
         let deadline = options.wait.deadline_from(Instant::now());
         // Listen before the first look, so no release falls between them.
         let watch = self.inner.wakeups.watch(&key);
-        let mut pending = Pending::new(&self.inner, owner);
+        let mut cleanup = AcquireCleanup::new(&self.inner, owner);
         let attempt = Attempt {
             key: &key,
             owner,
@@ -202,17 +202,17 @@ impl PostgresBackend {
                     continue;
                 }
                 Err(e) => {
-                    pending.finish().await;
+                    cleanup.finish().await;
                     return Err(e);
                 }
             };
             match outcome {
                 Outcome::Granted(token) => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return self.guard(name, &key, owner, token, ttl, sent);
                 }
                 Outcome::LimitDiffers(theirs) => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return Err(Error::invalid_config(format!(
                         "semaphore {name} is in use with a limit of {theirs} permits, not {}: \
                          every holder of one semaphore must agree on its limit",
@@ -220,7 +220,7 @@ impl PostgresBackend {
                     )));
                 }
                 Outcome::Waiting(_) if !queue => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return Err(Error::would_block(format!(
                         "{} is held by someone else",
                         describe(access, name)
@@ -245,7 +245,7 @@ impl PostgresBackend {
                         () = tokio::time::sleep_until(wake_at) => {}
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        pending.finish().await;
+                        cleanup.finish().await;
                         return Err(Error::timeout(format!(
                             "{} is still held by someone else after waiting {}",
                             describe(access, name),
@@ -394,7 +394,9 @@ impl LockBackend for PostgresBackend {
         self.inner.config.ttl
     }
 
-    /// Acquires `name`: joins its queue and waits to be first.
+    /// Acquires `name`: joins its queue and waits to be first; or a permit
+    /// of the semaphore `name`, or a side of the read-write lock `name`, in
+    /// their own key spaces.
     ///
     /// # Cancel safety
     ///
@@ -402,25 +404,12 @@ impl LockBackend for PostgresBackend {
     /// task deletes the queue entry (or a grant whose answer was in flight,
     /// owner-checked) and wakes the next waiter. If that task cannot run,
     /// the entry expires after one TTL.
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, Access::Write, name, options, None)
-            .await
-    }
-
-    /// Acquires a permit of the semaphore `name`, or a side of the
-    /// read-write lock `name`, in their own key spaces.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](LockBackend::acquire): cancelling gives up the attempt
-    /// and its place in the queue.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.acquire_in(Space::shared(access), access, name, options, None)
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let (space, access) = match request.access {
+            None => (Space::Lock, Access::Write),
+            Some(access) => (Space::shared(access), access),
+        };
+        self.acquire_in(space, access, request.name, request.options, None)
             .await
     }
 

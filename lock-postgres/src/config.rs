@@ -15,8 +15,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lock_core::raw::ClientFields;
 use lock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
-use lock_core::{Error, Result};
+use lock_core::{ClientConfig, Error, Result};
 
 /// The port PostgreSQL listens on by default.
 pub const DEFAULT_PORT: u16 = 5432;
@@ -37,8 +38,12 @@ const DEFAULT_POOL_SIZE: usize = 2;
 /// PostgreSQL limits to 63 bytes.
 const MAX_SCHEMA_LEN: usize = 40;
 /// The options a URL understands, for the unknown-option error.
-const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, holder, schema, sslmode, sslrootcert, layout";
+const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, schema, sslmode, \
+                       tls.ca, tls.cert, tls.key, layout";
+/// The settings PostgreSQL takes beyond the client settings.
+const SETTINGS: &[&str] = &["layout", "tls.ca", "tls.cert", "tls.key"];
+/// The user to log in as when none is given.
+const DEFAULT_USER: &str = "postgres";
 
 /// Whether to use TLS, as libpq's `sslmode`, except that whenever TLS is
 /// used the server's certificate is verified (chain and host name) against
@@ -85,7 +90,7 @@ pub struct PostgresConfig {
     pub(crate) host: String,
     pub(crate) port: u16,
     pub(crate) database: String,
-    pub(crate) username: String,
+    pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
     pub(crate) schema: String,
     pub(crate) prefix: String,
@@ -96,6 +101,8 @@ pub struct PostgresConfig {
     pub(crate) pool_size: usize,
     pub(crate) sslmode: SslMode,
     pub(crate) sslrootcert: Option<PathBuf>,
+    pub(crate) sslcert: Option<PathBuf>,
+    pub(crate) sslkey: Option<PathBuf>,
     pub(crate) layout: Layout,
 }
 
@@ -116,8 +123,23 @@ impl fmt::Debug for PostgresConfig {
             .field("pool_size", &self.pool_size)
             .field("sslmode", &self.sslmode)
             .field("sslrootcert", &self.sslrootcert)
+            .field("sslcert", &self.sslcert)
+            .field("sslkey", &self.sslkey)
             .field("layout", &self.layout)
             .finish()
+    }
+}
+
+impl ClientConfig for PostgresConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        ClientFields {
+            prefix: &mut self.prefix,
+            connect_timeout: &mut self.connect_timeout,
+            request_timeout: &mut self.request_timeout,
+            username: &mut self.username,
+            password: &mut self.password,
+            holder: &mut self.holder,
+        }
     }
 }
 
@@ -129,7 +151,7 @@ impl PostgresConfig {
             host: host.into(),
             port,
             database: "postgres".into(),
-            username: "postgres".into(),
+            username: None,
             password: None,
             schema: DEFAULT_SCHEMA.into(),
             prefix: String::new(),
@@ -140,6 +162,8 @@ impl PostgresConfig {
             pool_size: DEFAULT_POOL_SIZE,
             sslmode: SslMode::Prefer,
             sslrootcert: None,
+            sslcert: None,
+            sslkey: None,
             layout: Layout::Table,
         }
     }
@@ -175,7 +199,7 @@ impl PostgresConfig {
             db => config.database = db.to_owned(),
         }
         if let Some(user) = parts.username.filter(|u| !u.is_empty()) {
-            config.username = user;
+            config.username = Some(user);
         }
         config.password = parts.password;
         for (key, value) in parts.query {
@@ -185,6 +209,9 @@ impl PostgresConfig {
         Ok(config)
     }
 
+    /// Applies the URL option or backend setting `key`; the TLS files are
+    /// `tls.ca`, `tls.cert` and `tls.key`, or libpq's `sslrootcert`,
+    /// `sslcert` and `sslkey`.
     fn apply_option(&mut self, key: &str, value: String) -> std::result::Result<(), String> {
         let duration = |v: &str| parse_duration(v).map_err(|why| format!("option {key}: {why}"));
         match key {
@@ -195,44 +222,27 @@ impl PostgresConfig {
             "holder" => self.holder = Some(value),
             "schema" => self.schema = value,
             "sslmode" => self.sslmode = parse_sslmode(&value)?,
-            "sslrootcert" => self.sslrootcert = Some(PathBuf::from(value)),
+            "tls.ca" | "sslrootcert" => self.sslrootcert = Some(PathBuf::from(value)),
+            "tls.cert" | "sslcert" => self.sslcert = Some(PathBuf::from(value)),
+            "tls.key" | "sslkey" => self.sslkey = Some(PathBuf::from(value)),
             "layout" => self.layout = Layout::parse(&value)?,
             other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
         }
         Ok(())
     }
 
-    /// Applies `settings` over this config; a setting PostgreSQL has no use
-    /// for is `Unsupported`, naming it.
+    /// Applies `settings` over this config: the client settings, `layout`
+    /// and the TLS files `tls.ca`, `tls.cert`, `tls.key`. A setting
+    /// PostgreSQL has no use for is `Unsupported`, naming it.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-        settings.refuse_others_than_client("postgres", &["tls.ca", "layout"])?;
-        if let Some(layout) = &settings.layout {
-            self.layout = Layout::parse(layout)
-                .map_err(|why| Error::invalid_config(format!("postgres {why}")))?;
-        }
-        if let Some(ca) = &settings.tls_ca {
-            self.sslrootcert = Some(ca.clone());
-        }
+        settings.refuse_others_than_client("postgres", SETTINGS)?;
+        self.apply_client_settings(settings);
         if let Some(ttl) = settings.ttl {
             self.ttl = ttl;
         }
-        if let Some(timeout) = settings.connect_timeout {
-            self.connect_timeout = timeout;
-        }
-        if let Some(timeout) = settings.request_timeout {
-            self.request_timeout = timeout;
-        }
-        if let Some(user) = &settings.username {
-            self.username = user.clone();
-        }
-        if let Some(password) = &settings.password {
-            self.password = Some(password.clone());
-        }
-        if let Some(prefix) = &settings.prefix {
-            self.prefix = prefix.clone();
-        }
-        if let Some(holder) = &settings.holder {
-            self.holder = Some(holder.clone());
+        for (name, value) in &settings.options {
+            self.apply_option(name, value.clone())
+                .map_err(|why| Error::invalid_config(format!("postgres {why}")))?;
         }
         self.check()?;
         Ok(self)
@@ -244,17 +254,6 @@ impl PostgresConfig {
         self
     }
 
-    /// Sets the user name and password to log in with.
-    pub fn with_credentials(
-        mut self,
-        username: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
-        self.username = username.into();
-        self.password = Some(password.into());
-        self
-    }
-
     /// Sets the schema of the lock tables (lower-case letters, digits and
     /// `_`, at most 40 bytes; checked on connect).
     pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
@@ -262,34 +261,9 @@ impl PostgresConfig {
         self
     }
 
-    /// Sets the prefix put before every lock name.
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Sets the holder description stored with every grant (an acquire's
-    /// own label wins; the default is `host:pid`).
-    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
-        self.holder = Some(holder.into());
-        self
-    }
-
     /// Sets the default lease TTL (at least [`MIN_TTL`]).
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
-        self
-    }
-
-    /// Sets the bound on establishing a connection.
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Sets the bound on each request.
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
         self
     }
 
@@ -312,6 +286,24 @@ impl PostgresConfig {
         self
     }
 
+    /// Presents this client certificate and its private key (PEM) when the
+    /// connection uses TLS, for servers that authenticate clients by
+    /// certificate (`hostssl ... cert` in `pg_hba.conf`).
+    pub fn with_client_identity(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.sslcert = Some(cert.into());
+        self.sslkey = Some(key.into());
+        self
+    }
+
+    /// The user to log in as.
+    pub(crate) fn user(&self) -> &str {
+        self.username.as_deref().unwrap_or(DEFAULT_USER)
+    }
+
     /// Sets how many connections serve requests (at least 1).
     pub fn with_pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
@@ -331,6 +323,11 @@ impl PostgresConfig {
     /// Checks what can be checked before connecting.
     pub(crate) fn check(&self) -> Result<()> {
         check_schema(&self.schema)?;
+        if self.sslcert.is_some() != self.sslkey.is_some() {
+            return Err(Error::invalid_config(
+                "postgres tls.cert and tls.key (sslcert and sslkey) must be given together",
+            ));
+        }
         check_ttl(self.ttl)?;
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),
@@ -404,7 +401,7 @@ mod tests {
         assert_eq!(config.host, "db.example");
         assert_eq!(config.port, 6543);
         assert_eq!(config.database, "locks");
-        assert_eq!(config.username, "app");
+        assert_eq!(config.user(), "app");
         assert_eq!(config.password.as_deref(), Some("s@cret"));
         assert_eq!(config.ttl, Duration::from_secs(5));
         assert_eq!(config.connect_timeout, Duration::from_secs(2));
@@ -419,11 +416,7 @@ mod tests {
     fn defaults_fill_a_short_url() {
         let config = PostgresConfig::from_url("postgres://localhost").unwrap();
         assert_eq!(
-            (
-                config.port,
-                config.database.as_str(),
-                config.username.as_str()
-            ),
+            (config.port, config.database.as_str(), config.user()),
             (DEFAULT_PORT, "postgres", "postgres")
         );
         assert_eq!(config.schema, DEFAULT_SCHEMA);
@@ -470,12 +463,39 @@ mod tests {
             (Duration::from_secs(2), "p/")
         );
         let fsync = Settings {
-            fsync: Some(true),
+            options: vec![("fsync".into(), "true".into())],
             ..Settings::default()
         };
         let err = PostgresConfig::new("h", 1)
             .with_settings(&fsync)
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(err.message().contains("fsync"), "{err}");
+    }
+
+    #[test]
+    fn tls_files_have_the_shared_names_and_come_in_pairs() {
+        let config =
+            PostgresConfig::from_url("postgres://h?tls.ca=/ca.pem&tls.cert=/c.pem&tls.key=/k.pem")
+                .unwrap();
+        assert_eq!(
+            config.sslrootcert.as_deref(),
+            Some(std::path::Path::new("/ca.pem"))
+        );
+        assert_eq!(
+            config.sslkey.as_deref(),
+            Some(std::path::Path::new("/k.pem"))
+        );
+        let libpq = PostgresConfig::from_url("postgres://h?sslrootcert=/ca.pem").unwrap();
+        assert_eq!(libpq.sslrootcert, config.sslrootcert);
+        let half = Settings {
+            options: vec![("tls.cert".into(), "/c.pem".into())],
+            ..Settings::default()
+        };
+        let err = PostgresConfig::new("h", 1)
+            .with_settings(&half)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("tls.key"), "{err}");
     }
 }

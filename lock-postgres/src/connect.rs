@@ -23,7 +23,7 @@ fn driver_config(config: &PostgresConfig) -> Config {
     let mut pg = Config::new();
     pg.host(&config.host)
         .port(config.port)
-        .user(&config.username)
+        .user(config.user())
         .dbname(&config.database)
         .application_name("distlock")
         .connect_timeout(config.connect_timeout)
@@ -46,7 +46,10 @@ fn driver_config(config: &PostgresConfig) -> Config {
 pub(crate) fn describe(config: &PostgresConfig) -> String {
     format!(
         "{}@{}:{}/{}",
-        config.username, config.host, config.port, config.database
+        config.user(),
+        config.host,
+        config.port,
+        config.database
     )
 }
 

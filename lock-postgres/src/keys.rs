@@ -3,52 +3,8 @@
 //! Mutexes, elections, semaphores and read-write locks of one name are
 //! independent, so each has a space of its own.
 
-use lock_core::raw::SharedSpace;
-use lock_core::{Access, LockName, Primitive};
-
-/// The key spaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Space {
-    Lock,
-    Election,
-    Semaphore,
-    RwLock,
-}
-
-impl Space {
-    /// The space of a shared primitive's `access`.
-    pub(crate) fn shared(access: Access) -> Self {
-        match access.space() {
-            SharedSpace::Semaphore => Space::Semaphore,
-            SharedSpace::RwLock => Space::RwLock,
-        }
-    }
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Space::Lock => "lock",
-            Space::Election => "election",
-            Space::Semaphore => "semaphore",
-            Space::RwLock => "rwlock",
-        }
-    }
-
-    pub(crate) fn primitive(self) -> Primitive {
-        match self {
-            Space::Lock => Primitive::Lock,
-            Space::Election => Primitive::Election,
-            Space::Semaphore => Primitive::Semaphore,
-            Space::RwLock => Primitive::RwLock,
-        }
-    }
-
-    const ALL: [Space; 4] = [
-        Space::Lock,
-        Space::Election,
-        Space::Semaphore,
-        Space::RwLock,
-    ];
-}
+pub(crate) use lock_core::raw::Space;
+use lock_core::{Access, LockName};
 
 /// The key of `name` in `space` under `prefix`.
 pub(crate) fn key(prefix: &str, space: Space, name: &LockName) -> String {

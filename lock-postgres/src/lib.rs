@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod acquire_cleanup;
 mod admin;
 mod advisory;
 mod backend;
@@ -10,7 +11,6 @@ mod errors;
 mod fence;
 mod keys;
 mod lease;
-mod pending;
 mod pool;
 mod schema;
 mod sql;
@@ -22,4 +22,6 @@ pub use config::{
     DEFAULT_PORT, DEFAULT_SCHEMA, DEFAULT_TTL, Layout, MIN_TTL, PostgresConfig, SslMode,
 };
 pub use fence::{Fence, FencedWork};
+/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
+pub use lock_core::ClientConfig;
 pub use tokio_postgres;

@@ -2,11 +2,12 @@
 //! of `sslrootcert` or else the system's roots, always verifying the
 //! server's certificate and host name.
 
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use lock_core::{Error, Result};
-use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -40,9 +41,35 @@ pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
     let tls = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::invalid_config(format!("postgres TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let tls = match (&config.sslcert, &config.sslkey) {
+        (Some(cert), Some(key)) if config.sslmode != SslMode::Disable => {
+            let (chain, key) = client_identity(cert, key)?;
+            tls.with_client_auth_cert(chain, key)
+                .map_err(|e| Error::invalid_config(format!("postgres tls.cert/tls.key: {e}")))?
+        }
+        _ => tls.with_no_client_auth(),
+    };
     Ok(MakeRustlsConnect::new(tls))
+}
+
+/// The client certificate chain and its private key, read from PEM files.
+fn client_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let bad = |what: &str, path: &Path, why: String| {
+        Error::invalid_config(format!("postgres {what} {}: {why}", path.display()))
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad("tls.cert", cert, e.to_string()))?
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| bad("tls.cert", cert, e.to_string()))?;
+    if chain.is_empty() {
+        return Err(bad("tls.cert", cert, "no certificate in the file".into()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad("tls.key", key, e.to_string()))?;
+    Ok((chain, key))
 }
 
 /// The system's root certificates, read once per process: reading and

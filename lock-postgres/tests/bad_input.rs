@@ -3,6 +3,7 @@
 
 mod support;
 
+use lock_postgres::ClientConfig;
 use std::time::{Duration, Instant};
 
 use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockName};

@@ -4,6 +4,7 @@
 mod support;
 
 use lock_core::{ErrorKind, LockBackend, LockBackendExt};
+use lock_postgres::ClientConfig;
 use lock_postgres::PostgresBackend;
 use support::{client, config_for, start_postgres};
 

@@ -291,6 +291,7 @@ mod tests {
     use super::*;
     use crate::keys::KeySpace;
     use crate::{RedlockBackend, RedlockConfig, ServerAddr};
+    use lock_core::ClientConfig;
     use lock_core::LockBackend;
     use lock_testkit::proxy::FaultProxy;
     use lock_testkit::servers::RedisServers;

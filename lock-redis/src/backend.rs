@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::AdminCapabilities;
 use lock_core::{
-    Access, AcquireOptions, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
+    Access, AcquireRequest, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
     LeaderInfo, LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName,
     LockStatus, Result,
 };
@@ -192,10 +192,11 @@ impl RedlockBackend {
     }
 }
 
-/// Implements the lock and election traits for a backend; `shared` adds
-/// items to its `LockBackend` impl (the single server's `acquire_as`).
+/// Implements the lock and election traits for a backend; `shared` says
+/// whether it has semaphores and read-write locks (the single server and
+/// the cluster do, Redlock does not).
 macro_rules! impl_backend {
-    ($backend:ident $(, shared: { $($shared:tt)* })?) => {
+    ($backend:ident, shared: $shared:expr) => {
         impl fmt::Debug for $backend {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($backend))
@@ -216,26 +217,27 @@ macro_rules! impl_backend {
                 self.servers.default_ttl
             }
 
-            /// Acquires `name`.
+            /// Acquires `name`, or (on a single server or a cluster) a permit
+            /// of the semaphore `name` or a side of the read-write lock
+            /// `name`, in their own key spaces.
             ///
             /// # Cancel safety
             ///
             /// Cancelling gives up the attempt and its place in the queue: a
             /// spawned task removes the queue entry (and deletes the lock if
-            /// a grant was in flight, owner-checked), and waking the next
-            /// waiter if that freed the lock. If that task cannot run, the
+            /// a grant was in flight, owner-checked), and wakes the next
+            /// waiters if that freed room. If that task cannot run, the
             /// entry expires after one TTL.
-            async fn acquire(
-                &self,
-                name: &LockName,
-                options: &AcquireOptions,
-            ) -> Result<LockGuard> {
+            async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+                let (space, access) = match request.access {
+                    None => (Space::Lock, Access::Write),
+                    Some(access) if $shared => (Space::shared(access), access),
+                    Some(_) => return Err(request.unsupported(&capabilities(&self.servers))),
+                };
                 self.servers
-                    .acquire(Space::Lock, Access::Write, name, options, None)
+                    .acquire(space, access, request.name, request.options, None)
                     .await
             }
-
-            $($($shared)*)?
 
             /// The holder (by majority on Redlock) and the waiters of `name`,
             /// one script call per server.
@@ -299,35 +301,6 @@ macro_rules! impl_backend {
                 election::observe(&self.servers, name).await
             }
         }
-    };
-}
-
-/// Implements the backend traits for a backend whose locks each live on one
-/// server, with semaphores and read-write locks (`acquire_as`).
-macro_rules! impl_shared_backend {
-    ($backend:ident) => {
-        impl_backend!($backend, shared: {
-            /// Acquires a permit of the semaphore `name`, or a side of the
-            /// read-write lock `name`, in their own key spaces.
-            ///
-            /// # Cancel safety
-            ///
-            /// As [`acquire`](LockBackend::acquire): cancelling gives up the
-            /// attempt and its place in the queue. A spawned task removes the queue
-            /// entry (and ends a grant that was in flight, owner-checked), serving
-            /// the next waiters if that freed room; if that task cannot run, the
-            /// entry expires after one TTL.
-            async fn acquire_as(
-                &self,
-                name: &LockName,
-                access: Access,
-                options: &AcquireOptions,
-            ) -> Result<LockGuard> {
-                self.servers
-                    .acquire(Space::shared(access), access, name, options, None)
-                    .await
-            }
-        });
     };
 }
 
@@ -423,7 +396,7 @@ impl_guarded_writes!(
      token to the storage instead (the facade's `distlock::fence`)."
 );
 
-impl_shared_backend!(RedisBackend);
-impl_shared_backend!(RedisClusterBackend);
+impl_backend!(RedisBackend, shared: true);
+impl_backend!(RedisClusterBackend, shared: true);
 // Redlock keeps the default `acquire_as`: `Unsupported`.
-impl_backend!(RedlockBackend);
+impl_backend!(RedlockBackend, shared: false);

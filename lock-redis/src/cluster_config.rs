@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use lock_core::raw::{Settings, redact_url};
-use lock_core::{Error, Result};
+use lock_core::raw::{ClientFields, Settings, redact_url};
+use lock_core::{ClientConfig, Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{CommonConfig, ServerAddr, check_server_list, common_builders};
@@ -85,6 +85,12 @@ impl RedisClusterConfig {
     }
 
     common_builders!();
+}
+
+impl ClientConfig for RedisClusterConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        self.common.client_fields()
+    }
 }
 
 impl fmt::Debug for RedisClusterConfig {

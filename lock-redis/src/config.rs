@@ -8,8 +8,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lock_core::raw::ClientFields;
 use lock_core::raw::{Settings, serde_humane};
-use lock_core::{Error, Result, check_ttl};
+use lock_core::{ClientConfig, Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
 use crate::url::{self, ParsedUrl, UrlOption};
@@ -65,7 +66,8 @@ pub struct TlsConfig {
     /// protection TLS is for. URL: `#insecure` or `?tls_insecure=true`.
     pub insecure: bool,
     /// A PEM file of root certificates to trust instead of the system store.
-    /// URL: `?tls_ca_file=/path/ca.pem`.
+    /// URL and setting: `tls.ca` (`?tls.ca=/path/ca.pem`; formerly
+    /// `tls_ca_file`, still understood).
     pub ca_file: Option<PathBuf>,
 }
 
@@ -146,16 +148,16 @@ impl CommonConfig {
         Ok(())
     }
 
-    /// Applies the [`Settings`] Redis honours over these (`ttl`,
-    /// `connect_timeout`, `request_timeout`, `username`, `password`,
-    /// `prefix`, `holder`, `tls.ca`), and refuses the others.
+    /// Applies the [`Settings`] Redis honours over these (the client
+    /// settings and `tls.ca`), and refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
         settings.refuse_others_than_client("Redis", &["tls.ca"])?;
-        lock_core::raw::apply_client_settings!(&mut *self, settings);
+        self.apply_client_settings(settings);
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
-        if let Some(ca) = settings.tls_ca.clone() {
-            self.tls.enabled = true;
-            self.tls.ca_file = Some(ca);
+        for (name, value) in &settings.options {
+            let option = url::parse_option(name, value.clone())
+                .map_err(|why| Error::invalid_config(format!("redis {why}")))?;
+            self.apply_option(option);
         }
         self.validate()
     }
@@ -166,15 +168,22 @@ impl CommonConfig {
         self.password = parsed.password;
         self.tls.enabled = parsed.tls;
         for option in parsed.options {
-            match option {
-                UrlOption::Prefix(prefix) => self.prefix = prefix,
-                UrlOption::Holder(holder) => self.holder = Some(holder),
-                UrlOption::DefaultTtl(ttl) => self.default_ttl = ttl,
-                UrlOption::ConnectTimeout(t) => self.connect_timeout = t,
-                UrlOption::RequestTimeout(t) => self.request_timeout = t,
-                UrlOption::Tls(on) => self.tls.enabled |= on,
-                UrlOption::TlsInsecure(on) => self.tls.insecure = on,
-                UrlOption::TlsCaFile(path) => self.tls.ca_file = Some(PathBuf::from(path)),
+            self.apply_option(option);
+        }
+    }
+
+    fn apply_option(&mut self, option: UrlOption) {
+        match option {
+            UrlOption::Prefix(prefix) => self.prefix = prefix,
+            UrlOption::Holder(holder) => self.holder = Some(holder),
+            UrlOption::DefaultTtl(ttl) => self.default_ttl = ttl,
+            UrlOption::ConnectTimeout(t) => self.connect_timeout = t,
+            UrlOption::RequestTimeout(t) => self.request_timeout = t,
+            UrlOption::Tls(on) => self.tls.enabled |= on,
+            UrlOption::TlsInsecure(on) => self.tls.insecure = on,
+            UrlOption::TlsCaFile(path) => {
+                self.tls.enabled = true;
+                self.tls.ca_file = Some(PathBuf::from(path));
             }
         }
     }
@@ -192,6 +201,31 @@ impl CommonConfig {
     }
 }
 
+impl ClientConfig for CommonConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        ClientFields {
+            prefix: &mut self.prefix,
+            connect_timeout: &mut self.connect_timeout,
+            request_timeout: &mut self.request_timeout,
+            username: &mut self.username,
+            password: &mut self.password,
+            holder: &mut self.holder,
+        }
+    }
+}
+
+impl ClientConfig for RedisConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        self.common.client_fields()
+    }
+}
+
+impl ClientConfig for RedlockConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        self.common.client_fields()
+    }
+}
+
 impl fmt::Debug for CommonConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("CommonConfig");
@@ -206,7 +240,8 @@ impl fmt::Debug for CommonConfig {
 /// or `rediss://` for TLS. Options: `ttl`, `connect_timeout`,
 /// `request_timeout` (durations such as `500ms` or `30s`; a bare number is
 /// seconds), `prefix`, `holder` (the description operators see), `tls`
-/// (`true` is the same as `rediss://`), `tls_insecure`, `tls_ca_file`.
+/// (`true` is the same as `rediss://`), `tls_insecure`, `tls.ca` (a PEM
+/// file of root certificates; it turns TLS on).
 ///
 /// ```
 /// use lock_redis::RedisConfig;
@@ -236,8 +271,6 @@ impl Default for RedisConfig {
 /// The builder methods both configurations share, writing to their `common` settings.
 macro_rules! common_builders {
     () => {
-        lock_core::raw::client_config_builders!(common);
-
         /// Sets the default lease TTL.
         pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
             self.common.default_ttl = ttl;
@@ -519,7 +552,7 @@ mod tests {
             ttl: Some(Duration::from_secs(7)),
             prefix: Some("jobs:".into()),
             holder: Some("nightly-report".into()),
-            tls_ca: Some("/ca.pem".into()),
+            options: vec![("tls.ca".into(), "/ca.pem".into())],
             ..Settings::default()
         };
         let c = RedisConfig::from_url("redis://h?ttl=3s&prefix=x:&holder=url-label")
@@ -530,20 +563,11 @@ mod tests {
         assert_eq!(c.common.prefix, "jobs:");
         assert_eq!(c.common.holder.as_deref(), Some("nightly-report"));
         assert!(c.common.tls.enabled);
-        for refused in [
-            Settings {
-                fsync: Some(true),
+        for refused in ["fsync", "tls.cert", "layout"] {
+            let refused = Settings {
+                options: vec![(refused.into(), "x".into())],
                 ..Settings::default()
-            },
-            Settings {
-                tls_cert: Some("/c.pem".into()),
-                ..Settings::default()
-            },
-            Settings {
-                layout: Some("curator".into()),
-                ..Settings::default()
-            },
-        ] {
+            };
             let err = RedlockConfig::from_url("redlock://a,b,c")
                 .unwrap()
                 .with_settings(&refused)

@@ -31,8 +31,8 @@ use lock_core::raw::SentAt;
 use lock_core::{Error, Result, Wait};
 use tokio::time::{Instant, sleep_until};
 
+use crate::acquire_cleanup::AcquireCleanup;
 use crate::attempt::{self, Mode, Outcome};
-use crate::pending::Pending;
 use crate::servers::{Granted, Request, Servers, new_owner_id, still_valid};
 
 /// Pause before retrying after an error whose outcome is unknown.
@@ -54,7 +54,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
         String::new()
     };
     let wake = waiting.then(|| node.wakeups().register_waiter(&waiter));
-    let mut pending = Pending::new(servers, &request.keys, &owner, &waiter);
+    let mut cleanup = AcquireCleanup::new(servers, &request.keys, &owner, &waiter);
     let refresh = (request.ttl / 3).max(Duration::from_millis(1));
     let mode = Mode {
         owner: &owner,
@@ -75,14 +75,14 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     let mut late_grants = 0;
     // A wait that ends in an error (it ran out, the server failed) leaves
     // the queue before returning; a dropped future leaves it in the
-    // background ([`Pending`]'s drop).
+    // background ([`AcquireCleanup`]'s drop).
     let result: Result<Granted> = async {
         loop {
             let sent = SentAt::now();
             let outcome = attempt::run(node, request, mode).await;
             let nap = match outcome {
                 Ok(Outcome::Acquired(token)) if still_valid(&sent, request.ttl) => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return Ok(Granted {
                         owner: owner.clone(),
                         token,
@@ -106,7 +106,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                     continue;
                 }
                 Ok(Outcome::Busy { .. }) if !waiting => {
-                    pending.disarm();
+                    cleanup.disarm();
                     return Err(Error::would_block(format!(
                         "{} is held by another client (redis at {})",
                         request.subject(),
@@ -144,7 +144,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                 }
                 if let Some(token) = wake.take_grant() {
                     if token > busy_fence && still_valid(&busy_sent, request.ttl) {
-                        pending.disarm();
+                        cleanup.disarm();
                         return Ok(Granted {
                             owner: owner.clone(),
                             token,
@@ -164,7 +164,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     }
     .await;
     if result.is_err() {
-        pending.finish().await;
+        cleanup.finish().await;
     }
     result
 }

@@ -29,52 +29,8 @@
 //! Channels are not scoped by database in Redis, so their names carry the
 //! database number.
 
-use lock_core::raw::SharedSpace;
-use lock_core::{Access, LockName, Primitive};
-
-/// Locks, elections, semaphores and read-write locks live in separate key
-/// spaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Space {
-    Lock,
-    Election,
-    Semaphore,
-    RwLock,
-}
-
-impl Space {
-    /// The space of a shared primitive's `access`.
-    pub(crate) fn shared(access: Access) -> Space {
-        match access.space() {
-            SharedSpace::Semaphore => Space::Semaphore,
-            SharedSpace::RwLock => Space::RwLock,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Space::Lock => "lock",
-            Space::Election => "election",
-            Space::Semaphore => SharedSpace::Semaphore.as_str(),
-            Space::RwLock => SharedSpace::RwLock.as_str(),
-        }
-    }
-
-    /// The listing's name for this space.
-    pub(crate) fn primitive(self) -> Primitive {
-        match self {
-            Space::Lock => Primitive::Lock,
-            Space::Election => Primitive::Election,
-            Space::Semaphore => Primitive::Semaphore,
-            Space::RwLock => Primitive::RwLock,
-        }
-    }
-
-    /// Whether grants share the name (semaphores, read-write locks).
-    pub(crate) fn is_shared(self) -> bool {
-        matches!(self, Space::Semaphore | Space::RwLock)
-    }
-}
+use lock_core::LockName;
+pub(crate) use lock_core::raw::Space;
 
 /// The key suffixes that mean a lock exists: it is held, or waited for.
 const LIVE_SUFFIXES: [&str; 2] = [":owner", ":waiters"];
@@ -252,6 +208,7 @@ impl LockKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lock_core::Access;
 
     /// The Redis Cluster hash tag of a key: the part between the first `{`
     /// and the next `}`, if non-empty.

@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs.md")]
 
+mod acquire_cleanup;
 mod admin;
 mod attempt;
 mod backend;
@@ -14,7 +15,6 @@ mod guarded_write;
 mod held;
 mod keys;
 mod node;
-mod pending;
 mod quorum;
 mod redlock;
 mod scripts;
@@ -29,6 +29,8 @@ pub use config::{
     DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
 };
 pub use guarded_write::GuardedScript;
+/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
+pub use lock_core::ClientConfig;
 /// The Redis client these backends use, for the result types of
 /// [`RedisBackend::guarded_eval`] ([`redis::FromRedisValue`]).
 pub use redis;

@@ -504,7 +504,7 @@ pub(crate) fn connection_info(
     Ok(info.set_redis_settings(settings))
 }
 
-/// The PEM root certificates to trust, when TLS is on and `tls_ca_file` set.
+/// The PEM root certificates to trust, when TLS is on and `tls.ca` set.
 pub(crate) fn root_cert(
     backend: &str,
     addr: &str,
@@ -513,7 +513,7 @@ pub(crate) fn root_cert(
     match &common.tls.ca_file {
         Some(path) if common.tls.enabled => std::fs::read(path).map(Some).map_err(|e| {
             Error::invalid_config(format!(
-                "{backend} at {addr}: cannot read tls_ca_file {}: {e}",
+                "{backend} at {addr}: cannot read tls.ca {}: {e}",
                 path.display()
             ))
         }),

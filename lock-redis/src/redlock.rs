@@ -21,9 +21,9 @@ use lock_core::{Error, ErrorKind, Result, Wait};
 use rand::Rng;
 use tokio::time::{Instant, sleep_until};
 
+use crate::acquire_cleanup::AcquireCleanup;
 use crate::attempt::{self, Mode, Outcome};
 use crate::fair_queue::timed_out;
-use crate::pending::Pending;
 use crate::quorum::{gather, vote_decided};
 use crate::scripts::SCRIPTS;
 use crate::servers::{Granted, Request, Servers, new_owner_id, no_quorum, still_valid};
@@ -61,7 +61,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     } else {
         String::new()
     };
-    let mut pending = Pending::new(servers, &request.keys, &owner, &waiter);
+    let mut cleanup = AcquireCleanup::new(servers, &request.keys, &owner, &waiter);
     let mode = Mode {
         owner: &owner,
         waiter: &waiter,
@@ -73,7 +73,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     let refresh = (request.ttl / 3).max(Duration::from_millis(1));
     // A wait that ends in an error (it ran out, the server failed) leaves
     // the queue before returning; a dropped future leaves it in the
-    // background ([`Pending`]'s drop).
+    // background ([`AcquireCleanup`]'s drop).
     let result: Result<Granted> = async {
         loop {
             let sent = SentAt::now();
@@ -105,7 +105,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                         if waiting {
                             forget_waiter(servers, request, &waiter);
                         }
-                        pending.disarm();
+                        cleanup.disarm();
                         return Ok(Granted {
                             owner: owner.clone(),
                             token,
@@ -139,7 +139,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
             };
             if !waiting {
                 if !stragglers {
-                    pending.disarm();
+                    cleanup.disarm();
                 }
                 return Err(if unavailable {
                     failure()
@@ -191,7 +191,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     }
     .await;
     if result.is_err() {
-        pending.finish().await;
+        cleanup.finish().await;
     }
     result
 }

@@ -14,7 +14,7 @@ use crate::config::{DEFAULT_PORT, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
 const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls_ca_file";
+    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +96,9 @@ fn parse_host(text: &str) -> std::result::Result<ServerAddr, String> {
     Ok(ServerAddr::new(host, port.unwrap_or(DEFAULT_PORT)))
 }
 
-fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, String> {
+/// The URL option or backend setting `key` (`tls.ca` also under its former
+/// name `tls_ca_file`).
+pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, String> {
     let duration = |v: &str| parse_duration(v).map_err(|why| format!("option {key}: {why}"));
     let flag = |v: &str| match v {
         "" | "true" | "1" | "yes" => Ok(true),
@@ -111,7 +113,7 @@ fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, Stri
         "request_timeout" => UrlOption::RequestTimeout(duration(&value)?),
         "tls" => UrlOption::Tls(flag(&value)?),
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
-        "tls_ca_file" => UrlOption::TlsCaFile(value),
+        "tls.ca" | "tls_ca_file" => UrlOption::TlsCaFile(value),
         other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })
 }

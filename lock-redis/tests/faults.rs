@@ -3,6 +3,7 @@
 
 mod support;
 
+use lock_redis::ClientConfig;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+use lock_redis::ClientConfig;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

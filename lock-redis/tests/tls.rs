@@ -156,7 +156,7 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     let server = start_tls_redis().await;
     let ca = server._dir.path().join("ca.crt");
     let url = format!(
-        "rediss://localhost:{}?tls_ca_file={}&connect_timeout=3s",
+        "rediss://localhost:{}?tls.ca={}&connect_timeout=3s",
         server.port,
         ca.display()
     );

@@ -9,6 +9,7 @@
 //! clients' CPU per acquisition, and how busy the machine's cores were
 //! during it, which says whether the rate was bounded by the CPU.
 
+use lock_zk::ClientConfig;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,6 +16,7 @@
 //! 8, alternating rounds; `BENCH_SECS`, default 1, seconds per side per
 //! round).
 
+use lock_zk::ClientConfig;
 use std::time::Duration;
 
 use async_trait::async_trait;

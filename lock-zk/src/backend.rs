@@ -8,14 +8,15 @@ use async_trait::async_trait;
 use lock_core::AdminCapabilities;
 use lock_core::raw::Validity;
 use lock_core::{
-    Access, AcquireOptions, Capabilities, ErrorKind, FencingStrength, FencingToken, HolderInfo,
-    ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, LostReason, Result,
+    AcquireOptions, AcquireRequest, Capabilities, ErrorKind, FencingStrength, FencingToken,
+    HolderInfo, ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, LostReason,
+    Result,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::ahead::Ask;
-use crate::cleanup::Leftover;
+use crate::cleanup::AcquireCleanup;
 use crate::config::{MIN_SESSION_TIMEOUT, Resolved, ZkConfig};
 use crate::deadline::Deadline;
 use crate::errors::ZkSite;
@@ -290,7 +291,7 @@ impl ZkBackend {
         let validity = Validity::from_sent(&session.evidence(), session.timing.trusted_for());
         if !validity.is_valid() {
             head.notifier.fire(LostReason::Released);
-            session.remove_now(Leftover::Node(head.path.clone()));
+            session.remove_now(AcquireCleanup::Node(head.path.clone()));
             if let Some(duplicates) = head.duplicates {
                 session.remove_now(duplicates);
             }
@@ -355,8 +356,13 @@ impl LockBackend for ZkBackend {
         self.session_timeout()
     }
 
-    /// Joins the lock's queue and waits until our node is the lowest. The
-    /// node's data is the holder description (see [`AcquireOptions::holder`]).
+    /// Joins the queue of the lock (or of the semaphore or read-write lock,
+    /// in `semaphores/` or `rwlocks/`, apart from the lock of the same name)
+    /// and waits until the nodes ahead of ours let us in, watching only the
+    /// ones that block us. The node's data is the holder description (see
+    /// [`AcquireOptions::holder`]); a permit's also stores its limit. The
+    /// token is our node's `czxid`. See the crate documentation,
+    /// "Semaphores and read-write locks".
     ///
     /// A TTL in `options` is checked (zero is `InvalidConfig`) but the lock
     /// lives as long as the session: the guard's `ttl()` is the session
@@ -369,32 +375,12 @@ impl LockBackend for ZkBackend {
     /// connection is down, as soon as it returns; if the `create` reply never
     /// arrived, the node is found by its GUID first. It never blocks others
     /// beyond the session timeout.
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_described(Ask::exclusive(name, Role::Lock), options)
-            .await
-    }
-
-    /// Joins the semaphore's or read-write lock's queue (in `semaphores/`
-    /// or `rwlocks/`, apart from the lock of the same name) and waits until
-    /// the nodes ahead of ours let us in, watching only the ones that block
-    /// us. A permit's node stores its limit and the holder description; a
-    /// reader's or writer's, the description. The token is our node's
-    /// `czxid`, as for the lock. See the crate documentation, "Semaphores
-    /// and read-write locks".
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire): cancelling loses the place in the
-    /// queue, and the node is deleted at once or when the connection
-    /// returns; it never blocks others beyond the session timeout.
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        self.acquire_described(Ask::shared(name, access), options)
-            .await
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let ask = match request.access {
+            None => Ask::exclusive(request.name, Role::Lock),
+            Some(access) => Ask::shared(request.name, access),
+        };
+        self.acquire_described(ask, request.options).await
     }
 
     /// The lowest node of the lock's queue and the nodes behind it, each

@@ -14,9 +14,10 @@ use zookeeper_client as zk;
 use crate::errors::{in_doubt, session_over};
 use crate::session::wait_connected;
 
-/// A node to delete.
+/// A node an acquisition left behind, to delete: an attempt that was
+/// abandoned (cancelled, timed out, in doubt), or a hold given up.
 #[derive(Debug, Clone)]
-pub(crate) enum Leftover {
+pub(crate) enum AcquireCleanup {
     /// A node whose path we know.
     Node(String),
     /// Every node of one acquisition whose `create` was in doubt: found by
@@ -42,7 +43,11 @@ pub(crate) enum Outcome {
 }
 
 /// Deletes `leftover`, retrying through connection losses.
-pub(crate) async fn remove(client: zk::Client, request: Duration, leftover: Leftover) -> Outcome {
+pub(crate) async fn remove(
+    client: zk::Client,
+    request: Duration,
+    leftover: AcquireCleanup,
+) -> Outcome {
     loop {
         match wait_connected(&client, Instant::now() + Duration::from_secs(3600)).await {
             Ok(()) => {}
@@ -50,7 +55,7 @@ pub(crate) async fn remove(client: zk::Client, request: Duration, leftover: Left
             Err(_) => continue,
         }
         let outcome = match &leftover {
-            Leftover::Node(path) => match timeout(request, client.delete(path, None)).await {
+            AcquireCleanup::Node(path) => match timeout(request, client.delete(path, None)).await {
                 Ok(Ok(()) | Err(zk::Error::NoNode)) => {
                     tracing::debug!(%path, "zk leftover node deleted");
                     return Outcome::Deleted;
@@ -58,7 +63,7 @@ pub(crate) async fn remove(client: zk::Client, request: Duration, leftover: Left
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err(zk::Error::Timeout),
             },
-            Leftover::Guid { dir, marker } => {
+            AcquireCleanup::Guid { dir, marker } => {
                 let listing = async {
                     client.sync(dir).await?;
                     client.list_children(dir).await

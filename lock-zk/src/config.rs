@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use lock_core::raw::{Settings, serde_humane};
-use lock_core::{Error, Result};
+use lock_core::raw::{ClientFields, Settings, serde_humane};
+use lock_core::{ClientConfig, Error, Result};
 use serde::Deserialize;
 
 use crate::keys::{Layout, NodeLayout};
@@ -108,6 +108,19 @@ impl fmt::Debug for ZkConfig {
     }
 }
 
+impl ClientConfig for ZkConfig {
+    fn client_fields(&mut self) -> ClientFields<'_> {
+        ClientFields {
+            prefix: &mut self.prefix,
+            connect_timeout: &mut self.connect_timeout,
+            request_timeout: &mut self.request_timeout,
+            username: &mut self.username,
+            password: &mut self.password,
+            holder: &mut self.holder,
+        }
+    }
+}
+
 impl ZkConfig {
     /// A config for these servers (`host:port`), everything else default.
     pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
@@ -132,8 +145,6 @@ impl ZkConfig {
         self
     }
 
-    lock_core::raw::client_config_builders!();
-
     /// Parses `zk://[user:password@]host[:port][,host[:port]...][/lock/root][?options]`.
     ///
     /// Options: `ttl` (alias `session_timeout`; both set the session
@@ -157,13 +168,14 @@ impl ZkConfig {
     /// the others.
     pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
         settings.refuse_others_than_client("ZooKeeper", &["layout"])?;
-        lock_core::raw::apply_client_settings!(&mut self, settings);
+        self.apply_client_settings(settings);
         if let Some(ttl) = settings.ttl {
             lock_core::check_ttl(ttl)?;
             self = self.with_session_timeout(ttl);
         }
-        if let Some(layout) = &settings.layout {
-            self.layout = layout.parse()?;
+        for (name, value) in &settings.options {
+            crate::url::apply_option(&mut self, name, value)
+                .map_err(|why| Error::invalid_config(format!("zk {why}")))?;
         }
         self.validate()?;
         Ok(self)

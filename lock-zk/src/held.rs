@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::cleanup::Leftover;
+use crate::cleanup::AcquireCleanup;
 use crate::errors::{ZkSite, in_doubt, session_over};
 use crate::keys::Space;
 use crate::session::Session;
@@ -32,7 +32,7 @@ pub(crate) struct ZkHeld {
     pub(crate) watcher: Option<JoinHandle<()>>,
     /// Other nodes of this acquisition that may exist (a `create` was in
     /// doubt), deleted after the release.
-    pub(crate) duplicates: Option<Leftover>,
+    pub(crate) duplicates: Option<AcquireCleanup>,
 }
 
 impl fmt::Debug for ZkHeld {

@@ -30,6 +30,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub(crate) use lock_core::raw::Space;
 use lock_core::{Error, LockName, Result};
 use serde::Deserialize;
 use uuid::Uuid;
@@ -84,42 +85,13 @@ impl FromStr for NodeLayout {
     }
 }
 
-/// Locks, elections, semaphores and read-write locks live in separate
-/// directories.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Space {
-    Lock,
-    Election,
-    Semaphore,
-    RwLock,
-}
-
-impl Space {
-    /// Every space.
-    pub(crate) const ALL: [Space; 4] = [
-        Space::Lock,
-        Space::Election,
-        Space::Semaphore,
-        Space::RwLock,
-    ];
-
-    fn dir(self) -> &'static str {
-        match self {
-            Space::Lock => "locks",
-            Space::Election => "elections",
-            Space::Semaphore => "semaphores",
-            Space::RwLock => "rwlocks",
-        }
-    }
-
-    /// The roles whose nodes queue in this space.
-    fn roles(self) -> &'static [Role] {
-        match self {
-            Space::Lock => &[Role::Lock],
-            Space::Election => &[Role::Latch],
-            Space::Semaphore => &[Role::Permit],
-            Space::RwLock => &[Role::Read, Role::Write],
-        }
+/// The roles whose nodes queue in `space`.
+fn roles(space: Space) -> &'static [Role] {
+    match space {
+        Space::Lock => &[Role::Lock],
+        Space::Election => &[Role::Latch],
+        Space::Semaphore => &[Role::Permit],
+        Space::RwLock => &[Role::Read, Role::Write],
     }
 }
 
@@ -357,8 +329,7 @@ pub(crate) fn entry_of(child: &str, space: Space) -> Option<(i64, Role)> {
     let (guid, rest) = rest.split_at_checked(36)?;
     Uuid::parse_str(guid).ok()?;
     let rest = rest.strip_prefix('-')?;
-    let (role, digits) = space
-        .roles()
+    let (role, digits) = roles(space)
         .iter()
         .find_map(|role| Some((*role, rest.strip_prefix(role.marker())?)))?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {

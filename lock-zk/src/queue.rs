@@ -31,7 +31,7 @@ use uuid::Uuid;
 use zookeeper_client as zk;
 
 use crate::ahead::{Ahead, Ask};
-use crate::cleanup::Leftover;
+use crate::cleanup::AcquireCleanup;
 use crate::deadline::Deadline;
 use crate::errors::{ZkSite, in_doubt};
 use crate::held::watch_own_node;
@@ -58,7 +58,7 @@ pub(crate) struct Head {
     pub(crate) czxid: i64,
     /// Set when a `create` was in doubt: a late second node of ours may
     /// still appear, and is looked for and deleted after the release.
-    pub(crate) duplicates: Option<Leftover>,
+    pub(crate) duplicates: Option<AcquireCleanup>,
 }
 
 /// A queue node that must be deleted unless the acquisition succeeds.
@@ -81,16 +81,16 @@ struct PendingNode {
 }
 
 impl PendingNode {
-    fn by_guid(&self) -> Leftover {
-        Leftover::Guid {
+    fn by_guid(&self) -> AcquireCleanup {
+        AcquireCleanup::Guid {
             dir: self.dir.clone(),
             marker: self.marker.clone(),
         }
     }
 
-    fn leftover(&self) -> Leftover {
+    fn acquire_cleanup(&self) -> AcquireCleanup {
         match &self.path {
-            Some(path) => Leftover::Node(path.clone()),
+            Some(path) => AcquireCleanup::Node(path.clone()),
             None => self.by_guid(),
         }
     }
@@ -113,7 +113,7 @@ impl PendingNode {
         if let Some(notifier) = &self.notifier {
             notifier.fire(LostReason::Released);
         }
-        let node = self.session.remove_and_wait(self.leftover(), until);
+        let node = self.session.remove_and_wait(self.acquire_cleanup(), until);
         if self.doubtful && self.path.is_some() {
             let others = self.session.remove_and_wait(self.by_guid(), until);
             futures::join!(node, others);
@@ -131,7 +131,7 @@ impl Drop for PendingNode {
             if let Some(notifier) = &self.notifier {
                 notifier.fire(LostReason::Released);
             }
-            self.session.remove_now(self.leftover());
+            self.session.remove_now(self.acquire_cleanup());
             if self.doubtful && self.path.is_some() {
                 self.session.remove_now(self.by_guid());
             }
@@ -369,7 +369,7 @@ fn drop_duplicates(
         let duplicate = child.starts_with(marker) && child != ours;
         if duplicate {
             tracing::warn!(%dir, %child, "zk deleting a second queue node of ours");
-            session.remove_now(Leftover::Node(format!("{dir}/{child}")));
+            session.remove_now(AcquireCleanup::Node(format!("{dir}/{child}")));
         }
         !duplicate
     });

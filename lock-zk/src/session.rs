@@ -25,7 +25,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use zookeeper_client as zk;
 
 use crate::acl;
-use crate::cleanup::{self, Leftover};
+use crate::cleanup::{self, AcquireCleanup};
 use crate::config::Resolved;
 use crate::deadline::Deadline;
 use crate::errors::{ZkSite, in_doubt, session_over};
@@ -337,7 +337,7 @@ impl Session {
         let hold = holds.remove(&id)?;
         drop(holds);
         hold.notifier.fire(LostReason::Disconnected);
-        self.remove_now(Leftover::Node(hold.path));
+        self.remove_now(AcquireCleanup::Node(hold.path));
         None
     }
 
@@ -359,7 +359,7 @@ impl Session {
         let (client, request) = (self.client.clone(), self.timing.request);
         let session = Arc::downgrade(self);
         lock_core::raw::spawn_background_on(&self.runtime, async move {
-            let outcome = cleanup::remove(client, request, Leftover::Node(path)).await;
+            let outcome = cleanup::remove(client, request, AcquireCleanup::Node(path)).await;
             let Some(session) = session.upgrade() else {
                 return;
             };
@@ -415,7 +415,7 @@ impl Session {
                     "zk leader not confirmed within the safe window; lock no longer trusted"
                 );
                 hold.notifier.fire(LostReason::Disconnected);
-                self.remove_now(Leftover::Node(hold.path));
+                self.remove_now(AcquireCleanup::Node(hold.path));
             }
         }
         true
@@ -431,7 +431,7 @@ impl Session {
         self.runtime.spawn(async move {
             tokio::time::sleep(delay).await;
             if let Some(session) = session.upgrade() {
-                session.remove_now(Leftover::Node(path));
+                session.remove_now(AcquireCleanup::Node(path));
             }
         });
     }
@@ -440,7 +440,7 @@ impl Session {
     /// later request of this session), and retried in the background until
     /// it succeeds or the session ends. Needs no runtime on the calling
     /// thread: the follow-up runs on the session's runtime.
-    pub(crate) fn remove_now(&self, leftover: Leftover) {
+    pub(crate) fn remove_now(&self, leftover: AcquireCleanup) {
         drop(self.remove(leftover));
     }
 
@@ -451,19 +451,19 @@ impl Session {
     /// # Cancel safety
     ///
     /// Cancel safe: the removal goes on in the background.
-    pub(crate) async fn remove_and_wait(&self, leftover: Leftover, until: Instant) {
+    pub(crate) async fn remove_and_wait(&self, leftover: AcquireCleanup, until: Instant) {
         let removal = self.remove(leftover);
         let _ = timeout_at(until, removal).await;
     }
 
     /// Sends the delete of `leftover` now; the returned task sees it through.
-    fn remove(&self, leftover: Leftover) -> JoinHandle<()> {
+    fn remove(&self, leftover: AcquireCleanup) -> JoinHandle<()> {
         let runtime = &self.runtime;
         tracing::debug!(?leftover, "zk deleting a node we no longer need");
         let client = self.client.clone();
         let request = self.timing.request;
         match leftover {
-            Leftover::Node(path) => {
+            AcquireCleanup::Node(path) => {
                 let delete = client.delete(&path, None);
                 lock_core::raw::spawn_background_on(runtime, async move {
                     match timeout(request, delete).await {
@@ -473,12 +473,12 @@ impl Session {
                             tracing::warn!(%path, error = %e, "zk could not delete a leftover node");
                         }
                         _ => {
-                            cleanup::remove(client, request, Leftover::Node(path)).await;
+                            cleanup::remove(client, request, AcquireCleanup::Node(path)).await;
                         }
                     }
                 })
             }
-            guid @ Leftover::Guid { .. } => {
+            guid @ AcquireCleanup::Guid { .. } => {
                 lock_core::raw::spawn_background_on(runtime, async move {
                     cleanup::remove(client, request, guid).await;
                 })

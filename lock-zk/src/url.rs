@@ -51,32 +51,40 @@ pub(crate) fn parse(url: &str) -> Result<ZkConfig> {
         config.prefix = percent_decode(parts.path).map_err(|e| bad(format!("path: {e}")))?;
     }
     for (key, value) in parts.query {
-        let duration = || parse_duration(&value).map_err(|e| bad(format!("option {key}: {e}")));
-        match key.as_str() {
-            "ttl" | "session_timeout" => {
-                let timeout = duration()?;
-                config = config.with_session_timeout(timeout);
-            }
-            "connect_timeout" => config.connect_timeout = duration()?,
-            "request_timeout" => config.request_timeout = duration()?,
-            "username" => config.username = Some(value),
-            "password" => config.password = Some(value),
-            "holder" => config.holder = Some(value),
-            "layout" => {
-                config.layout = value
-                    .parse()
-                    .map_err(|e: Error| bad(e.message().to_owned()))?;
-            }
-            other => {
-                return Err(bad(format!(
-                    "unknown option {other:?}; known: ttl, session_timeout, connect_timeout, \
-                     request_timeout, username, password, layout, holder"
-                )));
-            }
-        }
+        apply_option(&mut config, &key, &value).map_err(&bad)?;
     }
     config.validate()?;
     Ok(config)
+}
+
+/// Applies the URL option or backend setting `key`.
+pub(crate) fn apply_option(
+    config: &mut ZkConfig,
+    key: &str,
+    value: &str,
+) -> std::result::Result<(), String> {
+    let duration = || parse_duration(value).map_err(|e| format!("option {key}: {e}"));
+    match key {
+        "ttl" | "session_timeout" => {
+            let timeout = duration()?;
+            *config = std::mem::take(config).with_session_timeout(timeout);
+        }
+        "connect_timeout" => config.connect_timeout = duration()?,
+        "request_timeout" => config.request_timeout = duration()?,
+        "username" => config.username = Some(value.to_owned()),
+        "password" => config.password = Some(value.to_owned()),
+        "holder" => config.holder = Some(value.to_owned()),
+        "layout" => {
+            config.layout = value.parse().map_err(|e: Error| e.message().to_owned())?;
+        }
+        other => {
+            return Err(format!(
+                "unknown option {other:?}; known: ttl, session_timeout, connect_timeout, \
+                 request_timeout, username, password, layout, holder"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 mod support;
 
+use lock_zk::ClientConfig;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

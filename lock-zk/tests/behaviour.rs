@@ -4,6 +4,7 @@
 
 mod support;
 
+use lock_zk::ClientConfig;
 use std::time::Duration;
 
 use lock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason, LostSignal};

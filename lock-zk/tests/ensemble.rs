@@ -4,6 +4,7 @@
 
 mod support;
 
+use lock_zk::ClientConfig;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -60,7 +60,10 @@ mod tests {
             );
         }
         let config = Config {
-            prefix: Some("/app".into()),
+            settings: crate::Settings {
+                prefix: Some("/app".into()),
+                ..crate::Settings::default()
+            },
             ..with_layout("concurrency")
         };
         let err = etcd_config(url, &config).unwrap_err();

@@ -35,11 +35,11 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
         .entry(name)
         .or_default()
         .clone();
-    let backend = match config.ttl {
+    let backend = match config.settings.ttl {
         Some(ttl) => shared.with_default_ttl(ttl)?,
         None => shared,
     };
-    let backend = match &config.holder {
+    let backend = match &config.settings.holder {
         Some(holder) => backend.with_holder(holder.as_str()),
         None => backend,
     };

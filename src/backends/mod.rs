@@ -61,44 +61,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file_url = format!("file://{}", dir.path().display());
         let cases = [
-            (
-                "memory://",
-                "prefix",
-                Config {
-                    prefix: Some("a".into()),
-                    ..Config::default()
-                },
-            ),
-            (
-                "memory://",
-                "layout",
-                Config {
-                    layout: Some("curator".into()),
-                    ..Config::default()
-                },
-            ),
-            (
-                file_url.as_str(),
-                "prefix",
-                Config {
-                    prefix: Some("a".into()),
-                    ..Config::default()
-                },
-            ),
-            (
-                file_url.as_str(),
-                "layout",
-                Config {
-                    layout: Some("x".into()),
-                    ..Config::default()
-                },
-            ),
+            ("memory://", "prefix", "a"),
+            ("memory://", "layout", "curator"),
+            (file_url.as_str(), "prefix", "a"),
+            (file_url.as_str(), "layout", "x"),
         ];
-        for (url, setting, config) in cases {
-            let config = Config {
-                url: Some(url.to_owned()),
-                ..config
-            };
+        for (url, setting, value) in cases {
+            let mut config = Config::from_url(url);
+            config.set(setting, value).unwrap();
             let err = crate::connect_with(&config).await.expect_err("refused");
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{url}: {err}");
             assert!(err.message().contains(setting), "{url}: {err}");

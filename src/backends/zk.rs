@@ -29,7 +29,10 @@ mod tests {
             // Nothing listens here: every case fails before any I/O.
             url: Some("zk://127.0.0.1:1".to_owned()),
             layout: Some(layout.to_owned()),
-            prefix: prefix.map(str::to_owned),
+            settings: crate::Settings {
+                prefix: prefix.map(str::to_owned),
+                ..crate::Settings::default()
+            },
             ..Config::default()
         }
     }

@@ -352,7 +352,7 @@ fn check_grace(grace: Option<Duration>, ttl: Duration) -> Result<(), Failure> {
 /// its queue place in the background; wait for that, so the next waiter is
 /// not held up for a whole TTL, then exit with `code`.
 pub(crate) async fn give_up(code: u8, config: &Config) -> u8 {
-    let within = config.request_timeout.unwrap_or(GIVE_UP_TIMEOUT);
+    let within = config.settings.request_timeout.unwrap_or(GIVE_UP_TIMEOUT);
     if !distlock::wait_for_background(within).await {
         eprintln!(
             "distlock: giving up the queue place took longer than {}; it expires with its lease",
@@ -392,7 +392,7 @@ pub(crate) async fn connect_with_ttl(
     ttl: Option<Duration>,
 ) -> Result<Backend, Failure> {
     if ttl.is_some() {
-        config.ttl = ttl;
+        config.settings.ttl = ttl;
     }
     Ok(distlock::connect_with(config).await?)
 }
@@ -404,7 +404,7 @@ const LABEL_COMMAND_MAX: usize = 120;
 /// configured `holder` (config file or DISTLOCK_HOLDER), else
 /// `distlock run COMMAND@host:pid`.
 fn holder_label(config: &Config, command: &[std::ffi::OsString]) -> String {
-    if let Some(label) = &config.holder {
+    if let Some(label) = &config.settings.holder {
         return label.clone();
     }
     let mut shown = command.iter().map(shell_word).collect::<Vec<_>>().join(" ");
@@ -452,7 +452,10 @@ mod tests {
             "{label}"
         );
         let configured = Config {
-            holder: Some("billing-worker-3".into()),
+            settings: distlock::Settings {
+                holder: Some("billing-worker-3".into()),
+                ..distlock::Settings::default()
+            },
             ..Config::default()
         };
         assert_eq!(holder_label(&configured, &command), "billing-worker-3");

@@ -37,10 +37,7 @@ pub use lock_testkit::fixtures::{
 /// developer's shell) and the given URL.
 pub fn distlock(url: Option<&str>) -> Command {
     let mut cmd = Command::new(DISTLOCK);
-    for var in distlock::ENV_VARS
-        .iter()
-        .chain(["DISTLOCK_CONFIG", "DISTLOCK_LOG"].iter())
-    {
+    for var in distlock::env_vars().chain(["DISTLOCK_CONFIG", "DISTLOCK_LOG"]) {
         cmd.env_remove(var);
     }
     if let Some(url) = url {

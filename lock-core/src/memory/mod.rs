@@ -29,7 +29,7 @@ use async_trait::async_trait;
 
 use crate::access::Access;
 use crate::admin::{AdminCapabilities, HolderInfo, ListOptions, ListPage, LockStatus};
-use crate::backend::LockBackend;
+use crate::backend::{AcquireRequest, LockBackend};
 use crate::capabilities::{Capabilities, FencingStrength};
 use crate::clock::{LeaseClock, SentAt, TokioClock};
 use crate::error::{Error, Result};
@@ -41,6 +41,17 @@ use crate::options::AcquireOptions;
 use crate::renewer::Renewer;
 
 use table::{Request, Space, Table};
+
+/// An error of `kind` during `operation` in the memory backend, made
+/// through [`Site`](crate::raw::Site) as every backend's are.
+pub(crate) fn memory_error(
+    kind: crate::ErrorKind,
+    operation: impl std::fmt::Display,
+    detail: impl std::fmt::Display,
+) -> Error {
+    let operation = operation.to_string();
+    crate::site::Site::new("memory", "memory://", &operation).error(kind, detail)
+}
 #[cfg(feature = "testing")]
 pub use testing::expire_key;
 
@@ -178,22 +189,14 @@ impl LockBackend for MemoryBackend {
         self.default_ttl
     }
 
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        self.acquire_in(Space::Lock, Access::Write, name, options, None)
-            .await
-    }
-
-    async fn acquire_as(
-        &self,
-        name: &LockName,
-        access: Access,
-        options: &AcquireOptions,
-    ) -> Result<LockGuard> {
-        let space = match access {
-            Access::Permit(_) => Space::Semaphore,
-            _ => Space::RwLock,
+    async fn acquire_request(&self, request: AcquireRequest<'_>) -> Result<LockGuard> {
+        let (space, access) = match request.access {
+            None => (Space::Lock, Access::Write),
+            Some(access @ Access::Permit(_)) => (Space::Semaphore, access),
+            Some(access) => (Space::RwLock, access),
         };
-        self.acquire_in(space, access, name, options, None).await
+        self.acquire_in(space, access, request.name, request.options, None)
+            .await
     }
 
     /// # Cancel safety
@@ -247,7 +250,9 @@ impl Lease for MemoryLease {
 
     async fn proclaim(&self, value: &[u8]) -> Result<()> {
         if self.space != Space::Election {
-            return Err(Error::unsupported(
+            return Err(memory_error(
+                crate::ErrorKind::Unsupported,
+                format_args!("proclaim on {}", self.name),
                 "proclaim is only available on a leadership",
             ));
         }
@@ -261,10 +266,11 @@ impl MemoryLease {
         if self.table.release(self.space, &self.name, self.grant.lease) {
             Ok(())
         } else {
-            Err(Error::not_held(format!(
-                "lock {} was no longer held by this guard (token {}); nothing was released",
-                self.name, self.grant.token
-            )))
+            Err(memory_error(
+                crate::ErrorKind::NotHeld,
+                format_args!("release lock {} (token {})", self.name, self.grant.token),
+                "it was no longer held by this guard; nothing was released",
+            ))
         }
     }
 }

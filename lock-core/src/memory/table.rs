@@ -16,38 +16,16 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
+use super::memory_error;
 use crate::access::{Access, blockers, check_limit_agrees};
-use crate::admin::{HolderInfo, ListedLock, LockStatus, Primitive, WaiterInfo};
+use crate::admin::{HolderInfo, ListedLock, LockStatus, WaiterInfo};
 use crate::election::LeaderInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::fencing::FencingToken;
 use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
 use crate::options::Wait;
-
-/// Locks, elections, semaphores and read-write locks live in separate key spaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Space {
-    Lock,
-    Election,
-    Semaphore,
-    RwLock,
-}
-
-impl Space {
-    pub(super) fn as_str(self) -> &'static str {
-        self.primitive().as_str()
-    }
-
-    fn primitive(self) -> Primitive {
-        match self {
-            Space::Lock => Primitive::Lock,
-            Space::Election => Primitive::Election,
-            Space::Semaphore => Primitive::Semaphore,
-            Space::RwLock => Primitive::RwLock,
-        }
-    }
-}
+pub(super) use crate::space::Space;
 
 /// What an acquisition was granted: its lease id and fencing token.
 #[derive(Debug, Clone, Copy)]
@@ -305,7 +283,11 @@ impl Table {
                     });
                 }
                 if wait == Wait::No {
-                    return Err(Error::would_block(busy(space, name, access)));
+                    return Err(memory_error(
+                        ErrorKind::WouldBlock,
+                        format_args!("acquire {name}"),
+                        busy(space, name, access),
+                    ));
                 }
                 if position.is_none() {
                     entry.queue.push_back(Waiter {
@@ -317,14 +299,18 @@ impl Table {
                 (entry.changed.subscribe(), entry.earliest_expiry())
             };
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::timeout(format!(
-                    "{} after waiting {:?}",
-                    busy(space, name, access),
-                    match wait {
-                        Wait::Timeout(d) => d,
-                        _ => Duration::ZERO,
-                    }
-                )));
+                return Err(memory_error(
+                    ErrorKind::Timeout,
+                    format_args!("acquire {name}"),
+                    format_args!(
+                        "{} after waiting {:?}",
+                        busy(space, name, access),
+                        match wait {
+                            Wait::Timeout(d) => d,
+                            _ => Duration::ZERO,
+                        }
+                    ),
+                ));
             }
             let wake_at = match (holder_expiry, deadline) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -363,10 +349,10 @@ impl Table {
                         holder.expires_at = now + ttl;
                         Ok(())
                     }
-                    None => Err(gone(name)),
+                    None => Err(gone("renew", name)),
                 }
             }
-            None => Err(gone(name)),
+            None => Err(gone("renew", name)),
         }
     }
 
@@ -461,9 +447,14 @@ impl Table {
     pub(super) fn proclaim(&self, name: &LockName, lease: u64, value: Vec<u8>) -> Result<()> {
         let mut state = self.lock();
         let key = (Space::Election, name.clone());
-        let entry = state.entries.get_mut(&key).ok_or_else(|| gone(name))?;
+        let entry = state
+            .entries
+            .get_mut(&key)
+            .ok_or_else(|| gone("proclaim", name))?;
         entry.expire_if_due(Instant::now());
-        let holder = entry.holder_with(lease).ok_or_else(|| gone(name))?;
+        let holder = entry
+            .holder_with(lease)
+            .ok_or_else(|| gone("proclaim", name))?;
         holder.value = Some(value);
         entry.publish_leader(&key);
         Ok(())
@@ -509,6 +500,11 @@ fn busy(space: Space, name: &LockName, access: Access) -> String {
     }
 }
 
-fn gone(name: &LockName) -> Error {
-    Error::lease_lost(format!("the lease on {name} has expired or was revoked"))
+/// `LeaseLost` for `op` on `name`, whose lease is gone.
+fn gone(op: &str, name: &LockName) -> Error {
+    memory_error(
+        ErrorKind::LeaseLost,
+        format_args!("{op} {name}"),
+        "the lease has expired or was revoked",
+    )
 }

@@ -5,6 +5,7 @@
 
 pub mod etcdctl;
 
+use lock_etcd::ClientConfig;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

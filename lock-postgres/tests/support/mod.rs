@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use lock_postgres::ClientConfig;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 
 #![allow(dead_code, missing_docs)]
 
+use lock_zk::ClientConfig;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

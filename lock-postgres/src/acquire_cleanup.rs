@@ -13,14 +13,14 @@ use crate::backend::Inner;
 
 /// Cleans up an unfinished acquisition when dropped, unless disarmed.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub(crate) struct AcquireCleanup {
     cleanup: Option<(Arc<Inner>, Uuid)>,
 }
 
-impl Pending {
+impl AcquireCleanup {
     /// Arms the clean-up of `owner`'s entry.
     pub(crate) fn new(inner: &Arc<Inner>, owner: Uuid) -> Self {
-        Pending {
+        AcquireCleanup {
             cleanup: Some((inner.clone(), owner)),
         }
     }
@@ -45,7 +45,7 @@ impl Pending {
     }
 }
 
-impl Drop for Pending {
+impl Drop for AcquireCleanup {
     fn drop(&mut self) {
         if let Some(cleanup) = self.cleanup.take() {
             lock_core::raw::spawn_background(clean_up(cleanup));

@@ -13,14 +13,14 @@ use crate::servers::Servers;
 
 /// Cleans up an unfinished acquisition when dropped, unless disarmed.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub(crate) struct AcquireCleanup {
     cleanup: Option<(Arc<Servers>, LockKeys, String, String)>,
 }
 
-impl Pending {
+impl AcquireCleanup {
     /// Arms the clean-up of `owner` and `waiter` (may be `""`).
     pub(crate) fn new(servers: &Arc<Servers>, keys: &LockKeys, owner: &str, waiter: &str) -> Self {
-        Pending {
+        AcquireCleanup {
             cleanup: Some((
                 servers.clone(),
                 keys.clone(),
@@ -52,7 +52,7 @@ impl Pending {
     }
 }
 
-impl Drop for Pending {
+impl Drop for AcquireCleanup {
     fn drop(&mut self) {
         if let Some(cleanup) = self.cleanup.take() {
             lock_core::raw::spawn_background(clean_up(cleanup));
