@@ -17,7 +17,10 @@
 # stops (MUTANTS_BASELINE=0 skips this).
 #
 # Environment: MUTANTS_TARGET_DIR is the cargo target directory (default:
-# this checkout's target/, so dependencies are built once); MUTANTS_KEEP=1
+# target/mutants, seeded from target/debug so dependencies are not built
+# again; never target/ itself: cargo names a workspace crate's artifacts
+# the same in every copy of the workspace, so a mutated build would replace
+# this checkout's); MUTANTS_KEEP=1
 # keeps the copy and the logs; MUTANTS_LIST=1 only lists the mutants.
 # Not part of CI: it runs real servers and takes a while (each mutant
 # rebuilds one crate and runs its conformance and lease tests).
@@ -45,10 +48,10 @@ mutant redis-release-owner lock-redis/src/scripts.rs \
 
 mutant core-validity-ttl lock-core/src/validity.rs \
     's/sent \+ ttl\.saturating_sub\(drift_allowance\(ttl\)\)/sent + ttl + ttl.saturating_sub(drift_allowance(ttl))/' \
-    "-p lock-core --lib --test conformance --test lease_lifecycle" \
+    "-p lock-core --features testing --lib --test conformance --test lease_lifecycle" \
     "lock-core's validity runs one TTL past the server's lease"
 
-etcd_tests="-p lock-etcd --test conformance --test lease_loss --test keepalive"
+etcd_tests="-p lock-etcd --test conformance --test lease_loss --test late_writes --test keepalive"
 mutant etcd-release-owner lock-etcd/src/held.rs \
     's/\n\s*\.when\(\[self\.is_ours\(\)\]\)\n(\s*\.and_then\(\[TxnOp::delete)/\n$1/' \
     "$etcd_tests" \
@@ -79,7 +82,7 @@ mutant pg-release-liveness lock-postgres/src/schema.rs \
 
 mutant file-owner lock-file/src/store.rs \
     's/fn holds\(&self, holder: &str, now: &Now\) -> bool \{\n(\s*)self\.is_held_by\(holder, now\)/fn holds(&self, holder: &str, now: &Now) -> bool {\n${1}let _ = holder;\n${1}self.live_holder(now).is_some()/' \
-    "-p lock-file --test conformance --test behaviour" \
+    "-p lock-file --features testing --test conformance --test behaviour" \
     "file renew and release of a mutex check that someone holds it, not who"
 
 if [ "${MUTANTS_LIST:-}" = 1 ]; then
@@ -112,7 +115,12 @@ else
 fi
 mkdir -p "$work/tree" "$work/logs"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$work/tree"
-export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-$root/target}
+export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-$root/target/mutants}
+if [ ! -d "$CARGO_TARGET_DIR/debug" ] && [ -d "$root/target/debug" ]; then
+    echo "==> seeding $CARGO_TARGET_DIR from target/debug"
+    mkdir -p "$CARGO_TARGET_DIR"
+    cp -a "$root/target/debug" "$CARGO_TARGET_DIR/"
+fi
 
 # run_tests LOG ARGS...: builds, then runs; 0 passed, 1 failed, 2 build failed.
 run_tests() {
