@@ -1,6 +1,7 @@
 //! Test kit for distlock backends: the conformance suite, real-server
 //! launchers, a fault proxy, shared assertions, a contention workload
-//! runner, and a harness that sets a backend's uncontended cycle against
+//! runner, histories of lock operations with a linearizability checker,
+//! and a harness that sets a backend's uncontended cycle against
 //! the raw round trips of the same requests.
 //!
 //! Backend crates run the whole conformance suite with one macro call and

@@ -20,6 +20,7 @@ mod locking;
 mod multi;
 mod scope;
 mod shared;
+mod takeover;
 mod telemetry;
 
 use std::sync::Arc;
@@ -67,6 +68,10 @@ pub use shared::{
     a_writer_never_overlaps_a_reader_or_a_writer, all_permits_can_be_held_at_once,
     cancelled_shared_acquires_give_up_their_place, readers_overlap, semaphore_limits_must_agree,
     semaphore_never_exceeds_its_limit_under_contention, tokens_increase_across_every_kind_of_grant,
+};
+pub use takeover::{
+    a_broken_holder_never_renews_its_successors_lock,
+    an_expired_holder_never_renews_its_successors_lock,
 };
 pub use telemetry::metrics_and_spans_are_the_same_on_every_backend;
 
@@ -136,6 +141,8 @@ macro_rules! conformance_tests {
             lost_signal_fires_when_lease_is_killed,
             stale_release_never_deletes_new_holder,
             release_after_loss_is_harmless,
+            an_expired_holder_never_renews_its_successors_lock,
+            a_broken_holder_never_renews_its_successors_lock,
             with_lock_releases_before_returning,
             release_completes_before_a_runtime_shuts_down,
             cancelled_waiter_in_an_exiting_program_gives_up_its_place,
