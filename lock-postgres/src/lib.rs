@@ -13,6 +13,7 @@ mod lease;
 mod pending;
 mod pool;
 mod schema;
+mod sessions;
 mod sql;
 mod tls;
 mod wakeups;
