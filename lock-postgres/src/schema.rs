@@ -231,6 +231,10 @@ BEGIN
         outcome := 'granted';
         RETURN;
     END IF;
+    -- Nothing granted: losing this transaction in a crash loses no grant
+    -- (the waiter queues again on its next look), so its commit need not
+    -- wait for the WAL flush, nor hold the key's lock through one.
+    PERFORM set_config('synchronous_commit', 'off', true);
     IF p_queue THEN
         IF my_id IS NULL THEN
             INSERT INTO {s}.entries AS e (key, owner, access, permits, holder, expires_at)
@@ -255,6 +259,10 @@ DECLARE
     released_key text;
     had_value boolean;
 BEGIN
+    -- A release lost in a crash leaves the row to expire after its TTL,
+    -- which is safe; and the next grant's commit, which waits for the WAL
+    -- flush, flushes this earlier commit too. So it need not wait itself.
+    PERFORM set_config('synchronous_commit', 'off', true);
     SELECT e.key INTO released_key FROM {s}.entries e WHERE e.owner = p_owner;
     IF released_key IS NULL THEN
         was_live := false;
