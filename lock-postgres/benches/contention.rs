@@ -13,6 +13,13 @@
 //! `pg_stat_database`; every statement outside a transaction block is
 //! one) say how much work the server does for each.
 //!
+//! Commit latency: between the rounds, single-statement `UPDATE`s on one
+//! connection measure what one durable commit costs the server. A
+//! hand-off of the table layout needs two (the release, then the next
+//! holder's grant), so `1 / (2 × commit p50)` is the hand-off rate that
+//! commit latency allows, and the table layout's hand-offs are shown
+//! against it.
+//!
 //! Fenced transactions: one client holds a lock of the table layout and
 //! runs `BEGIN; UPDATE …; COMMIT` through `fenced_transaction` (which adds
 //! the `FOR KEY SHARE` check of the holder's row) and the same three
@@ -21,7 +28,7 @@
 //! Run: `cargo bench -p lock-postgres --bench contention`. `BENCH_SECS`
 //! sets each lock round's length (default 1.5), `BENCH_ROUNDS` the rounds
 //! per row (default 5; rows show medians over rounds), `BENCH_CLIENTS` the
-//! client counts (default `1,4,16`; `none` runs only the fenced part),
+//! client counts (default `1,4,8,16`; `none` runs only the fenced part),
 //! `BENCH_TX` the transactions per round and side (default 400), and
 //! `BENCH_FSYNC=on` makes the server sync its commits (the test kit's
 //! server runs with `fsync=off` otherwise).
@@ -339,7 +346,7 @@ async fn main() {
     let scenarios: Vec<usize> = std::env::var("BENCH_CLIENTS")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 4, 16]);
+        .unwrap_or_else(|| vec![1, 4, 8, 16]);
     let server = Arc::new(
         PostgresServer::start_with(PostgresOptions::new().fsync(fsync))
             .await
@@ -359,12 +366,21 @@ async fn main() {
         "| lock | clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | p50 release | p50 hand-off | server transactions/acq | fairness | violations | token regressions | errors |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    sql.batch_execute(
+        "CREATE TABLE bench_commits (id int PRIMARY KEY, n bigint NOT NULL); \
+         INSERT INTO bench_commits VALUES (1, 0)",
+    )
+    .await
+    .expect("create the commit table");
     let mut ratios = Vec::new();
     let mut errors = Vec::new();
+    let mut commits_us = Vec::new();
+    let mut table_handoffs = Vec::new();
     let mut round = 0;
     for &clients in &scenarios {
         let mut results: [Vec<Round>; 3] = [Vec::new(), Vec::new(), Vec::new()];
         for i in 0..rounds {
+            commits_us.extend(commit_latencies(&sql, COMMITS_PER_ROUND).await);
             // Rotate the order, so no lock always runs first on a machine
             // whose load drifts.
             for k in 0..Contender::ALL.len() {
@@ -404,6 +420,9 @@ async fn main() {
                 contender.label()
             );
         }
+        if clients > 1 {
+            table_handoffs.push((clients, summaries[0].handoffs));
+        }
         let raw = &summaries[2];
         for (contender, s) in Contender::ALL.iter().zip(&summaries).take(2) {
             let (cycle, handoffs) = if clients == 1 {
@@ -434,6 +453,24 @@ async fn main() {
     for line in ratios {
         println!("{line}");
     }
+    let commit_p50 = percentile(commits_us.clone(), 0.5);
+    let limit = 1e6 / (2.0 * commit_p50.max(1e-3));
+    println!(
+        "\n## Table layout against the commit-latency limit\n\n\
+         single-statement UPDATE commit on one connection: p50 {}, p99 {} ({} commits between the rounds); \
+         two commits per hand-off allow {limit:.0} hand-offs/s\n",
+        ms(commit_p50),
+        ms(percentile(commits_us.clone(), 0.99)),
+        commits_us.len()
+    );
+    println!("| clients | table hand-offs/s | commit-latency limit | share of the limit |");
+    println!("|---|---|---|---|");
+    for (clients, handoffs) in table_handoffs {
+        println!(
+            "| {clients} | {handoffs:.0} | {limit:.0} | {:.2} |",
+            handoffs / limit
+        );
+    }
     if !errors.is_empty() {
         println!("\nfirst errors:");
         for line in errors {
@@ -443,6 +480,23 @@ async fn main() {
 
     fenced(&server, rounds, transactions).await;
     println!("\nload average at the end {}", load_average());
+}
+
+/// Single-statement commits measured between the lock rounds.
+const COMMITS_PER_ROUND: usize = 100;
+
+/// The latencies of `n` autocommitted one-row `UPDATE`s, in µs: one round
+/// trip and one commit each.
+async fn commit_latencies(sql: &Client, n: usize) -> Vec<f64> {
+    let mut took = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        sql.batch_execute("UPDATE bench_commits SET n = n + 1 WHERE id = 1")
+            .await
+            .expect("commit");
+        took.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    took
 }
 
 /// The latencies of `n` transactions of one kind, in µs.

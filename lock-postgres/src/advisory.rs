@@ -6,28 +6,28 @@
 //! the prefix before it) is hashed by the server's `hashtextextended(text,
 //! 0)`, which any client can call too. Each held lock has a connection of
 //! its own, since the lock belongs to the session: the session *is* the
-//! lease. Tokens still come from the `tokens` sequence, taken on the lock's
-//! connection once the lock is granted, so they rise across the holders
-//! that use this crate (other clients take none).
+//! lease. Tokens still come from the `tokens` sequence, taken in the same
+//! statement as the lock, once it is granted (one round trip per
+//! acquisition), so they rise across the holders that use this crate
+//! (other clients take none).
 //!
 //! Giving up a wait never races a late grant: the waiting session is
 //! cancelled and its connection closed, and a closed session holds nothing.
+//! A session released cleanly is kept for the next acquisition
+//! ([`crate::sessions`]).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::raw::{Grant, Lease, LossNotifier, SentAt};
 use lock_core::{AcquireOptions, Error, LockGuard, LockName, LostReason, Result, Wait};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use crate::backend::PostgresBackend;
-use crate::config::PostgresConfig;
-use crate::connect::open;
+use crate::sessions::{Session, Sessions};
 
 /// The advisory lock key of `name` under `prefix`, as the SQL that computes
 /// it on the server with its parameters: a decimal `i64` name is the key.
@@ -37,59 +37,6 @@ fn key_param(prefix: &str, name: &LockName) -> (Option<i64>, String) {
 
 /// SQL for the key: `$1` the decimal key if any, `$2` the text to hash.
 const KEY: &str = "coalesce($1::bigint, hashtextextended($2::text, 0))";
-
-/// One lock's session: its client, and the task that drives its
-/// connection. Dropping it ends the session: the connection closes, and a
-/// wait still in progress is cancelled on the server (in the background),
-/// so the session holds nothing afterwards and blocks nobody.
-struct Session {
-    client: Client,
-    driver: JoinHandle<()>,
-    config: PostgresConfig,
-}
-
-impl Session {
-    async fn open(backend: &PostgresBackend) -> Result<Self> {
-        let config = backend.inner.config.clone();
-        let (client, connection) = open(&config).await?;
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Session {
-            client,
-            driver,
-            config,
-        })
-    }
-
-    /// Ends the session and waits (at most a request timeout) for the
-    /// server to have been told to cancel a wait in progress.
-    async fn close(self, _config: &PostgresConfig) {
-        let cancel = self.cancel();
-        drop(self);
-        cancel.await;
-    }
-
-    /// Cancels whatever the session's server process is doing.
-    fn cancel(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let token = self.client.cancel_token();
-        let config = self.config.clone();
-        async move {
-            if let Ok(tls) = crate::tls::connector(&config) {
-                let _ = tokio::time::timeout(config.request_timeout, token.cancel_query(tls)).await;
-            }
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.driver.abort();
-        if !self.client.is_closed() {
-            lock_core::raw::spawn_background(self.cancel());
-        }
-    }
-}
 
 impl PostgresBackend {
     /// Takes the advisory lock of `name`.
@@ -103,38 +50,58 @@ impl PostgresBackend {
         crate::config::check_ttl(ttl)?;
         let (decimal, text) = key_param(&config.prefix, name);
         let deadline = options.wait.deadline_from(Instant::now());
-        let session = Session::open(self).await?;
         let bound = config.request_timeout;
         let statement = match options.wait {
-            Wait::No => format!("SELECT pg_try_advisory_lock({KEY}), {KEY}"),
+            Wait::No => format!(
+                "WITH tried AS MATERIALIZED (SELECT pg_try_advisory_lock({KEY}) AS granted) \
+                 SELECT granted, {KEY}, CASE WHEN granted THEN nextval('{}.tokens') END \
+                 FROM tried",
+                config.schema
+            ),
             // `pg_advisory_lock` returns `void`: a row means granted.
             _ => format!(
                 "WITH granted AS MATERIALIZED (SELECT pg_advisory_lock({KEY})) \
-                 SELECT true, {KEY} FROM granted"
+                 SELECT true, {KEY}, nextval('{}.tokens') FROM granted",
+                config.schema
             ),
         };
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
             [(&decimal, Type::INT8), (&text, Type::TEXT)];
-        let request = session.client.query_typed(&statement, &params);
-        let answer = match (options.wait, deadline) {
-            (Wait::Forever, _) | (_, None) => Ok(request.await),
-            (Wait::No, _) => tokio::time::timeout(bound, request).await,
-            (_, Some(deadline)) => tokio::time::timeout_at(deadline, request).await,
-        };
-        let rows = match answer {
-            Ok(Ok(rows)) => rows,
-            Ok(Err(e)) => {
-                session.close(config).await;
-                return Err(crate::errors::from_pg(e, &format!("lock {name}")));
-            }
-            Err(_) => {
-                session.close(config).await;
-                return Err(match options.wait {
-                    Wait::No => crate::errors::timed_out(&format!("lock {name}"), bound),
-                    _ => Error::timeout(format!(
-                        "advisory lock {name} is still held by someone else after the wait"
-                    )),
-                });
+        let mut fresh_only = false;
+        let (session, rows) = loop {
+            let session = if fresh_only {
+                self.inner.sessions.open().await?
+            } else {
+                self.inner.sessions.take().await?
+            };
+            let request = session.client.query_typed(&statement, &params);
+            let answer = match (options.wait, deadline) {
+                (Wait::Forever, _) | (_, None) => Ok(request.await),
+                (Wait::No, _) => tokio::time::timeout(bound, request).await,
+                (_, Some(deadline)) => tokio::time::timeout_at(deadline, request).await,
+            };
+            match answer {
+                Ok(Ok(rows)) => break (session, rows),
+                // A kept session that the server closed while it was idle
+                // (a restart, an idle timeout) holds nothing: try once more
+                // on a new connection.
+                Ok(Err(e)) if e.is_closed() && session.reused => {
+                    drop(session);
+                    fresh_only = true;
+                }
+                Ok(Err(e)) => {
+                    session.close().await;
+                    return Err(crate::errors::from_pg(e, &format!("lock {name}")));
+                }
+                Err(_) => {
+                    session.close().await;
+                    return Err(match options.wait {
+                        Wait::No => crate::errors::timed_out(&format!("lock {name}"), bound),
+                        _ => Error::timeout(format!(
+                            "advisory lock {name} is still held by someone else after the wait"
+                        )),
+                    });
+                }
             }
         };
         // The session is the lease: it has no server-side expiry, so its
@@ -144,30 +111,16 @@ impl PostgresBackend {
         let granted: bool = rows.first().is_some_and(|row| row.get(0));
         let key: i64 = rows.first().map_or(0, |row| row.get(1));
         if !granted {
-            session.close(config).await;
+            // Not granted, nothing held: the session is clean.
+            self.inner.sessions.put(session);
             return Err(Error::would_block(format!(
                 "advisory lock {name} (key {key}) is held by someone else"
             )));
         }
-        let next = format!("SELECT nextval('{}.tokens')", config.schema);
-        let token = match tokio::time::timeout(bound, session.client.query_typed(&next, &[])).await
-        {
-            Ok(Ok(rows)) => rows.first().map_or(0, |row| row.get::<_, i64>(0)),
-            Ok(Err(e)) => {
-                session.close(config).await;
-                return Err(crate::errors::from_pg(
-                    e,
-                    &format!("take a token for {name}"),
-                ));
-            }
-            Err(_) => {
-                session.close(config).await;
-                return Err(crate::errors::timed_out(
-                    &format!("take a token for {name}"),
-                    bound,
-                ));
-            }
-        };
+        let token: i64 = rows
+            .first()
+            .and_then(|row| row.get::<_, Option<i64>>(2))
+            .unwrap_or(0);
         let notifier = LossNotifier::new();
         let unsigned = u64::try_from(token)
             .map_err(|_| Error::backend(format!("{name}: negative token {token}")))?;
@@ -177,7 +130,8 @@ impl PostgresBackend {
         lock_core::raw::leased_guard(
             grant,
             AdvisoryLease {
-                session: Arc::new(session),
+                session: Mutex::new(Some(Arc::new(session))),
+                sessions: self.inner.sessions.clone(),
                 key,
                 name: name.clone(),
                 bound,
@@ -189,7 +143,9 @@ impl PostgresBackend {
 
 /// A held advisory lock: its session.
 struct AdvisoryLease {
-    session: Arc<Session>,
+    /// Taken out by the release.
+    session: Mutex<Option<Arc<Session>>>,
+    sessions: Arc<Sessions>,
     key: i64,
     name: LockName,
     bound: Duration,
@@ -206,6 +162,14 @@ impl fmt::Debug for AdvisoryLease {
 }
 
 impl AdvisoryLease {
+    /// The session, while the lock has not been released.
+    fn session(&self) -> Option<Arc<Session>> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     fn gone(&self, why: &str) -> Error {
         Error::lease_lost(format!(
             "advisory lock {} (key {}) is no longer held: {why}",
@@ -224,7 +188,10 @@ impl Lease for AdvisoryLease {
                      AND ((classid::bigint << 32) | objid::bigint) = $1)";
         let key = self.key;
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] = [(&key, Type::INT8)];
-        let asked = self.session.client.query_typed(check, &params);
+        let Some(session) = self.session() else {
+            return Err(self.gone("it was released"));
+        };
+        let asked = session.client.query_typed(check, &params);
         match tokio::time::timeout(self.bound, asked).await {
             Ok(Ok(rows)) if rows.first().is_some_and(|row| row.get::<_, bool>(0)) => Ok(()),
             Ok(Ok(_)) => {
@@ -244,30 +211,63 @@ impl Lease for AdvisoryLease {
         }
     }
 
+    /// Unlocks, and in the same statement checks that the session holds no
+    /// advisory lock any more: only then is it kept for reuse.
     async fn release(&self) -> Result<()> {
-        let unlock = "SELECT pg_advisory_unlock($1)";
+        let unlock = "WITH unlocked AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok) \
+                      SELECT ok, NOT EXISTS (SELECT 1 FROM pg_locks \
+                                              WHERE locktype = 'advisory' \
+                                                AND pid = pg_backend_pid()) \
+                      FROM unlocked";
         let key = self.key;
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] = [(&key, Type::INT8)];
-        let asked = self.session.client.query_typed(unlock, &params);
-        let result = match tokio::time::timeout(self.bound, asked).await {
-            Ok(Ok(rows)) if rows.first().is_some_and(|row| row.get::<_, bool>(0)) => Ok(()),
-            Ok(Ok(_)) => Err(self.gone("the session did not hold it")),
+        // Dropped on every path but a clean one: a closed session frees
+        // whatever it held, also when this future is cancelled.
+        let Some(session) = self
+            .session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Err(self.gone("it was released already"));
+        };
+        let asked = session.client.query_typed(unlock, &params);
+        match tokio::time::timeout(self.bound, asked).await {
+            Ok(Ok(rows)) => {
+                let (unlocked, clean) = rows
+                    .first()
+                    .map_or((false, false), |row| (row.get::<_, bool>(0), row.get(1)));
+                if unlocked && clean {
+                    // A renewal still in flight keeps a clone: close then.
+                    if let Ok(session) = Arc::try_unwrap(session) {
+                        self.sessions.put(session);
+                    }
+                }
+                if unlocked {
+                    Ok(())
+                } else {
+                    Err(self.gone("the session did not hold it"))
+                }
+            }
             Ok(Err(e)) if e.is_closed() || e.code().is_some() => {
                 Err(self.gone(&format!("its session ended ({e})")))
             }
             Ok(Err(e)) => Err(crate::errors::from_pg(e, "release an advisory lock")),
-            // Unknown: the session is closed below, which frees it anyway.
+            // Unknown: the session is closed as it drops, which frees it anyway.
             Err(_) => Err(crate::errors::timed_out(
                 "release an advisory lock",
                 self.bound,
             )),
-        };
-        self.session.driver.abort();
-        result
+        }
     }
 
     fn release_blocking(&self) {
         // Closing the connection ends the session and frees the lock.
-        self.session.driver.abort();
+        drop(
+            self.session
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
     }
 }

@@ -22,6 +22,7 @@ use crate::keys::{self, Space};
 use crate::lease::PgLease;
 use crate::pool::Pool;
 use crate::schema;
+use crate::sessions::Sessions;
 use crate::sql::Sql;
 use crate::wakeups::{Listener, Wakeups};
 
@@ -38,6 +39,8 @@ pub(crate) struct Inner {
     pub(crate) sql: Sql,
     pub(crate) wakeups: Arc<Wakeups>,
     pub(crate) renewer: Renewer,
+    /// The advisory layout's idle sessions.
+    pub(crate) sessions: Arc<Sessions>,
     _listener: Listener,
 }
 
@@ -103,10 +106,15 @@ impl PostgresBackend {
                 config.request_timeout,
             )
         })??;
-        let (wakeups, listener) = Wakeups::start(&config, schema::channel(&config.schema));
+        let (wakeups, listener) = Wakeups::start(
+            &config,
+            schema::channel(&config.schema),
+            schema::wake_channel(&config.schema),
+        );
         Ok(PostgresBackend {
             inner: Arc::new(Inner {
                 sql: Sql::new(&config.schema),
+                sessions: Sessions::new(&config),
                 config,
                 pool,
                 wakeups,
@@ -175,7 +183,7 @@ impl PostgresBackend {
         let queue = !matches!(options.wait, Wait::No);
         let deadline = options.wait.deadline_from(Instant::now());
         // Listen before the first look, so no release falls between them.
-        let watch = self.inner.wakeups.watch(&key);
+        let watch = self.inner.wakeups.watch(&key, Some(owner));
         let mut cleanup = AcquireCleanup::new(&self.inner, owner);
         let attempt = Attempt {
             key: &key,

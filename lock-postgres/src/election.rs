@@ -79,7 +79,7 @@ impl ElectionBackend for PostgresBackend {
         self.table_only("elections")?;
         let key = self.key(Space::Election, name);
         let observer = Observer {
-            watch: self.inner.wakeups.watch(&key),
+            watch: self.inner.wakeups.watch(&key, None),
             backend: self.clone(),
             key,
             filter: LeaderFilter::new(),

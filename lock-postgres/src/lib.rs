@@ -13,6 +13,7 @@ mod keys;
 mod lease;
 mod pool;
 mod schema;
+mod sessions;
 mod sql;
 mod tls;
 mod wakeups;

@@ -17,21 +17,38 @@
 //! volatile function takes a fresh snapshot, so it sees what the attempts
 //! before it committed.
 //!
-//! Changes that can let a waiter in (a release, a removed expired row, a
-//! proclaimed value) `pg_notify` the key on the schema's channel.
+//! Changes that can let a waiter in (a release, a cancelled wait, a removed
+//! expired row) call `wake`, which applies the same grant rule to the
+//! key's live rows and notifies the schema's wake channel with the owner
+//! ids of exactly the waiters it now admits: a hand-off wakes the next
+//! waiter, not every waiter (version 2). What observers watch (a
+//! proclaimed value, a leader granted or gone, an operator's eviction)
+//! `pg_notify`s the key on the schema's key channel.
+//!
+//! Whatever deletes rows of a key takes the key's transaction advisory lock
+//! first, as `acquire` does, in the same order (lock, then rows): so `wake`
+//! sees every queue entry that an `acquire` racing with it has committed,
+//! and never waits for a row lock while holding the key.
 
 use lock_core::{Error, Result};
 use tokio_postgres::Client;
 
 /// The version the code below creates; recorded in `migrations`.
-pub(crate) const VERSION: i32 = 1;
+pub(crate) const VERSION: i32 = 2;
 
-/// The notification channel of `schema`.
+/// The key notification channel of `schema`: payload a key.
 pub(crate) fn channel(schema: &str) -> String {
     format!("distlock_{schema}")
 }
 
+/// The wake channel of `schema`: payload the owner ids of admitted waiters.
+pub(crate) fn wake_channel(schema: &str) -> String {
+    format!("distlockw_{schema}")
+}
+
 /// Creates the schema's objects unless version [`VERSION`] is recorded.
+/// Every statement is idempotent (`IF NOT EXISTS`, `CREATE OR REPLACE`), so
+/// the same script also upgrades an older version in place.
 ///
 /// Concurrent first connections serialise on a transaction advisory lock,
 /// so two clients never race to create the same objects.
@@ -83,6 +100,7 @@ fn migration_sql(schema: &str) -> String {
     MIGRATION
         .replace("{s}", schema)
         .replace("{channel}", &channel(schema))
+        .replace("{wake_channel}", &wake_channel(schema))
         .replace("{version}", &VERSION.to_string())
 }
 
@@ -111,6 +129,39 @@ CREATE TABLE IF NOT EXISTS {s}.entries (
 );
 CREATE INDEX IF NOT EXISTS entries_key_id ON {s}.entries (key, id);
 
+-- Notifies the waiters of p_key that the grant rule now admits (a writer
+-- with nothing ahead, a reader with no writer ahead, a permit with fewer
+-- than its limit ahead), by owner id, at most 100 ids per notification.
+CREATE OR REPLACE FUNCTION {s}.wake(p_key text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    owners text;
+BEGIN
+    FOR owners IN
+        SELECT string_agg(a.owner::text, ',' ORDER BY a.id)
+          FROM (SELECT w.id, w.owner, (row_number() OVER (ORDER BY w.id) - 1) / 100 AS chunk
+                  FROM (SELECT e.id, e.owner, e.granted, e.access, e.permits,
+                               count(*) OVER ahead AS n_ahead,
+                               count(*) FILTER (WHERE e.access = 'write') OVER ahead AS writers_ahead
+                          FROM {s}.entries e
+                         WHERE e.key = p_key AND e.expires_at > clock_timestamp()
+                        WINDOW ahead AS (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING
+                                                           AND 1 PRECEDING)) w
+                 WHERE NOT w.granted
+                   AND CASE w.access
+                         WHEN 'write' THEN w.n_ahead = 0
+                         WHEN 'read' THEN w.writers_ahead = 0
+                         ELSE w.n_ahead < w.permits
+                       END) a
+         GROUP BY a.chunk
+         ORDER BY a.chunk
+    LOOP
+        PERFORM pg_notify('{wake_channel}', owners);
+    END LOOP;
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION {s}.acquire(
     p_key text, p_owner uuid, p_access text, p_permits int, p_ttl_ms bigint,
     p_holder text, p_value bytea, p_queue boolean,
@@ -129,7 +180,7 @@ BEGIN
     DELETE FROM {s}.entries e WHERE e.key = p_key AND e.expires_at <= clock_timestamp();
     GET DIAGNOSTICS removed = ROW_COUNT;
     IF removed > 0 THEN
-        PERFORM pg_notify('{channel}', p_key);
+        PERFORM {s}.wake(p_key);
     END IF;
     SELECT e.id, e.granted, e.token INTO my_id, my_granted, my_token
         FROM {s}.entries e WHERE e.owner = p_owner;
@@ -180,6 +231,10 @@ BEGIN
         outcome := 'granted';
         RETURN;
     END IF;
+    -- Nothing granted: losing this transaction in a crash loses no grant
+    -- (the waiter queues again on its next look), so its commit need not
+    -- wait for the WAL flush, nor hold the key's lock through one.
+    PERFORM set_config('synchronous_commit', 'off', true);
     IF p_queue THEN
         IF my_id IS NULL THEN
             INSERT INTO {s}.entries AS e (key, owner, access, permits, holder, expires_at)
@@ -202,12 +257,27 @@ CREATE OR REPLACE FUNCTION {s}.release(p_owner uuid, OUT was_live boolean)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     released_key text;
+    had_value boolean;
 BEGIN
+    -- A release lost in a crash leaves the row to expire after its TTL,
+    -- which is safe; and the next grant's commit, which waits for the WAL
+    -- flush, flushes this earlier commit too. So it need not wait itself.
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT e.key INTO released_key FROM {s}.entries e WHERE e.owner = p_owner;
+    IF released_key IS NULL THEN
+        was_live := false;
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('distlock {s} ' || released_key, 0));
     DELETE FROM {s}.entries e WHERE e.owner = p_owner
-        RETURNING e.key, e.granted AND e.expires_at > clock_timestamp()
-        INTO released_key, was_live;
-    IF released_key IS NOT NULL THEN
-        PERFORM pg_notify('{channel}', released_key);
+        RETURNING e.granted AND e.expires_at > clock_timestamp(), e.value IS NOT NULL
+        INTO was_live, had_value;
+    IF FOUND THEN
+        PERFORM {s}.wake(released_key);
+        IF had_value THEN
+            -- A leader is gone: its observers look again.
+            PERFORM pg_notify('{channel}', released_key);
+        END IF;
     END IF;
     was_live := coalesce(was_live, false);
 END
@@ -236,10 +306,12 @@ CREATE OR REPLACE FUNCTION {s}.force_release(p_key text)
 RETURNS SETOF {s}.entries
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('distlock {s} ' || p_key, 0));
     RETURN QUERY WITH d AS (
         DELETE FROM {s}.entries e WHERE e.key = p_key AND e.granted RETURNING e.*
     ) SELECT * FROM d;
     IF FOUND THEN
+        PERFORM {s}.wake(p_key);
         PERFORM pg_notify('{channel}', p_key);
     END IF;
 END

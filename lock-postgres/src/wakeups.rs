@@ -1,5 +1,12 @@
 //! Waking waiters: one listening connection per backend, `LISTEN` on the
-//! schema's channel, and a [`Notify`] per key that someone waits on.
+//! schema's two channels, and a [`Notify`] per waiter.
+//!
+//! The key channel's payload is a key: every waiter and observer of that
+//! key looks again (a proclaimed value, a new or gone leader, an operator's
+//! eviction). The wake channel's payload names queue entries by their owner
+//! ids, comma-separated: the server computed that the grant rule now admits
+//! exactly them, so only their waiters look again, and every other listener
+//! ignores the payload without a query.
 //!
 //! `NOTIFY` reaches a session only while it is connected, so every
 //! reconnect wakes every waiter to look at its queue again; waiters also
@@ -19,6 +26,7 @@ use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::AsyncMessage;
+use uuid::Uuid;
 
 use crate::config::PostgresConfig;
 use crate::connect::{describe, open};
@@ -26,13 +34,21 @@ use crate::connect::{describe, open};
 /// How long the listener waits before connecting again after a failure.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 
-/// The keys waited on, and the task that listens for their notifications.
+/// The waiters, and the task that listens for their notifications.
 #[derive(Debug)]
 pub(crate) struct Wakeups {
-    keys: Mutex<HashMap<String, Arc<Notify>>>,
+    waiters: Mutex<Waiters>,
     config: PostgresConfig,
     channel: String,
+    wake_channel: String,
     task: Mutex<Task>,
+}
+
+/// Every registered waiter, by key and by queue entry owner.
+#[derive(Debug, Default)]
+struct Waiters {
+    by_key: HashMap<String, Vec<Arc<Notify>>>,
+    by_owner: HashMap<Uuid, Arc<Notify>>,
 }
 
 /// The listening task's state.
@@ -59,11 +75,13 @@ impl Drop for Listener {
     }
 }
 
-/// A waiter's registration for one key; dropping it unregisters.
+/// A waiter's registration for one key (and its queue entry, if any);
+/// dropping it unregisters.
 #[derive(Debug)]
 pub(crate) struct KeyWatch {
     wakeups: Arc<Wakeups>,
     key: String,
+    owner: Option<Uuid>,
     notify: Arc<Notify>,
 }
 
@@ -80,10 +98,15 @@ impl KeyWatch {
 
 impl Drop for KeyWatch {
     fn drop(&mut self) {
-        let mut keys = self.wakeups.keys();
-        // The map's and ours: nobody else waits on the key.
-        if Arc::strong_count(&self.notify) <= 2 {
-            keys.remove(&self.key);
+        let mut waiters = self.wakeups.waiters();
+        if let Some(owner) = &self.owner {
+            waiters.by_owner.remove(owner);
+        }
+        if let Some(list) = waiters.by_key.get_mut(&self.key) {
+            list.retain(|n| !Arc::ptr_eq(n, &self.notify));
+            if list.is_empty() {
+                waiters.by_key.remove(&self.key);
+            }
         }
     }
 }
@@ -91,11 +114,16 @@ impl Drop for KeyWatch {
 impl Wakeups {
     /// Starts listening on `channel` with a connection of its own, on the
     /// current runtime.
-    pub(crate) fn start(config: &PostgresConfig, channel: String) -> (Arc<Self>, Listener) {
+    pub(crate) fn start(
+        config: &PostgresConfig,
+        channel: String,
+        wake_channel: String,
+    ) -> (Arc<Self>, Listener) {
         let wakeups = Arc::new(Wakeups {
-            keys: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(Waiters::default()),
             config: config.clone(),
             channel,
+            wake_channel,
             task: Mutex::new(Task::Idle),
         });
         wakeups.keep_listening();
@@ -136,30 +164,64 @@ impl Wakeups {
         }
     }
 
-    /// Registers interest in `key`.
-    pub(crate) fn watch(self: &Arc<Self>, key: &str) -> KeyWatch {
-        let notify = self.keys().entry(key.to_owned()).or_default().clone();
+    /// Registers interest in `key`, and in the queue entry of `owner`.
+    pub(crate) fn watch(self: &Arc<Self>, key: &str, owner: Option<Uuid>) -> KeyWatch {
+        let notify = Arc::new(Notify::new());
+        let mut waiters = self.waiters();
+        waiters
+            .by_key
+            .entry(key.to_owned())
+            .or_default()
+            .push(notify.clone());
+        if let Some(owner) = owner {
+            waiters.by_owner.insert(owner, notify.clone());
+        }
         KeyWatch {
             wakeups: self.clone(),
             key: key.to_owned(),
+            owner,
             notify,
         }
     }
 
-    fn wake(&self, key: &str) {
-        if let Some(notify) = self.keys().get(key) {
-            notify.notify_waiters();
+    /// A notification on one of our channels.
+    fn notified(&self, channel: &str, payload: &str) {
+        if channel == self.wake_channel {
+            self.wake_owners(payload);
+        } else if let Some(list) = self.waiters().by_key.get(payload) {
+            for notify in list {
+                notify.notify_waiters();
+            }
+        }
+    }
+
+    /// Wakes the waiters of the comma-separated owner ids in `payload`
+    /// that wait here; other ids belong to other clients.
+    fn wake_owners(&self, payload: &str) {
+        let waiters = self.waiters();
+        if waiters.by_owner.is_empty() {
+            return;
+        }
+        for id in payload.split(',') {
+            if let Some(notify) = Uuid::parse_str(id.trim())
+                .ok()
+                .and_then(|owner| waiters.by_owner.get(&owner))
+            {
+                notify.notify_waiters();
+            }
         }
     }
 
     fn wake_all(&self) {
-        for notify in self.keys().values() {
-            notify.notify_waiters();
+        for list in self.waiters().by_key.values() {
+            for notify in list {
+                notify.notify_waiters();
+            }
         }
     }
 
-    fn keys(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    fn waiters(&self) -> MutexGuard<'_, Waiters> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn task(&self) -> MutexGuard<'_, Task> {
@@ -169,9 +231,9 @@ impl Wakeups {
 
 /// Listens until aborted, reconnecting after every failure.
 async fn listen(wakeups: Arc<Wakeups>) {
-    let (config, channel) = (&wakeups.config, &wakeups.channel);
+    let config = &wakeups.config;
     loop {
-        match listen_once(&wakeups, config, channel).await {
+        match listen_once(&wakeups, config).await {
             Ok(()) => {
                 tracing::debug!(server = %describe(config), "postgres listening connection closed")
             }
@@ -183,14 +245,13 @@ async fn listen(wakeups: Arc<Wakeups>) {
     }
 }
 
-async fn listen_once(
-    wakeups: &Wakeups,
-    config: &PostgresConfig,
-    channel: &str,
-) -> lock_core::Result<()> {
+async fn listen_once(wakeups: &Wakeups, config: &PostgresConfig) -> lock_core::Result<()> {
     let (client, mut connection) = open(config).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-    let statement = format!("LISTEN \"{channel}\"");
+    let statement = format!(
+        "LISTEN \"{}\"; LISTEN \"{}\"",
+        wakeups.channel, wakeups.wake_channel
+    );
     let listen = client.batch_execute(&statement);
     tokio::pin!(listen);
     // Drive the connection while LISTEN runs.
@@ -201,7 +262,7 @@ async fn listen_once(
                 break;
             }
             message = messages.next() => match message {
-                Some(Ok(AsyncMessage::Notification(n))) => wakeups.wake(n.payload()),
+                Some(Ok(AsyncMessage::Notification(n))) => wakeups.notified(n.channel(), n.payload()),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(crate::errors::from_pg(e, "listen for lock releases")),
                 None => return Ok(()),
@@ -215,7 +276,7 @@ async fn listen_once(
     wakeups.wake_all();
     while let Some(message) = messages.next().await {
         match message {
-            Ok(AsyncMessage::Notification(n)) => wakeups.wake(n.payload()),
+            Ok(AsyncMessage::Notification(n)) => wakeups.notified(n.channel(), n.payload()),
             Ok(_) => {}
             Err(e) => return Err(crate::errors::from_pg(e, "listen for lock releases")),
         }
