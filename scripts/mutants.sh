@@ -84,7 +84,7 @@ mutant pg-renew-revives lock-postgres/src/sql.rs \
     "$pg_tests" \
     "PostgreSQL renew revives a lease that already ran out"
 mutant pg-release-liveness lock-postgres/src/schema.rs \
-    's/RETURNING e\.key, e\.granted AND e\.expires_at > clock_timestamp\(\)/RETURNING e.key, true/' \
+    's/RETURNING e\.granted AND e\.expires_at > clock_timestamp\(\), e\.value IS NOT NULL/RETURNING true, e.value IS NOT NULL/' \
     "$pg_tests" \
     "PostgreSQL release reports an expired or waiting entry as released"
 
