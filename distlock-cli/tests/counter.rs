@@ -79,10 +79,5 @@ async fn counter_is_exact_and_tokens_increase(fixture: Fixture) {
 
 support::test_on_backends! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    counter_is_exact_and_tokens_increase;
-    file: file_processes_count_exactly_with_increasing_tokens,
-    etcd: etcd_processes_count_exactly_with_increasing_tokens,
-    redis: redis_processes_count_exactly_with_increasing_tokens,
-    zk: zk_processes_count_exactly_with_increasing_tokens,
-    postgres: postgres_processes_count_exactly_with_increasing_tokens,
+    counter_is_exact_and_tokens_increase: file, etcd, redis, zk, postgres
 }

@@ -176,12 +176,7 @@ async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_tok
 
 support::test_on_backends! {
     #[tokio::test]
-    breaks_the_run_of_another_process;
-    etcd: break_evicts_the_run_of_another_process_on_etcd,
-    redis: break_evicts_the_run_of_another_process_on_redis,
-    redlock: break_evicts_the_run_of_another_process_on_redlock,
-    zk: break_evicts_the_run_of_another_process_on_zk,
-    postgres: break_evicts_the_run_of_another_process_on_postgres,
+    breaks_the_run_of_another_process: etcd, redis, redlock, zk, postgres
 }
 
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock
@@ -234,13 +229,7 @@ async fn breaks_the_run_of_another_process(fixture: support::Fixture) {
 
 support::test_on_backends! {
     #[tokio::test]
-    sees_and_breaks_an_election;
-    file: status_and_break_see_an_election_on_file,
-    etcd: status_and_break_see_an_election_on_etcd,
-    redis: status_and_break_see_an_election_on_redis,
-    redlock: status_and_break_see_an_election_on_redlock,
-    zk: status_and_break_see_an_election_on_zk,
-    postgres: status_and_break_see_an_election_on_postgres,
+    sees_and_breaks_an_election: file, etcd, redis, redlock, zk, postgres
 }
 
 /// A leader elected by `distlock elect` in another process: `status` shows

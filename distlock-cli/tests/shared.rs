@@ -120,13 +120,7 @@ async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
 
 support::test_on_backends! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    permits_are_never_exceeded_across_processes;
-    file: file_permits_are_never_exceeded_across_processes,
-    etcd: etcd_permits_are_never_exceeded_across_processes,
-    redis: redis_permits_are_never_exceeded_across_processes,
-    redlock: redlock_permits_are_never_exceeded_across_processes,
-    zk: zk_permits_are_never_exceeded_across_processes,
-    postgres: postgres_permits_are_never_exceeded_across_processes,
+    permits_are_never_exceeded_across_processes: file, etcd, redis, redlock, zk, postgres
 }
 
 /// Two `distlock run --shared` hold the read side at once: each waits for

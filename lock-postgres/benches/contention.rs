@@ -40,12 +40,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::FutureExt;
 use lock_core::{
-    AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, LockBackend,
-    LockBackendExt, LockGuard, LockName, Result,
+    Capabilities, DynLockBackend, Error, FencingStrength, LockBackendExt, LockName, Result,
 };
 use lock_postgres::tokio_postgres::types::Type;
 use lock_postgres::tokio_postgres::{self, Client, NoTls};
 use lock_postgres::{Fence, Layout, PostgresBackend, PostgresConfig};
+use lock_testkit::handoffs::Handoffs;
 use lock_testkit::peer::{PeerBackend, PeerLock};
 use lock_testkit::servers::{PostgresOptions, PostgresServer};
 use lock_testkit::workload::{
@@ -132,36 +132,6 @@ impl PeerLock for RawAdvisory {
     }
 }
 
-/// Counts how often the holder changes: an acquisition by a different
-/// client than the previous one is a real hand-off. The count happens
-/// inside the critical section, so it is exact.
-#[derive(Debug)]
-struct HandoffCounter {
-    inner: Arc<DynLockBackend>,
-    id: u64,
-    holder: Arc<AtomicU64>,
-    changes: Arc<AtomicU64>,
-}
-
-#[async_trait]
-impl LockBackend for HandoffCounter {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn default_ttl(&self) -> Duration {
-        self.inner.default_ttl()
-    }
-
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        let guard = self.inner.acquire(name, options).await?;
-        if self.holder.swap(self.id, Ordering::SeqCst) != self.id {
-            self.changes.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(guard)
-    }
-}
-
 /// The config of a benchmark client of `server`.
 fn config_for(server: &PostgresServer, layout: Layout) -> PostgresConfig {
     PostgresConfig::from_url(&server.url())
@@ -233,20 +203,14 @@ async fn run(
     secs: f64,
     round: usize,
 ) -> Round {
-    let holder = Arc::new(AtomicU64::new(u64::MAX));
-    let changes = Arc::new(AtomicU64::new(0));
+    let handoffs = Handoffs::new();
     // Connect every client before counting: connecting is not acquiring.
     let mut connected = Vec::with_capacity(clients);
     for id in 0..clients {
         let inner = connect(server, contender)
             .await
             .unwrap_or_else(|e| panic!("{}: connect: {e}", contender.label()));
-        connected.push(Arc::new(HandoffCounter {
-            inner,
-            id: id as u64,
-            holder: holder.clone(),
-            changes: changes.clone(),
-        }) as Arc<DynLockBackend>);
+        connected.push(handoffs.count(inner, id as u64));
     }
     let pool = Arc::new(std::sync::Mutex::new(connected));
     let factory: ClientFactory = Arc::new(move || {
@@ -272,7 +236,7 @@ async fn run(
     tokio::time::sleep(STATS_SETTLE).await;
     let after = server_transactions(sql).await;
     Round {
-        handoffs: changes.load(Ordering::Relaxed) as f64 / secs,
+        handoffs: handoffs.total() as f64 / secs,
         transactions: (after - before) / report.acquisitions.max(1) as f64,
         report,
     }

@@ -28,6 +28,7 @@ use lock_core::{
     LockBackend, LockGuard, LockName, LostReason, Result, Wait,
 };
 use lock_redis::{RedisBackend, RedisConfig};
+use lock_testkit::handoffs::Handoffs;
 use lock_testkit::servers::RedisServer;
 use lock_testkit::workload::{
     ClientFactory, MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport,
@@ -146,37 +147,6 @@ impl HeldLock for NaiveHeld {
     fn abandon(self: Box<Self>) {}
 }
 
-/// Counts how often the holder changes: an acquisition by a different
-/// client than the previous one is a real handoff. (A client that releases
-/// and takes the lock straight back counts as an acquisition, not a
-/// handoff.) The count happens inside the critical section, so it is exact.
-#[derive(Debug)]
-struct HandoffCounter {
-    inner: Arc<DynLockBackend>,
-    id: u64,
-    holder: Arc<AtomicU64>,
-    changes: Arc<AtomicU64>,
-}
-
-#[async_trait]
-impl LockBackend for HandoffCounter {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn default_ttl(&self) -> Duration {
-        self.inner.default_ttl()
-    }
-
-    async fn acquire(&self, name: &LockName, options: &AcquireOptions) -> Result<LockGuard> {
-        let guard = self.inner.acquire(name, options).await?;
-        if self.holder.swap(self.id, Ordering::SeqCst) != self.id {
-            self.changes.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(guard)
-    }
-}
-
 /// Which lock a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
@@ -278,20 +248,12 @@ async fn run(
     secs: u64,
     round: usize,
 ) -> RunResult {
-    let holder = Arc::new(AtomicU64::new(u64::MAX));
-    let changes = Arc::new(AtomicU64::new(0));
+    let handoffs = Handoffs::new();
     let connected: Vec<Arc<DynLockBackend>> = connect_clients(server, contender, clients)
         .await
         .into_iter()
         .zip(0..)
-        .map(|(inner, id)| {
-            Arc::new(HandoffCounter {
-                inner,
-                id,
-                holder: holder.clone(),
-                changes: changes.clone(),
-            }) as Arc<DynLockBackend>
-        })
+        .map(|(inner, id)| handoffs.count(inner, id))
         .collect();
     let pool = Arc::new(std::sync::Mutex::new(connected));
     let factory: ClientFactory = Arc::new(move || {
@@ -344,7 +306,7 @@ async fn run(
     RunResult {
         client_cpu_us: cpu.as_secs_f64() * 1e6 / acquisitions,
         busy,
-        handoffs: changes.load(Ordering::Relaxed) as f64 / secs as f64,
+        handoffs: handoffs.total() as f64 / secs as f64,
         client_commands: sent as f64 / acquisitions,
         all_commands: all as f64 / acquisitions,
         breakdown,

@@ -11,6 +11,7 @@
 pub mod assert;
 pub mod conformance;
 pub mod fixtures;
+pub mod handoffs;
 pub mod history;
 pub mod overhead;
 pub mod peer;

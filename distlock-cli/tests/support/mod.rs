@@ -148,26 +148,29 @@ pub async fn wait_for_file(path: &Path, bound: Duration) {
     }
 }
 
-/// One scenario on several backends: for each `BACKEND: NAME,` a test
-/// `NAME` with the given test attribute that runs `CHECK(fixture)` on a
-/// fresh fixture of `BACKEND` (`file`, `etcd`, `redis`, `redlock`, `zk`),
-/// compiled only with that backend's feature.
+/// One scenario on several backends: `CHECK: BACKEND, …` makes a module
+/// `CHECK` with one test per backend, named after it (`CHECK::etcd`), that
+/// runs `CHECK(fixture)` on a fresh fixture of that backend (`file`,
+/// `etcd`, `redis`, `redlock`, `zk`, `postgres`) with the given test
+/// attribute, compiled only with that backend's feature.
 #[allow(unused_macros)] // Not every test file tests on several backends.
 macro_rules! test_on_backends {
-    (#[$test:meta] $check:ident; $($backend:ident: $name:ident,)+) => {$(
-        $crate::support::test_on_backends!(@$backend #[$test] $check $name);
-    )+};
-    (@file $($t:tt)+) => { $crate::support::test_on_backends!(@test [] [file_fixture()] $($t)+); };
-    (@etcd $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "etcd"] [etcd_fixture().await] $($t)+); };
-    (@redis $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] $($t)+); };
-    (@redlock $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] $($t)+); };
-    (@postgres $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "postgres"] [postgres_fixture().await] $($t)+); };
-    (@zk $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] $($t)+); };
-    (@test [$($cfg:meta)?] [$($fixture:tt)+] #[$test:meta] $check:ident $name:ident) => {
+    (#[$test:meta] $check:ident: $($backend:ident),+ $(,)?) => {
+        mod $check {
+            $($crate::support::test_on_backends!(@$backend #[$test] $check);)+
+        }
+    };
+    (@file $($t:tt)+) => { $crate::support::test_on_backends!(@test [] [file_fixture()] file $($t)+); };
+    (@etcd $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "etcd"] [etcd_fixture().await] etcd $($t)+); };
+    (@redis $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] redis $($t)+); };
+    (@redlock $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] redlock $($t)+); };
+    (@postgres $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "postgres"] [postgres_fixture().await] postgres $($t)+); };
+    (@zk $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] zk $($t)+); };
+    (@test [$($cfg:meta)?] [$($fixture:tt)+] $backend:ident #[$test:meta] $check:ident) => {
         $(#[cfg($cfg)])?
         #[$test]
-        async fn $name() {
-            $check($crate::support::$($fixture)+).await;
+        async fn $backend() {
+            super::$check($crate::support::$($fixture)+).await;
         }
     };
 }

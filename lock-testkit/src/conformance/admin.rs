@@ -1,5 +1,6 @@
 //! Properties of the operator's view: inspect, list and force_release.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lock_core::{
@@ -39,6 +40,19 @@ async fn declared_unsupported(client: &DynLockBackend, supported: bool, what: &s
         client.capabilities().backend
     );
     true
+}
+
+/// A holder's client and an operator's, when the backend can break locks;
+/// `None`, after saying so, when it declares `force_release` unsupported.
+async fn holder_and_breaker(
+    target: &dyn Target,
+) -> Option<(Arc<DynLockBackend>, Arc<DynLockBackend>)> {
+    let (holder, operator) = (target.client().await, target.client().await);
+    let supported = operator.capabilities().admin.force_release;
+    if declared_unsupported(&*operator, supported, "force_release").await {
+        return None;
+    }
+    Some((holder, operator))
 }
 
 /// `inspect` shows the real holder (its description, token and key, and
@@ -210,16 +224,9 @@ pub async fn list_finds_every_held_name_under_a_prefix(target: &dyn Target) {
 /// within its detection bound, and the next grant's token is higher.
 /// Breaking a free lock evicts nobody.
 pub async fn force_release_evicts_the_holder_and_the_next_token_is_higher(target: &dyn Target) {
-    let (holder, operator) = (target.client().await, target.client().await);
-    if declared_unsupported(
-        &*operator,
-        operator.capabilities().admin.force_release,
-        "force_release",
-    )
-    .await
-    {
+    let Some((holder, operator)) = holder_and_breaker(target).await else {
         return;
-    }
+    };
     let lock = name("conformance/admin/break");
     assert_eq!(
         operator
@@ -266,16 +273,9 @@ pub async fn force_release_evicts_the_holder_and_the_next_token_is_higher(target
 /// holds for a leadership broken by its election's name: `inspect` shows
 /// the leader by its value, and its `resign` fails with `LeaseLost`.
 pub async fn releasing_a_broken_guard_is_lease_lost(target: &dyn Target) {
-    let (holder, operator) = (target.client().await, target.client().await);
-    if declared_unsupported(
-        &*operator,
-        operator.capabilities().admin.force_release,
-        "force_release",
-    )
-    .await
-    {
+    let Some((holder, operator)) = holder_and_breaker(target).await else {
         return;
-    }
+    };
     // Released at once after the break, before its renewal can notice.
     let unaware = name("conformance/admin/break-unaware");
     let guard = holder
