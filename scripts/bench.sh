@@ -2,7 +2,7 @@
 # Regenerates the cross-backend figures of docs/benchmarks.md, its chart and
 # docs/benchmarks.json in one run: builds the CLI in release mode, starts one
 # etcd, Redis, ZooKeeper and PostgreSQL server the way the tests configure
-# them (lock-testkit's `serve` example), and runs `distlock bench` five ways
+# them (distlock-testkit's `serve` example), and runs `distlock bench` five ways
 # against every backend: three lock shapes, then a semaphore and a read-write
 # lock (with a Redlock URL added, whose row says n/a: Redlock has neither).
 # Each table in the doc sits between
@@ -27,7 +27,7 @@ fi
 
 scripts/install-servers.sh >/dev/null
 cargo build --release --locked -p distlock-cli --bin distlock
-cargo build --release --locked -p lock-testkit --example serve
+cargo build --release --locked -p distlock-testkit --example serve
 
 target=${CARGO_TARGET_DIR:-target}/release
 coproc SERVE { exec "$target/examples/serve"; }

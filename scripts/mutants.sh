@@ -36,7 +36,7 @@ mutant() {
     names+=("$1") files+=("$2") edits+=("$3") tests+=("$4") descriptions+=("$5")
 }
 
-redis_tests="-p lock-redis --test conformance --test lease_lifecycle"
+redis_tests="-p distlock-redis --test conformance --test lease_lifecycle"
 mutant redis-renew-owner lock-redis/src/scripts.rs \
     's/(const RENEW: &str = r#"\n)if redis\.call\(\x27GET\x27, KEYS\[1\]\) ~= ARGV\[1\] then/${1}if redis.call(\x27EXISTS\x27, KEYS[1]) == 0 then/' \
     "$redis_tests" \
@@ -48,10 +48,10 @@ mutant redis-release-owner lock-redis/src/scripts.rs \
 
 mutant core-validity-ttl lock-core/src/validity.rs \
     's/sent \+ ttl\.saturating_sub\(drift_allowance\(ttl\)\)/sent + ttl + ttl.saturating_sub(drift_allowance(ttl))/' \
-    "-p lock-core --features testing --lib --test conformance --test lease_lifecycle" \
-    "lock-core's validity runs one TTL past the server's lease"
+    "-p distlock-core --features testing --lib --test conformance --test lease_lifecycle" \
+    "distlock-core's validity runs one TTL past the server's lease"
 
-etcd_tests="-p lock-etcd --test conformance --test lease_loss --test late_writes --test keepalive"
+etcd_tests="-p distlock-etcd --test conformance --test lease_loss --test late_writes --test keepalive"
 mutant etcd-release-owner lock-etcd/src/held.rs \
     's/\n\s*\.when\(\[self\.is_ours\(\)\]\)\n(\s*\.and_then\(\[TxnOp::delete)/\n$1/' \
     "$etcd_tests" \
@@ -71,10 +71,10 @@ mutant etcd-keepalive-gone lock-etcd/src/keepalive.rs \
 # a narrow race with that event; the check is a second line behind it.
 mutant zk-renew-node-gone lock-zk/src/held.rs \
     's/Ok\(None\) => Err\(self\.node_deleted\(&action\)\),/Ok(None) => Ok(()),/' \
-    "-p lock-zk --test conformance --test lapsed" \
+    "-p distlock-zk --test conformance --test lapsed" \
     "ZooKeeper renewal takes a deleted node as still ours"
 
-pg_tests="-p lock-postgres --test conformance --test lease_lifecycle"
+pg_tests="-p distlock-postgres --test conformance --test lease_lifecycle"
 mutant pg-renew-owner lock-postgres/src/sql.rs \
     's/WHERE e\.owner = \$1::text::uuid AND e\.granted\n(\s*)AND e\.expires_at/WHERE e.granted\n${1}AND e.expires_at/' \
     "$pg_tests" \
@@ -90,7 +90,7 @@ mutant pg-release-liveness lock-postgres/src/schema.rs \
 
 mutant file-owner lock-file/src/store.rs \
     's/fn holds\(&self, holder: &str, now: &Now\) -> bool \{\n(\s*)self\.is_held_by\(holder, now\)/fn holds(&self, holder: &str, now: &Now) -> bool {\n${1}let _ = holder;\n${1}self.live_holder(now).is_some()/' \
-    "-p lock-file --features testing --test conformance --test behaviour" \
+    "-p distlock-file --features testing --test conformance --test behaviour" \
     "file renew and release of a mutex check that someone holds it, not who"
 
 if [ "${MUTANTS_LIST:-}" = 1 ]; then

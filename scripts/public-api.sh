@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Pins the public API of lock-core and the distlock facade: lists every
+# Pins the public API of distlock-core and the distlock facade: lists every
 # public item from rustdoc's JSON (scripts/public-api.py) and compares it
 # with the snapshot in scripts/public-api/. A difference fails, so that
-# nothing implementor-only leaks out of `lock_core::raw` by accident.
+# nothing implementor-only leaks out of `distlock_core::raw` by accident.
 #
 #   scripts/public-api.sh           check
 #   scripts/public-api.sh --bless   write the snapshots anew
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}/public-api
 status=0
-for spec in "lock-core:lock_core:" "distlock:distlock:full"; do
+for spec in "distlock-core:distlock_core:" "distlock:distlock:full"; do
     IFS=: read -r package crate features <<<"$spec"
     RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-Z unstable-options --output-format json" \
         cargo doc --quiet --locked --no-deps -p "$package" --features "$features" --target-dir "$target"

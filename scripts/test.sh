@@ -28,7 +28,7 @@ for features in "" etcd redis zk postgres full testing; do
     echo "==> cargo check -p distlock --no-default-features --features '$features'"
     cargo check -p distlock --no-default-features --features "$features" --locked
 done
-for crate in lock-core lock-file lock-etcd lock-redis lock-zk lock-postgres lock-workload lock-testkit; do
+for crate in distlock-core distlock-file distlock-etcd distlock-redis distlock-zk distlock-postgres distlock-workload distlock-testkit; do
     echo "==> cargo check -p $crate"
     cargo check -p "$crate" --locked
 done

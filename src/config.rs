@@ -4,14 +4,14 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use lock_core::raw::{SETTINGS, Settings};
-use lock_core::{Error, Result, check_ttl};
+use distlock_core::raw::{SETTINGS, Settings};
+use distlock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
 use crate::redact::redact_url;
 
 /// The environment variable of the backend URL, read by [`Config::from_env`]
-/// with those of [`SETTINGS`](lock_core::raw::SETTINGS).
+/// with those of [`SETTINGS`](distlock_core::raw::SETTINGS).
 pub const URL_ENV: &str = "DISTLOCK_URL";
 
 /// Every environment variable read by [`Config::from_env`]: [`URL_ENV`] and
@@ -22,7 +22,7 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 
 /// How to reach a backend. Every field is optional: unset fields keep the
 /// backend's defaults (or what the URL says), and a missing URL means the
-/// embedded default, the file backend in [`lock_file::FileConfig::default_dir`].
+/// embedded default, the file backend in [`distlock_file::FileConfig::default_dir`].
 ///
 /// The client settings every networked backend honours are [`Settings`];
 /// `layout`, `fsync` and `tls` are settings of some backends only, each
@@ -172,7 +172,7 @@ impl Config {
         Ok(config)
     }
 
-    /// Sets the setting `name` (one of [`SETTINGS`](lock_core::raw::SETTINGS))
+    /// Sets the setting `name` (one of [`SETTINGS`](distlock_core::raw::SETTINGS))
     /// from its text, as an environment variable or a URL option writes it.
     /// An unknown name or a bad value is `InvalidConfig`.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
@@ -257,7 +257,7 @@ impl Config {
     }
 
     /// The URL to connect to: the configured one, else the embedded default
-    /// (`file://` in [`lock_file::FileConfig::default_dir`]).
+    /// (`file://` in [`distlock_file::FileConfig::default_dir`]).
     pub fn effective_url(&self) -> String {
         self.url.clone().unwrap_or_else(default_url)
     }
@@ -270,7 +270,7 @@ impl Config {
 
 /// The embedded default backend: lock files in the per-user state directory.
 pub fn default_url() -> String {
-    lock_file::FileConfig::new(lock_file::FileConfig::default_dir()).to_url()
+    distlock_file::FileConfig::new(distlock_file::FileConfig::default_dir()).to_url()
 }
 
 fn one_line(text: &str) -> String {
@@ -284,7 +284,7 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
     use std::collections::HashMap;
     use std::time::Duration;
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
+use distlock_core::{
     AcquireRequest, Candidacy, Capabilities, DynElectionBackend, DynLockBackend, ElectionBackend,
     Error, LeaderInfo, LeaderStream, Leadership, LockBackend, LockGuard, LockName, Result,
 };
@@ -25,7 +25,7 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// where [`Capabilities::election`] says so, elects leaders.
 ///
 /// `Backend` itself implements [`LockBackend`] and [`ElectionBackend`] by
-/// delegation, so [`LockBackendExt`](lock_core::LockBackendExt) methods work
+/// delegation, so [`LockBackendExt`](distlock_core::LockBackendExt) methods work
 /// on it directly, and so do the string-named election calls of
 /// [`ElectionBackendExt`](crate::ElectionBackendExt) (both in
 /// [`prelude`](crate::prelude)). Election calls on a backend without
@@ -129,21 +129,21 @@ impl LockBackend for Backend {
     /// # Cancel safety
     ///
     /// As the underlying backend's [`LockBackend::inspect`].
-    async fn inspect(&self, name: &LockName) -> Result<lock_core::LockStatus> {
+    async fn inspect(&self, name: &LockName) -> Result<distlock_core::LockStatus> {
         self.client.inspect(name).await
     }
 
     /// # Cancel safety
     ///
     /// As the underlying backend's [`LockBackend::list`].
-    async fn list(&self, options: &lock_core::ListOptions) -> Result<lock_core::ListPage> {
+    async fn list(&self, options: &distlock_core::ListOptions) -> Result<distlock_core::ListPage> {
         self.client.list(options).await
     }
 
     /// # Cancel safety
     ///
     /// As the underlying backend's [`LockBackend::force_release`].
-    async fn force_release(&self, name: &LockName) -> Result<Option<lock_core::HolderInfo>> {
+    async fn force_release(&self, name: &LockName) -> Result<Option<distlock_core::HolderInfo>> {
         self.client.force_release(name).await
     }
 }
@@ -173,9 +173,9 @@ impl ElectionBackend for Backend {
 }
 
 #[cfg(feature = "etcd")]
-impl From<lock_etcd::EtcdBackend> for Backend {
+impl From<distlock_etcd::EtcdBackend> for Backend {
     /// A facade over an etcd backend configured by hand, guarded writes included.
-    fn from(etcd: lock_etcd::EtcdBackend) -> Self {
+    fn from(etcd: distlock_etcd::EtcdBackend) -> Self {
         let config = etcd.config();
         let scheme = if config.uses_tls() {
             Scheme::Etcds
@@ -188,9 +188,9 @@ impl From<lock_etcd::EtcdBackend> for Backend {
 }
 
 #[cfg(feature = "zk")]
-impl From<lock_zk::ZkBackend> for Backend {
+impl From<distlock_zk::ZkBackend> for Backend {
     /// A facade over a ZooKeeper backend configured by hand, guarded writes included.
-    fn from(zk: lock_zk::ZkBackend) -> Self {
+    fn from(zk: distlock_zk::ZkBackend) -> Self {
         let description = format!("zk://{}", zk.config().servers.join(","));
         Backend::new(Scheme::Zk, description, Arc::new(zk.clone())).with_native(Native::Zk(zk))
     }

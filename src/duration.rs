@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use lock_core::{Error, Result};
+use distlock_core::{Error, Result};
 
-pub use lock_core::raw::{format_duration, human_duration};
+pub use distlock_core::raw::{format_duration, human_duration};
 
 /// Parses a humane duration such as `500ms`, `10s`, `2m`, `1h30m`, `1.5s` or `10` (seconds).
 ///
-/// The parser is [`lock_core::raw::parse_duration`]; this wrapper
+/// The parser is [`distlock_core::raw::parse_duration`]; this wrapper
 /// reports a bad duration as an `InvalidConfig` [`Error`] naming the input.
 ///
 /// ```
@@ -20,7 +20,7 @@ pub use lock_core::raw::{format_duration, human_duration};
 /// assert!(distlock::parse_duration("ten seconds").is_err());
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    lock_core::raw::parse_duration(text).map_err(Error::invalid_config)
+    distlock_core::raw::parse_duration(text).map_err(Error::invalid_config)
 }
 
 #[cfg(test)]
@@ -31,7 +31,7 @@ mod tests {
     fn nonsense_is_invalid_config_naming_the_input() {
         for bad in ["", "s", "10x", "-1s", "1.2.3s", "ms10", "NaN"] {
             let err = parse_duration(bad).unwrap_err();
-            assert_eq!(err.kind(), lock_core::ErrorKind::InvalidConfig, "{bad}");
+            assert_eq!(err.kind(), distlock_core::ErrorKind::InvalidConfig, "{bad}");
             assert!(err.message().contains(&format!("{bad:?}")), "{err}");
         }
     }

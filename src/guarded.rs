@@ -6,7 +6,7 @@
 //! file and memory cannot; there these calls fail with `Unsupported`
 //! naming the backend and saying why.
 
-use lock_core::{Error, Leadership, LockGuard, Result};
+use distlock_core::{Error, Leadership, LockGuard, Result};
 
 use crate::connect::Backend;
 
@@ -18,15 +18,15 @@ pub(crate) enum Native {
     #[default]
     Plain,
     #[cfg(feature = "etcd")]
-    Etcd(lock_etcd::EtcdBackend),
+    Etcd(distlock_etcd::EtcdBackend),
     #[cfg(feature = "zk")]
-    Zk(lock_zk::ZkBackend),
+    Zk(distlock_zk::ZkBackend),
     #[cfg(feature = "redis")]
-    Redis(lock_redis::RedisBackend),
+    Redis(distlock_redis::RedisBackend),
     #[cfg(feature = "redis")]
-    RedisCluster(lock_redis::RedisClusterBackend),
+    RedisCluster(distlock_redis::RedisClusterBackend),
     #[cfg(feature = "postgres")]
-    Postgres(lock_postgres::PostgresBackend),
+    Postgres(distlock_postgres::PostgresBackend),
 }
 
 /// What a guarded write is guarded by: a lock guard or a leadership.
@@ -65,7 +65,7 @@ impl Owner<'_> {
     }
 
     /// The acquisition's fencing token.
-    pub fn token(&self) -> lock_core::FencingToken {
+    pub fn token(&self) -> distlock_core::FencingToken {
         self.guard().token()
     }
 
@@ -87,17 +87,17 @@ impl Backend {
     /// Whether guarded writes ([`guarded_put`](Self::guarded_put),
     /// [`guarded_delete`](Self::guarded_delete), [`is_owner`](Self::is_owner))
     /// work on this backend: etcd, ZooKeeper, Redis and Redis Cluster, as
-    /// [`Capabilities::guarded_writes`](lock_core::Capabilities::guarded_writes)
+    /// [`Capabilities::guarded_writes`](distlock_core::Capabilities::guarded_writes)
     /// says.
     pub fn has_guarded_writes(&self) -> bool {
         self.capabilities().guarded_writes && !matches!(self.native(), Native::Plain)
     }
 
     /// The single-server Redis client behind this backend, for
-    /// [`guarded_eval`](lock_redis::RedisBackend::guarded_eval) of scripts
+    /// [`guarded_eval`](distlock_redis::RedisBackend::guarded_eval) of scripts
     /// of your own; `None` on other backends.
     #[cfg(feature = "redis")]
-    pub fn redis(&self) -> Option<&lock_redis::RedisBackend> {
+    pub fn redis(&self) -> Option<&distlock_redis::RedisBackend> {
         match self.native() {
             Native::Redis(redis) => Some(redis),
             #[allow(unreachable_patterns)]
@@ -106,10 +106,10 @@ impl Backend {
     }
 
     /// The Redis Cluster client behind this backend, for
-    /// [`guarded_eval`](lock_redis::RedisClusterBackend::guarded_eval);
+    /// [`guarded_eval`](distlock_redis::RedisClusterBackend::guarded_eval);
     /// `None` on other backends.
     #[cfg(feature = "redis")]
-    pub fn redis_cluster(&self) -> Option<&lock_redis::RedisClusterBackend> {
+    pub fn redis_cluster(&self) -> Option<&distlock_redis::RedisClusterBackend> {
         match self.native() {
             Native::RedisCluster(cluster) => Some(cluster),
             #[allow(unreachable_patterns)]
@@ -118,9 +118,9 @@ impl Backend {
     }
 
     /// The etcd client behind this backend, for transactions of your own
-    /// with [`lock_etcd::is_owner_of`]; `None` on other backends.
+    /// with [`distlock_etcd::is_owner_of`]; `None` on other backends.
     #[cfg(feature = "etcd")]
-    pub fn etcd(&self) -> Option<&lock_etcd::EtcdBackend> {
+    pub fn etcd(&self) -> Option<&distlock_etcd::EtcdBackend> {
         match self.native() {
             Native::Etcd(etcd) => Some(etcd),
             #[allow(unreachable_patterns)]
@@ -129,10 +129,10 @@ impl Backend {
     }
 
     /// The PostgreSQL client behind this backend, for fenced transactions
-    /// ([`lock_postgres::PostgresBackend::fenced_transaction`]): SQL that
+    /// ([`distlock_postgres::PostgresBackend::fenced_transaction`]): SQL that
     /// commits only while a guard holds its lock; `None` on other backends.
     #[cfg(feature = "postgres")]
-    pub fn postgres(&self) -> Option<&lock_postgres::PostgresBackend> {
+    pub fn postgres(&self) -> Option<&distlock_postgres::PostgresBackend> {
         match self.native() {
             Native::Postgres(postgres) => Some(postgres),
             #[allow(unreachable_patterns)]
@@ -141,9 +141,9 @@ impl Backend {
     }
 
     /// The ZooKeeper client behind this backend, for multi-operation
-    /// [`lock_zk::GuardedWrite`]s; `None` on other backends.
+    /// [`distlock_zk::GuardedWrite`]s; `None` on other backends.
     #[cfg(feature = "zk")]
-    pub fn zk(&self) -> Option<&lock_zk::ZkBackend> {
+    pub fn zk(&self) -> Option<&distlock_zk::ZkBackend> {
         match self.native() {
             Native::Zk(zk) => Some(zk),
             #[allow(unreachable_patterns)]

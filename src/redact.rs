@@ -2,14 +2,14 @@
 
 /// `url` with any password replaced by `***` (`redis://user:***@host`),
 /// including a `password=` query option: one implementation, shared with the
-/// backends through `lock-core`.
+/// backends through `distlock-core`.
 ///
 /// ```
 /// assert_eq!(distlock::redact_url("redis://app:s3cret@h:6379/0"), "redis://app:***@h:6379/0");
 /// assert_eq!(distlock::redact_url("redlock://:pw@a:1,b:2"), "redlock://:***@a:1,b:2");
 /// assert_eq!(distlock::redact_url("etcd://a:2379"), "etcd://a:2379");
 /// ```
-pub use lock_core::raw::redact_url;
+pub use distlock_core::raw::redact_url;
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use lock_core::{Error, Result};
+use distlock_core::{Error, Result};
 
 /// A backend URL scheme. This enum is never feature-gated: a URL for a
 /// backend that is not compiled in is still recognised, and refused with an
@@ -168,7 +168,7 @@ impl fmt::Display for Scheme {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn every_scheme_is_recognised() {

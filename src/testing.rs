@@ -5,8 +5,8 @@
 //! Network backends have their own outside: revoke the etcd lease, `DEL` the
 //! Redis key, delete the ZooKeeper node.
 
-use lock_core::{Error, LockGuard, Result};
-use lock_file::{FileBackend, FileConfig};
+use distlock_core::{Error, LockGuard, Result};
+use distlock_file::{FileBackend, FileConfig};
 
 use crate::scheme::Scheme;
 
@@ -32,7 +32,7 @@ use crate::scheme::Scheme;
 /// the lease. Cancel safe for `memory://`, which does not wait.
 pub async fn expire_now(url: &str, guard: &LockGuard) -> Result<bool> {
     match Scheme::of_url(url)? {
-        Scheme::Memory => Ok(lock_core::memory::expire_key(guard.key())),
+        Scheme::Memory => Ok(distlock_core::memory::expire_key(guard.key())),
         Scheme::File => {
             let backend = FileBackend::connect(FileConfig::from_url(url)?).await?;
             backend.expire_now(guard.name()).await

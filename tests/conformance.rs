@@ -1,4 +1,4 @@
-//! The whole lock-testkit conformance suite through the facade: every client
+//! The whole distlock-testkit conformance suite through the facade: every client
 //! comes from `distlock::connect_with` for a backend URL, on real servers,
 //! for each compiled-in backend. Swapping the URL must change nothing a user
 //! relies on. Backend-specific fault tests live in each backend crate.
@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock::{Config, DynElectionBackend, ErrorKind, LockBackendExt, LockGuard};
-use lock_testkit::assert::started;
-use lock_testkit::conformance::Target;
+use distlock_testkit::assert::started;
+use distlock_testkit::conformance::Target;
 #[cfg(feature = "etcd")]
-use lock_testkit::servers::EtcdCluster;
+use distlock_testkit::servers::EtcdCluster;
 #[cfg(feature = "redis")]
-use lock_testkit::servers::{RedisCluster, RedisServer, RedisServers};
+use distlock_testkit::servers::{RedisCluster, RedisServer, RedisServers};
 
 /// A backend under test by URL, with what acting on it from outside needs.
 struct UrlTarget {
@@ -29,17 +29,17 @@ enum Outside {
     /// `memory://NAME` and `file:///DIR`: through `distlock::testing`.
     Local(#[allow(dead_code)] Option<tempfile::TempDir>),
     #[cfg(feature = "etcd")]
-    Etcd(lock_testkit::servers::EtcdCluster),
+    Etcd(distlock_testkit::servers::EtcdCluster),
     #[cfg(feature = "redis")]
-    Redis(lock_testkit::servers::RedisServer),
+    Redis(distlock_testkit::servers::RedisServer),
     #[cfg(feature = "redis")]
-    Redlock(lock_testkit::servers::RedisServers),
+    Redlock(distlock_testkit::servers::RedisServers),
     #[cfg(feature = "redis")]
-    RedisCluster(lock_testkit::servers::RedisCluster),
+    RedisCluster(distlock_testkit::servers::RedisCluster),
     #[cfg(feature = "zk")]
     Zk(zk_outside::ZkOutside),
     #[cfg(feature = "postgres")]
-    Postgres(lock_testkit::servers::PostgresServer),
+    Postgres(distlock_testkit::servers::PostgresServer),
 }
 
 /// The lock TTL of the Redis targets.
@@ -56,7 +56,7 @@ impl UrlTarget {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let url = format!("memory://conformance-{n}");
-        // As lock-core's own conformance target.
+        // As distlock-core's own conformance target.
         UrlTarget::new(url, Duration::from_millis(400), Outside::Local(None))
     }
 
@@ -64,7 +64,7 @@ impl UrlTarget {
     fn file() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("file://{}", dir.path().display());
-        // As lock-file's conformance target: renewal must keep up on a busy
+        // As distlock-file's conformance target: renewal must keep up on a busy
         // two-core machine.
         let ttl = Duration::from_millis(2000);
         UrlTarget::new(url, ttl, Outside::Local(Some(dir)))
@@ -106,10 +106,10 @@ impl UrlTarget {
         UrlTarget::new(url, zk_outside::TTL, Outside::Zk(outside))
     }
 
-    /// As lock-postgres's conformance target: one server, a lease of 1 s.
+    /// As distlock-postgres's conformance target: one server, a lease of 1 s.
     #[cfg(feature = "postgres")]
     async fn postgres() -> Self {
-        let server = started(lock_testkit::servers::PostgresServer::start()).await;
+        let server = started(distlock_testkit::servers::PostgresServer::start()).await;
         UrlTarget::new(
             server.url(),
             Duration::from_secs(1),
@@ -179,7 +179,7 @@ impl Target for UrlTarget {
                 let reply = server.command(&["DEL", guard.key()]).await.expect("DEL");
                 assert_eq!(
                     reply,
-                    lock_testkit::servers::RespReply::Integer(1),
+                    distlock_testkit::servers::RespReply::Integer(1),
                     "no lock key {} to delete",
                     guard.key()
                 );
@@ -189,7 +189,7 @@ impl Target for UrlTarget {
                 let mut deleted = 0;
                 for server in servers.servers() {
                     let reply = server.command(&["DEL", guard.key()]).await.expect("DEL");
-                    if reply == lock_testkit::servers::RespReply::Integer(1) {
+                    if reply == distlock_testkit::servers::RespReply::Integer(1) {
                         deleted += 1;
                     }
                 }
@@ -205,7 +205,7 @@ impl Target for UrlTarget {
                 let reply = master.command(&["DEL", guard.key()]).await.expect("DEL");
                 assert_eq!(
                     reply,
-                    lock_testkit::servers::RespReply::Integer(1),
+                    distlock_testkit::servers::RespReply::Integer(1),
                     "no lock key {} on its master {}",
                     guard.key(),
                     master.addr()
@@ -256,10 +256,10 @@ mod zk_outside {
     use distlock::LockBackendExt;
     use distlock::LockGuard;
     use distlock::zk::zk;
-    use lock_testkit::proxy::FaultProxy;
-    use lock_testkit::servers::ZkEnsemble;
+    use distlock_testkit::proxy::FaultProxy;
+    use distlock_testkit::servers::ZkEnsemble;
 
-    /// The session timeout, hence the lock TTL, as in lock-zk's conformance target.
+    /// The session timeout, hence the lock TTL, as in distlock-zk's conformance target.
     pub(super) const TTL: Duration = Duration::from_secs(2);
 
     pub(super) struct ZkOutside {
@@ -350,7 +350,7 @@ macro_rules! suites {
         $(#[$attr])*
         mod $name {
             use super::*;
-            lock_testkit::conformance_tests!($target);
+            distlock_testkit::conformance_tests!($target);
         }
     )+};
 }

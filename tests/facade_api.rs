@@ -240,7 +240,8 @@ async fn late_write_refused(backend: &Backend, late: &LockGuard, key: &str) {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn redis_guarded_put_commits_only_while_held() {
-    let server = lock_testkit::assert::started(lock_testkit::servers::RedisServer::start()).await;
+    let server =
+        distlock_testkit::assert::started(distlock_testkit::servers::RedisServer::start()).await;
     let backend = distlock::connect(&server.url()).await.expect("connect");
     assert!(backend.capabilities().guarded_writes);
     let (backend, guard) = owned_lock(backend, &server.url(), "facade/guarded").await;
@@ -249,7 +250,7 @@ async fn redis_guarded_put_commits_only_while_held() {
         .await
         .expect("guarded put while held");
     let get = async |key: &str| match server.command(&["GET", key]).await.expect("GET") {
-        lock_testkit::servers::RespReply::Bulk(value) => value,
+        distlock_testkit::servers::RespReply::Bulk(value) => value,
         other => panic!("GET {key}: {other:?}"),
     };
     assert_eq!(get("report").await.as_deref(), Some("one"));
@@ -273,7 +274,7 @@ async fn redis_guarded_put_commits_only_while_held() {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn redlock_guarded_writes_are_unsupported_and_say_why() {
-    let fixture = lock_testkit::fixtures::redlock().await;
+    let fixture = distlock_testkit::fixtures::redlock().await;
     let backend = distlock::connect(&fixture.url).await.expect("connect");
     assert!(!backend.has_guarded_writes());
     assert!(!backend.capabilities().guarded_writes);
@@ -294,7 +295,7 @@ async fn redlock_guarded_writes_are_unsupported_and_say_why() {
 async fn etcd_guarded_put_commits_only_while_held() {
     use distlock::etcd::{EtcdBackend, EtcdConfig};
 
-    let fixture = lock_testkit::fixtures::etcd().await;
+    let fixture = distlock_testkit::fixtures::etcd().await;
     let etcd = EtcdBackend::connect(EtcdConfig::from_url(&fixture.url).unwrap());
     let etcd = etcd.await.expect("connect");
     let mut client = etcd.client();
@@ -350,7 +351,7 @@ async fn etcd_guarded_put_commits_only_while_held() {
 async fn zk_guarded_put_commits_only_while_held() {
     use distlock::zk::{ZkBackend, ZkConfig};
 
-    let fixture = lock_testkit::fixtures::zk().await;
+    let fixture = distlock_testkit::fixtures::zk().await;
     let zk = ZkBackend::connect(ZkConfig::from_url(&fixture.url).unwrap());
     let zk = zk.await.expect("connect");
     let client = zk.client();
@@ -389,8 +390,8 @@ async fn zk_guarded_put_commits_only_while_held() {
 #[tokio::test]
 async fn guarded_writes_work_on_connected_etcd_and_zk() {
     for fixture in [
-        lock_testkit::fixtures::etcd().await,
-        lock_testkit::fixtures::zk().await,
+        distlock_testkit::fixtures::etcd().await,
+        distlock_testkit::fixtures::zk().await,
     ] {
         let url = &fixture.url;
         let backend = distlock::connect(url).await.expect("connect");

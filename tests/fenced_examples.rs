@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use lock_testkit::assert::started;
-use lock_testkit::servers::{PostgresServer, RedisServer};
+use distlock_testkit::assert::started;
+use distlock_testkit::servers::{PostgresServer, RedisServer};
 use tokio::process::Command;
 
 /// One run: the stale worker's lease (1 s, or a ZooKeeper session) and a
@@ -78,7 +78,7 @@ async fn lock_backends(
     ];
     #[cfg(feature = "etcd")]
     {
-        let etcd = started(lock_testkit::servers::EtcdCluster::start(1)).await;
+        let etcd = started(distlock_testkit::servers::EtcdCluster::start(1)).await;
         backends.push((
             format!("etcd://{}", etcd.endpoints().join(",")),
             Box::new(etcd),
@@ -86,7 +86,7 @@ async fn lock_backends(
     }
     #[cfg(feature = "zk")]
     {
-        let zk = started(lock_testkit::servers::ZkEnsemble::start(1)).await;
+        let zk = started(distlock_testkit::servers::ZkEnsemble::start(1)).await;
         backends.push((format!("zk://{}", zk.connect_string()), Box::new(zk)));
     }
     backends

@@ -63,7 +63,7 @@ fn signal(pid: i32, sig: nix::sys::signal::Signal) {
 /// `etcdctl` (v3 API) for the fixture's member; missing, it fails the
 /// test naming its package.
 fn etcdctl(url: &str, args: &[&str]) -> Command {
-    let binary = lock_testkit::servers::etcdctl_path().unwrap_or_else(|e| panic!("{e}"));
+    let binary = distlock_testkit::servers::etcdctl_path().unwrap_or_else(|e| panic!("{e}"));
     let endpoint = url.strip_prefix("etcd://").expect("an etcd URL");
     let mut cmd = Command::new(binary);
     cmd.env("ETCDCTL_API", "3")

@@ -102,8 +102,8 @@ fn stamp(path: &std::path::Path) -> u128 {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
-    use lock_testkit::proxy::FaultProxy;
-    use lock_testkit::servers::RedisServer;
+    use distlock_testkit::proxy::FaultProxy;
+    use distlock_testkit::servers::RedisServer;
     use support::{spawn_piped, wait_for_file};
 
     async fn redis() -> RedisServer {
@@ -178,14 +178,14 @@ mod redis {
     async fn queued(server: &RedisServer, name: &str) -> usize {
         let pattern = format!("*:{{{name}}}:queue");
         let keys = server.command(&["KEYS", &pattern]).await.unwrap();
-        let lock_testkit::servers::RespReply::Array(Some(keys)) = keys else {
+        let distlock_testkit::servers::RespReply::Array(Some(keys)) = keys else {
             return 0;
         };
         let Some(key) = keys.first().and_then(|k| k.as_text()) else {
             return 0;
         };
         match server.command(&["LLEN", key]).await.unwrap() {
-            lock_testkit::servers::RespReply::Integer(n) => n as usize,
+            distlock_testkit::servers::RespReply::Integer(n) => n as usize,
             other => panic!("LLEN {key}: {other}"),
         }
     }

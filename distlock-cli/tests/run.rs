@@ -513,7 +513,7 @@ async fn unreachable_postgres_fails_fast_with_one_line() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn wrong_postgres_password_exits_77() {
-    let server = lock_testkit::servers::PostgresServer::start_with_password("right")
+    let server = distlock_testkit::servers::PostgresServer::start_with_password("right")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let url = format!("postgres://postgres:wrong@{}/postgres", server.addr());
@@ -526,7 +526,7 @@ async fn wrong_postgres_password_exits_77() {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn wrong_redis_password_exits_77() {
-    let server = lock_testkit::servers::RedisServer::start_with_password("right")
+    let server = distlock_testkit::servers::RedisServer::start_with_password("right")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let url = format!("redis://:wrong@{}", server.addr());

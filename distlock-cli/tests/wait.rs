@@ -91,7 +91,7 @@ async fn etcd_waiter_that_gives_up_leaves_the_queue() {
 async fn redis_waiter_that_gives_up_leaves_the_queue() {
     let fixture = support::redis_fixture().await;
     let server = fixture.url.trim_start_matches("redis://").to_owned();
-    let slow = lock_testkit::proxy::FaultProxy::start(server.parse().unwrap())
+    let slow = distlock_testkit::proxy::FaultProxy::start(server.parse().unwrap())
         .await
         .unwrap();
     slow.delay(Duration::from_millis(100));

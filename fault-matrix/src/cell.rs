@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lock_core::LostReason;
+use distlock_core::LostReason;
 use serde::{Deserialize, Serialize};
 
 use super::clock::ms_between;

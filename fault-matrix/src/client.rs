@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_core::memory::MemoryBackend;
-use lock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason, Result, Wait};
+use distlock_core::memory::MemoryBackend;
+use distlock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason, Result, Wait};
 
 use super::history::{Op, Outcome, Recorder};
 use super::mutant::{Held, Mutant};
@@ -118,17 +118,19 @@ impl Log {
 pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
     let scheme = url.split("://").next().unwrap_or_default();
     Ok(match scheme {
-        "etcd" => {
-            Arc::new(lock_etcd::EtcdBackend::connect(lock_etcd::EtcdConfig::from_url(url)?).await?)
+        "etcd" => Arc::new(
+            distlock_etcd::EtcdBackend::connect(distlock_etcd::EtcdConfig::from_url(url)?).await?,
+        ),
+        "redis" => Arc::new(distlock_redis::RedisBackend::connect_url(url).await?),
+        "redis+cluster" => Arc::new(distlock_redis::RedisClusterBackend::connect_url(url).await?),
+        "redlock" => Arc::new(distlock_redis::RedlockBackend::connect_url(url).await?),
+        "zk" => {
+            Arc::new(distlock_zk::ZkBackend::connect(distlock_zk::ZkConfig::from_url(url)?).await?)
         }
-        "redis" => Arc::new(lock_redis::RedisBackend::connect_url(url).await?),
-        "redis+cluster" => Arc::new(lock_redis::RedisClusterBackend::connect_url(url).await?),
-        "redlock" => Arc::new(lock_redis::RedlockBackend::connect_url(url).await?),
-        "zk" => Arc::new(lock_zk::ZkBackend::connect(lock_zk::ZkConfig::from_url(url)?).await?),
-        "postgres" => Arc::new(lock_postgres::PostgresBackend::connect_url(url).await?),
-        "file" => {
-            Arc::new(lock_file::FileBackend::connect(lock_file::FileConfig::from_url(url)?).await?)
-        }
+        "postgres" => Arc::new(distlock_postgres::PostgresBackend::connect_url(url).await?),
+        "file" => Arc::new(
+            distlock_file::FileBackend::connect(distlock_file::FileConfig::from_url(url)?).await?,
+        ),
         "memory" => Arc::new(MemoryBackend::new()),
         other => {
             return Err(Error::invalid_config(format!(

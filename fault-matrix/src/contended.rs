@@ -5,7 +5,7 @@
 //! at once, fenced writes in token order) measures the primitive's safety
 //! under the same faults as the lock's.
 
-use lock_core::{Access, AcquireOptions, DynLockBackend, LockGuard, LockName, Result};
+use distlock_core::{Access, AcquireOptions, DynLockBackend, LockGuard, LockName, Result};
 
 use super::faults::Fault;
 use super::row::Row;
@@ -65,7 +65,7 @@ impl Contended {
     ///
     /// # Cancel safety
     ///
-    /// As [`LockBackend::acquire`](lock_core::LockBackend::acquire).
+    /// As [`LockBackend::acquire`](distlock_core::LockBackend::acquire).
     pub async fn acquire(
         self,
         backend: &DynLockBackend,

@@ -6,7 +6,7 @@
 use std::io;
 use std::time::Duration;
 
-use lock_testkit::servers::{LaunchError, RedisCluster, RedisClusterNode};
+use distlock_testkit::servers::{LaunchError, RedisCluster, RedisClusterNode};
 
 /// What went wrong failing the lock's master over.
 #[derive(Debug, thiserror::Error)]

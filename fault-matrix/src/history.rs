@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lock_testkit::history::{self as checker, CheckOptions, Mode, Operation, Verdict};
+use distlock_testkit::history::{self as checker, CheckOptions, Mode, Operation, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// What was done.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_core::LockName;
+use distlock_core::LockName;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::rngs::StdRng;
@@ -16,8 +16,8 @@ use super::resource::CheckingResource;
 use super::revocation::Revocation;
 use super::row::Service;
 use super::shape::KillAt;
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::RedisCluster;
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::RedisCluster;
 
 /// How long the runner tries to catch a client inside its section.
 const CATCH_TIMEOUT: Duration = Duration::from_secs(15);
@@ -411,11 +411,12 @@ impl Target<'_> {
     async fn break_lock(&self, key: &str, token: u64) -> Result<(), String> {
         match self.service {
             Service::Etcd(cluster) => {
-                let lease = lock_etcd::lease_of_key(key)
+                let lease = distlock_etcd::lease_of_key(key)
                     .ok_or_else(|| format!("no lease in etcd key {key:?}"))?;
-                let mut client = lock_etcd::etcd_client::Client::connect(cluster.endpoints(), None)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let mut client =
+                    distlock_etcd::etcd_client::Client::connect(cluster.endpoints(), None)
+                        .await
+                        .map_err(|e| e.to_string())?;
                 client
                     .lease_revoke(lease)
                     .await
@@ -446,14 +447,14 @@ impl Target<'_> {
                 }
             }
             Service::Zk(ensemble) => {
-                let client = lock_zk::zk::Client::connect(&ensemble.connect_string())
+                let client = distlock_zk::zk::Client::connect(&ensemble.connect_string())
                     .await
                     .map_err(|e| e.to_string())?;
                 client.delete(key, None).await.map_err(|e| e.to_string())?;
             }
             Service::File(dir) => {
                 let backend =
-                    lock_file::FileBackend::connect(lock_file::FileConfig::new(dir.path()))
+                    distlock_file::FileBackend::connect(distlock_file::FileConfig::new(dir.path()))
                         .await
                         .map_err(|e| e.to_string())?;
                 let name = LockName::new(self.lock).map_err(|e| e.to_string())?;
@@ -462,7 +463,7 @@ impl Target<'_> {
             Service::Postgres(server) => {
                 let sql = format!(
                     "DELETE FROM {}.entries WHERE token = {token}",
-                    lock_postgres::DEFAULT_SCHEMA
+                    distlock_postgres::DEFAULT_SCHEMA
                 );
                 let server_query = server.query(&sql);
                 server_query.map_err(|e| e.to_string())?;

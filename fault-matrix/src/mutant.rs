@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use lock_core::{AcquireOptions, DynLockBackend, LockGuard, LockName, LostReason, Result};
+use distlock_core::{AcquireOptions, DynLockBackend, LockGuard, LockName, LostReason, Result};
 
 use super::contended::Contended;
 
@@ -65,7 +65,7 @@ impl Held {
     ///
     /// # Cancel safety
     ///
-    /// As [`LockBackend::acquire`](lock_core::LockBackend::acquire).
+    /// As [`LockBackend::acquire`](distlock_core::LockBackend::acquire).
     pub async fn acquire(
         contended: Contended,
         backend: &DynLockBackend,

@@ -98,7 +98,7 @@ pub enum Message {
         client: u32,
         /// `acquire`, `release` or `connect`.
         op: String,
-        /// The [`ErrorKind`](lock_core::ErrorKind) as text.
+        /// The [`ErrorKind`](distlock_core::ErrorKind) as text.
         kind: String,
         /// When it failed.
         at_ns: u64,

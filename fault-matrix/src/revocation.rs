@@ -8,7 +8,7 @@
 //! member no longer has the victim's lease: the server's word, not the
 //! client's label.
 
-use lock_testkit::servers::EtcdCluster;
+use distlock_testkit::servers::EtcdCluster;
 
 use super::inject::{Target, Victim};
 use super::row::Service;
@@ -77,11 +77,11 @@ impl Revocation {
         let Some(lease) = target
             .victim_key(victim)
             .ok()
-            .and_then(|key| lock_etcd::lease_of_key(&key))
+            .and_then(|key| distlock_etcd::lease_of_key(&key))
         else {
             return (false, format!("{expired}; the victim's lease is unknown"));
         };
-        let client = lock_etcd::etcd_client::Client::connect(self.healthy.clone(), None).await;
+        let client = distlock_etcd::etcd_client::Client::connect(self.healthy.clone(), None).await;
         let ttl = match client {
             Ok(mut client) => client
                 .lease_time_to_live(lease, None)

@@ -9,8 +9,8 @@ use futures::future::try_join_all;
 use tempfile::TempDir;
 
 use super::mutant::Mutant;
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::{
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::{
     EtcdCluster, EtcdOptions, LaunchError, Member, PostgresServer, RedisCluster, RedisServer,
     RedisServers, ZkEnsemble, ZkOptions, temp_dir,
 };

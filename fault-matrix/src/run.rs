@@ -21,8 +21,8 @@ use super::resource::CheckingResource;
 use super::row::{Row, Service};
 use super::shape::{Shape, cell_seed, trial_seed};
 use super::verdict::{Trial, merge};
-use lock_testkit::history::{Mode, Verdict};
-use lock_testkit::proxy::FaultProxy;
+use distlock_testkit::history::{Mode, Verdict};
+use distlock_testkit::proxy::FaultProxy;
 
 /// How long the clients have to start and get going.
 const WARM_UP: Duration = Duration::from_secs(30);

@@ -430,8 +430,8 @@ pub trait LockBackendExt: LockBackend {
     /// unreachable) is logged, and the lease TTL frees the lock.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
-    /// use lock_core::{LockBackendExt, memory::MemoryBackend};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use distlock_core::{LockBackendExt, memory::MemoryBackend};
     ///
     /// let backend = MemoryBackend::new();
     /// let token = backend
@@ -494,7 +494,7 @@ pub trait LockBackendExt: LockBackend {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// use lock_core::{LockBackendExt, memory::MemoryBackend};
+    /// use distlock_core::{LockBackendExt, memory::MemoryBackend};
     ///
     /// let backend = MemoryBackend::new();
     /// let rows: u64 = backend

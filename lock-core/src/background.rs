@@ -95,14 +95,14 @@ pub fn in_flight() -> usize {
 /// dropped just before then is released rather than left to its TTL.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
 /// use std::time::Duration;
-/// use lock_core::{LockBackendExt, memory::MemoryBackend};
+/// use distlock_core::{LockBackendExt, memory::MemoryBackend};
 ///
 /// let backend = MemoryBackend::new();
 /// let guard = backend.lock("jobs/nightly").await?;
 /// drop(guard); // released in the background
-/// assert!(lock_core::wait_for_background(Duration::from_secs(5)).await);
+/// assert!(distlock_core::wait_for_background(Duration::from_secs(5)).await);
 /// # Ok(()) }
 /// ```
 ///

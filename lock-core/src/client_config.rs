@@ -31,7 +31,7 @@ pub struct ClientFields<'a> {
 /// A networked backend's config: the builders of its client settings, and
 /// applying the client settings of [`Settings`] over them.
 ///
-/// Bring it into scope (`use lock_core::ClientConfig`, or the backend
+/// Bring it into scope (`use distlock_core::ClientConfig`, or the backend
 /// crate's re-export) to call the builders.
 pub trait ClientConfig: Sized {
     /// The config's client settings, to write.

@@ -15,7 +15,7 @@ const DURATION_FORMS: &str = "use forms like 500ms, 10s, 2m, 1h30m or 1.5s";
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_core::raw::parse_duration;
+/// use distlock_core::raw::parse_duration;
 /// assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
 /// assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
 /// assert!(parse_duration("ten seconds").is_err());
@@ -133,7 +133,7 @@ pub fn format_duration(d: Duration) -> String {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_core::raw::human_duration;
+/// use distlock_core::raw::human_duration;
 /// assert_eq!(human_duration(Duration::from_millis(750)), "0.75 s");
 /// assert_eq!(human_duration(Duration::from_millis(27_767)), "27.8 s");
 /// assert_eq!(human_duration(Duration::from_secs(2)), "2 s");

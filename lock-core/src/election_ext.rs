@@ -21,8 +21,8 @@ use crate::options::AcquireOptions;
 /// as `lock` stands next to `acquire`), so both traits can be in scope.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
-/// use lock_core::{ElectionBackendExt, memory::MemoryBackend};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// use distlock_core::{ElectionBackendExt, memory::MemoryBackend};
 ///
 /// let backend = MemoryBackend::new();
 /// let mut leaders = backend.follow("jobs/leader").await?;

@@ -163,7 +163,7 @@ impl Error {
     }
 
     /// The same error as another kind, message, site and source kept: for
-    /// lock-core to hold every backend to one kind where the contract names
+    /// distlock-core to hold every backend to one kind where the contract names
     /// it.
     pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
         self.kind = kind;

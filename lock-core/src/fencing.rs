@@ -41,7 +41,7 @@ impl FencingToken {
     /// wrapping to a negative number that every stale holder would beat.
     ///
     /// ```
-    /// use lock_core::FencingToken;
+    /// use distlock_core::FencingToken;
     /// assert_eq!(FencingToken(42).to_i64(), Ok(42));
     /// assert!(FencingToken(u64::MAX).to_i64().is_err());
     /// ```

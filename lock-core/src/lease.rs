@@ -1,4 +1,4 @@
-//! The lease lifecycle every per-lock lease shares, owned by lock-core.
+//! The lease lifecycle every per-lock lease shares, owned by distlock-core.
 //!
 //! A backend supplies only its round trips (a [`Lease`]: renew, release,
 //! proclaim) and what it was granted (a [`Grant`]). [`leased_guard`](crate::raw::leased_guard)
@@ -36,11 +36,11 @@ use crate::validity::Validity;
 /// A backend's round trips on one granted lease.
 ///
 /// Each method is one owner-checked exchange with the server; retries,
-/// deadlines and the lost signal are lock-core's job.
+/// deadlines and the lost signal are distlock-core's job.
 ///
 /// # Cancel safety
 ///
-/// lock-core drops a `renew` future whose validity deadline passes, and a
+/// distlock-core drops a `renew` future whose validity deadline passes, and a
 /// user may drop a `release` or `proclaim`. Implementations must leave
 /// nothing behind that a later call misreads (a stream one answer behind,
 /// a half-sent request taken for the next one's reply): an outcome that was
@@ -59,7 +59,7 @@ pub trait Lease: fmt::Debug + Send + Sync + 'static {
     /// with [`force_release`](crate::LockBackend::force_release), or
     /// another holder took it over) it deletes nothing and fails with
     /// `LeaseLost`, the kind the lost signal stands for, on every backend.
-    /// lock-core reports a `NotHeld` from here as `LeaseLost`: a lease is
+    /// distlock-core reports a `NotHeld` from here as `LeaseLost`: a lease is
     /// released once, so "not ours" can only mean taken away. `NotHeld` is
     /// for a guard this process already gave up itself.
     async fn release(&self) -> Result<()>;
@@ -138,7 +138,7 @@ impl From<u64> for FencingToken {
 }
 
 impl LockGuard {
-    /// The guard of `grant`, kept by lock-core: validity, renewal of `lease`
+    /// The guard of `grant`, kept by distlock-core: validity, renewal of `lease`
     /// every TTL/3, and the lost signal.
     ///
     /// Fails with `LeaseLost` if the grant's validity has already run out
@@ -197,7 +197,7 @@ impl LockGuard {
     }
 }
 
-/// A lease kept by lock-core: the backend's round trips plus validity,
+/// A lease kept by distlock-core: the backend's round trips plus validity,
 /// renewal and the lost signal.
 struct Leased {
     backend: &'static str,

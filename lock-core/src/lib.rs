@@ -1,32 +1,32 @@
 //! The distlock contract.
 //!
-//! `lock-core` defines what every distlock backend promises: validated
+//! `distlock-core` defines what every distlock backend promises: validated
 //! [`LockName`]s, leases with a TTL, strictly increasing [`FencingToken`]s, a
 //! [`LostSignal`] that fires when a held lock is gone, one [`Error`] type with
 //! a precise [`ErrorKind`], declared [`Capabilities`], semaphores and
 //! read-write locks ([`LockBackend::acquire_as`] with an [`Access`], one
 //! grant rule for all three), and leader election
 //! ([`ElectionBackend`], with string-named forms in [`ElectionBackendExt`]
-//! as [`LockBackendExt`] has for locks). It depends on no network client. Backends live in `lock-etcd`, `lock-redis`,
-//! `lock-zk` and `lock-file`; [`memory::MemoryBackend`] is a faithful
+//! as [`LockBackendExt`] has for locks). It depends on no network client. Backends live in `distlock-etcd`, `distlock-redis`,
+//! `distlock-zk` and `distlock-file`; [`memory::MemoryBackend`] is a faithful
 //! in-process reference.
 //!
 //! It also owns the lease lifecycle that backends share ([`raw`]): a
 //! backend supplies its round trips (renew, release, proclaim) and what it
-//! was granted, and lock-core keeps the validity deadline (on
+//! was granted, and distlock-core keeps the validity deadline (on
 //! [`raw::BootClock`], which counts through suspend), renews every TTL/3
 //! (sooner when a grant arrives late in its TTL), fires the lost signal, and
 //! refuses a grant whose lease has already run out.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
-//! use lock_core::{LockBackendExt, memory::MemoryBackend};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+//! use distlock_core::{LockBackendExt, memory::MemoryBackend};
 //!
 //! let backend = MemoryBackend::new();
 //! let guard = backend.lock("reports/nightly").await?;
 //! println!("holding {} with token {}", guard.name(), guard.token());
 //! assert_eq!(backend.try_lock("reports/nightly").await.unwrap_err().kind(),
-//!            lock_core::ErrorKind::WouldBlock);
+//!            distlock_core::ErrorKind::WouldBlock);
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```

@@ -177,8 +177,8 @@ impl LossNotifier {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use lock_core::LostReason;
-/// use lock_core::raw::LossNotifier;
+/// use distlock_core::LostReason;
+/// use distlock_core::raw::LossNotifier;
 /// let notifier = LossNotifier::new();
 /// let signal = notifier.signal();
 /// assert!(!signal.is_lost());
@@ -262,7 +262,7 @@ impl LostSignal {
     /// [`LostReason::Released`], as [`lost`](Self::lost) reports it.
     ///
     /// What a task waiting on [`lost`](Self::lost) would do, without a task
-    /// per held lock: lock-core counts losses in its metrics this way.
+    /// per held lock: distlock-core counts losses in its metrics this way.
     pub(crate) fn on_lost(&self, hook: impl FnOnce(&LostReason) + Send + 'static) {
         let mut state = self.shared.state();
         match state.outcome() {

@@ -14,7 +14,7 @@ pub const MAX_NAME_LEN: usize = 512;
 /// a configurable prefix, escaping as they need to.
 ///
 /// ```
-/// use lock_core::LockName;
+/// use distlock_core::LockName;
 /// assert!(LockName::new("jobs/nightly-report").is_ok());
 /// assert!(LockName::new("").is_err());
 /// assert!(LockName::new("bad\nname").is_err());

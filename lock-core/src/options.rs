@@ -40,7 +40,7 @@ impl Wait {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_core::{AcquireOptions, Wait};
+/// use distlock_core::{AcquireOptions, Wait};
 /// let opts = AcquireOptions::new()
 ///     .ttl(Duration::from_secs(10))
 ///     .wait(Wait::Timeout(Duration::from_secs(3)));

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::{FencingToken, LockGuard, LockName, LostSignal, Result};
 
-/// The guard of `grant`, kept by lock-core: validity, renewal of `lease`
+/// The guard of `grant`, kept by distlock-core: validity, renewal of `lease`
 /// every TTL/3 on the grant's [`Renewer`], and the lost signal.
 ///
 /// Fails with `LeaseLost` if the grant's validity has already run out (the

@@ -255,11 +255,11 @@ impl Settings {
     /// `honoured`, the settings `backend` has a use for.
     ///
     /// ```
-    /// use lock_core::raw::Settings;
+    /// use distlock_core::raw::Settings;
     /// let mut settings = Settings::default();
     /// settings.set("fsync", "true").unwrap();
     /// let err = settings.refuse_others("Redis", &["ttl", "prefix"]).unwrap_err();
-    /// assert_eq!(err.kind(), lock_core::ErrorKind::Unsupported);
+    /// assert_eq!(err.kind(), distlock_core::ErrorKind::Unsupported);
     /// assert!(err.message().contains("fsync"));
     /// ```
     pub fn refuse_others(&self, backend: &str, honoured: &[&str]) -> Result<()> {

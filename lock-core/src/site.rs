@@ -11,7 +11,7 @@ use crate::{Error, ErrorKind};
 /// and operation as [`ErrorSite`](crate::ErrorSite) fields.
 ///
 /// ```
-/// use lock_core::{ErrorKind, raw::Site};
+/// use distlock_core::{ErrorKind, raw::Site};
 /// let site = Site { backend: "redis", address: "127.0.0.1:6379", operation: "acquire lock \"x\"" };
 /// let err = site.error(ErrorKind::Timeout, "no reply within 2s");
 /// assert_eq!(err.message(), "redis at 127.0.0.1:6379: acquire lock \"x\": no reply within 2s");

@@ -11,8 +11,8 @@
 /// (it may be a password).
 ///
 /// ```
-/// assert_eq!(lock_core::raw::percent_decode("p%40ss").unwrap(), "p@ss");
-/// assert!(lock_core::raw::percent_decode("%zz").is_err());
+/// assert_eq!(distlock_core::raw::percent_decode("p%40ss").unwrap(), "p@ss");
+/// assert!(distlock_core::raw::percent_decode("%zz").is_err());
 /// ```
 pub fn percent_decode(text: &str) -> Result<String, String> {
     let bytes = text.as_bytes();
@@ -43,7 +43,7 @@ pub fn percent_decode(text: &str) -> Result<String, String> {
 /// address without brackets and a port outside 1..=65535.
 ///
 /// ```
-/// use lock_core::raw::split_host_port;
+/// use distlock_core::raw::split_host_port;
 /// assert_eq!(split_host_port("h:1").unwrap(), ("h", Some(1)));
 /// assert_eq!(split_host_port("[::1]").unwrap(), ("::1", None));
 /// assert!(split_host_port("h:0").is_err());
@@ -111,7 +111,7 @@ pub fn join_host_port(host: &str, port: u16) -> String {
 /// `host:port`, adding `default_port` when none is written.
 ///
 /// ```
-/// use lock_core::raw::with_default_port;
+/// use distlock_core::raw::with_default_port;
 /// assert_eq!(with_default_port("h", 2181).unwrap(), "h:2181");
 /// assert_eq!(with_default_port("[::1]:7", 2181).unwrap(), "[::1]:7");
 /// ```
@@ -129,7 +129,7 @@ pub fn with_default_port(text: &str, default_port: u16) -> Result<String, String
 /// hosts and the path are left as written, for the backend to check.
 ///
 /// ```
-/// use lock_core::raw::UrlParts;
+/// use distlock_core::raw::UrlParts;
 /// let url = UrlParts::parse("zk://app:p%40ss@a:2181,b/jobs?ttl=5s#x").unwrap();
 /// assert_eq!(url.scheme, "zk");
 /// assert_eq!((url.username.as_deref(), url.password.as_deref()), (Some("app"), Some("p@ss")));
@@ -226,7 +226,7 @@ impl<'a> UrlParts<'a> {
 /// between `//` (or the start) and the last `@` before the path is user info.
 ///
 /// ```
-/// use lock_core::raw::redact_url;
+/// use distlock_core::raw::redact_url;
 /// assert_eq!(redact_url("redis://app:s3cret@h:6379/0"), "redis://app:***@h:6379/0");
 /// assert_eq!(redact_url("zk://h/x?password=pw&a=1"), "zk://h/x?password=***&a=1");
 /// assert_eq!(redact_url("etcd://a:2379"), "etcd://a:2379");

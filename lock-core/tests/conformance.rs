@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::memory::MemoryBackend;
-use lock_core::{DynElectionBackend, LockGuard};
-use lock_testkit::conformance::Target;
+use distlock_core::memory::MemoryBackend;
+use distlock_core::{DynElectionBackend, LockGuard};
+use distlock_testkit::conformance::Target;
 
 /// One in-process "server" shared by all clients of a test.
 struct MemoryTarget {
@@ -36,4 +36,4 @@ impl Target for MemoryTarget {
     }
 }
 
-lock_testkit::conformance_tests!(memory_target());
+distlock_testkit::conformance_tests!(memory_target());

@@ -1,8 +1,8 @@
 //! What dropping a guard does where no runtime is running: the in-memory
 //! backend releases at once, as a synchronous call.
 
-use lock_core::LockBackendExt;
-use lock_core::memory::MemoryBackend;
+use distlock_core::LockBackendExt;
+use distlock_core::memory::MemoryBackend;
 
 #[test]
 fn a_guard_dropped_with_no_runtime_is_released_at_once() {

@@ -1,11 +1,11 @@
-//! What lock-core itself keeps in memory for each held lock: the guard,
+//! What distlock-core itself keeps in memory for each held lock: the guard,
 //! its validity, its lost signal and its place in the renewal schedule.
 //!
 //! A process may hold tens of thousands of locks, so this is a budget, not
 //! a detail. The heap is counted exactly by a counting allocator around the
 //! system one (this test binary's only test, so nothing else allocates
 //! meanwhile); the lease is a zero-sized stand-in, so what is counted is
-//! lock-core's share and nothing of any backend's.
+//! distlock-core's share and nothing of any backend's.
 
 #![allow(unsafe_code)]
 
@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::{Grant, Lease, Renewer, SentAt};
-use lock_core::{LockGuard, LockName, Result};
+use distlock_core::raw::{Grant, Lease, Renewer, SentAt};
+use distlock_core::{LockGuard, LockName, Result};
 
 /// Counts the bytes and blocks the program holds on the heap.
 struct Counting;
@@ -60,7 +60,7 @@ impl Lease for Free {
 
 const LOCKS: usize = 2_000;
 
-/// lock-core's budget per held lock, in heap bytes. The lock's name and
+/// distlock-core's budget per held lock, in heap bytes. The lock's name and
 /// key strings are included; a backend adds its own state on top.
 const BUDGET: i64 = 640;
 
@@ -75,7 +75,7 @@ fn held(renewer: &Renewer, name: &LockName, token: u64) -> LockGuard {
         SentAt::now(),
     )
     .renewed_by(renewer);
-    lock_core::raw::leased_guard(grant, Free).expect("a fresh grant")
+    distlock_core::raw::leased_guard(grant, Free).expect("a fresh grant")
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -100,7 +100,7 @@ async fn a_held_lock_costs_lock_core_at_most_its_budget() {
     let blocks_per_lock = (BLOCKS.load(Ordering::SeqCst) - blocks) / count;
     assert!(
         per_lock <= BUDGET,
-        "a held lock keeps {per_lock} B in {blocks_per_lock} heap blocks in lock-core; \
+        "a held lock keeps {per_lock} B in {blocks_per_lock} heap blocks in distlock-core; \
          the budget is {BUDGET} B"
     );
     for guard in guards {

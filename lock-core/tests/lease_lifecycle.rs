@@ -1,4 +1,4 @@
-//! lock-core's lease lifecycle with a scripted backend and a clock the test
+//! distlock-core's lease lifecycle with a scripted backend and a clock the test
 //! moves: what a suspend or a VM pause does to a held lock, and that a lock
 //! reported lost never comes back.
 
@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::{Grant, Lease};
-use lock_core::raw::{ManualClock, SentAt};
-use lock_core::{Error, ErrorKind, LockGuard, LockHealth, LockName, LostReason, Result};
+use distlock_core::raw::{Grant, Lease};
+use distlock_core::raw::{ManualClock, SentAt};
+use distlock_core::{Error, ErrorKind, LockGuard, LockHealth, LockName, LostReason, Result};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -45,7 +45,7 @@ fn guard_on(clock: &Arc<ManualClock>, lease: &Arc<Seen>) -> LockGuard {
         TTL,
         SentAt::now_on(clock.clone()),
     );
-    lock_core::raw::leased_guard(grant, Scripted(lease.clone())).expect("a fresh grant")
+    distlock_core::raw::leased_guard(grant, Scripted(lease.clone())).expect("a fresh grant")
 }
 
 /// The lease clock jumps past the TTL, as it does across a suspend, while
@@ -105,9 +105,9 @@ async fn a_grant_older_than_its_ttl_is_refused_and_released() {
         TTL,
         sent,
     );
-    let err: Error = lock_core::raw::leased_guard(grant, Scripted(lease.clone())).unwrap_err();
+    let err: Error = distlock_core::raw::leased_guard(grant, Scripted(lease.clone())).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
-    assert!(lock_core::wait_for_background(Duration::from_secs(5)).await);
+    assert!(distlock_core::wait_for_background(Duration::from_secs(5)).await);
     assert!(
         lease.released.load(Ordering::SeqCst),
         "the stale grant was not released"
@@ -142,9 +142,10 @@ async fn a_guard_reports_failing_renewal_and_recovery() {
         9,
         "scripted/9",
         TTL,
-        SentAt::now_on(Arc::new(lock_core::raw::TokioClock::new())),
+        SentAt::now_on(Arc::new(distlock_core::raw::TokioClock::new())),
     );
-    let guard = lock_core::raw::leased_guard(grant, Flaky(failing.clone())).expect("a fresh grant");
+    let guard =
+        distlock_core::raw::leased_guard(grant, Flaky(failing.clone())).expect("a fresh grant");
     assert_eq!(guard.health(), LockHealth::Held);
     let health = guard.health_changed(&LockHealth::Held).await;
     match &health {
@@ -169,9 +170,9 @@ async fn failing_renewal_that_never_recovers_ends_in_loss() {
         10,
         "scripted/10",
         TTL,
-        SentAt::now_on(Arc::new(lock_core::raw::TokioClock::new())),
+        SentAt::now_on(Arc::new(distlock_core::raw::TokioClock::new())),
     );
-    let guard = lock_core::raw::leased_guard(grant, Flaky(Arc::new(AtomicBool::new(true))))
+    let guard = distlock_core::raw::leased_guard(grant, Flaky(Arc::new(AtomicBool::new(true))))
         .expect("a fresh grant");
     let failing = guard.health_changed(&LockHealth::Held).await;
     assert!(

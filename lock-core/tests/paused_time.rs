@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 #[cfg(feature = "testing")]
-use lock_core::LostReason;
-use lock_core::memory::MemoryBackend;
-use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use distlock_core::LostReason;
+use distlock_core::memory::MemoryBackend;
+use distlock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
 use tokio::time::{Instant, advance};
 
 const TTL: Duration = Duration::from_secs(10);

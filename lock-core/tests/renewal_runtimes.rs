@@ -6,10 +6,10 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use distlock_core::memory::MemoryBackend;
+use distlock_core::raw::{LossNotifier, Renewer, SentAt, Validity};
+use distlock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
 use futures::FutureExt;
-use lock_core::memory::MemoryBackend;
-use lock_core::raw::{LossNotifier, Renewer, SentAt, Validity};
-use lock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
 use tokio::runtime::{Builder, Runtime};
 use tokio::time::timeout;
 

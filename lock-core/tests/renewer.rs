@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use distlock_core::raw::{
+    LossNotifier, RenewFn, RenewalTask, Renewer, SentAt, TokioClock, Validity,
+};
+use distlock_core::{Error, LostReason};
 use futures::FutureExt;
-use lock_core::raw::{LossNotifier, RenewFn, RenewalTask, Renewer, SentAt, TokioClock, Validity};
-use lock_core::{Error, LostReason};
 use tokio::time::{Instant, advance, sleep, sleep_until};
 
 const TTL: Duration = Duration::from_secs(30);

@@ -1,10 +1,10 @@
 //! Handoff benchmark: our revision-queue lock against etcd's server-side
 //! Lock RPC, on the same single-member etcd in the same run.
 //!
-//! Run with `cargo bench -p lock-etcd --bench contention`. `BENCH_SECS` sets
+//! Run with `cargo bench -p distlock-etcd --bench contention`. `BENCH_SECS` sets
 //! the length of each run (default 4 s). The peer is `etcd-client`'s
 //! `lock()`/`unlock()`, each client with its own lease (kept alive in the
-//! background), run as a `LockBackend` by `lock_testkit::peer` so the same
+//! background), run as a `LockBackend` by `distlock_testkit::peer` so the same
 //! workload runner measures both.
 //!
 //! Besides the rates it says where the time goes: etcd's CPU per hand-off
@@ -12,21 +12,21 @@
 //! busy the machine's cores were meanwhile (`/proc/stat`). A hand-off rate
 //! bounded by the cores shows as a busy fraction near 100 %.
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{Client, LockOptions};
-use lock_core::{Capabilities, Error, FencingStrength, LockName, Result};
-use lock_etcd::{EtcdBackend, EtcdConfig};
-use lock_testkit::peer::{PeerBackend, PeerLock};
-use lock_testkit::servers::EtcdCluster;
-use lock_testkit::servers::EtcdMember;
-use lock_testkit::workload::{
+use distlock_core::{Capabilities, Error, FencingStrength, LockName, Result};
+use distlock_etcd::{EtcdBackend, EtcdConfig};
+use distlock_testkit::peer::{PeerBackend, PeerLock};
+use distlock_testkit::servers::EtcdCluster;
+use distlock_testkit::servers::EtcdMember;
+use distlock_testkit::workload::{
     MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport, client_factory,
     run_workload,
 };
+use etcd_client::{Client, LockOptions};
 
 const TTL: Duration = Duration::from_secs(10);
 /// Alternating rounds per scenario.
@@ -242,7 +242,7 @@ impl std::fmt::Display for SlowWatchers {
 /// Runs `work`, sampling etcd's slow-watcher gauge every 100 ms (the
 /// period of the loop that drains it) meanwhile.
 async fn sample_slow_watchers<T>(
-    member: &lock_testkit::servers::EtcdMember,
+    member: &distlock_testkit::servers::EtcdMember,
     work: impl std::future::Future<Output = T>,
 ) -> (T, SlowWatchers) {
     let mut samples = SlowWatchers::default();

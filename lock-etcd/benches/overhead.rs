@@ -9,19 +9,19 @@
 //! == rev) Then(Delete(key))`). The raw loop grants one lease up front,
 //! keeps it alive, and sends those two Txns in a loop.
 //!
-//! Run: `cargo bench -p lock-etcd --bench overhead` (`BENCH_ROUNDS`,
+//! Run: `cargo bench -p distlock-etcd --bench overhead` (`BENCH_ROUNDS`,
 //! default 8, alternating rounds; `BENCH_SECS`, default 1, seconds per
 //! side per round).
 
 use async_trait::async_trait;
+use distlock_etcd::ClientConfig;
+use distlock_etcd::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, EtcdBackend, EtcdConfig};
+use distlock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
+use distlock_testkit::servers::EtcdCluster;
 use etcd_client::{
     Client, Compare, CompareOp, GetOptions, KvClient, PutOptions, SortOrder, SortTarget, Txn,
     TxnOp, TxnOpResponse, TxnResponse,
 };
-use lock_etcd::ClientConfig;
-use lock_etcd::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, EtcdBackend, EtcdConfig};
-use lock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
-use lock_testkit::servers::EtcdCluster;
 use tokio::time::timeout;
 
 const NAME: &str = "overhead";
@@ -73,7 +73,7 @@ impl Raw {
             kv: client.kv_client(),
             key: format!("{queue}{lease:x}"),
             queue,
-            value: lock_core::default_holder_description().into_bytes(),
+            value: distlock_core::default_holder_description().into_bytes(),
             lease,
             rev: 0,
             keepalive,
@@ -171,7 +171,7 @@ async fn main() {
     let mut ours = Ours::new(backend, NAME);
     let mut raw = Raw::connect(&endpoints).await;
     println!(
-        "# lock-etcd: uncontended lock + release against the raw Txns\n\n\
+        "# distlock-etcd: uncontended lock + release against the raw Txns\n\n\
          etcd at {endpoints:?}; 1 client, hold 0, {} alternating rounds of {:?} per side\n",
         rounds.rounds, rounds.each
     );

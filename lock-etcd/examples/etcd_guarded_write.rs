@@ -9,16 +9,16 @@
 //! if set, otherwise starts a throwaway etcd with the test kit:
 //!
 //! ```text
-//! cargo run -p lock-etcd --example etcd_guarded_write
+//! cargo run -p distlock-etcd --example etcd_guarded_write
 //! ```
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::time::Duration;
 
-use lock_core::LockBackendExt;
-use lock_etcd::etcd_client::{Txn, TxnOp};
-use lock_etcd::{EtcdBackend, EtcdConfig, is_owner_of, lease_of_key};
-use lock_testkit::servers::EtcdCluster;
+use distlock_core::LockBackendExt;
+use distlock_etcd::etcd_client::{Txn, TxnOp};
+use distlock_etcd::{EtcdBackend, EtcdConfig, is_owner_of, lease_of_key};
+use distlock_testkit::servers::EtcdCluster;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -12,11 +12,11 @@
 
 use std::time::Duration;
 
-use etcd_client::TxnOpResponse;
-use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp};
-use lock_core::{
+use distlock_core::{
     Error, FencingToken, HolderInfo, LockName, LockStatus, Primitive, Result, WaiterInfo,
 };
+use etcd_client::TxnOpResponse;
+use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp};
 
 use crate::backend::Inner;
 use crate::keys::Space;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::AdminCapabilities;
-use lock_core::{
+use distlock_core::AdminCapabilities;
+use distlock_core::{
     AcquireOptions, AcquireRequest, Capabilities, FencingStrength, HolderInfo, ListOptions,
     ListPage, LockBackend, LockGuard, LockName, LockStatus, Result,
 };
@@ -128,7 +128,7 @@ impl EtcdBackend {
     }
 
     /// Acquires `name` in `space`, publishing `value` with the key, inside
-    /// lock-core's `distlock.acquire` span and metrics.
+    /// distlock-core's `distlock.acquire` span and metrics.
     pub(crate) async fn acquire_in(
         &self,
         space: Space,
@@ -137,7 +137,7 @@ impl EtcdBackend {
         value: Vec<u8>,
     ) -> Result<LockGuard> {
         let caps = Self::caps();
-        lock_core::raw::observe_acquire(caps.backend, name, async {
+        distlock_core::raw::observe_acquire(caps.backend, name, async {
             let ttl = options.ttl_for(self.inner.config.default_ttl, &caps)?;
             let secs = whole_seconds(ttl);
             let queue = self.inner.keys.queue(space, name);
@@ -175,7 +175,7 @@ impl LockBackend for EtcdBackend {
     /// Joins the lock's revision queue and waits for the keys before ours
     /// to go. A semaphore's or read-write lock's entry stores its access
     /// with its key, and waits until the entries ahead allow it in
-    /// ([`lock_core::raw::blockers`]), watching only the entries that rule
+    /// ([`distlock_core::raw::blockers`]), watching only the entries that rule
     /// names. The token is the key's create revision.
     ///
     /// # Cancel safety

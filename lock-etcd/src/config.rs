@@ -4,9 +4,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::raw::ClientFields;
-use lock_core::raw::{Settings, serde_humane};
-use lock_core::{ClientConfig, Error, Result};
+use distlock_core::raw::ClientFields;
+use distlock_core::raw::{Settings, serde_humane};
+use distlock_core::{ClientConfig, Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::KeyLayout;
@@ -270,7 +270,7 @@ impl EtcdConfig {
         for endpoint in &self.endpoints {
             crate::url::check_endpoint(endpoint)?;
         }
-        lock_core::raw::ttl_for(self.default_ttl, &crate::backend::EtcdBackend::caps())
+        distlock_core::raw::ttl_for(self.default_ttl, &crate::backend::EtcdBackend::caps())
             .map_err(|e| Error::invalid_config(format!("etcd ttl: {}", e.message())))?;
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),
@@ -321,7 +321,7 @@ impl EtcdConfig {
         }
         if self.uses_tls() && !cfg!(feature = "tls") {
             return Err(Error::unsupported(
-                "etcd TLS was asked for, but lock-etcd was built without its `tls` feature",
+                "etcd TLS was asked for, but distlock-etcd was built without its `tls` feature",
             ));
         }
         Ok(())
@@ -331,7 +331,7 @@ impl EtcdConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn debug_redacts_the_password() {

@@ -14,8 +14,8 @@
 use std::io;
 use std::time::Duration;
 
+use distlock_core::{Error, ErrorKind, Result};
 use etcd_client::{Client, ConnectOptions, GetOptions};
-use lock_core::{Error, ErrorKind, Result};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout_at};
 
@@ -192,7 +192,7 @@ fn with_tls(options: ConnectOptions, config: &EtcdConfig) -> Result<ConnectOptio
 #[cfg(not(feature = "tls"))]
 fn with_tls(_options: ConnectOptions, _config: &EtcdConfig) -> Result<ConnectOptions> {
     Err(Error::unsupported(
-        "etcd TLS was asked for, but lock-etcd was built without its `tls` feature",
+        "etcd TLS was asked for, but distlock-etcd was built without its `tls` feature",
     ))
 }
 

@@ -4,7 +4,7 @@
 //! proclaiming rewrites our key if it is still ours, resigning releases.
 
 use async_trait::async_trait;
-use lock_core::{
+use distlock_core::{
     Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };

@@ -6,9 +6,9 @@
 //! (retried on another endpoint), bad credentials are
 //! [`ErrorKind::Unauthorized`].
 
+use distlock_core::raw::Site;
+use distlock_core::{Error, ErrorKind};
 use etcd_client::Error as EtcdError;
-use lock_core::raw::Site;
-use lock_core::{Error, ErrorKind};
 use tonic::{Code, Status};
 
 /// The kind of an `etcd-client` error.
@@ -93,7 +93,7 @@ pub(crate) fn is_stale_token(err: &EtcdError) -> bool {
     }
 }
 
-/// The errors an etcd request makes, at a lock-core [`Site`] (backend
+/// The errors an etcd request makes, at a distlock-core [`Site`] (backend
 /// `etcd`, the configured endpoints, the request).
 pub(crate) trait EtcdSite {
     /// Maps a client error to a distlock error naming the request, the
@@ -117,7 +117,7 @@ impl EtcdSite for Site<'_> {
             format_args!(
                 "no answer within the request timeout of {}; is etcd overloaded or \
                  partitioned? (raise request_timeout if the cluster is just slow)",
-                lock_core::raw::human_duration(after)
+                distlock_core::raw::human_duration(after)
             ),
         )
     }

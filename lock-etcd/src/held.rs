@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use distlock_core::raw::{HeldLock, LossNotifier, Validity};
+use distlock_core::{Error, FencingToken, LockGuard, LockName, LostReason, LostSignal, Result};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
-use lock_core::raw::{HeldLock, LossNotifier, Validity};
-use lock_core::{Error, FencingToken, LockGuard, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::sleep;
 use tracing::Instrument;
@@ -82,7 +82,7 @@ pub(crate) fn guard(inner: Arc<Inner>, space: Space, name: LockName, won: Won) -
         notifier: notifier.clone(),
         monitor,
     };
-    lock_core::raw::session_guard(
+    distlock_core::raw::session_guard(
         name,
         FencingToken(u64::try_from(rev).unwrap_or(0)),
         key,
@@ -155,7 +155,7 @@ impl HeldLock for EtcdHeld {
         match &self.lease {
             Some(lease) => {
                 let held = Some((&self.name, self.rev.unsigned_abs()));
-                lock_core::raw::observe_renewal("etcd", held, lease.renew_now()).await
+                distlock_core::raw::observe_renewal("etcd", held, lease.renew_now()).await
             }
             None => Err(Error::not_held(format!("{} was released", self.what()))),
         }

@@ -22,7 +22,7 @@
 //! trip cut short was dirty and had to be replaced.
 //!
 //! When the stream breaks or closes, every pending round trip fails with
-//! `Unavailable` (lock-core's renewal schedule retries it) and the next renewal
+//! `Unavailable` (distlock-core's renewal schedule retries it) and the next renewal
 //! opens a new stream. A round trip left unanswered for its attempt timeout
 //! resets the stream it was sent on (only that one): a silent connection
 //! must not keep every lease waiting. Dropping the hub ends the driver.
@@ -32,10 +32,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use distlock_core::Result;
+use distlock_core::raw::Renewer;
 use etcd_client::proto::PbLeaseKeepAliveRequest;
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
-use lock_core::Result;
-use lock_core::raw::Renewer;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 

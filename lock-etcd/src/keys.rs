@@ -23,7 +23,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use lock_core::{Access, Error, LockName};
+use distlock_core::{Access, Error, LockName};
 use serde::{Deserialize, Serialize};
 
 /// How lock and election names map to etcd keys.
@@ -420,7 +420,7 @@ mod tests {
         }
         for bad in ["curator", "Concurrency", ""] {
             let err = bad.parse::<KeyLayout>().unwrap_err();
-            assert_eq!(err.kind(), lock_core::ErrorKind::InvalidConfig);
+            assert_eq!(err.kind(), distlock_core::ErrorKind::InvalidConfig);
             assert!(
                 err.message().contains("known: distlock, concurrency"),
                 "{err}"

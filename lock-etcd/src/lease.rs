@@ -1,6 +1,6 @@
 //! One etcd lease: granted, kept alive in the background, and watched for loss.
 //!
-//! Keepalive runs on the backend's lock-core renewal schedule (every TTL/3,
+//! Keepalive runs on the backend's distlock-core renewal schedule (every TTL/3,
 //! with a local validity deadline; one task per runtime for all leases). Each renewal sends one request on the backend's
 //! shared keepalive stream ([`KeepAliveHub`]) and waits for its answer: a
 //! TTL of 0 means the lease is gone (the lost signal fires); a closed or
@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::raw::{LossNotifier, RenewalTask, SentAt, Validity};
+use distlock_core::{Error, LostReason, LostSignal, Result};
 use futures::FutureExt;
-use lock_core::raw::{LossNotifier, RenewalTask, SentAt, Validity};
-use lock_core::{Error, LostReason, LostSignal, Result};
 use tokio::time::Instant;
 
 use crate::errors::is_lease_gone;
@@ -68,7 +68,7 @@ impl PooledLease {
                 let keepalive = keepalive.clone();
                 async move {
                     let renewal = keepalive.renew(id, attempt_timeout);
-                    lock_core::raw::observe_renewal("etcd", None, renewal).await
+                    distlock_core::raw::observe_renewal("etcd", None, renewal).await
                 }
                 .boxed()
             })
@@ -157,7 +157,7 @@ impl PooledLease {
                 )))
             }
             Err(e) => {
-                if e.kind() == lock_core::ErrorKind::LeaseLost {
+                if e.kind() == distlock_core::ErrorKind::LeaseLost {
                     self.lost.fire(LostReason::RenewalFailed(e.to_string()));
                 }
                 Err(e)

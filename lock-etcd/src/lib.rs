@@ -28,10 +28,10 @@ pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TTL, EtcdConfig,
 };
+/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
+pub use distlock_core::ClientConfig;
 /// The `etcd-client` crate this backend is built on, for guarded writes
 /// with [`is_owner`] and for [`EtcdBackend::client`].
 pub use etcd_client;
 pub use keys::{KeyLayout, lease_of_key};
-/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
-pub use lock_core::ClientConfig;
 pub use ownership::{is_owner, is_owner_of};

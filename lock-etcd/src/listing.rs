@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use distlock_core::{FencingToken, ListOptions, ListPage, ListedLock, LockName, Primitive, Result};
 use etcd_client::{GetOptions, GetResponse, SortOrder, SortTarget};
-use lock_core::{FencingToken, ListOptions, ListPage, ListedLock, LockName, Primitive, Result};
 
 use crate::backend::Inner;
 use crate::keys::{KeyLayout, Space, range_end};

@@ -14,10 +14,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use distlock_core::raw::LeaderFilter;
+use distlock_core::{FencingToken, LeaderInfo, LeaderStream, LockName, Result};
 use etcd_client::{Event, EventType, GetOptions, KeyValue, WatchOptions, WatchStream};
 use futures::StreamExt;
-use lock_core::raw::LeaderFilter;
-use lock_core::{FencingToken, LeaderInfo, LeaderStream, LockName, Result};
 use tokio::sync::mpsc;
 use tokio::time::sleep;
 use tracing::Instrument;

@@ -5,16 +5,16 @@
 //! itself refuses the write once the holder's key is gone or belongs to a
 //! newer acquisition (etcd's `Mutex.IsOwner`).
 
+use distlock_core::{Error, LockGuard, Result};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
-use lock_core::{Error, LockGuard, Result};
 
 /// The compare `CreateRevision(key) == create_revision`: true exactly while
 /// the acquisition with that key and fencing token still holds the lock.
 ///
 /// ```
-/// use lock_etcd::etcd_client::{Txn, TxnOp};
+/// use distlock_etcd::etcd_client::{Txn, TxnOp};
 /// let txn = Txn::new()
-///     .when([lock_etcd::is_owner("/distlock/lock/jobs/694d8a3b22c10f07", 42)])
+///     .when([distlock_etcd::is_owner("/distlock/lock/jobs/694d8a3b22c10f07", 42)])
 ///     .and_then([TxnOp::put("/data/report", "done", None)]);
 /// # let _ = txn;
 /// ```
@@ -23,7 +23,7 @@ pub fn is_owner(key: impl Into<Vec<u8>>, create_revision: i64) -> Compare {
 }
 
 /// [`is_owner`] for a guard from this backend: its key and its token (the
-/// key's create revision). Works for a [`Leadership`](lock_core::Leadership)
+/// key's create revision). Works for a [`Leadership`](distlock_core::Leadership)
 /// too, through `is_owner(leadership.key(), leadership.token().get() as i64)`.
 pub fn is_owner_of(guard: &LockGuard) -> Compare {
     is_owner(

@@ -57,7 +57,7 @@ impl LeasePool {
         &self,
         secs: i64,
         by: Option<Instant>,
-    ) -> lock_core::Result<(PooledLease, bool)> {
+    ) -> distlock_core::Result<(PooledLease, bool)> {
         let (taken, stale) = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let stale = drain_stale(&mut idle);
@@ -103,7 +103,7 @@ impl LeasePool {
             return;
         }
         let rpc = self.rpc.clone();
-        lock_core::raw::spawn_background(async move {
+        distlock_core::raw::spawn_background(async move {
             for lease in leases {
                 let id = lease.id();
                 drop(lease);

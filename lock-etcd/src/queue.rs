@@ -8,18 +8,18 @@
 //!
 //! Semaphores and read-write locks are the same queue with a different
 //! grant rule: each entry stores its access ([`crate::shared`]), and a
-//! waiter is let in once [`lock_core::raw::blockers`] names none of the
+//! waiter is let in once [`distlock_core::raw::blockers`] names none of the
 //! entries ahead of it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::raw::{blockers, check_limit_agrees};
+use distlock_core::{Access, Error, ErrorKind, LockName, LostSignal, Result, Wait};
 use etcd_client::{
     Compare, CompareOp, GetOptions, GetResponse, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
     TxnOp, TxnOpResponse, TxnResponse,
 };
-use lock_core::raw::{blockers, check_limit_agrees};
-use lock_core::{Access, Error, ErrorKind, LockName, LostSignal, Result, Wait};
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::backend::Inner;
@@ -150,7 +150,7 @@ pub(crate) async fn acquire(
             Err(Error::timeout(format!(
                 "{} is still held by another client after waiting {} (etcd at {})",
                 entry.what,
-                lock_core::raw::human_duration(waited),
+                distlock_core::raw::human_duration(waited),
                 inner.rpc.endpoints()
             )))
         }

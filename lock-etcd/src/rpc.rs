@@ -12,9 +12,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::raw::Site;
+use distlock_core::{ErrorKind, Result};
 use etcd_client::Client;
-use lock_core::raw::Site;
-use lock_core::{ErrorKind, Result};
 use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::errors::{EtcdSite, classify, site};

@@ -2,14 +2,14 @@
 //! then its holder's description.
 //!
 //! A waiter decides whom it waits for from the entries ahead of it
-//! ([`lock_core::raw::blockers`]), so each value starts with what its
+//! ([`distlock_core::raw::blockers`]), so each value starts with what its
 //! entry asks for: `permit <limit> <description>`, `read <description>` or
 //! `write <description>` (`permit 3 build-7:4121`). Anything else is not an
 //! entry this crate wrote, and counts as what excludes the most: a writer in
 //! a read-write lock, one more holder in a semaphore.
 
-use lock_core::Access;
-use lock_core::raw::parse_permits;
+use distlock_core::Access;
+use distlock_core::raw::parse_permits;
 
 /// The value of our entry: `access`, then `description`.
 pub(crate) fn value(access: Access, description: &str) -> Vec<u8> {

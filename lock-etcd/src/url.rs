@@ -1,13 +1,13 @@
 //! The URL form of a configuration:
 //! `etcd://[user:password@]h1:2379,h2:2379[/prefix][?options]`.
 //!
-//! The split into parts is lock-core's [`UrlParts`], shared by every
+//! The split into parts is distlock-core's [`UrlParts`], shared by every
 //! backend; this module gives the parts their etcd meaning.
 
-use lock_core::raw::{
+use distlock_core::raw::{
     UrlParts, parse_duration, percent_decode, redact_url, split_host_port, with_default_port,
 };
-use lock_core::{Error, Result};
+use distlock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PREFIX, EtcdConfig};
 
@@ -111,7 +111,7 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<()> {
     if port.is_none() {
         return Err(Error::invalid_config(format!(
             "etcd endpoint {endpoint:?} has no port; write {}",
-            lock_core::raw::join_host_port(host, DEFAULT_PORT)
+            distlock_core::raw::join_host_port(host, DEFAULT_PORT)
         )));
     }
     Ok(())
@@ -122,7 +122,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn cluster_url_with_prefix_credentials_and_options_parses() {

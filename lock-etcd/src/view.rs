@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use distlock_core::Result;
 use etcd_client::{EventType, WatchOptions, WatchResponse};
-use lock_core::Result;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, timeout};
 
@@ -305,7 +305,7 @@ async fn open(inner: &Inner, view: &View) -> Result<HubWatch> {
     let created = match timeout(request_timeout, watch.next()).await {
         Ok(Heard::Answer(created)) if !created.canceled() => created,
         Ok(_) => {
-            return Err(lock_core::Error::unavailable(format!(
+            return Err(distlock_core::Error::unavailable(format!(
                 "{op}: the watch was refused or its stream closed"
             )));
         }

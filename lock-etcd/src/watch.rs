@@ -6,8 +6,8 @@
 //! for noticing a lost key, and it lets the watch start right after the
 //! revision the key was last seen at, so no deletion falls into a gap.
 
+use distlock_core::Result;
 use etcd_client::{EventType, WatchFilterType, WatchOptions};
-use lock_core::Result;
 
 use crate::hub::{Heard, HubWatch, WatchHub};
 use crate::rpc::{Retry, Rpc};

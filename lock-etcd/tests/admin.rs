@@ -5,12 +5,12 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, ElectionBackend, ErrorKind, ListOptions, LockBackend,
     LockBackendExt, LockName, LostReason, Primitive, Wait,
 };
-use lock_etcd::{EtcdBackend, EtcdConfig};
-use lock_testkit::assert::{evicts, holders_listed, inspect_until, joined, spawn_acquire};
+use distlock_etcd::{EtcdBackend, EtcdConfig};
+use distlock_testkit::assert::{evicts, holders_listed, inspect_until, joined, spawn_acquire};
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(3);

@@ -3,14 +3,14 @@
 
 mod support;
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_etcd::EtcdBackend;
-use lock_testkit::assert::{acquired_and_released, fails_with, joined};
-use lock_testkit::servers::etcd::EtcdUser;
-use lock_testkit::servers::{EtcdCluster, EtcdOptions};
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_etcd::EtcdBackend;
+use distlock_testkit::assert::{acquired_and_released, fails_with, joined};
+use distlock_testkit::servers::etcd::EtcdUser;
+use distlock_testkit::servers::{EtcdCluster, EtcdOptions};
 
 const USER: &str = "locker";
 const PASSWORD: &str = "locker-secret";

@@ -4,13 +4,13 @@
 
 mod support;
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
-use lock_etcd::{EtcdBackend, EtcdConfig};
-use lock_testkit::proxy::FaultProxy;
+use distlock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use distlock_etcd::{EtcdBackend, EtcdConfig};
+use distlock_testkit::proxy::FaultProxy;
 use tokio::time::{Instant, timeout};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -32,7 +32,9 @@ fn dead_endpoint() -> String {
     format!("127.0.0.1:{port}")
 }
 
-async fn connect_within_bound(config: EtcdConfig) -> (lock_core::Result<EtcdBackend>, Duration) {
+async fn connect_within_bound(
+    config: EtcdConfig,
+) -> (distlock_core::Result<EtcdBackend>, Duration) {
     let start = Instant::now();
     let result = timeout(CONNECT_TIMEOUT + SLACK, EtcdBackend::connect(config))
         .await
@@ -163,7 +165,7 @@ async fn requests_after_the_server_died_fail_as_unavailable() {
         .expect("connect");
     cluster.member(0).kill().await;
     let start = Instant::now();
-    let err = lock_testkit::assert::fails_with_one_of(
+    let err = distlock_testkit::assert::fails_with_one_of(
         &[ErrorKind::Unavailable, ErrorKind::Timeout],
         "the server is gone",
         timeout(REQUEST_TIMEOUT + SLACK, backend.try_lock("dead/server"))

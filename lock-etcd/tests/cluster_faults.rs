@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use distlock_core::{DynLockBackend, LockBackendExt};
+use distlock_etcd::EtcdBackend;
+use distlock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use futures::FutureExt;
-use lock_core::{DynLockBackend, LockBackendExt};
-use lock_etcd::EtcdBackend;
-use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use tokio::time::timeout;
 
 /// Long enough that no lease expires while the cluster elects a new leader.
@@ -94,7 +94,7 @@ async fn contention_survives_leader_kill_and_restart() {
 }
 
 /// Watchers registered on each member, from their metrics.
-async fn watchers_per_member(cluster: &lock_testkit::servers::EtcdCluster) -> Vec<f64> {
+async fn watchers_per_member(cluster: &distlock_testkit::servers::EtcdCluster) -> Vec<f64> {
     let mut counts = Vec::new();
     for member in cluster.members() {
         counts.push(

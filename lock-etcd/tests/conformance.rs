@@ -1,6 +1,6 @@
-//! The whole lock-testkit conformance suite (lock and election) against a
+//! The whole distlock-testkit conformance suite (lock and election) against a
 //! real single-member etcd started per test.
 
 mod support;
 
-lock_testkit::conformance_tests!(support::etcd_target().await);
+distlock_testkit::conformance_tests!(support::etcd_target().await);

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
+use distlock_core::{Candidacy, ElectionBackend, LockName};
 use futures::StreamExt;
-use lock_core::{Candidacy, ElectionBackend, LockName};
 use tokio::time::timeout;
 
 const SLACK: Duration = Duration::from_secs(6);

@@ -4,18 +4,18 @@
 
 mod support;
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockGuard,
     LockName, Wait,
 };
-use lock_etcd::etcd_client::GetOptions;
-use lock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
-use lock_testkit::assert::{acquired_and_released, joined, leader_of, next_ok, spawn_acquire};
-use lock_testkit::servers::etcd::EtcdUser;
-use lock_testkit::servers::{EtcdCluster, EtcdOptions};
+use distlock_etcd::etcd_client::GetOptions;
+use distlock_etcd::{EtcdBackend, EtcdConfig, lease_of_key};
+use distlock_testkit::assert::{acquired_and_released, joined, leader_of, next_ok, spawn_acquire};
+use distlock_testkit::servers::etcd::EtcdUser;
+use distlock_testkit::servers::{EtcdCluster, EtcdOptions};
 use support::etcdctl::{BOUND, Etcdctl, Running};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
@@ -109,7 +109,7 @@ impl Interop {
         &self,
         name: &str,
         options: AcquireOptions,
-    ) -> JoinHandle<lock_core::Result<LockGuard>> {
+    ) -> JoinHandle<distlock_core::Result<LockGuard>> {
         let name = LockName::new(name).unwrap();
         spawn_acquire(
             self.backend.clone(),
@@ -316,7 +316,7 @@ async fn a_lock_and_an_election_of_one_name_share_a_queue() {
     // A lock's value is its holder's description, which Go never reads.
     assert_eq!(
         leader.value,
-        lock_core::default_holder_description().as_bytes()
+        distlock_core::default_holder_description().as_bytes()
     );
     guard.release().await.expect("release");
 }

@@ -4,10 +4,10 @@ mod support;
 
 use std::time::Duration;
 
+use distlock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
+use distlock_etcd::EtcdBackend;
+use distlock_testkit::servers::EtcdCluster;
 use futures::future::join_all;
-use lock_core::{ErrorKind, LockBackendExt, LockGuard, LostReason};
-use lock_etcd::EtcdBackend;
-use lock_testkit::servers::EtcdCluster;
 use tokio::time::{sleep, timeout};
 
 const SLACK: Duration = Duration::from_secs(3);
@@ -83,7 +83,7 @@ async fn fifty_leases_renew_on_one_keepalive_stream() {
     join_all(guards.into_iter().map(LockGuard::release))
         .await
         .into_iter()
-        .collect::<lock_core::Result<Vec<()>>>()
+        .collect::<distlock_core::Result<Vec<()>>>()
         .expect("release");
 
     // Dropping the backend ends its keepalive stream.
@@ -112,7 +112,7 @@ async fn a_lease_revoked_from_outside_fires_only_its_own_lost_signal() {
         .expect("the revoked lease's lost signal fires");
     assert!(!matches!(reason, LostReason::Released), "{reason}");
     let renewed = guards[2].renew().await;
-    lock_testkit::assert::fails_with_one_of(
+    distlock_testkit::assert::fails_with_one_of(
         &[ErrorKind::LeaseLost, ErrorKind::NotHeld],
         "renewing a revoked lease",
         renewed,

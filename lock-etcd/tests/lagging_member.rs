@@ -5,10 +5,10 @@ mod support;
 
 use std::time::Duration;
 
+use distlock_core::LockBackendExt;
+use distlock_etcd::EtcdBackend;
+use distlock_testkit::servers::{EtcdCluster, EtcdOptions};
 use etcd_client::{Client, ConnectOptions, GetOptions};
-use lock_core::LockBackendExt;
-use lock_etcd::EtcdBackend;
-use lock_testkit::servers::{EtcdCluster, EtcdOptions};
 use tokio::time::timeout;
 
 /// Bound for anything a healthy cluster does at once (an election, a

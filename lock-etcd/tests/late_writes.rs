@@ -4,15 +4,15 @@
 
 mod support;
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_etcd::{EtcdBackend, lease_of_key};
+use distlock_testkit::assert::acquired_and_released;
+use distlock_testkit::proxy::FaultProxy;
 use etcd_client::{EventType, PutOptions};
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_etcd::{EtcdBackend, lease_of_key};
-use lock_testkit::assert::acquired_and_released;
-use lock_testkit::proxy::FaultProxy;
 use tokio::time::{Instant, timeout};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(600);
@@ -50,7 +50,7 @@ async fn warm_lease_pool(client: &EtcdBackend) {
 /// One etcd member behind two proxies, and a client of both: whatever
 /// the test makes slow goes through `slow`, the retries through `fast`.
 async fn slow_and_fast() -> (
-    lock_testkit::servers::EtcdCluster,
+    distlock_testkit::servers::EtcdCluster,
     FaultProxy,
     FaultProxy,
     EtcdBackend,

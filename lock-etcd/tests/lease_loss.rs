@@ -5,11 +5,11 @@ mod support;
 
 use std::time::Duration;
 
+use distlock_core::{ErrorKind, LockBackend, LockBackendExt, LockGuard, LostReason};
+use distlock_etcd::{EtcdBackend, is_owner_of};
+use distlock_testkit::assert::joined;
+use distlock_testkit::proxy::FaultProxy;
 use etcd_client::{EventType, GetOptions, Txn, TxnOp};
-use lock_core::{ErrorKind, LockBackend, LockBackendExt, LockGuard, LostReason};
-use lock_etcd::{EtcdBackend, is_owner_of};
-use lock_testkit::assert::joined;
-use lock_testkit::proxy::FaultProxy;
 use support::{Held, QueueWatch};
 use tokio::time::timeout;
 
@@ -52,7 +52,7 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
     assert!(next.token() > first_token);
 
     proxy.restore();
-    lock_testkit::assert::fails_with_one_of(
+    distlock_testkit::assert::fails_with_one_of(
         &[ErrorKind::LeaseLost, ErrorKind::NotHeld],
         "the lock was lost",
         timeout(SLACK * 2, held.release())
@@ -74,7 +74,7 @@ async fn holder_cut_off_past_its_ttl_gets_its_lost_signal_and_another_acquires()
 async fn a_renewal_answered_after_the_validity_deadline_is_lease_lost() {
     let (_etcd, proxy, _direct, held) = held_behind_proxy("renew/late").await;
     proxy.blackhole();
-    lock_testkit::assert::within(SLACK, "the validity runs low", async {
+    distlock_testkit::assert::within(SLACK, "the validity runs low", async {
         while held.remaining_validity().expect("etcd keeps a deadline") > Duration::from_millis(150)
         {
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use distlock_core::{ErrorKind, LockBackendExt, LockGuard};
+use distlock_testkit::assert::{fails_with, joined, within};
 use etcd_client::GetOptions;
-use lock_core::{ErrorKind, LockBackendExt, LockGuard};
-use lock_testkit::assert::{fails_with, joined, within};
 use support::{
     backend, next_put_key, raw_client, shared_queue as queue, start_cluster, watch_queue,
 };

@@ -3,14 +3,14 @@
 
 mod support;
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_etcd::{EtcdBackend, EtcdConfig};
-use lock_testkit::servers::certs::TestCerts;
-use lock_testkit::servers::etcd::EtcdTls;
-use lock_testkit::servers::{EtcdCluster, EtcdOptions};
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_etcd::{EtcdBackend, EtcdConfig};
+use distlock_testkit::servers::certs::TestCerts;
+use distlock_testkit::servers::etcd::EtcdTls;
+use distlock_testkit::servers::{EtcdCluster, EtcdOptions};
 use tokio::time::{Instant, timeout};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,7 +65,7 @@ async fn locks_work_over_tls_with_and_without_a_client_certificate() {
     guard.release().await.expect("release");
 }
 
-async fn refused_promptly(config: EtcdConfig, what: &str) -> lock_core::Error {
+async fn refused_promptly(config: EtcdConfig, what: &str) -> distlock_core::Error {
     let start = Instant::now();
     let err = timeout(CONNECT_TIMEOUT * 2, EtcdBackend::connect(config))
         .await

@@ -7,10 +7,10 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::LockBackendExt;
-use lock_etcd::EtcdBackend;
-use lock_testkit::assert::joined;
-use lock_testkit::servers::EtcdCluster;
+use distlock_core::LockBackendExt;
+use distlock_etcd::EtcdBackend;
+use distlock_testkit::assert::joined;
+use distlock_testkit::servers::EtcdCluster;
 use support::{config_for, next_put_key, raw_client, shared_queue, start_cluster, watch_queue};
 
 const SLACK: Duration = Duration::from_secs(10);

@@ -1,17 +1,17 @@
 //! Contention benchmark: the file backend against the in-memory backend
-//! (the baseline, measured in the same run) with the lock-testkit workload.
+//! (the baseline, measured in the same run) with the distlock-testkit workload.
 //!
-//! Run with `cargo bench -p lock-file --bench contention`. Set `BENCH_SECS` to
+//! Run with `cargo bench -p distlock-file --bench contention`. Set `BENCH_SECS` to
 //! change the duration of each run (default 5).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::DynLockBackend;
+use distlock_core::memory::MemoryBackend;
+use distlock_file::{FileBackend, FileConfig};
+use distlock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 use futures::FutureExt;
-use lock_core::DynLockBackend;
-use lock_core::memory::MemoryBackend;
-use lock_file::{FileBackend, FileConfig};
-use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
 
 #[tokio::main]
 async fn main() {

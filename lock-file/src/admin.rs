@@ -1,5 +1,5 @@
 //! The operator's view of the lock directory: who holds a lock and who
-//! waits ([`inspect`](lock_core::LockBackend::inspect)), which locks exist
+//! waits ([`inspect`](distlock_core::LockBackend::inspect)), which locks exist
 //! (`list`), and breaking a lock (`force_release`).
 //!
 //! Reads take no `flock`: records are replaced atomically, and a queue
@@ -11,8 +11,8 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use lock_core::WaiterInfo;
-use lock_core::{
+use distlock_core::WaiterInfo;
+use distlock_core::{
     FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus, Result,
 };
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{LockName, Result};
+use distlock_core::{LockName, Result};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
@@ -85,7 +85,7 @@ impl Drop for AcquireCleanup {
         };
         let (paths, holder, fsync) = (self.paths.clone(), self.holder.clone(), self.fsync);
         let limit = self.request_timeout;
-        lock_core::raw::spawn_background(async move {
+        distlock_core::raw::spawn_background(async move {
             if let Ok(Ok(Attempt::Granted { token })) = handle.await {
                 let p = paths.clone();
                 let bound = Bound::within(limit);

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::AdminCapabilities;
-use lock_core::raw::check_limit_agrees;
-use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
-use lock_core::{
+use distlock_core::AdminCapabilities;
+use distlock_core::raw::check_limit_agrees;
+use distlock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
+use distlock_core::{
     Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
     ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
@@ -174,7 +174,7 @@ impl FileBackend {
             .with_election(true)
             .with_shared(true, true)
             .with_cross_process(true)
-            .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
+            .with_ttl_limits(distlock_core::MIN_TTL, Duration::from_millis(1))
             .with_admin(AdminCapabilities::all())
     }
 
@@ -213,7 +213,7 @@ impl FileBackend {
     }
 
     /// Acquires `name` in `space`, publishing `value` for elections, inside
-    /// lock-core's `distlock.acquire` span and metrics. `access` is the
+    /// distlock-core's `distlock.acquire` span and metrics. `access` is the
     /// permit or side of a read-write lock asked for in the shared spaces.
     pub(crate) async fn acquire_in(
         &self,
@@ -245,7 +245,7 @@ impl FileBackend {
             }
             acquired
         };
-        lock_core::raw::observe_acquire("file", name, grant).await
+        distlock_core::raw::observe_acquire("file", name, grant).await
     }
 
     /// Attempts to take the lock until granted, keeping `place` in the
@@ -371,7 +371,7 @@ impl FileBackend {
         let grant = Grant::new(name.clone(), token, key, ttl, sent)
             .with_notifier(notifier)
             .renewed_by(&self.renewer);
-        lock_core::raw::leased_guard(grant, lease)
+        distlock_core::raw::leased_guard(grant, lease)
     }
 }
 

@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::raw::{BootClock, LeaseClock as _};
+use distlock_core::raw::{BootClock, LeaseClock as _};
 
 /// Both clocks, read once per decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub(crate) fn test_at(ms: u64) -> Now {
 }
 
 /// A TTL in whole milliseconds, rounded up and at least 1.
-pub(crate) use lock_core::raw::lease_millis as ttl_ms;
+pub(crate) use distlock_core::raw::lease_millis as ttl_ms;
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lock_core::raw::{Settings, parse_duration, serde_humane};
-use lock_core::{Error, Result, check_ttl};
+use distlock_core::raw::{Settings, parse_duration, serde_humane};
+use distlock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 use url::Url;
 
@@ -251,7 +251,7 @@ impl FileConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn absolute_url_with_options_parses() {

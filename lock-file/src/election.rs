@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
-use lock_core::raw::LeaderFilter;
-use lock_core::{
+use distlock_core::raw::LeaderFilter;
+use distlock_core::{
     Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };
+use futures::StreamExt;
 use tokio::time::timeout;
 
 use crate::backend::FileBackend;
@@ -44,7 +44,7 @@ impl ElectionBackend for FileBackend {
     ///
     /// # Cancel safety
     ///
-    /// As [`LockBackend::acquire`](lock_core::LockBackend::acquire): a
+    /// As [`LockBackend::acquire`](distlock_core::LockBackend::acquire): a
     /// cancelled campaign leaves nothing behind.
     async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
         let value = Some(bid.value.clone());

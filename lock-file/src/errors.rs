@@ -5,8 +5,8 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use lock_core::raw::{Site, human_duration};
-use lock_core::{Error, ErrorKind, LockName};
+use distlock_core::raw::{Site, human_duration};
+use distlock_core::{Error, ErrorKind, LockName};
 
 use crate::store::Gone;
 

@@ -1,11 +1,11 @@
 //! The file backend's round trips on a held lock: renewal, release,
-//! proclaim. lock-core keeps the lease (validity, renewal, lost signal).
+//! proclaim. distlock-core keeps the lease (validity, renewal, lost signal).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::LossNotifier;
-use lock_core::{Error, LockName, LostReason, Result};
+use distlock_core::raw::LossNotifier;
+use distlock_core::{Error, LockName, LostReason, Result};
 
 use crate::backend::FileBackend;
 use crate::clock::ttl_ms;
@@ -48,7 +48,7 @@ impl FileLease {
 }
 
 #[async_trait]
-impl lock_core::raw::Lease for FileLease {
+impl distlock_core::raw::Lease for FileLease {
     /// Pushes the on-disk deadline to now + TTL, or reports the lease gone.
     async fn renew(&self) -> Result<()> {
         let (paths, holder) = (self.paths.clone(), self.holder.clone());

@@ -14,8 +14,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use lock_core::LockName;
-pub(crate) use lock_core::raw::Space;
+use distlock_core::LockName;
+pub(crate) use distlock_core::raw::Space;
 
 use crate::case::Case;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_core::{Access, LockName, Result};
+use distlock_core::{Access, LockName, Result};
 use tokio::time::Instant;
 
 use crate::backend::FileBackend;
@@ -105,7 +105,7 @@ impl Drop for Place {
         }
         let (paths, holder) = (self.paths.clone(), self.holder.clone());
         let bound = Bound::within(self.request_timeout);
-        lock_core::raw::spawn_background(async move {
+        distlock_core::raw::spawn_background(async move {
             let _ =
                 tokio::task::spawn_blocking(move || store::leave(&paths, &holder, &bound)).await;
         });

@@ -19,7 +19,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::time::Duration;
 
-use lock_core::Access;
+use distlock_core::Access;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;

@@ -8,9 +8,9 @@
 //! and a read-write lock its writer preference: a reader queued behind a
 //! waiting writer waits for it.
 
-use lock_core::Access;
-use lock_core::Permits;
-use lock_core::raw::blockers;
+use distlock_core::Access;
+use distlock_core::Permits;
+use distlock_core::raw::blockers;
 use serde::{Deserialize, Serialize};
 
 use std::io;
@@ -147,7 +147,7 @@ impl SharedRecord {
 }
 
 /// The limit of a permit ahead that differs from `access`'s, if any: what
-/// [`check_limit_agrees`](lock_core::raw::check_limit_agrees) refuses.
+/// [`check_limit_agrees`](distlock_core::raw::check_limit_agrees) refuses.
 fn disagreeing_limit(access: Access, ahead: &[Access]) -> Option<Permits> {
     let Access::Permit(mine) = access else {
         return None;

@@ -10,8 +10,8 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 
-use lock_core::Access;
-use lock_core::Permits;
+use distlock_core::Access;
+use distlock_core::Permits;
 use serde::Serialize;
 
 use crate::clock::{self, Now};
@@ -419,7 +419,7 @@ mod tests {
     use super::*;
     use crate::case::Case;
     use crate::keys::Space;
-    use lock_core::LockName;
+    use distlock_core::LockName;
 
     fn b() -> Bound {
         Bound::within(std::time::Duration::from_secs(5))

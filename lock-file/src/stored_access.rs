@@ -2,8 +2,8 @@
 //! `read`, `write`, or `permit:LIMIT` (the semaphore's limit, stored with
 //! every permit so that a client asking with another limit is refused).
 
-use lock_core::Access;
-use lock_core::raw::parse_permits;
+use distlock_core::Access;
+use distlock_core::raw::parse_permits;
 use serde::{Deserialize, Serialize};
 
 /// An [`Access`] as stored on disk.

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_file::{FileBackend, FileConfig};
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_file::{FileBackend, FileConfig};
 
 #[path = "support/helper_process.rs"]
 mod helper_process;

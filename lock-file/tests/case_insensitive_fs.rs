@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_file::{FileBackend, FileConfig};
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_file::{FileBackend, FileConfig};
 
 mod support;
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, LockGuard};
-use lock_file::FileBackend;
-use lock_testkit::conformance::Target;
+use distlock_core::{DynElectionBackend, LockGuard};
+use distlock_file::FileBackend;
+use distlock_testkit::conformance::Target;
 use tempfile::TempDir;
 
 mod support;
@@ -55,4 +55,4 @@ impl Target for FileTarget {
     }
 }
 
-lock_testkit::conformance_tests!(file_target());
+distlock_testkit::conformance_tests!(file_target());

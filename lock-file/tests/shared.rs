@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     Access, AcquireOptions, ErrorKind, FencingToken, LockBackend, LockBackendExt, LockGuard,
     Primitive, Wait,
 };
-use lock_file::FileBackend;
-use lock_testkit::assert::{fails_with, joined, token_after, within};
+use distlock_file::FileBackend;
+use distlock_testkit::assert::{fails_with, joined, token_after, within};
 
 #[path = "support/helper_process.rs"]
 mod helper_process;
@@ -167,8 +167,8 @@ async fn hold(dir: &Path, access: Access, lock: &str) {
     println!("\nreleased");
 }
 
-fn name(text: &str) -> lock_core::LockName {
-    lock_core::LockName::new(text).unwrap()
+fn name(text: &str) -> distlock_core::LockName {
+    distlock_core::LockName::new(text).unwrap()
 }
 
 /// Starts a `hold` helper and returns it once it printed `first`

@@ -1,4 +1,4 @@
-//! Contention benchmark: lock-postgres's two layouts against the server's
+//! Contention benchmark: distlock-postgres's two layouts against the server's
 //! own lock API, raw `pg_advisory_lock`/`pg_advisory_unlock` on a plain
 //! connection, on one real PostgreSQL, in one run; then a fenced
 //! transaction's latency against the same UPDATE in a plain transaction.
@@ -25,7 +25,7 @@
 //! the `FOR KEY SHARE` check of the holder's row) and the same three
 //! statements plainly, in alternating rounds on one connection.
 //!
-//! Run: `cargo bench -p lock-postgres --bench contention`. `BENCH_SECS`
+//! Run: `cargo bench -p distlock-postgres --bench contention`. `BENCH_SECS`
 //! sets each lock round's length (default 1.5), `BENCH_ROUNDS` the rounds
 //! per row (default 5; rows show medians over rounds), `BENCH_CLIENTS` the
 //! client counts (default `1,4,8,16`; `none` runs only the fenced part),
@@ -38,19 +38,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::FutureExt;
-use lock_core::{
+use distlock_core::{
     Capabilities, DynLockBackend, Error, FencingStrength, LockBackendExt, LockName, Result,
 };
-use lock_postgres::tokio_postgres::types::Type;
-use lock_postgres::tokio_postgres::{self, Client, NoTls};
-use lock_postgres::{Fence, Layout, PostgresBackend, PostgresConfig};
-use lock_testkit::handoffs::Handoffs;
-use lock_testkit::peer::{PeerBackend, PeerLock};
-use lock_testkit::servers::{PostgresOptions, PostgresServer};
-use lock_testkit::workload::{
+use distlock_postgres::tokio_postgres::types::Type;
+use distlock_postgres::tokio_postgres::{self, Client, NoTls};
+use distlock_postgres::{Fence, Layout, PostgresBackend, PostgresConfig};
+use distlock_testkit::handoffs::Handoffs;
+use distlock_testkit::peer::{PeerBackend, PeerLock};
+use distlock_testkit::servers::{PostgresOptions, PostgresServer};
+use distlock_testkit::workload::{
     ClientFactory, Progress, WorkloadConfig, WorkloadReport, run_workload,
 };
+use futures::FutureExt;
 use tokio::time::Instant;
 
 /// The TTL of every lock in the benchmark (no run holds a lock that long).
@@ -321,7 +321,7 @@ async fn main() {
         .expect("connect");
     tokio::spawn(connection);
     println!(
-        "# lock-postgres contention benchmark\n\none lock name, hold 0, {rounds} alternating rounds of {secs} s per row, medians; \
+        "# distlock-postgres contention benchmark\n\none lock name, hold 0, {rounds} alternating rounds of {secs} s per row, medians; \
          fsync={}; load average at start {}\n",
         if fsync { "on" } else { "off" },
         load_average()

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use lock_core::WaiterInfo;
-use lock_core::{
+use distlock_core::WaiterInfo;
+use distlock_core::{
     FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus, Result,
 };
 use tokio_postgres::Row;

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::{Grant, Lease, LossNotifier, SentAt};
-use lock_core::{AcquireOptions, Error, LockGuard, LockName, LostReason, Result, Wait};
+use distlock_core::raw::{Grant, Lease, LossNotifier, SentAt};
+use distlock_core::{AcquireOptions, Error, LockGuard, LockName, LostReason, Result, Wait};
 use tokio::time::Instant;
 use tokio_postgres::types::Type;
 
@@ -46,7 +46,7 @@ impl PostgresBackend {
         options: &AcquireOptions,
     ) -> Result<LockGuard> {
         let config = &self.inner.config;
-        let ttl = options.ttl_for(config.ttl, &lock_core::LockBackend::capabilities(self))?;
+        let ttl = options.ttl_for(config.ttl, &distlock_core::LockBackend::capabilities(self))?;
         crate::config::check_ttl(ttl)?;
         let (decimal, text) = key_param(&config.prefix, name);
         let deadline = options.wait.deadline_from(Instant::now());
@@ -127,7 +127,7 @@ impl PostgresBackend {
         let grant = Grant::new(name.clone(), unsigned, format!("advisory:{key}"), ttl, sent)
             .with_notifier(notifier.clone())
             .renewed_by(&self.inner.renewer);
-        lock_core::raw::leased_guard(
+        distlock_core::raw::leased_guard(
             grant,
             AdvisoryLease {
                 session: Mutex::new(Some(Arc::new(session))),

@@ -1,14 +1,14 @@
 //! [`PostgresBackend`]: the queue in `entries`, waited on with
-//! `LISTEN`/`NOTIFY`, leases kept by lock-core.
+//! `LISTEN`/`NOTIFY`, leases kept by distlock-core.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::AdminCapabilities;
-use lock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
-use lock_core::{
+use distlock_core::AdminCapabilities;
+use distlock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
+use distlock_core::{
     Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
     ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
 };
@@ -161,10 +161,10 @@ impl PostgresBackend {
                 }));
             }
             let acquire = self.acquire_advisory(name, options);
-            return lock_core::raw::observe_acquire(POSTGRES, name, acquire).await;
+            return distlock_core::raw::observe_acquire(POSTGRES, name, acquire).await;
         }
         let acquire = self.acquire_inner(space, access, name, options, value);
-        lock_core::raw::observe_acquire(POSTGRES, name, acquire).await
+        distlock_core::raw::observe_acquire(POSTGRES, name, acquire).await
     }
 
     async fn acquire_inner(
@@ -258,7 +258,7 @@ impl PostgresBackend {
                             "{} is still held by someone else after waiting {}",
                             describe(access, name),
                             match options.wait {
-                                Wait::Timeout(wait) => lock_core::raw::human_duration(wait),
+                                Wait::Timeout(wait) => distlock_core::raw::human_duration(wait),
                                 _ => "its wait".to_owned(),
                             }
                         )));
@@ -343,7 +343,7 @@ impl PostgresBackend {
         let grant = Grant::new(name.clone(), unsigned, key, ttl, sent)
             .with_notifier(notifier.clone())
             .renewed_by(&self.inner.renewer);
-        lock_core::raw::leased_guard(
+        distlock_core::raw::leased_guard(
             grant,
             PgLease {
                 inner: self.inner.clone(),

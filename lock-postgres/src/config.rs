@@ -15,9 +15,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::raw::ClientFields;
-use lock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
-use lock_core::{ClientConfig, Error, Result};
+use distlock_core::raw::ClientFields;
+use distlock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
+use distlock_core::{ClientConfig, Error, Result};
 
 /// The port PostgreSQL listens on by default.
 pub const DEFAULT_PORT: u16 = 5432;
@@ -345,12 +345,12 @@ impl PostgresConfig {
 
 /// `InvalidConfig` for a TTL that is zero or below [`MIN_TTL`].
 pub(crate) fn check_ttl(ttl: Duration) -> Result<()> {
-    lock_core::check_ttl(ttl)?;
+    distlock_core::check_ttl(ttl)?;
     if ttl < MIN_TTL {
         return Err(Error::invalid_config(format!(
             "a postgres lease TTL must be at least {}, got {}",
-            lock_core::raw::human_duration(MIN_TTL),
-            lock_core::raw::human_duration(ttl)
+            distlock_core::raw::human_duration(MIN_TTL),
+            distlock_core::raw::human_duration(ttl)
         )));
     }
     Ok(())
@@ -389,7 +389,7 @@ fn parse_sslmode(value: &str) -> std::result::Result<SslMode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn a_full_url_parses() {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use lock_core::Result;
+use distlock_core::Result;
 use tokio_postgres::config::SslMode as DriverSslMode;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, Config, Connection, Socket};

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
-use lock_core::raw::LeaderFilter;
-use lock_core::{
+use distlock_core::raw::LeaderFilter;
+use distlock_core::{
     Access, Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership,
     LockName, Result,
 };
+use futures::StreamExt;
 use tokio_postgres::types::Type;
 
 use crate::backend::PostgresBackend;
@@ -46,7 +46,7 @@ impl ElectionBackend for PostgresBackend {
     ///
     /// # Cancel safety
     ///
-    /// As [`LockBackend::acquire`](lock_core::LockBackend::acquire): a
+    /// As [`LockBackend::acquire`](distlock_core::LockBackend::acquire): a
     /// cancelled campaign's queue entry is removed in the background.
     async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
         let guard = self.acquire_in(

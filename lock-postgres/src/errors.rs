@@ -1,4 +1,4 @@
-//! How PostgreSQL's errors map onto lock-core's kinds.
+//! How PostgreSQL's errors map onto distlock-core's kinds.
 //!
 //! Authentication and permission failures are `Unauthorized`, a missing
 //! database `InvalidConfig` naming it, a lost or refused connection
@@ -6,10 +6,10 @@
 //! The messages come from the server or the driver, which never repeat the
 //! password.
 
-use lock_core::{Error, ErrorKind};
+use distlock_core::{Error, ErrorKind};
 use tokio_postgres::error::SqlState;
 
-/// `error`, met while trying to `context`, as a lock-core error.
+/// `error`, met while trying to `context`, as a distlock-core error.
 pub(crate) fn from_pg(error: tokio_postgres::Error, context: &str) -> Error {
     let kind = kind_of(&error);
     let detail = match error.as_db_error() {
@@ -65,7 +65,7 @@ pub(crate) fn timed_out(context: &str, bound: std::time::Duration) -> Error {
         ErrorKind::Unavailable,
         format!(
             "could not {context}: no answer within {} (request_timeout)",
-            lock_core::raw::human_duration(bound)
+            distlock_core::raw::human_duration(bound)
         ),
     )
 }

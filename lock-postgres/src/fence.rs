@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use lock_core::{Error, FencingToken, LockGuard, Result};
+use distlock_core::{Error, FencingToken, LockGuard, Result};
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Transaction};
 
@@ -57,9 +57,9 @@ impl PostgresBackend {
     /// mapped as the backend's own, when `work` or the commit fails.
     ///
     /// ```no_run
-    /// # async fn demo(backend: lock_postgres::PostgresBackend, mut client: tokio_postgres::Client) -> lock_core::Result<()> {
-    /// use lock_core::LockBackendExt;
-    /// use lock_postgres::Fence;
+    /// # async fn demo(backend: distlock_postgres::PostgresBackend, mut client: tokio_postgres::Client) -> distlock_core::Result<()> {
+    /// use distlock_core::LockBackendExt;
+    /// use distlock_postgres::Fence;
     ///
     /// let guard = backend.lock("ledger").await?;
     /// backend

@@ -3,8 +3,8 @@
 //! Mutexes, elections, semaphores and read-write locks of one name are
 //! independent, so each has a space of its own.
 
-pub(crate) use lock_core::raw::Space;
-use lock_core::{Access, LockName};
+pub(crate) use distlock_core::raw::Space;
+use distlock_core::{Access, LockName};
 
 /// The key of `name` in `space` under `prefix`.
 pub(crate) fn key(prefix: &str, space: Space, name: &LockName) -> String {

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::raw::{Lease, LossNotifier};
-use lock_core::{Error, LostReason, Result};
+use distlock_core::raw::{Lease, LossNotifier};
+use distlock_core::{Error, LostReason, Result};
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 

@@ -22,7 +22,7 @@ pub use backend::PostgresBackend;
 pub use config::{
     DEFAULT_PORT, DEFAULT_SCHEMA, DEFAULT_TTL, Layout, MIN_TTL, PostgresConfig, SslMode,
 };
-pub use fence::{Fence, FencedWork};
 /// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
-pub use lock_core::ClientConfig;
+pub use distlock_core::ClientConfig;
+pub use fence::{Fence, FencedWork};
 pub use tokio_postgres;

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lock_core::Result;
+use distlock_core::Result;
 use tokio::sync::Mutex;
 use tokio_postgres::Client;
 

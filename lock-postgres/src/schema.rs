@@ -1,8 +1,8 @@
 //! The tables and functions in the lock schema, created on first connect.
 //!
 //! One table, `entries`, is every queue: a row per holder or waiter of a
-//! key, in arrival order (`id`). Who is granted follows lock-core's one rule
-//! ([`lock_core::raw::blockers`]) over the live rows ahead: a writer (a
+//! key, in arrival order (`id`). Who is granted follows distlock-core's one rule
+//! ([`distlock_core::raw::blockers`]) over the live rows ahead: a writer (a
 //! mutex, an election) when none is ahead, a reader when no writer is
 //! ahead, a permit when fewer than its limit are ahead. Rows carry their
 //! own expiry, judged by the server's `clock_timestamp()` (never `now()`,
@@ -30,7 +30,7 @@
 //! sees every queue entry that an `acquire` racing with it has committed,
 //! and never waits for a row lock while holding the key.
 
-use lock_core::{Error, Result};
+use distlock_core::{Error, Result};
 use tokio_postgres::Client;
 
 /// The version the code below creates; recorded in `migrations`.
@@ -88,7 +88,7 @@ async fn current_version(client: &Client, schema: &str) -> Result<i32> {
     if version > VERSION {
         return Err(Error::invalid_config(format!(
             "schema {schema} holds lock tables of version {version}, newer than this \
-             lock-postgres understands ({VERSION}); upgrade lock-postgres"
+             distlock-postgres understands ({VERSION}); upgrade distlock-postgres"
         )));
     }
     Ok(version)

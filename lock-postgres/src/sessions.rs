@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use lock_core::Result;
+use distlock_core::Result;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_postgres::Client;
@@ -73,7 +73,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.driver.abort();
         if !self.idle && !self.client.is_closed() {
-            lock_core::raw::spawn_background(self.cancel());
+            distlock_core::raw::spawn_background(self.cancel());
         }
     }
 }

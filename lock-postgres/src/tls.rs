@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use lock_core::{Error, Result};
+use distlock_core::{Error, Result};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore};

@@ -245,7 +245,7 @@ async fn listen(wakeups: Arc<Wakeups>) {
     }
 }
 
-async fn listen_once(wakeups: &Wakeups, config: &PostgresConfig) -> lock_core::Result<()> {
+async fn listen_once(wakeups: &Wakeups, config: &PostgresConfig) -> distlock_core::Result<()> {
     let (client, mut connection) = open(config).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     let statement = format!(

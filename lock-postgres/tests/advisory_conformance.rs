@@ -5,4 +5,4 @@ mod support;
 
 use support::AdvisoryTarget;
 
-lock_testkit::conformance_tests!(AdvisoryTarget::start().await);
+distlock_testkit::conformance_tests!(AdvisoryTarget::start().await);

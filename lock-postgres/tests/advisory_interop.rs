@@ -7,8 +7,8 @@ use std::io::Write;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_testkit::servers::PostgresServer;
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_testkit::servers::PostgresServer;
 use support::{advisory_client, advisory_key, start_postgres};
 
 const SLACK: Duration = Duration::from_secs(10);
@@ -31,7 +31,7 @@ fn psql_holding(server: &PostgresServer, key_sql: &str) -> Child {
 }
 
 /// Tries `name` until it is held by someone else.
-async fn until_busy(backend: &lock_postgres::PostgresBackend, name: &str) {
+async fn until_busy(backend: &distlock_postgres::PostgresBackend, name: &str) {
     tokio::time::timeout(SLACK, async {
         loop {
             match backend.try_lock(name).await {

@@ -5,8 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_testkit::servers::PostgresServer;
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_testkit::servers::PostgresServer;
 use support::{advisory_client, advisory_key, sql_client, start_postgres, terminate_holder};
 
 /// The server processes of distlock sessions now connected.

@@ -3,12 +3,12 @@
 
 mod support;
 
-use lock_postgres::ClientConfig;
+use distlock_postgres::ClientConfig;
 use std::time::{Duration, Instant};
 
-use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName};
-use lock_postgres::{PostgresBackend, PostgresConfig};
-use lock_testkit::servers::PostgresServer;
+use distlock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName};
+use distlock_postgres::{PostgresBackend, PostgresConfig};
+use distlock_testkit::servers::PostgresServer;
 use support::{client, config_for, start_postgres};
 
 #[tokio::test]

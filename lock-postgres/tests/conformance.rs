@@ -1,8 +1,8 @@
-//! The whole lock-testkit conformance suite against a real PostgreSQL, one
+//! The whole distlock-testkit conformance suite against a real PostgreSQL, one
 //! server per test, each client with its own connections.
 
 mod support;
 
 use support::PostgresTarget;
 
-lock_testkit::conformance_tests!(PostgresTarget::start().await);
+distlock_testkit::conformance_tests!(PostgresTarget::start().await);

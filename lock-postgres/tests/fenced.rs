@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_postgres::tokio_postgres::Client;
-use lock_postgres::{Fence, PostgresBackend};
-use lock_testkit::servers::PostgresServer;
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_postgres::tokio_postgres::Client;
+use distlock_postgres::{Fence, PostgresBackend};
+use distlock_testkit::servers::PostgresServer;
 use support::{TTL, client, sql_client, start_postgres};
 
 const SLACK: Duration = Duration::from_secs(5);
@@ -30,7 +30,7 @@ async fn increment(
     backend: &PostgresBackend,
     sql: &mut Client,
     fence: &Fence,
-) -> lock_core::Result<i64> {
+) -> distlock_core::Result<i64> {
     let token = i64::try_from(fence.token().get()).unwrap();
     backend
         .fenced_transaction(sql, fence, move |tx| {
@@ -167,8 +167,8 @@ async fn a_takeover_waits_for_the_fenced_transaction_that_checked_in_time() {
     guard_b.release().await.expect("release");
 }
 
-fn fence_a_token(token: i64) -> lock_core::FencingToken {
-    lock_core::FencingToken(u64::try_from(token).unwrap())
+fn fence_a_token(token: i64) -> distlock_core::FencingToken {
+    distlock_core::FencingToken(u64::try_from(token).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use lock_core::LockBackendExt;
+use distlock_core::LockBackendExt;
 use support::{TTL, client, expire, start_postgres};
 
 const SLACK: Duration = Duration::from_secs(5);
@@ -45,7 +45,7 @@ async fn an_expired_lease_is_never_renewed() {
     let guard = backend.lock("lease/expired").await.expect("lock");
     expire(&server, &guard).await;
     let err = guard.renew().await.unwrap_err();
-    assert_eq!(err.kind(), lock_core::ErrorKind::LeaseLost, "{err}");
+    assert_eq!(err.kind(), distlock_core::ErrorKind::LeaseLost, "{err}");
     tokio::time::timeout(SLACK, guard.lost())
         .await
         .expect("the lost signal fires");

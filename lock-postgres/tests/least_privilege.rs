@@ -3,9 +3,9 @@
 
 mod support;
 
-use lock_core::{ErrorKind, LockBackend, LockBackendExt};
-use lock_postgres::ClientConfig;
-use lock_postgres::PostgresBackend;
+use distlock_core::{ErrorKind, LockBackend, LockBackendExt};
+use distlock_postgres::ClientConfig;
+use distlock_postgres::PostgresBackend;
 use support::{client, config_for, start_postgres};
 
 /// The grants the crate docs give for an application role.

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
+use distlock_core::{ErrorKind, LockBackendExt};
 use support::{TTL, client, start_postgres};
 
 const SLACK: Duration = Duration::from_secs(10);
@@ -67,8 +67,8 @@ async fn a_paused_server_answers_nothing_until_resumed() {
 
 #[tokio::test]
 async fn a_missing_install_would_name_the_install_script() {
-    let err = lock_testkit::servers::PostgresServer::start_with(
-        lock_testkit::servers::PostgresOptions::new().bin_dir("/nonexistent/postgres/bin"),
+    let err = distlock_testkit::servers::PostgresServer::start_with(
+        distlock_testkit::servers::PostgresOptions::new().bin_dir("/nonexistent/postgres/bin"),
     )
     .await
     .unwrap_err();

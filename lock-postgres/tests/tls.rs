@@ -4,10 +4,10 @@
 
 mod support;
 
-use lock_core::LockBackendExt;
-use lock_postgres::{PostgresBackend, PostgresConfig};
-use lock_testkit::servers::certs::TestCerts;
-use lock_testkit::servers::{PostgresOptions, PostgresServer};
+use distlock_core::LockBackendExt;
+use distlock_postgres::{PostgresBackend, PostgresConfig};
+use distlock_testkit::servers::certs::TestCerts;
+use distlock_testkit::servers::{PostgresOptions, PostgresServer};
 use support::start_postgres;
 
 async fn tls_server(certs: &TestCerts) -> PostgresServer {

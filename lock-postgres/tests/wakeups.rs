@@ -6,8 +6,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use lock_core::{LockBackend, LockBackendExt, LockName};
-use lock_postgres::PostgresBackend;
+use distlock_core::{LockBackend, LockBackendExt, LockName};
+use distlock_postgres::PostgresBackend;
 use support::{config_for, start_postgres};
 
 const LONG_TTL: Duration = Duration::from_secs(30);

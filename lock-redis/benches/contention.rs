@@ -11,7 +11,7 @@
 //! hand-off latency (a release to the next client's grant), the clients'
 //! CPU per acquisition, and how busy the machine's cores were.
 //!
-//! Run: `cargo bench -p lock-redis --bench contention`
+//! Run: `cargo bench -p distlock-redis --bench contention`
 //! (`BENCH_SECS=N` sets the length of each run, default 2; `BENCH_ROUNDS=N`
 //! the number of interleaved runs per row, default 5; rows show medians).
 
@@ -21,19 +21,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::FutureExt;
-use lock_core::raw::{HeldLock, LossNotifier};
-use lock_core::{
+use distlock_core::raw::{HeldLock, LossNotifier};
+use distlock_core::{
     AcquireOptions, Capabilities, DynLockBackend, Error, FencingStrength, FencingToken,
     LockBackend, LockGuard, LockName, LostReason, Result, Wait,
 };
-use lock_redis::{RedisBackend, RedisConfig};
-use lock_testkit::handoffs::Handoffs;
-use lock_testkit::servers::RedisServer;
-use lock_testkit::workload::{
+use distlock_redis::{RedisBackend, RedisConfig};
+use distlock_testkit::handoffs::Handoffs;
+use distlock_testkit::servers::RedisServer;
+use distlock_testkit::workload::{
     ClientFactory, MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport,
     run_workload,
 };
+use futures::FutureExt;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
@@ -93,7 +93,7 @@ impl LockBackend for NaiveBackend {
                     owner,
                     notifier: notifier.clone(),
                 };
-                return Ok(lock_core::raw::session_guard(
+                return Ok(distlock_core::raw::session_guard(
                     name.clone(),
                     FencingToken(token),
                     key,
@@ -390,7 +390,7 @@ async fn main() {
         .await
         .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
     println!(
-        "# lock-redis contention benchmark\n\none lock name, hold 0, {rounds} interleaved runs of {secs} s per row, medians\n"
+        "# distlock-redis contention benchmark\n\none lock name, hold 0, {rounds} interleaved runs of {secs} s per row, medians\n"
     );
     println!(
         "| lock | clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | max wait | per-client min..max (each run) | fairness | client cmds/acq | all cmds/acq (incl. inside Lua) | violations | token regressions | errors |"

@@ -10,14 +10,14 @@
 //! `ConnectionManager` with a fresh random owner id per cycle, as ours
 //! draws one per acquisition.
 //!
-//! Run: `cargo bench -p lock-redis --bench overhead` (`BENCH_ROUNDS`,
+//! Run: `cargo bench -p distlock-redis --bench overhead` (`BENCH_ROUNDS`,
 //! default 8, alternating rounds; `BENCH_SECS`, default 1, seconds per
 //! side per round).
 
 use async_trait::async_trait;
-use lock_redis::{DEFAULT_REQUEST_TIMEOUT, RedisBackend, RedisConfig};
-use lock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
-use lock_testkit::servers::RedisServer;
+use distlock_redis::{DEFAULT_REQUEST_TIMEOUT, RedisBackend, RedisConfig};
+use distlock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
+use distlock_testkit::servers::RedisServer;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 const NAME: &str = "overhead";
@@ -162,7 +162,7 @@ async fn main() {
         owner: String::new(),
     };
     println!(
-        "# lock-redis: uncontended lock + release against the raw scripts\n\n\
+        "# distlock-redis: uncontended lock + release against the raw scripts\n\n\
          redis at {}; 1 client, hold 0, {} alternating rounds of {:?} per side\n\n\
          one of our cycles sent: {} ({inside} commands ran inside them)\n\
          - acquire: {}\n- release: {}\n",

@@ -2,18 +2,18 @@
 //! (`inspect`), and watch for its loss.
 //!
 //! ```text
-//! cargo run -p lock-redis --example redis_lock -- redis://127.0.0.1:6379
+//! cargo run -p distlock-redis --example redis_lock -- redis://127.0.0.1:6379
 //! ```
 //!
 //! With `redlock://h1:6379,h2:6379,h3:6379` it uses the Redlock quorum.
 
 use std::time::Duration;
 
-use lock_core::{DynLockBackend, LockBackendExt};
-use lock_redis::{RedisBackend, RedlockBackend};
+use distlock_core::{DynLockBackend, LockBackendExt};
+use distlock_redis::{RedisBackend, RedlockBackend};
 
 #[tokio::main]
-async fn main() -> lock_core::Result<()> {
+async fn main() -> distlock_core::Result<()> {
     let url = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());

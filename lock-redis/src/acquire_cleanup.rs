@@ -48,14 +48,14 @@ impl AcquireCleanup {
             return;
         };
         let within = cleanup.0.request_timeout;
-        lock_core::raw::finish_in_background(within, clean_up(cleanup)).await;
+        distlock_core::raw::finish_in_background(within, clean_up(cleanup)).await;
     }
 }
 
 impl Drop for AcquireCleanup {
     fn drop(&mut self) {
         if let Some(cleanup) = self.cleanup.take() {
-            lock_core::raw::spawn_background(clean_up(cleanup));
+            distlock_core::raw::spawn_background(clean_up(cleanup));
         }
     }
 }

@@ -10,12 +10,12 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use futures::future::join_all;
-use lock_core::WaiterInfo;
-use lock_core::{
+use distlock_core::WaiterInfo;
+use distlock_core::{
     Error, FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus,
     Result,
 };
+use futures::future::join_all;
 
 use crate::keys::Space;
 use crate::quorum::gather;
@@ -291,10 +291,10 @@ mod tests {
     use super::*;
     use crate::keys::KeySpace;
     use crate::{RedlockBackend, RedlockConfig, ServerAddr};
-    use lock_core::ClientConfig;
-    use lock_core::LockBackend;
-    use lock_testkit::proxy::FaultProxy;
-    use lock_testkit::servers::RedisServers;
+    use distlock_core::ClientConfig;
+    use distlock_core::LockBackend;
+    use distlock_testkit::proxy::FaultProxy;
+    use distlock_testkit::servers::RedisServers;
 
     fn view(owner: &str, token: u64, confirmed: bool, left_ms: i64, since_ms: u64) -> View {
         View {

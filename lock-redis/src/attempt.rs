@@ -1,8 +1,8 @@
 //! One run of the acquire script on one server: the lock's (locks and
 //! elections) or the shared primitives' (semaphores and read-write locks).
 
-use lock_core::raw::check_limit_agrees;
-use lock_core::{Access, Error, LockName, Result};
+use distlock_core::raw::check_limit_agrees;
+use distlock_core::{Access, Error, LockName, Result};
 
 use crate::node::Node;
 use crate::scripts::SCRIPTS;
@@ -105,7 +105,7 @@ pub(crate) fn run(
 }
 
 /// The `InvalidConfig` of a permit whose limit differs from the `theirs`
-/// that the held or queued permits agree on, worded as lock-core words it.
+/// that the held or queued permits agree on, worded as distlock-core words it.
 fn limit_disagrees(
     name: &LockName,
     access: Access,

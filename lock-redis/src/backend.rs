@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::AdminCapabilities;
-use lock_core::{
+use distlock_core::AdminCapabilities;
+use distlock_core::{
     Access, AcquireRequest, Candidacy, Capabilities, ElectionBackend, FencingStrength, HolderInfo,
     LeaderInfo, LeaderStream, Leadership, ListOptions, ListPage, LockBackend, LockGuard, LockName,
     LockStatus, Result,
@@ -35,7 +35,7 @@ fn capabilities(servers: &Servers) -> Capabilities {
         // a single server keeps; see the crate docs for why Redlock has
         // none, even over one server (`RedlockBackend` refuses them).
         .with_shared(servers.mode.is_one_node(), servers.mode.is_one_node())
-        .with_ttl_limits(lock_core::MIN_TTL, Duration::from_millis(1))
+        .with_ttl_limits(distlock_core::MIN_TTL, Duration::from_millis(1))
         // A script on the lock's server checks owner and token and writes;
         // Redlock's majority cannot be checked by one server.
         .with_guarded_writes(servers.mode.is_one_node())

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use lock_core::{Error, Result};
+use distlock_core::{Error, Result};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use lock_core::raw::{ClientFields, Settings, redact_url};
-use lock_core::{ClientConfig, Error, Result};
+use distlock_core::raw::{ClientFields, Settings, redact_url};
+use distlock_core::{ClientConfig, Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{CommonConfig, ServerAddr, check_server_list, common_builders};
@@ -22,7 +22,7 @@ use crate::url;
 /// redirections. A cluster has only database 0, so the URL has no `/db`.
 ///
 /// ```
-/// use lock_redis::RedisClusterConfig;
+/// use distlock_redis::RedisClusterConfig;
 /// let config = RedisClusterConfig::from_url("redis+cluster://h1:7000,h2:7001?prefix=jobs:").unwrap();
 /// assert_eq!(config.nodes.len(), 2);
 /// assert!(RedisClusterConfig::from_url("redis+cluster://h1:7000/3").is_err());
@@ -105,7 +105,7 @@ impl fmt::Debug for RedisClusterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn cluster_url_lists_seeds_and_options() {

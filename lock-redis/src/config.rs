@@ -8,9 +8,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::raw::ClientFields;
-use lock_core::raw::{Settings, serde_humane};
-use lock_core::{ClientConfig, Error, Result, check_ttl};
+use distlock_core::raw::ClientFields;
+use distlock_core::raw::{Settings, serde_humane};
+use distlock_core::{ClientConfig, Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
 use crate::url::{self, ParsedUrl, UrlOption};
@@ -244,7 +244,7 @@ impl fmt::Debug for CommonConfig {
 /// file of root certificates; it turns TLS on).
 ///
 /// ```
-/// use lock_redis::RedisConfig;
+/// use distlock_redis::RedisConfig;
 /// let config = RedisConfig::from_url("redis://app:s3cret@10.0.0.5:6380/2?prefix=jobs:").unwrap();
 /// assert_eq!((config.server.port, config.common.db), (6380, 2));
 /// assert!(!format!("{config:?}").contains("s3cret"));
@@ -320,7 +320,7 @@ impl RedisConfig {
         if parsed.hosts.len() != 1 {
             return Err(Error::invalid_config(format!(
                 "redis URL {} names {} servers; a redis:// URL takes one (use redis+cluster://h1,h2,h3 for a Redis Cluster, or redlock://h1,h2,h3 for a quorum of independent servers)",
-                lock_core::raw::redact_url(url),
+                distlock_core::raw::redact_url(url),
                 parsed.hosts.len()
             )));
         }
@@ -371,7 +371,7 @@ impl fmt::Debug for RedisConfig {
 /// settings apply to every server.
 ///
 /// ```
-/// use lock_redis::RedlockConfig;
+/// use distlock_redis::RedlockConfig;
 /// let config = RedlockConfig::from_url("redlock://h1:6379,h2:6380,h3").unwrap();
 /// assert_eq!(config.servers.len(), 3);
 /// assert_eq!(config.quorum(), 2);
@@ -453,7 +453,7 @@ impl fmt::Debug for RedlockConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn redis_url_with_credentials_db_and_options() {

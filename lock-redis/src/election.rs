@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::raw::LeaderFilter;
+use distlock_core::{Access, Candidacy, LeaderStream, Leadership, LockName, Result};
 use futures::StreamExt;
 use futures::future::select_all;
-use lock_core::raw::LeaderFilter;
-use lock_core::{Access, Candidacy, LeaderStream, Leadership, LockName, Result};
 
 use crate::keys::Space;
 use crate::servers::Servers;

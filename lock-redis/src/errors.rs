@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use lock_core::raw::{Site, human_duration};
-use lock_core::{Error, ErrorKind};
+use distlock_core::raw::{Site, human_duration};
+use distlock_core::{Error, ErrorKind};
 use redis::{RedisError, ServerErrorKind};
 
-/// The errors a Redis client call makes, at a lock-core [`Site`]
+/// The errors a Redis client call makes, at a distlock-core [`Site`]
 /// (backend name, server address, operation).
 pub(crate) trait RedisSite {
     /// Maps a client error.

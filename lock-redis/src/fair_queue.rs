@@ -27,8 +27,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::raw::SentAt;
-use lock_core::{Error, Result, Wait};
+use distlock_core::raw::SentAt;
+use distlock_core::{Error, Result, Wait};
 use tokio::time::{Instant, sleep_until};
 
 use crate::acquire_cleanup::AcquireCleanup;
@@ -99,7 +99,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
                             "{} on redis at {}: {late_grants} grants in a row arrived after their {} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
                             request.subject(),
                             node.addr(),
-                            lock_core::raw::human_duration(request.ttl)
+                            distlock_core::raw::human_duration(request.ttl)
                         )));
                     }
                     tracing::debug!(token, "grant arrived after its validity; asking again");
@@ -173,6 +173,6 @@ pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Er
     Error::timeout(format!(
         "{} on redis at {addr} still held by another client after waiting {}",
         request.subject(),
-        lock_core::raw::human_duration(start.elapsed())
+        distlock_core::raw::human_duration(start.elapsed())
     ))
 }

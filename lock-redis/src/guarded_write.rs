@@ -16,8 +16,8 @@
 
 use std::sync::LazyLock;
 
-use lock_core::raw::Site;
-use lock_core::{Error, ErrorKind, LockGuard, Result};
+use distlock_core::raw::Site;
+use distlock_core::{Error, ErrorKind, LockGuard, Result};
 use redis::{FromRedisValue, Script, Value};
 
 use crate::endpoint::ScriptCall;
@@ -53,7 +53,7 @@ const CLOSE: &str = "\nend)(keys, argv)}\n";
 /// and `ARGV`, as in any Redis script, and its return value is the result.
 ///
 /// ```
-/// let add = lock_redis::GuardedScript::new(
+/// let add = distlock_redis::GuardedScript::new(
 ///     "return redis.call('INCRBY', KEYS[1], ARGV[1])",
 /// );
 /// # let _ = add;

@@ -1,18 +1,18 @@
 //! A held lock's round trips: owner-checked renewal, release and proclaim.
-//! lock-core keeps the lease (validity, renewal every TTL/3, lost signal).
+//! distlock-core keeps the lease (validity, renewal every TTL/3, lost signal).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::{Grant, Lease, LossNotifier};
-use lock_core::{Error, LockGuard, LockName, LostReason, Result};
+use distlock_core::raw::{Grant, Lease, LossNotifier};
+use distlock_core::{Error, LockGuard, LockName, LostReason, Result};
 
 use crate::keys::LockKeys;
 use crate::servers::{Granted, RenewFailure, Request, Servers};
 
-/// Builds the guard of a granted acquisition; lock-core starts its renewal.
+/// Builds the guard of a granted acquisition; distlock-core starts its renewal.
 /// Fails with `LeaseLost` if the grant's validity ran out while acquiring.
 pub(crate) fn guard(
     servers: Arc<Servers>,
@@ -40,7 +40,7 @@ pub(crate) fn guard(
         ttl: request.ttl,
         version: AtomicU64::new(0),
     };
-    lock_core::raw::leased_guard(grant, lease)
+    distlock_core::raw::leased_guard(grant, lease)
 }
 
 /// The Redis side of a held lock or leadership.

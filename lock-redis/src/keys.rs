@@ -29,8 +29,8 @@
 //! Channels are not scoped by database in Redis, so their names carry the
 //! database number.
 
-use lock_core::LockName;
-pub(crate) use lock_core::raw::Space;
+use distlock_core::LockName;
+pub(crate) use distlock_core::raw::Space;
 
 /// The key suffixes that mean a lock exists: it is held, or waited for.
 const LIVE_SUFFIXES: [&str; 2] = [":owner", ":waiters"];
@@ -208,7 +208,7 @@ impl LockKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::Access;
+    use distlock_core::Access;
 
     /// The Redis Cluster hash tag of a key: the part between the first `{`
     /// and the next `}`, if non-empty.

@@ -28,9 +28,9 @@ pub use config::{
     CommonConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
 };
-pub use guarded_write::GuardedScript;
 /// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
-pub use lock_core::ClientConfig;
+pub use distlock_core::ClientConfig;
+pub use guarded_write::GuardedScript;
 /// The Redis client these backends use, for the result types of
 /// [`RedisBackend::guarded_eval`] ([`redis::FromRedisValue`]).
 pub use redis;

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use lock_core::{Error, ErrorKind, Result};
+use distlock_core::{Error, ErrorKind, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{
     AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, FromRedisValue,
@@ -17,7 +17,7 @@ use tokio::time::timeout;
 
 use crate::cluster;
 use crate::config::{CommonConfig, ServerAddr};
-use lock_core::raw::Site;
+use distlock_core::raw::Site;
 
 use crate::endpoint::{Endpoint, ScriptCall};
 use crate::errors::{RedisSite, kind_of};
@@ -532,7 +532,7 @@ fn install_crypto_provider() {
 
 #[cfg(test)]
 mod tests {
-    use lock_testkit::servers::RedisServer;
+    use distlock_testkit::servers::RedisServer;
 
     use crate::{RedisBackend, RedisConfig};
 
@@ -548,7 +548,7 @@ mod tests {
         let err = RedisBackend::connect(config)
             .await
             .expect_err("database 99 does not exist");
-        assert_eq!(err.kind(), lock_core::ErrorKind::InvalidConfig, "{err}");
+        assert_eq!(err.kind(), distlock_core::ErrorKind::InvalidConfig, "{err}");
         assert!(err.message().contains("databases"), "{err}");
         assert!(!err.message().contains("see the source"), "{err}");
         assert!(std::error::Error::source(&err).is_some(), "{err:#?}");

@@ -10,9 +10,9 @@
 
 use std::future::Future;
 
+use distlock_core::{Error, Result};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use lock_core::{Error, Result};
 
 /// Runs every call and returns the answers gathered until `decided` says
 /// the rest cannot change the outcome (or all answered). With one call it

@@ -15,9 +15,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::raw::SentAt;
+use distlock_core::{Error, ErrorKind, Result, Wait};
 use futures::future::select_all;
-use lock_core::raw::SentAt;
-use lock_core::{Error, ErrorKind, Result, Wait};
 use rand::Rng;
 use tokio::time::{Instant, sleep_until};
 
@@ -201,7 +201,7 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
 /// would otherwise show us waiting for one more TTL.
 fn forget_waiter(servers: &Arc<Servers>, request: &Request<'_>, waiter: &str) {
     let (servers, keys, waiter) = (servers.clone(), request.keys.clone(), waiter.to_owned());
-    lock_core::raw::spawn_background(async move {
+    distlock_core::raw::spawn_background(async move {
         // An owner id no lock has: this deletes only the waiter entry.
         if let Err(e) = servers.release(&keys, "", &waiter).await {
             tracing::debug!(key = %keys.owner, error = %e, "removing a served waiter entry failed; it expires after one TTL");

@@ -487,7 +487,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(Scripts::new);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_testkit::servers::RedisServer;
+    use distlock_testkit::servers::RedisServer;
 
     const KEYS: [&str; 6] = [
         "t:{x}:owner",

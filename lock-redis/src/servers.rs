@@ -13,8 +13,8 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use crate::quorum::{gather, vote_decided};
-use lock_core::raw::{Renewer, SentAt, drift_allowance};
-use lock_core::{
+use distlock_core::raw::{Renewer, SentAt, drift_allowance};
+use distlock_core::{
     Access, AcquireOptions, Error, ErrorKind, FencingToken, LeaderInfo, LockGuard, LockName, Result,
 };
 use redis::Script;
@@ -48,7 +48,7 @@ pub(crate) struct Request<'a> {
     /// What is asked for: [`Access::Write`] for locks and elections.
     pub(crate) access: Access,
     pub(crate) ttl: Duration,
-    pub(crate) wait: lock_core::Wait,
+    pub(crate) wait: distlock_core::Wait,
     /// The leader value, for elections.
     pub(crate) value: Option<&'a [u8]>,
     /// The holder description stored with the grant.
@@ -253,7 +253,7 @@ impl Servers {
             };
             held::guard(self.clone(), &request, granted)
         };
-        lock_core::raw::observe_acquire(self.backend, name, acquisition).await
+        distlock_core::raw::observe_acquire(self.backend, name, acquisition).await
     }
 
     /// Owner-checked delete on every server, and (with `waiter`) removal of
@@ -582,4 +582,4 @@ pub(crate) fn still_valid(sent: &SentAt, ttl: Duration) -> bool {
 }
 
 /// Whole milliseconds for `PX` and script TTLs (Redis rejects `PX 0`).
-pub(crate) use lock_core::raw::lease_millis as millis;
+pub(crate) use distlock_core::raw::lease_millis as millis;

@@ -1,14 +1,14 @@
 //! The URL forms `redis://`, `rediss://`, `redlock://h1,h2,h3` and
 //! `redis+cluster://h1,h2,h3`.
 //!
-//! The split into parts is lock-core's [`UrlParts`], shared by every
+//! The split into parts is distlock-core's [`UrlParts`], shared by every
 //! backend; this module checks the parts Redis gives meaning to. Every error
 //! names the part that is wrong and shows the URL with its password redacted.
 
 use std::time::Duration;
 
-use lock_core::raw::{UrlParts, parse_duration, redact_url, split_host_port};
-use lock_core::{Error, Result};
+use distlock_core::raw::{UrlParts, parse_duration, redact_url, split_host_port};
+use distlock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ServerAddr};
 

@@ -25,9 +25,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use distlock_core::ErrorKind;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use lock_core::ErrorKind;
 use redis::RedisError;
 use redis::aio::PubSubSink;
 use tokio::sync::{Notify, watch};

@@ -7,10 +7,10 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use lock_core::{AcquireOptions, LockBackend, LockBackendExt, LockGuard, LockName, LostReason};
-use lock_redis::RedisBackend;
-use lock_testkit::assert::{evicts, inspect_until, joined, spawn_acquire, token_after, within};
-use lock_testkit::servers::{RedisServer, RespReply};
+use distlock_core::{AcquireOptions, LockBackend, LockBackendExt, LockGuard, LockName, LostReason};
+use distlock_redis::RedisBackend;
+use distlock_testkit::assert::{evicts, inspect_until, joined, spawn_acquire, token_after, within};
+use distlock_testkit::servers::{RedisServer, RespReply};
 use support::TTL;
 
 /// Generous bound on anything that should happen at once.

@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
-use lock_redis::RedisClusterBackend;
-use lock_testkit::assert::{fails_within, inspect_until, within};
-use lock_testkit::servers::{RedisCluster, RedisClusterNode, RespReply};
+use distlock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
+use distlock_redis::RedisClusterBackend;
+use distlock_testkit::assert::{fails_within, inspect_until, within};
+use distlock_testkit::servers::{RedisCluster, RedisClusterNode, RespReply};
 use support::cluster::replicated_cluster_and_two_clients;
 use tokio::time::Instant;
 
@@ -57,9 +57,9 @@ async fn fail_over(cluster: &RedisCluster, master: &RedisClusterNode) {
 /// Runs `attempt` again while it fails with a retryable error (the cluster
 /// is still settling after a failover), until it decides or panics naming
 /// `what` after [`FAILOVER_BOUND`].
-async fn until_decided<T, F>(what: &str, attempt: impl Fn() -> F) -> lock_core::Result<T>
+async fn until_decided<T, F>(what: &str, attempt: impl Fn() -> F) -> distlock_core::Result<T>
 where
-    F: Future<Output = lock_core::Result<T>>,
+    F: Future<Output = distlock_core::Result<T>>,
 {
     within(FAILOVER_BOUND, what, async {
         loop {

@@ -1,4 +1,4 @@
-//! The whole lock-testkit conformance suite against a real Redis Cluster of
+//! The whole distlock-testkit conformance suite against a real Redis Cluster of
 //! three masters, a fresh cluster per test, each client with its own
 //! connections.
 
@@ -6,4 +6,4 @@ mod support;
 
 use support::cluster::ClusterTarget;
 
-lock_testkit::conformance_tests!(ClusterTarget::start().await);
+distlock_testkit::conformance_tests!(ClusterTarget::start().await);

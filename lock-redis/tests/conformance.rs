@@ -1,8 +1,8 @@
-//! The whole lock-testkit conformance suite against a real Redis, one
+//! The whole distlock-testkit conformance suite against a real Redis, one
 //! server per test, each client with its own connections.
 
 mod support;
 
 use support::target::RedisTarget;
 
-lock_testkit::conformance_tests!(RedisTarget::single().await);
+distlock_testkit::conformance_tests!(RedisTarget::single().await);

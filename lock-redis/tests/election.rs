@@ -5,9 +5,9 @@ mod support;
 
 use std::time::Duration;
 
+use distlock_core::{Candidacy, ElectionBackend, ErrorKind, LockName};
+use distlock_testkit::assert::within;
 use futures::StreamExt;
-use lock_core::{Candidacy, ElectionBackend, ErrorKind, LockName};
-use lock_testkit::assert::within;
 use support::TTL;
 
 /// When the leader crashes (stops renewing), a waiting candidate takes over

@@ -3,30 +3,30 @@
 
 mod support;
 
-use lock_redis::ClientConfig;
+use distlock_redis::ClientConfig;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
     Wait,
 };
-use lock_redis::{RedisBackend, RedisConfig, RedlockBackend};
-use lock_testkit::assert::within;
-use lock_testkit::servers::{RedisServer, RespReply};
+use distlock_redis::{RedisBackend, RedisConfig, RedlockBackend};
+use distlock_testkit::assert::within;
+use distlock_testkit::servers::{RedisServer, RespReply};
+use futures::StreamExt;
 use support::TTL;
 use tokio::time::Instant;
 
 /// Connecting with `config` fails with `kind` in time: within 3 s when
 /// `Unavailable` (the connect timeouts here are shorter), 5 s otherwise;
 /// `what` says why it must fail.
-async fn connect_fails(config: RedisConfig, kind: ErrorKind, what: &str) -> lock_core::Error {
+async fn connect_fails(config: RedisConfig, kind: ErrorKind, what: &str) -> distlock_core::Error {
     let bound = match kind {
         ErrorKind::Unavailable => Duration::from_secs(3),
         _ => Duration::from_secs(5),
     };
-    lock_testkit::assert::fails_within(bound, kind, what, RedisBackend::connect(config)).await
+    distlock_testkit::assert::fails_within(bound, kind, what, RedisBackend::connect(config)).await
 }
 
 /// Runs `fut`, which must finish within `bound`, and says how long it took.
@@ -160,7 +160,7 @@ async fn redlock_keeps_working_with_one_of_three_killed() {
             guard.token()
         );
         last = guard.token().get();
-        lock_testkit::assert::fails_with(
+        distlock_testkit::assert::fails_with(
             ErrorKind::WouldBlock,
             "held on a quorum",
             other.try_lock("faults/redlock-one-down").await,
@@ -184,7 +184,7 @@ async fn redlock_holder_keeps_its_lock_while_one_server_is_partitioned() {
     let until = Instant::now() + TTL * 5;
     while Instant::now() < until {
         assert!(guard.is_held(), "lost: {:?}", guard.lost_signal().reason());
-        lock_testkit::assert::fails_with(
+        distlock_testkit::assert::fails_with(
             ErrorKind::WouldBlock,
             "still held on a quorum",
             other.try_lock("faults/redlock-partition").await,
@@ -210,7 +210,7 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
     servers.server(2).kill().await;
     let wait = Duration::from_secs(1);
     let started = Instant::now();
-    let err = lock_testkit::assert::fails_within(
+    let err = distlock_testkit::assert::fails_within(
         wait + Duration::from_secs(3),
         ErrorKind::Unavailable,
         "no quorum, no guard",
@@ -219,7 +219,7 @@ async fn redlock_with_two_of_three_down_is_unavailable_within_the_wait() {
     .await;
     assert!(err.to_string().contains("2 are needed"), "{err}");
     assert!(started.elapsed() < wait + Duration::from_secs(2));
-    lock_testkit::assert::fails_within(
+    distlock_testkit::assert::fails_within(
         Duration::from_secs(3),
         ErrorKind::Unavailable,
         "no quorum, no guard",
@@ -266,7 +266,7 @@ async fn holder_partitioned_past_its_ttl_gets_lost_signal_before_takeover() {
     );
     assert!(new_guard.token() > guard.token());
     proxy.restore();
-    lock_testkit::assert::fails_with_one_of(
+    distlock_testkit::assert::fails_with_one_of(
         &[ErrorKind::NotHeld, ErrorKind::LeaseLost],
         "the stale holder must not release the new lock",
         within(Duration::from_secs(5), "stale release", guard.release()).await,
@@ -323,7 +323,7 @@ async fn unreachable_server_is_unavailable_within_connect_timeout() {
     assert!(started.elapsed() < connect_timeout + Duration::from_millis(500));
     assert!(err.to_string().contains(&proxy.addr().to_string()), "{err}");
 
-    lock_testkit::assert::fails_with(
+    distlock_testkit::assert::fails_with(
         ErrorKind::Unavailable,
         "two of three unreachable",
         RedlockBackend::connect_url(&format!(
@@ -342,17 +342,17 @@ async fn zero_ttl_is_invalid_config() {
     let client = support::client(&server).await;
     let name = LockName::new("faults/zero-ttl").unwrap();
     let zero = AcquireOptions::new().ttl(Duration::ZERO).wait(Wait::No);
-    lock_testkit::assert::fails_with(
+    distlock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "zero TTL",
         client.acquire(&name, &zero).await,
     );
-    lock_testkit::assert::fails_with(
+    distlock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "zero default TTL",
         RedisBackend::connect(support::config_for(&server).with_default_ttl(Duration::ZERO)).await,
     );
-    lock_testkit::assert::fails_with(
+    distlock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "zero TTL in the URL",
         RedisBackend::connect_url(&format!("{}?ttl=0", server.url())).await,
@@ -363,7 +363,7 @@ async fn zero_ttl_is_invalid_config() {
 #[tokio::test]
 async fn missing_database_is_invalid_config() {
     let server = support::start_redis().await;
-    lock_testkit::assert::fails_with(
+    distlock_testkit::assert::fails_with(
         ErrorKind::InvalidConfig,
         "no such database",
         RedisBackend::connect(support::config_for(&server).with_db(4242)).await,

@@ -7,12 +7,12 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     Access, AcquireOptions, ElectionBackendExt, ErrorKind, LockBackend, LockBackendExt, LockName,
 };
-use lock_redis::GuardedScript;
-use lock_testkit::assert::within;
-use lock_testkit::servers::{RedisServer, RespReply};
+use distlock_redis::GuardedScript;
+use distlock_testkit::assert::within;
+use distlock_testkit::servers::{RedisServer, RespReply};
 use support::cluster::{cluster_client, delete_on_its_master, start_cluster};
 
 /// Long enough that no renewal runs during a test: the guard goes on
@@ -21,7 +21,7 @@ const LONG_TTL: Duration = Duration::from_secs(30);
 const BOUND: Duration = Duration::from_secs(10);
 
 /// `name` locked on `backend` for [`LONG_TTL`].
-async fn lock_long(backend: &impl LockBackend, name: &str) -> lock_core::LockGuard {
+async fn lock_long(backend: &impl LockBackend, name: &str) -> distlock_core::LockGuard {
     let name = LockName::new(name).unwrap();
     let options = AcquireOptions::new().ttl(LONG_TTL);
     backend

@@ -1,19 +1,19 @@
-//! The lease lifecycle lock-core keeps for Redis guards, on real servers:
+//! The lease lifecycle distlock-core keeps for Redis guards, on real servers:
 //! a grant that arrives late in its TTL is still renewed in time, and a
 //! grant that arrives after its TTL never becomes a guard.
 
 mod support;
 
-use lock_redis::ClientConfig;
+use distlock_redis::ClientConfig;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{DynLockBackend, ErrorKind, LockBackendExt};
-use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
-use lock_testkit::assert::within;
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::RedisServers;
+use distlock_core::{DynLockBackend, ErrorKind, LockBackendExt};
+use distlock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
+use distlock_testkit::assert::within;
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::RedisServers;
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(1500);

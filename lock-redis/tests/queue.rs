@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt, LockGuard};
-use lock_redis::RedisBackend;
-use lock_testkit::assert::within;
-use lock_testkit::servers::{RedisServer, RespReply};
+use distlock_core::{ErrorKind, LockBackendExt, LockGuard};
+use distlock_redis::RedisBackend;
+use distlock_testkit::assert::within;
+use distlock_testkit::servers::{RedisServer, RespReply};
 
 const QUEUE: &str = "distlock:lock:{queue/test}:queue";
 const WAITERS: &str = "distlock:lock:{queue/test}:waiters";
@@ -32,7 +32,7 @@ async fn integer(server: &RedisServer, args: &[&str]) -> i64 {
 /// The guard the spawned `lock` task `waiting` gets within `seconds`;
 /// `what` names the wait.
 async fn granted(
-    waiting: tokio::task::JoinHandle<lock_core::Result<LockGuard>>,
+    waiting: tokio::task::JoinHandle<distlock_core::Result<LockGuard>>,
     seconds: u64,
     what: &str,
 ) -> LockGuard {
@@ -205,7 +205,7 @@ struct FreezableWaiter {
 enum Command {
     Lock(
         &'static str,
-        tokio::sync::oneshot::Sender<lock_core::Result<lock_core::LockGuard>>,
+        tokio::sync::oneshot::Sender<distlock_core::Result<distlock_core::LockGuard>>,
     ),
     Freeze(
         Duration,
@@ -216,7 +216,7 @@ enum Command {
 
 impl FreezableWaiter {
     /// Connects a backend with `config` on a new thread's runtime.
-    async fn start(config: lock_redis::RedisConfig) -> Self {
+    async fn start(config: distlock_redis::RedisConfig) -> Self {
         let (commands, mut inbox) = tokio::sync::mpsc::unbounded_channel::<Command>();
         let (ready, connected) = tokio::sync::oneshot::channel();
         let thread = std::thread::spawn(move || {
@@ -259,7 +259,7 @@ impl FreezableWaiter {
     fn lock(
         &self,
         name: &'static str,
-    ) -> tokio::sync::oneshot::Receiver<lock_core::Result<lock_core::LockGuard>> {
+    ) -> tokio::sync::oneshot::Receiver<distlock_core::Result<distlock_core::LockGuard>> {
         let (reply, result) = tokio::sync::oneshot::channel();
         self.commands
             .send(Command::Lock(name, reply))

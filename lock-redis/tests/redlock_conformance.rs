@@ -1,8 +1,8 @@
-//! The whole lock-testkit conformance suite against Redlock on three real,
+//! The whole distlock-testkit conformance suite against Redlock on three real,
 //! independent Redis servers.
 
 mod support;
 
 use support::target::RedisTarget;
 
-lock_testkit::conformance_tests!(RedisTarget::redlock().await);
+distlock_testkit::conformance_tests!(RedisTarget::redlock().await);

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     Access, AcquireOptions, DynLockBackend, ErrorKind, LockBackend, LockBackendExt, LockGuard, Wait,
 };
-use lock_redis::DEFAULT_PREFIX;
-use lock_testkit::assert::{fails_with, fails_with_one_of, joined, token_after, within};
-use lock_testkit::servers::{RedisServer, RespReply};
+use distlock_redis::DEFAULT_PREFIX;
+use distlock_testkit::assert::{fails_with, fails_with_one_of, joined, token_after, within};
+use distlock_testkit::servers::{RedisServer, RespReply};
 use support::{TTL, client, start_redis};
 
 /// Bound on anything that should happen about at once.

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
-use lock_redis::RedisBackend;
-use lock_testkit::assert::within;
+use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_redis::RedisBackend;
+use distlock_testkit::assert::within;
 
 /// A `redis-server` child serving TLS only; killed on drop.
 struct TlsRedis {
@@ -184,7 +184,7 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     support::lock_and_release(&client, "tls/insecure").await;
 
     let plain = format!("redis://localhost:{}?connect_timeout=1s", server.port);
-    lock_testkit::assert::fails_with_one_of(
+    distlock_testkit::assert::fails_with_one_of(
         &[ErrorKind::Unavailable, ErrorKind::Timeout],
         "plain text to a TLS port",
         RedisBackend::connect_url(&plain).await,

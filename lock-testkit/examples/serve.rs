@@ -5,12 +5,14 @@
 //! runs the benchmarks against it.
 //!
 //! ```sh
-//! cargo run -p lock-testkit --example serve
+//! cargo run -p distlock-testkit --example serve
 //! ```
 
 use std::io::{BufRead, Write};
 
-use lock_testkit::servers::{EtcdCluster, LaunchError, PostgresServer, RedisServer, ZkEnsemble};
+use distlock_testkit::servers::{
+    EtcdCluster, LaunchError, PostgresServer, RedisServer, ZkEnsemble,
+};
 
 #[tokio::main]
 async fn main() -> Result<(), LaunchError> {

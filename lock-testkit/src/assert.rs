@@ -6,11 +6,11 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
-use lock_core::{
+use distlock_core::{
     AcquireOptions, ElectionBackend, Error, ErrorKind, FencingToken, HolderInfo, LeaderInfo,
     ListedLock, LockBackend, LockGuard, LockName, LockStatus, Primitive, Result,
 };
+use futures::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 
 /// The error `result` must have failed with, of `kind`; `what` names what

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Capabilities, DynLockBackend, LockBackend, LockGuard, LockName, Result,
 };
 

@@ -18,5 +18,5 @@ pub mod peer;
 pub mod proxy;
 pub mod servers;
 
-/// The contention workload runner (the `lock-workload` crate).
-pub use lock_workload as workload;
+/// The contention workload runner (the `distlock-workload` crate).
+pub use distlock_workload as workload;

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{LockBackend, LockBackendExt, LockGuard};
+use distlock_core::{LockBackend, LockBackendExt, LockGuard};
 use tokio::time::Instant;
 
 /// One client taking and giving back one free lock.

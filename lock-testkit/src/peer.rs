@@ -8,8 +8,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::raw::{HeldLock, LossNotifier};
-use lock_core::{
+use distlock_core::raw::{HeldLock, LossNotifier};
+use distlock_core::{
     AcquireOptions, Capabilities, Error, FencingToken, LockBackend, LockGuard, LockName,
     LostReason, Result, Wait,
 };
@@ -76,7 +76,7 @@ impl<P: PeerLock> LockBackend for PeerBackend<P> {
         let notifier = LossNotifier::new();
         let lost = notifier.signal();
         let held = Box::new(PeerHeld::<P> { grant, notifier });
-        Ok(lock_core::raw::session_guard(
+        Ok(distlock_core::raw::session_guard(
             name.clone(),
             FencingToken(token),
             key,
@@ -133,7 +133,7 @@ impl<P: PeerLock> HeldLock for PeerHeld<P> {
 mod tests {
     use std::future::pending;
 
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     use super::*;
 

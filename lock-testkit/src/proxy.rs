@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! # async fn demo(upstream: std::net::SocketAddr) -> std::io::Result<()> {
-//! use lock_testkit::proxy::FaultProxy;
+//! use distlock_testkit::proxy::FaultProxy;
 //!
 //! let proxy = FaultProxy::start(upstream).await?;
 //! // ... point the client at proxy.addr() ...

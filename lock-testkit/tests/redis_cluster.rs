@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lock_testkit::servers::{
+use distlock_testkit::servers::{
     LaunchError, Member, RedisCluster, RedisClusterNode, RedisClusterOptions, RespReply,
 };
 

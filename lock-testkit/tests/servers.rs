@@ -5,8 +5,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use lock_testkit::servers::zk::four_letter_word;
-use lock_testkit::servers::{
+use distlock_testkit::servers::zk::four_letter_word;
+use distlock_testkit::servers::{
     EtcdCluster, EtcdOptions, LaunchError, RedisOptions, RedisServer, RedisServers, RespReply,
     ZkEnsemble, ZkOptions,
 };

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::{AcquireOptions, DynLockBackend, LockGuard, LockName, Wait};
 use futures::StreamExt;
-use lock_core::{AcquireOptions, DynLockBackend, LockGuard, LockName, Wait};
 use tokio::time::Instant;
 
 /// What to hold.
@@ -35,7 +35,7 @@ pub struct HoldConfig {
 pub enum HoldError {
     /// A lock name could not be formed from the prefix.
     #[error("invalid lock name: {0}")]
-    Name(#[source] lock_core::Error),
+    Name(#[source] distlock_core::Error),
     /// An acquisition failed; the locks taken so far were released.
     #[error("acquiring lock {index} of {wanted} failed: {source}")]
     Acquire {
@@ -45,7 +45,7 @@ pub enum HoldError {
         wanted: usize,
         /// The backend's error.
         #[source]
-        source: lock_core::Error,
+        source: distlock_core::Error,
     },
     /// Not every lock was taken within [`HoldConfig::acquire_within`]; the
     /// locks taken so far were released.
@@ -87,7 +87,7 @@ pub async fn hold_many(
 ) -> Result<HeldLocks, HoldError> {
     let names = (0..config.locks)
         .map(|i| LockName::new(format!("{}/{i}", config.name_prefix)))
-        .collect::<lock_core::Result<Vec<_>>>()
+        .collect::<distlock_core::Result<Vec<_>>>()
         .map_err(HoldError::Name)?;
     let start = Instant::now();
     let deadline = start + config.acquire_within;
@@ -182,7 +182,7 @@ impl HeldLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::memory::MemoryBackend;
+    use distlock_core::memory::MemoryBackend;
 
     fn config(locks: usize, within: Duration) -> HoldConfig {
         HoldConfig {

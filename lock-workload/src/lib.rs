@@ -1,5 +1,5 @@
 //! The contention workload runner shared by the backend benchmarks and
-//! `distlock bench`. (`lock-testkit` re-exports it as `lock_testkit::workload`.)
+//! `distlock bench`. (`distlock-testkit` re-exports it as `distlock_testkit::workload`.)
 //!
 //! N clients (each its own backend instance, as separate processes would be)
 //! take M lock names in turn for a fixed duration. Every critical section
@@ -23,10 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use distlock_core::{
+    AcquireOptions, DynLockBackend, ErrorKind, LockBackend, LockName, Result, Wait,
+};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
-use lock_core::{AcquireOptions, DynLockBackend, ErrorKind, LockBackend, LockName, Result, Wait};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -155,7 +157,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn record_error(&self, error: &lock_core::Error) {
+    fn record_error(&self, error: &distlock_core::Error) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert_with(|| error.to_string());
@@ -203,7 +205,7 @@ pub async fn run_workload(
     for task in tasks {
         let measured = task
             .await
-            .map_err(|e| lock_core::Error::backend(format!("workload client panicked: {e}")))?;
+            .map_err(|e| distlock_core::Error::backend(format!("workload client panicked: {e}")))?;
         per_client.push(measured.count);
         histogram
             .add(&measured.waits)
@@ -347,7 +349,7 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn drop_release(guard: lock_core::LockGuard) {
+async fn drop_release(guard: distlock_core::LockGuard) {
     let _ = guard.release().await;
 }
 
@@ -371,7 +373,7 @@ fn summarize(histogram: &Histogram<u64>) -> LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::memory::MemoryBackend;
+    use distlock_core::memory::MemoryBackend;
 
     /// Free permits are granted without ever suspending the client's loop;
     /// every client must still get its turn, on a runtime with fewer

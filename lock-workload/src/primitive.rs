@@ -4,14 +4,14 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use lock_core::Access;
+use distlock_core::Access;
 use serde::Serialize;
 
 /// The primitive under load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]
 pub enum Primitive {
-    /// The mutex: [`LockBackend::acquire`](lock_core::LockBackend::acquire).
+    /// The mutex: [`LockBackend::acquire`](distlock_core::LockBackend::acquire).
     #[default]
     Lock,
     /// A semaphore with this many permits.
@@ -38,7 +38,7 @@ impl Primitive {
 
     /// What a client's `nth` acquisition asks for: `None` for the mutex.
     /// Reads are spread evenly, so every client reads the same share.
-    pub(crate) fn access(&self, nth: u64) -> lock_core::Result<Option<Access>> {
+    pub(crate) fn access(&self, nth: u64) -> distlock_core::Result<Option<Access>> {
         Ok(match *self {
             Primitive::Lock => None,
             Primitive::Semaphore { permits } => Some(Access::permit(permits)?),

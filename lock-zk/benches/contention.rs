@@ -2,27 +2,27 @@
 //! recipe, on one lock name, with 1 and 8 clients, in the same run against
 //! the same standalone ZooKeeper.
 //!
-//! Run: `cargo bench -p lock-zk --bench contention`. `BENCH_SECS` (default
+//! Run: `cargo bench -p distlock-zk --bench contention`. `BENCH_SECS` (default
 //! 3) sets the length of one case, `BENCH_ROUNDS` (default 3) how many
 //! interleaved rounds are run; the median round of each case is reported,
 //! with its hand-off latency (a release to the next client's grant), the
 //! clients' CPU per acquisition, and how busy the machine's cores were
 //! during it, which says whether the rate was bounded by the CPU.
 
-use lock_zk::ClientConfig;
+use distlock_zk::ClientConfig;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{Capabilities, Error, FencingStrength, LockName, Result};
-use lock_testkit::peer::{PeerBackend, PeerLock};
-use lock_testkit::servers::ZkEnsemble;
-use lock_testkit::workload::{
+use distlock_core::{Capabilities, Error, FencingStrength, LockName, Result};
+use distlock_testkit::peer::{PeerBackend, PeerLock};
+use distlock_testkit::servers::ZkEnsemble;
+use distlock_testkit::workload::{
     ClientFactory, MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport,
     client_factory, run_workload,
 };
-use lock_zk::{ZkBackend, ZkConfig, zk};
+use distlock_zk::{ZkBackend, ZkConfig, zk};
 
 const SESSION: Duration = Duration::from_secs(10);
 
@@ -167,16 +167,16 @@ async fn main() {
     measure("warmup-ours", 4, 1, ours(servers.clone())).await;
     measure("warmup-peer", 4, 1, peer(servers.clone())).await;
     let cases = [
-        (1, "lock-zk"),
+        (1, "distlock-zk"),
         (1, "zookeeper-client recipe"),
-        (8, "lock-zk"),
+        (8, "distlock-zk"),
         (8, "zookeeper-client recipe"),
     ];
     let mut results: Vec<Vec<(WorkloadReport, Cost)>> = vec![Vec::new(); cases.len()];
     // Rounds interleave the cases so that background load hits all alike.
     for round in 0..rounds {
         for (i, (clients, label)) in cases.iter().enumerate() {
-            let factory = if *label == "lock-zk" {
+            let factory = if *label == "distlock-zk" {
                 ours(servers.clone())
             } else {
                 peer(servers.clone())

@@ -12,17 +12,17 @@
 //! cycle: neither happens in a cycle with no hold time. The raw loop sends
 //! the same `create` + `getChildren` and `delete` on its own session.
 //!
-//! Run: `cargo bench -p lock-zk --bench overhead` (`BENCH_ROUNDS`, default
+//! Run: `cargo bench -p distlock-zk --bench overhead` (`BENCH_ROUNDS`, default
 //! 8, alternating rounds; `BENCH_SECS`, default 1, seconds per side per
 //! round).
 
-use lock_zk::ClientConfig;
+use distlock_zk::ClientConfig;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
-use lock_testkit::servers::ZkEnsemble;
-use lock_zk::{ZkBackend, ZkConfig, zk};
+use distlock_testkit::overhead::{Cycle, Ours, Rounds, compare, print};
+use distlock_testkit::servers::ZkEnsemble;
+use distlock_zk::{ZkBackend, ZkConfig, zk};
 use tokio::time::timeout;
 
 const NAME: &str = "overhead";
@@ -65,7 +65,7 @@ impl Raw {
         Raw {
             client,
             dir: format!("/bench-raw/locks/{NAME}"),
-            data: lock_core::default_holder_description().into_bytes(),
+            data: distlock_core::default_holder_description().into_bytes(),
             path: String::new(),
         }
     }
@@ -121,7 +121,7 @@ async fn main() {
     let mut ours = Ours::new(backend, NAME);
     let mut raw = Raw::connect(&servers).await;
     println!(
-        "# lock-zk: uncontended lock + release against the raw requests\n\n\
+        "# distlock-zk: uncontended lock + release against the raw requests\n\n\
          ZooKeeper at {servers}; 1 client, hold 0, {} alternating rounds of {:?} per side\n",
         rounds.rounds, rounds.each
     );

@@ -9,11 +9,11 @@
 //! Start a server (Debian: `apt-get install zookeeper`), then:
 //!
 //! ```text
-//! cargo run -p lock-zk --example zk_guarded_write -- zk://127.0.0.1:2181/distlock-example
+//! cargo run -p distlock-zk --example zk_guarded_write -- zk://127.0.0.1:2181/distlock-example
 //! ```
 
-use lock_core::LockBackendExt;
-use lock_zk::{ZkBackend, ZkConfig, zk};
+use distlock_core::LockBackendExt;
+use distlock_zk::{ZkBackend, ZkConfig, zk};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lock_core::WaiterInfo;
-use lock_core::{
+use distlock_core::WaiterInfo;
+use distlock_core::{
     ErrorKind, FencingToken, HolderInfo, ListOptions, ListPage, ListedLock, LockName, LockStatus,
     Primitive, Result,
 };
@@ -24,7 +24,7 @@ use crate::backend::ZkBackend;
 use crate::errors::{ZkSite, in_doubt};
 use crate::keys::{Layout, Space, escape_name, queue_order, sequence_of};
 use crate::session::Session;
-use lock_core::raw::Site;
+use distlock_core::raw::Site;
 
 /// How often a read or delete is tried again after an in-doubt failure.
 const ATTEMPTS: usize = 8;
@@ -149,7 +149,7 @@ impl<'a> Attempts<'a> {
     }
 
     /// The error once every attempt is used: `why` says what kept failing.
-    fn exhausted(&self, why: impl std::fmt::Display) -> lock_core::Error {
+    fn exhausted(&self, why: impl std::fmt::Display) -> distlock_core::Error {
         self.doing.error(ErrorKind::Unavailable, why)
     }
 }
@@ -181,7 +181,7 @@ where
 /// order: its lock, then its election, so an operator names either.
 const OPERATED: [Space; 2] = [Space::Lock, Space::Election];
 
-/// See [`lock_core::LockBackend::inspect`]: the lock's queue, or the
+/// See [`distlock_core::LockBackend::inspect`]: the lock's queue, or the
 /// election's when the lock has no contenders.
 pub(crate) async fn inspect(backend: &ZkBackend, name: &LockName) -> Result<LockStatus> {
     for space in OPERATED {
@@ -239,7 +239,7 @@ enum Break {
     Moved,
 }
 
-/// See [`lock_core::LockBackend::force_release`]. Deleting needs DELETE on
+/// See [`distlock_core::LockBackend::force_release`]. Deleting needs DELETE on
 /// the lock's directory: with digest credentials, only the identity that
 /// created the directory has it.
 pub(crate) async fn force_release(
@@ -330,7 +330,7 @@ struct Candidate {
     dir: String,
 }
 
-/// See [`lock_core::LockBackend::list`].
+/// See [`distlock_core::LockBackend::list`].
 pub(crate) async fn list(backend: &ZkBackend, options: &ListOptions) -> Result<ListPage> {
     let layout = backend.settings().layout.clone();
     let action = match layout {
@@ -418,7 +418,7 @@ async fn distlock_names(session: &Session, layout: &Layout) -> Result<Vec<Candid
 /// The lock name whose directory is `child`, if `child` is exactly what
 /// [`escape_name`] makes of it.
 fn unescape_name(child: &str) -> Option<LockName> {
-    let text = lock_core::raw::percent_decode(child).ok()?;
+    let text = distlock_core::raw::percent_decode(child).ok()?;
     (escape_name(&text) == child)
         .then(|| LockName::new(text).ok())
         .flatten()

@@ -1,5 +1,5 @@
 //! The entries queued ahead of our node, and the one grant rule over them
-//! ([`lock_core::raw::blockers`]) for every kind of queue: a mutex or an
+//! ([`distlock_core::raw::blockers`]) for every kind of queue: a mutex or an
 //! election (every entry exclusive), a semaphore, a read-write lock.
 //!
 //! The view is read from a listing and then shrinks as watched entries go:
@@ -12,11 +12,11 @@
 
 use std::collections::HashMap;
 
+use distlock_core::Permits;
+use distlock_core::raw::Site;
+use distlock_core::raw::{blockers, check_limit_agrees, parse_permits};
+use distlock_core::{Access, ErrorKind, LockName, Result};
 use futures::future::try_join_all;
-use lock_core::Permits;
-use lock_core::raw::Site;
-use lock_core::raw::{blockers, check_limit_agrees, parse_permits};
-use lock_core::{Access, ErrorKind, LockName, Result};
 
 use crate::deadline::Deadline;
 use crate::keys::{Role, Space, entry_of};

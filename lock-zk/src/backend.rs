@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::AdminCapabilities;
-use lock_core::raw::Validity;
-use lock_core::{
+use distlock_core::AdminCapabilities;
+use distlock_core::raw::Validity;
+use distlock_core::{
     AcquireOptions, AcquireRequest, Capabilities, ErrorKind, FencingStrength, FencingToken,
     HolderInfo, ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, LostReason,
     Result,
@@ -177,9 +177,11 @@ impl ZkBackend {
             Ok(description) => description,
             // Counted and traced like any other refused acquisition.
             Err(e) => {
-                return lock_core::raw::observe_acquire(crate::errors::BACKEND, ask.name, async {
-                    Err(e)
-                })
+                return distlock_core::raw::observe_acquire(
+                    crate::errors::BACKEND,
+                    ask.name,
+                    async { Err(e) },
+                )
                 .await;
             }
         };
@@ -197,7 +199,7 @@ impl ZkBackend {
     }
 
     /// Joins the queue of `ask.name` in its space and builds the guard once
-    /// the entries ahead of our node let it in, inside lock-core's
+    /// the entries ahead of our node let it in, inside distlock-core's
     /// `distlock.acquire` span and metrics.
     pub(crate) async fn acquire_in(
         &self,
@@ -235,7 +237,7 @@ impl ZkBackend {
                 }
             }
         };
-        lock_core::raw::observe_acquire(crate::errors::BACKEND, name, attempt).await
+        distlock_core::raw::observe_acquire(crate::errors::BACKEND, name, attempt).await
     }
 
     /// [`ZkBackend::session`], given up at the acquisition's hard deadline.
@@ -323,7 +325,7 @@ impl ZkBackend {
             watcher: Some(watcher),
             duplicates: head.duplicates,
         };
-        Ok(lock_core::raw::session_guard(
+        Ok(distlock_core::raw::session_guard(
             ask.name.clone(),
             FencingToken(token),
             head.path,

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use lock_core::raw::{ClientFields, Settings, serde_humane};
-use lock_core::{ClientConfig, Error, Result};
+use distlock_core::raw::{ClientFields, Settings, serde_humane};
+use distlock_core::{ClientConfig, Error, Result};
 use serde::Deserialize;
 
 use crate::keys::{Layout, NodeLayout};
@@ -170,7 +170,7 @@ impl ZkConfig {
         settings.refuse_others_than_client("ZooKeeper", &["layout"])?;
         self.apply_client_settings(settings);
         if let Some(ttl) = settings.ttl {
-            lock_core::check_ttl(ttl)?;
+            distlock_core::check_ttl(ttl)?;
             self = self.with_session_timeout(ttl);
         }
         for (name, value) in &settings.options {
@@ -202,7 +202,7 @@ impl ZkConfig {
             }
             self.session_timeout
         };
-        lock_core::check_ttl(session_timeout)?;
+        distlock_core::check_ttl(session_timeout)?;
         // ZooKeeper counts session timeouts in whole milliseconds.
         let session_timeout = Duration::from_millis(
             u64::try_from(session_timeout.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
@@ -354,7 +354,7 @@ impl Resolved {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn debug_redacts_the_password() {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use lock_core::Wait;
+use distlock_core::Wait;
 use tokio::time::Instant;
 
 /// When waiting for the lock ends, and when the whole call must have ended.

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::StreamExt;
-use lock_core::raw::LeaderFilter;
-use lock_core::{
+use distlock_core::raw::LeaderFilter;
+use distlock_core::{
     Candidacy, ElectionBackend, ErrorKind, FencingToken, LeaderInfo, LeaderStream, Leadership,
     LockName, Result,
 };
+use futures::StreamExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 

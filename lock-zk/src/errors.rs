@@ -3,11 +3,11 @@
 //! Every message names what we were doing (the lock or election), the
 //! backend and the server addresses, and says what to do.
 
-use lock_core::raw::Site;
-use lock_core::{Error, ErrorKind};
+use distlock_core::raw::Site;
+use distlock_core::{Error, ErrorKind};
 use zookeeper_client as zk;
 
-/// The errors a ZooKeeper client call makes, at a lock-core [`Site`]
+/// The errors a ZooKeeper client call makes, at a distlock-core [`Site`]
 /// (backend `zk`, the connect string, the operation).
 pub(crate) trait ZkSite {
     /// Converts a client error into a distlock error.
@@ -27,7 +27,7 @@ pub(crate) fn doing<'a>(operation: &'a str, connect_string: &'a str) -> Site<'a>
     Site::new(BACKEND, connect_string, operation)
 }
 
-/// The backend's name in messages and [`lock_core::ErrorSite`]s.
+/// The backend's name in messages and [`distlock_core::ErrorSite`]s.
 pub(crate) const BACKEND: &str = "zk";
 
 /// Whether an operation may or may not have happened: the request was sent

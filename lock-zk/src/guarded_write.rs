@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use lock_core::{ErrorKind, Leadership, LockGuard, Result};
+use distlock_core::{ErrorKind, Leadership, LockGuard, Result};
 use zookeeper_client as zk;
 
 use crate::backend::ZkBackend;
@@ -109,8 +109,8 @@ pub enum WriteOutcome {
 /// and [`commit`](Self::commit). Nothing is written if the lock is gone.
 ///
 /// ```no_run
-/// # async fn demo(backend: lock_zk::ZkBackend) -> lock_core::Result<()> {
-/// use lock_core::LockBackendExt;
+/// # async fn demo(backend: distlock_zk::ZkBackend) -> distlock_core::Result<()> {
+/// use distlock_core::LockBackendExt;
 ///
 /// let guard = backend.lock("inventory").await?;
 /// backend
@@ -388,13 +388,16 @@ impl ZkBackend {
             )
         };
         match reply {
-            Err(_) => Err(
-                lock_core::Error::timeout(format!("{}: no reply in time", context()))
-                    .with_site("zk", action.to_owned()),
+            Err(_) => Err(distlock_core::Error::timeout(format!(
+                "{}: no reply in time",
+                context()
+            ))
+            .with_site("zk", action.to_owned())),
+            Ok(Err(e)) => Err(
+                distlock_core::Error::unavailable(format!("{}: {e}", context()))
+                    .with_site("zk", action.to_owned())
+                    .with_source(e),
             ),
-            Ok(Err(e)) => Err(lock_core::Error::unavailable(format!("{}: {e}", context()))
-                .with_site("zk", action.to_owned())
-                .with_source(e)),
             Ok(Ok(stat)) => Ok(stat),
         }
     }

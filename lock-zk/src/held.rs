@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
-use lock_core::raw::{HeldLock, LossNotifier, Site};
-use lock_core::{Access, Error, ErrorKind, LockName, LostReason, LostSignal, Result};
+use distlock_core::raw::{HeldLock, LossNotifier, Site};
+use distlock_core::{Access, Error, ErrorKind, LockName, LostReason, LostSignal, Result};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;

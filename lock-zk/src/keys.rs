@@ -30,8 +30,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-pub(crate) use lock_core::raw::Space;
-use lock_core::{Error, LockName, Result};
+pub(crate) use distlock_core::raw::Space;
+use distlock_core::{Error, LockName, Result};
 use serde::Deserialize;
 use uuid::Uuid;
 use zookeeper_client as zk;
@@ -357,7 +357,7 @@ pub(crate) fn queue_order(children: Vec<String>, space: Space) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     #[test]
     fn names_map_to_one_distinct_component() {

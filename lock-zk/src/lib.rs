@@ -21,10 +21,10 @@ mod vouch;
 
 pub use backend::ZkBackend;
 pub use config::{DEFAULT_PORT, DEFAULT_TTL, MIN_SESSION_TIMEOUT, ZkConfig};
+/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
+pub use distlock_core::ClientConfig;
 pub use guarded_write::{GuardedWrite, WriteOutcome};
 pub use keys::NodeLayout;
-/// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
-pub use lock_core::ClientConfig;
 pub use url::SCHEME;
 /// The `zookeeper-client` crate this backend is built on, for
 /// [`ZkBackend::client`].

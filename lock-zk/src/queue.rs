@@ -22,8 +22,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 
-use lock_core::raw::LossNotifier;
-use lock_core::{Error, ErrorKind, LostReason, Result, Wait};
+use distlock_core::raw::LossNotifier;
+use distlock_core::{Error, ErrorKind, LostReason, Result, Wait};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
@@ -37,7 +37,7 @@ use crate::errors::{ZkSite, in_doubt};
 use crate::held::watch_own_node;
 use crate::keys::{Layout, Space, guid_marker, node_prefix, queue_order};
 use crate::session::Session;
-use lock_core::raw::Site;
+use distlock_core::raw::Site;
 
 /// How often an operation is retried after in-doubt failures before giving
 /// up, when the caller's deadline does not end the retries sooner.
@@ -383,7 +383,7 @@ fn gave_up(wait: Wait, doing: &Site<'_>) -> Error {
             ErrorKind::Timeout,
             format!(
                 "still held by another client after waiting {}",
-                lock_core::raw::human_duration(d)
+                distlock_core::raw::human_duration(d)
             ),
         ),
         Wait::Forever => doing.error(ErrorKind::Timeout, "wait ended"),

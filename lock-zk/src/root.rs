@@ -1,7 +1,7 @@
 //! Preparing the lock root at connect time, so that a root we may not use
 //! fails `connect` with a typed error instead of the first `lock`.
 
-use lock_core::{ErrorKind, Result};
+use distlock_core::{ErrorKind, Result};
 use uuid::Uuid;
 use zookeeper_client as zk;
 

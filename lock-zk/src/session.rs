@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::raw::{LossNotifier, SentAt, Validity};
-use lock_core::{ErrorKind, LostReason, Result};
+use distlock_core::raw::{LossNotifier, SentAt, Validity};
+use distlock_core::{ErrorKind, LostReason, Result};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
 use zookeeper_client as zk;
@@ -277,7 +277,7 @@ impl Session {
     pub(crate) fn sync_failed(&self, why: &str) {
         for hold in self.lock_holds().values() {
             if hold.notifier.renewal_failing(why) {
-                lock_core::raw::count_renewal_failing(crate::errors::BACKEND);
+                distlock_core::raw::count_renewal_failing(crate::errors::BACKEND);
             }
         }
     }
@@ -358,7 +358,7 @@ impl Session {
     pub(crate) fn release_in_background(self: &Arc<Self>, id: u64, path: String) {
         let (client, request) = (self.client.clone(), self.timing.request);
         let session = Arc::downgrade(self);
-        lock_core::raw::spawn_background_on(&self.runtime, async move {
+        distlock_core::raw::spawn_background_on(&self.runtime, async move {
             let outcome = cleanup::remove(client, request, AcquireCleanup::Node(path)).await;
             let Some(session) = session.upgrade() else {
                 return;
@@ -465,7 +465,7 @@ impl Session {
         match leftover {
             AcquireCleanup::Node(path) => {
                 let delete = client.delete(&path, None);
-                lock_core::raw::spawn_background_on(runtime, async move {
+                distlock_core::raw::spawn_background_on(runtime, async move {
                     match timeout(request, delete).await {
                         Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
                         Ok(Err(e)) if session_over(&e) => {}
@@ -479,7 +479,7 @@ impl Session {
                 })
             }
             guid @ AcquireCleanup::Guid { .. } => {
-                lock_core::raw::spawn_background_on(runtime, async move {
+                distlock_core::raw::spawn_background_on(runtime, async move {
                     cleanup::remove(client, request, guid).await;
                 })
             }

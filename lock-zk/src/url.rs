@@ -1,10 +1,10 @@
 //! Parsing `zk://` URLs into a [`ZkConfig`].
 //!
-//! The split into parts is lock-core's [`UrlParts`], shared by every
+//! The split into parts is distlock-core's [`UrlParts`], shared by every
 //! backend; this module gives the parts their ZooKeeper meaning.
 
-use lock_core::raw::{UrlParts, parse_duration, percent_decode, redact_url, with_default_port};
-use lock_core::{Error, Result};
+use distlock_core::raw::{UrlParts, parse_duration, percent_decode, redact_url, with_default_port};
+use distlock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, ZkConfig};
 
@@ -91,7 +91,7 @@ pub(crate) fn apply_option(
 mod tests {
     use std::time::Duration;
 
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     use super::*;
     use crate::NodeLayout;

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::sync::Weak;
 use std::time::Duration;
 
-use lock_core::raw::SentAt;
+use distlock_core::raw::SentAt;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use zookeeper_client as zk;
@@ -127,7 +127,7 @@ pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
                     };
                     strong.sync_failed(&format!(
                         "zk sync unanswered within {}",
-                        lock_core::raw::human_duration(timing.request)
+                        distlock_core::raw::human_duration(timing.request)
                     ));
                 }
             }
@@ -139,7 +139,7 @@ pub(crate) fn spawn(session: Weak<Session>, path: String) -> JoinHandle<()> {
 mod tests {
     use std::sync::Arc;
 
-    use lock_core::raw::{LeaseClock, ManualClock};
+    use distlock_core::raw::{LeaseClock, ManualClock};
 
     use super::*;
 

@@ -5,18 +5,18 @@
 
 mod support;
 
-use lock_zk::ClientConfig;
+use distlock_zk::ClientConfig;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
     LostReason, Primitive, Wait,
 };
-use lock_testkit::assert::{
+use distlock_testkit::assert::{
     acquired_and_released, evicts, fails_with, joined, spawn_acquire, token_after,
 };
-use lock_zk::{NodeLayout, ZkBackend, zk};
+use distlock_zk::{NodeLayout, ZkBackend, zk};
 use tokio::time::timeout;
 
 use support::{

@@ -4,14 +4,14 @@
 
 mod support;
 
-use lock_zk::ClientConfig;
+use distlock_zk::ClientConfig;
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason, LostSignal};
-use lock_testkit::assert::{acquired_and_released, fails_with, joined};
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::{ZkEnsemble, ZkOptions};
-use lock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
+use distlock_core::{ErrorKind, LockBackend, LockBackendExt, LostReason, LostSignal};
+use distlock_testkit::assert::{acquired_and_released, fails_with, joined};
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::{ZkEnsemble, ZkOptions};
+use distlock_zk::{WriteOutcome, ZkBackend, ZkConfig, zk};
 use tokio::time::{Instant, timeout};
 
 use support::{
@@ -24,7 +24,7 @@ const SESSION: Duration = Duration::from_secs(2);
 const SLACK: Duration = Duration::from_secs(2);
 
 /// Connects and expects an error of `kind` within the connect timeout plus slack.
-async fn connect_fails(config: ZkConfig, kind: ErrorKind) -> lock_core::Error {
+async fn connect_fails(config: ZkConfig, kind: ErrorKind) -> distlock_core::Error {
     let bound = config.connect_timeout + config.request_timeout + SLACK;
     let start = Instant::now();
     let err = timeout(bound, ZkBackend::connect(config))
@@ -445,7 +445,7 @@ async fn session_timeout_outside_the_servers_range_fails_connect() {
         .expect("a session timeout inside the range connects");
     assert_eq!(inside.session_timeout(), Duration::from_secs(2));
     let caps = inside.capabilities();
-    assert_eq!(caps.min_ttl, lock_zk::MIN_SESSION_TIMEOUT);
+    assert_eq!(caps.min_ttl, distlock_zk::MIN_SESSION_TIMEOUT);
     assert_eq!(caps.ttl_granularity, Duration::from_millis(1));
     let guard = inside.try_lock("in-range").await.expect("lock");
     assert_eq!(guard.ttl(), Duration::from_secs(2));
@@ -492,7 +492,7 @@ async fn unconfirmed_release_fires_released_only_once_the_node_is_deleted() {
     let key = guard.key().to_owned();
     let signal = guard.lost_signal();
     proxy.blackhole();
-    lock_testkit::assert::fails_with_one_of(
+    distlock_testkit::assert::fails_with_one_of(
         &[ErrorKind::Unavailable, ErrorKind::Timeout],
         "the delete is not confirmed",
         guard.release().await,

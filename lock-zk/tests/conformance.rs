@@ -1,6 +1,6 @@
-//! The lock-testkit conformance suite (locks and election) against a real
+//! The distlock-testkit conformance suite (locks and election) against a real
 //! standalone ZooKeeper, one server per test.
 
 mod support;
 
-lock_testkit::conformance_tests!(support::ZkTarget::start().await);
+distlock_testkit::conformance_tests!(support::ZkTarget::start().await);

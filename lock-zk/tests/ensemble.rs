@@ -4,18 +4,18 @@
 
 mod support;
 
-use lock_zk::ClientConfig;
+use distlock_zk::ClientConfig;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use distlock_core::{LockBackendExt, LostReason};
+use distlock_testkit::assert::joined;
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::{ZkEnsemble, ZkOptions};
+use distlock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
+use distlock_zk::ZkBackend;
 use futures::FutureExt;
-use lock_core::{LockBackendExt, LostReason};
-use lock_testkit::assert::joined;
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::{ZkEnsemble, ZkOptions};
-use lock_testkit::workload::{ClientFactory, Progress, WorkloadConfig, run_workload};
-use lock_zk::ZkBackend;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::{Instant, timeout};
 
@@ -61,7 +61,7 @@ async fn contention_survives_leader_kill_with_increasing_tokens() {
             let config = config(&addrs, "/leader-kill", Duration::from_secs(4));
             async move {
                 let backend = ZkBackend::connect(config).await?;
-                Ok(Arc::new(backend) as Arc<lock_core::DynLockBackend>)
+                Ok(Arc::new(backend) as Arc<distlock_core::DynLockBackend>)
             }
             .boxed()
         })
@@ -159,7 +159,7 @@ async fn cut_off_holder_loses_lock_before_another_acquires() {
     assert!(
         matches!(
             err.kind(),
-            lock_core::ErrorKind::LeaseLost | lock_core::ErrorKind::NotHeld
+            distlock_core::ErrorKind::LeaseLost | distlock_core::ErrorKind::NotHeld
         ),
         "{err}"
     );

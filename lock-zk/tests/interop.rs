@@ -8,15 +8,15 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, ElectionBackend, ErrorKind, LockBackend, LockBackendExt, LockName,
     Wait,
 };
-use lock_testkit::servers::ZkEnsemble;
-use lock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
+use distlock_testkit::servers::ZkEnsemble;
+use distlock_zk::{NodeLayout, ZkBackend, ZkConfig, zk};
 
 use curator::CuratorPeer;
-use lock_testkit::assert::{fails_with, joined, leader_of, next_ok, spawn_acquire};
+use distlock_testkit::assert::{fails_with, joined, leader_of, next_ok, spawn_acquire};
 use support::{Standalone, config, standalone, until_children};
 
 const SESSION: Duration = Duration::from_secs(4);

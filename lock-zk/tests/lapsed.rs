@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{Candidacy, ElectionBackend, LockBackendExt, LockName};
+use distlock_core::{Candidacy, ElectionBackend, LockBackendExt, LockName};
 use support::{proxied, start_zk};
 use tokio::time::{Instant, sleep, timeout};
 

@@ -7,8 +7,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{Access, AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait};
-use lock_testkit::assert::{fails_within, within};
+use distlock_core::{
+    Access, AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName, Wait,
+};
+use distlock_testkit::assert::{fails_within, within};
 use tokio::sync::watch;
 
 use support::{Standalone, connect, proxied, standalone, until_children, until_watches};

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use lock_core::Result;
-use lock_etcd::{EtcdBackend, EtcdConfig};
+use distlock_core::Result;
+use distlock_etcd::{EtcdBackend, EtcdConfig};
 
 use super::Services;
 use crate::config::Config;
@@ -21,8 +21,8 @@ pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
 
 #[cfg(test)]
 mod tests {
-    use lock_core::ErrorKind;
-    use lock_etcd::KeyLayout;
+    use distlock_core::ErrorKind;
+    use distlock_etcd::KeyLayout;
 
     use super::*;
 

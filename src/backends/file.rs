@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use lock_core::Result;
-use lock_file::{FileBackend, FileConfig};
+use distlock_core::Result;
+use distlock_file::{FileBackend, FileConfig};
 
 use super::Services;
 use crate::config::Config;

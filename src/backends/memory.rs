@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use lock_core::memory::MemoryBackend;
-use lock_core::{Error, Result};
+use distlock_core::memory::MemoryBackend;
+use distlock_core::{Error, Result};
 
 use super::Services;
 use crate::config::Config;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use lock_core::{DynElectionBackend, Result};
+use distlock_core::{DynElectionBackend, Result};
 
 use crate::config::Config;
 use crate::guarded::Native;
@@ -51,7 +51,7 @@ pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     use crate::Config;
 

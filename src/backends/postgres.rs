@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use lock_core::Result;
-use lock_postgres::{PostgresBackend, PostgresConfig};
+use distlock_core::Result;
+use distlock_postgres::{PostgresBackend, PostgresConfig};
 
 use super::Services;
 use crate::config::Config;

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use lock_core::Result;
-use lock_redis::{
+use distlock_core::Result;
+use distlock_redis::{
     RedisBackend, RedisClusterBackend, RedisClusterConfig, RedisConfig, RedlockBackend,
     RedlockConfig,
 };

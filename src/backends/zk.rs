@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use lock_core::Result;
-use lock_zk::{ZkBackend, ZkConfig};
+use distlock_core::Result;
+use distlock_zk::{ZkBackend, ZkConfig};
 
 use super::Services;
 use crate::config::Config;
@@ -20,7 +20,7 @@ pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
 
 #[cfg(test)]
 mod tests {
-    use lock_core::ErrorKind;
+    use distlock_core::ErrorKind;
 
     use crate::Config;
 
@@ -37,7 +37,7 @@ mod tests {
         }
     }
 
-    async fn refused(config: &Config) -> lock_core::Error {
+    async fn refused(config: &Config) -> distlock_core::Error {
         match crate::connect_with(config).await {
             Ok(_) => panic!("{config:?} was accepted"),
             Err(err) => err,

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use lock_core::FencingToken;
+use distlock_core::FencingToken;
 
 use super::{Stale, TokenScope};
 use crate::Backend;

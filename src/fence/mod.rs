@@ -43,7 +43,7 @@ mod sql;
 
 use std::fmt;
 
-use lock_core::FencingToken;
+use distlock_core::FencingToken;
 
 use crate::Backend;
 

@@ -1,6 +1,6 @@
 //! [`REDIS_FENCED_SET`]: a compare-and-set script fencing a Redis key.
 
-use lock_core::FencingToken;
+use distlock_core::FencingToken;
 
 use super::{Stale, TokenScope};
 
@@ -51,8 +51,8 @@ pub fn redis_fenced_set_args(
 /// [`REDIS_FENCED_SET`] as a `redis::Script`, hashed once, for
 /// `script.key(fence).key(data).arg(..)` (feature `redis`).
 #[cfg(feature = "redis")]
-pub fn redis_fenced_set() -> lock_redis::redis::Script {
-    lock_redis::redis::Script::new(REDIS_FENCED_SET)
+pub fn redis_fenced_set() -> distlock_redis::redis::Script {
+    distlock_redis::redis::Script::new(REDIS_FENCED_SET)
 }
 
 /// What [`REDIS_FENCED_SET`] replied.

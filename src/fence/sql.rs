@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use lock_core::{FencingToken, TokenRangeError};
+use distlock_core::{FencingToken, TokenRangeError};
 
 #[cfg(doc)]
 use super::TokenScope;

@@ -255,7 +255,7 @@ impl Ending {
     fn new(guard: &LockGuard, grace: Duration) -> Self {
         let mut ending = Ending {
             grace,
-            drift: lock_core::raw::drift_allowance(guard.ttl()),
+            drift: distlock_core::raw::drift_allowance(guard.ttl()),
             deadline: None,
             terminated: false,
             kill_at: None,

@@ -2,7 +2,7 @@
 //! starting the backends under test on real servers.
 //!
 //! A server binary that is missing makes the test fail with a message that
-//! names `scripts/install-servers.sh` (from lock-testkit's launchers); nothing
+//! names `scripts/install-servers.sh` (from distlock-testkit's launchers); nothing
 //! is skipped.
 
 #![allow(dead_code, unreachable_pub)]
@@ -28,7 +28,7 @@ pub const LOST: i32 = 76;
 pub const NOT_FOUND: i32 = 127;
 
 #[allow(unused_imports)] // Not every test file uses every backend.
-pub use lock_testkit::fixtures::{
+pub use distlock_testkit::fixtures::{
     Fixture, etcd as etcd_fixture, file as file_fixture, postgres as postgres_fixture,
     redis as redis_fixture, redlock as redlock_fixture, zk as zk_fixture,
 };

@@ -138,7 +138,7 @@ impl MemoryBackend {
     }
 
     /// Acquires `name` in `space`, publishing `value` for elections, inside
-    /// lock-core's `distlock.acquire` span and metrics.
+    /// distlock-core's `distlock.acquire` span and metrics.
     async fn acquire_in(
         &self,
         space: Space,

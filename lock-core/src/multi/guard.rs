@@ -26,8 +26,8 @@ use crate::name::LockName;
 /// when any member is lost, with that member's reason.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
-/// use lock_core::{ErrorKind, LockBackendExt, memory::MemoryBackend};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// use distlock_core::{ErrorKind, LockBackendExt, memory::MemoryBackend};
 ///
 /// let backend = MemoryBackend::new();
 /// let both = backend.lock_all(&["accounts/alice", "accounts/bob"]).await?;

@@ -1,6 +1,6 @@
 //! Metrics and tracing for every backend, emitted from this one place.
 //!
-//! Backends wrap their acquisitions in `lock_core::raw::observe_acquire`; lock-core's
+//! Backends wrap their acquisitions in `distlock_core::raw::observe_acquire`; distlock-core's
 //! guard and renewal schedule record the rest (holds, losses, renewals,
 //! releases). So the names, labels and spans below are the same on every
 //! backend, and a backend cannot forget one.
@@ -29,7 +29,7 @@
 
 use crate::lost::LostReason;
 
-// The recording itself is for backends and lock-core: `lock_core::raw`
+// The recording itself is for backends and distlock-core: `distlock_core::raw`
 // re-exports what a backend calls.
 pub(crate) mod record;
 pub(crate) use record::{

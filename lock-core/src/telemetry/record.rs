@@ -162,7 +162,7 @@ impl Drop for HoldMetrics {
 /// result and latency. `held` is the lock and token the lease carries;
 /// `None` for a lease renewed between locks (etcd's pooled leases).
 ///
-/// lock-core's renewal schedule calls it for leases it keeps; a backend that
+/// distlock-core's renewal schedule calls it for leases it keeps; a backend that
 /// renews a lease of its own wraps each renewal in it.
 ///
 /// # Cancel safety
@@ -203,7 +203,7 @@ where
 /// Counts a held lock whose renewals started failing while its lease
 /// still had validity left: call it when
 /// [`LossNotifier::renewal_failing`](crate::raw::LossNotifier::renewal_failing)
-/// returns `true`. lock-core's renewal schedule does for the leases it
+/// returns `true`. distlock-core's renewal schedule does for the leases it
 /// renews; a backend that renews a session counts its own.
 pub fn count_renewal_failing(backend: &'static str) {
     counter!(RENEWAL_FAILING, "backend" => backend).increment(1);

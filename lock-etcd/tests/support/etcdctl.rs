@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Output, Stdio};
 use std::time::Duration;
 
-use lock_testkit::servers::EtcdCluster;
+use distlock_testkit::servers::EtcdCluster;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::time::timeout;
@@ -24,7 +24,7 @@ impl Etcdctl {
     /// etcdctl on `PATH`, talking to member 0 of `cluster`. Fails the test
     /// naming the package when etcdctl is not installed.
     pub fn for_cluster(cluster: &EtcdCluster) -> Self {
-        let binary = lock_testkit::servers::etcdctl_path().unwrap_or_else(|e| panic!("{e}"));
+        let binary = distlock_testkit::servers::etcdctl_path().unwrap_or_else(|e| panic!("{e}"));
         Etcdctl {
             binary,
             endpoint: cluster.endpoints()[0].clone(),

@@ -5,18 +5,18 @@
 
 pub mod etcdctl;
 
-use lock_etcd::ClientConfig;
+use distlock_etcd::ClientConfig;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use distlock_core::{DynElectionBackend, LockBackendExt, LockGuard};
+use distlock_etcd::{EtcdBackend, EtcdConfig, KeyLayout, lease_of_key};
+use distlock_testkit::conformance::Target;
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::EtcdCluster;
 use etcd_client::{EventType, WatchOptions, WatchStream};
-use lock_core::{DynElectionBackend, LockBackendExt, LockGuard};
-use lock_etcd::{EtcdBackend, EtcdConfig, KeyLayout, lease_of_key};
-use lock_testkit::conformance::Target;
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::EtcdCluster;
 
 /// Lease TTL of the tests: etcd's minimum, to keep expiry tests short.
 pub const TTL: Duration = Duration::from_secs(1);
@@ -195,7 +195,7 @@ impl Target for EtcdTarget {
 }
 
 /// Unary Txn requests member 0 has started so far, from its metrics.
-pub async fn txns_started(cluster: &lock_testkit::servers::EtcdCluster) -> f64 {
+pub async fn txns_started(cluster: &distlock_testkit::servers::EtcdCluster) -> f64 {
     cluster
         .member(0)
         .metric("grpc_server_started_total", &[r#"grpc_method="Txn""#])

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lock_file::{FileBackend, FileConfig};
+use distlock_file::{FileBackend, FileConfig};
 
 /// One client of the lock directory `dir`, as a separate process would be:
 /// with `ttl` as its default TTL, or the backend's default for `None`.

@@ -1,18 +1,18 @@
-//! Shared helpers of the lock-postgres tests: a real server from the test
+//! Shared helpers of the distlock-postgres tests: a real server from the test
 //! kit and backends pointed at it.
 
 #![allow(dead_code, unreachable_pub)]
 
-use lock_postgres::ClientConfig;
+use distlock_postgres::ClientConfig;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, LockGuard};
-use lock_postgres::tokio_postgres::{self, Client, NoTls};
-use lock_postgres::{PostgresBackend, PostgresConfig};
-use lock_testkit::conformance::Target;
-use lock_testkit::servers::PostgresServer;
+use distlock_core::{DynElectionBackend, LockGuard};
+use distlock_postgres::tokio_postgres::{self, Client, NoTls};
+use distlock_postgres::{PostgresBackend, PostgresConfig};
+use distlock_testkit::conformance::Target;
+use distlock_testkit::servers::PostgresServer;
 
 /// The lease TTL of the tests: short, so expiry tests are quick, and long
 /// enough that renewal every TTL/3 keeps up on a busy two-core machine.
@@ -138,7 +138,7 @@ impl AdvisoryTarget {
 
 /// A new client of `server` with the advisory layout.
 pub async fn advisory_client(server: &PostgresServer) -> PostgresBackend {
-    PostgresBackend::connect(config_for(server).with_layout(lock_postgres::Layout::Advisory))
+    PostgresBackend::connect(config_for(server).with_layout(distlock_postgres::Layout::Advisory))
         .await
         .expect("connect to postgres")
 }

@@ -8,7 +8,7 @@
 //! `read` or `write`) is in the `access` hash.
 //!
 //! The queue is served from its head only, while the head fits beside the
-//! holders. That is `lock_core::raw::blockers` for a queue whose head
+//! holders. That is `distlock_core::raw::blockers` for a queue whose head
 //! entries are granted first: a permit is granted while fewer than its
 //! limit hold one (so fewer than the limit are ahead of it), a writer when
 //! nobody holds the lock and nobody is queued ahead, a reader when no

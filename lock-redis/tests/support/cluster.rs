@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, LockGuard};
-use lock_redis::{RedisClusterBackend, RedisClusterConfig};
-use lock_testkit::conformance::Target;
-use lock_testkit::servers::{RedisCluster, RespReply};
+use distlock_core::{DynElectionBackend, LockGuard};
+use distlock_redis::{RedisClusterBackend, RedisClusterConfig};
+use distlock_testkit::conformance::Target;
+use distlock_testkit::servers::{RedisCluster, RespReply};
 
 /// Starts a cluster of `masters` masters with `replicas` replicas each.
 pub async fn start_cluster(masters: usize, replicas: usize) -> RedisCluster {

@@ -1,4 +1,4 @@
-//! Shared helpers of the lock-redis tests: real servers from the test kit
+//! Shared helpers of the distlock-redis tests: real servers from the test kit
 //! and backends pointed at them.
 
 #![allow(dead_code, unreachable_pub)]
@@ -8,11 +8,11 @@ pub mod target;
 
 use std::time::Duration;
 
-use lock_core::LockBackendExt;
-use lock_core::raw::Settings;
-use lock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::{RedisServer, RedisServers};
+use distlock_core::LockBackendExt;
+use distlock_core::raw::Settings;
+use distlock_redis::{RedisBackend, RedisConfig, RedlockBackend, RedlockConfig, ServerAddr};
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::{RedisServer, RedisServers};
 
 /// The lease TTL of the tests: short, so expiry tests are quick.
 pub const TTL: Duration = Duration::from_millis(600);

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, LockGuard};
-use lock_testkit::conformance::Target;
-use lock_testkit::servers::{RedisServers, RespReply};
+use distlock_core::{DynElectionBackend, LockGuard};
+use distlock_testkit::conformance::Target;
+use distlock_testkit::servers::{RedisServers, RespReply};
 
 /// Real servers, each client with its own connections; Redlock on more
 /// than one server.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, DynLockBackend, ErrorKind, LockBackendExt, LockName, LostReason,
     Primitive, Wait,
 };
@@ -206,7 +206,7 @@ pub async fn list_finds_every_held_name_under_a_prefix(target: &dyn Target) {
         leadership.resign().await.expect("resign");
     }
     let paged = client
-        .list(&lock_core::ListOptions::prefix("conformance/admin/list/").limit(1))
+        .list(&distlock_core::ListOptions::prefix("conformance/admin/list/").limit(1))
         .await
         .expect("list one page");
     assert_eq!(paged.locks.len(), 1, "{paged:?}");

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Candidacy, DynElectionBackend, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_core::LockBackendExt;
+use distlock_core::LockBackendExt;
 
 use super::Target;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_core::{ErrorKind, LockBackendExt};
+use distlock_core::{ErrorKind, LockBackendExt};
 use tokio::time::Instant;
 
 use super::{SLACK, Target, within};

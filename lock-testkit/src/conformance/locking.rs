@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ErrorKind, LockBackendExt, LockName, Wait};
+use distlock_core::{AcquireOptions, ErrorKind, LockBackendExt, LockName, Wait};
 use tokio::time::Instant;
 
 use super::{SLACK, Target, within};
@@ -140,7 +140,7 @@ pub async fn different_names_do_not_block(target: &dyn Target) {
 /// zero TTL gives `InvalidConfig`, at once.
 pub async fn invalid_input_is_rejected_before_io(target: &dyn Target) {
     let client = target.client().await;
-    let long = "n".repeat(lock_core::MAX_NAME_LEN + 1);
+    let long = "n".repeat(distlock_core::MAX_NAME_LEN + 1);
     for bad in ["", "nul\0inside", "line\nbreak", long.as_str()] {
         let err = within(SLACK, "invalid name", client.try_lock(bad))
             .await

@@ -4,7 +4,7 @@
 //! the whole suite with one line:
 //!
 //! ```ignore
-//! lock_testkit::conformance_tests!(my_backend::test_target().await);
+//! distlock_testkit::conformance_tests!(my_backend::test_target().await);
 //! ```
 //!
 //! The macro expands to one `#[tokio::test]` per property, named after it, so
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
+use distlock_core::{
     AcquireOptions, Capabilities, DynElectionBackend, DynLockBackend, LockBackendExt, LockGuard,
 };
 use tokio::task::JoinHandle;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     DynLockBackend, ErrorKind, FencingToken, LockBackendExt, LockName, LostReason, MultiLockGuard,
     Result,
 };

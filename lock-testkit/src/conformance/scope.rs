@@ -3,7 +3,7 @@
 //! acquisition completes when the program waits for background work before
 //! its runtime shuts down.
 
-use lock_core::{ErrorKind, LockBackendExt};
+use distlock_core::{ErrorKind, LockBackendExt};
 
 use super::{SLACK, Target, within};
 
@@ -43,7 +43,7 @@ pub async fn release_completes_before_a_runtime_shuts_down(target: &dyn Target) 
         let guard = client.lock(dropped).await.expect("lock");
         drop(guard);
         assert!(
-            lock_core::wait_for_background(SLACK).await,
+            distlock_core::wait_for_background(SLACK).await,
             "the background release did not finish"
         );
     });
@@ -75,7 +75,7 @@ pub async fn cancelled_waiter_in_an_exiting_program_gives_up_its_place(target: &
             "the waiter must still be waiting when interrupted"
         );
         assert!(
-            lock_core::wait_for_background(SLACK).await,
+            distlock_core::wait_for_background(SLACK).await,
             "giving up the queue place did not finish"
         );
     });

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{
+use distlock_core::{
     Access, AcquireOptions, Capabilities, DynLockBackend, ErrorKind, LockBackendExt, LockGuard,
     Wait,
 };
@@ -63,7 +63,7 @@ async fn try_grant(
     client: &DynLockBackend,
     name: &str,
     access: Access,
-) -> lock_core::Result<LockGuard> {
+) -> distlock_core::Result<LockGuard> {
     let options = AcquireOptions::new().wait(Wait::No);
     within(SLACK, "try", client.shared_with(name, access, &options)).await
 }

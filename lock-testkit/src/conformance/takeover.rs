@@ -2,7 +2,7 @@
 //! client: by expiry, and by an operator's `force_release`. The old guard
 //! must never extend the new holder's lock, nor claim the lock again.
 
-use lock_core::{AcquireOptions, DynLockBackend, ErrorKind, LockBackendExt, LockGuard, Wait};
+use distlock_core::{AcquireOptions, DynLockBackend, ErrorKind, LockBackendExt, LockGuard, Wait};
 
 use super::{SLACK, Target, within};
 use crate::assert::{evicts, fails_with_one_of};
@@ -49,7 +49,7 @@ pub async fn a_broken_holder_never_renews_its_successors_lock(target: &dyn Targe
         return;
     }
     let name = "conformance/takeover/broken";
-    let lock = lock_core::LockName::new(name).expect("valid name");
+    let lock = distlock_core::LockName::new(name).expect("valid name");
     let stale = a.lock(name).await.expect("lock");
     evicts(&*b, &lock).await;
     let fresh = b

@@ -1,5 +1,5 @@
 //! Metrics and spans are recorded the same way on every backend, because
-//! lock-core records them (see `lock_core::telemetry`).
+//! distlock-core records them (see `distlock_core::telemetry`).
 //!
 //! The test binary gets a process-wide metrics recorder and tracing
 //! subscriber, installed once; counters only grow, so tests running beside
@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, OnceLock};
 
-use lock_core::telemetry::{ACQUISITIONS, HELD, HOLD_TIME, RENEWALS};
-use lock_core::{ErrorKind, LockBackendExt};
+use distlock_core::telemetry::{ACQUISITIONS, HELD, HOLD_TIME, RENEWALS};
+use distlock_core::{ErrorKind, LockBackendExt};
 use metrics_util::MetricKind;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tracing::field::{Field, Visit};
@@ -101,7 +101,7 @@ fn count_of(name: &str, backend: &str, by: &str, value: &str) -> u64 {
 }
 
 /// An acquisition, a refused attempt, a renewal and a release are recorded
-/// under the backend's name with lock-core's metric names and span names.
+/// under the backend's name with distlock-core's metric names and span names.
 pub async fn metrics_and_spans_are_the_same_on_every_backend(target: &dyn Target) {
     let recorded = recorded();
     let (a, b) = (target.client().await, target.client().await);

@@ -105,13 +105,13 @@ impl Op {
 }
 
 impl Mode {
-    /// The mode of an acquisition through lock-core's shared primitives.
+    /// The mode of an acquisition through distlock-core's shared primitives.
     /// `None` for access kinds this history does not know.
-    pub fn of_access(access: lock_core::Access) -> Option<Mode> {
+    pub fn of_access(access: distlock_core::Access) -> Option<Mode> {
         match access {
-            lock_core::Access::Permit(limit) => Some(Mode::Permit { limit: limit.get() }),
-            lock_core::Access::Read => Some(Mode::Read),
-            lock_core::Access::Write => Some(Mode::Write),
+            distlock_core::Access::Permit(limit) => Some(Mode::Permit { limit: limit.get() }),
+            distlock_core::Access::Read => Some(Mode::Read),
+            distlock_core::Access::Write => Some(Mode::Write),
             _ => None,
         }
     }

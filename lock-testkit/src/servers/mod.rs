@@ -17,8 +17,8 @@
 //! [`ZkOptions::isolatable`]).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), lock_testkit::servers::LaunchError> {
-//! use lock_testkit::servers::{EtcdCluster, RedisServer, ZkEnsemble};
+//! # async fn demo() -> Result<(), distlock_testkit::servers::LaunchError> {
+//! use distlock_testkit::servers::{EtcdCluster, RedisServer, ZkEnsemble};
 //!
 //! let etcd = EtcdCluster::start(3).await?;
 //! let redis = RedisServer::start().await?;

@@ -3,17 +3,17 @@
 
 #![allow(dead_code, missing_docs)]
 
-use lock_zk::ClientConfig;
+use distlock_zk::ClientConfig;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{DynElectionBackend, LockBackendExt, LockGuard};
-use lock_testkit::conformance::Target;
-use lock_testkit::proxy::FaultProxy;
-use lock_testkit::servers::ZkEnsemble;
-use lock_zk::{ZkBackend, ZkConfig, zk};
+use distlock_core::{DynElectionBackend, LockBackendExt, LockGuard};
+use distlock_testkit::conformance::Target;
+use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::ZkEnsemble;
+use distlock_zk::{ZkBackend, ZkConfig, zk};
 
 /// Starts `members` ZooKeeper servers, or fails naming the install script.
 pub(crate) async fn start_zk(members: usize) -> ZkEnsemble {
@@ -63,7 +63,7 @@ pub(crate) async fn wait_until(
 
 /// The server's `zk_watch_count` from `mntr`.
 pub(crate) async fn watch_count(addr: &str) -> usize {
-    let mntr = lock_testkit::servers::zk::four_letter_word(addr, "mntr")
+    let mntr = distlock_testkit::servers::zk::four_letter_word(addr, "mntr")
         .await
         .expect("mntr");
     mntr.lines()
@@ -131,7 +131,7 @@ pub(crate) async fn connect_pair(
 /// Takes `name` without waiting and gives it back: proves that nothing
 /// holds or queues for it right now (`why` says what the test expects).
 pub(crate) async fn lock_and_release(backend: &ZkBackend, name: &str, why: &str) {
-    lock_testkit::assert::acquired_and_released(why, backend.try_lock(name)).await;
+    distlock_testkit::assert::acquired_and_released(why, backend.try_lock(name)).await;
 }
 
 /// The index of the ensemble's leader, which every test of a quorum needs.

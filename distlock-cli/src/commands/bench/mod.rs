@@ -1,4 +1,4 @@
-//! `distlock bench`: the lock-testkit workload against each backend in turn.
+//! `distlock bench`: the distlock-testkit workload against each backend in turn.
 
 mod chart;
 mod outputs;
@@ -10,10 +10,10 @@ mod table;
 use std::sync::Arc;
 
 use distlock::{Capabilities, Config};
-use futures::FutureExt;
-use lock_workload::{
+use distlock_workload::{
     ClientFactory, Primitive, Progress, WorkloadConfig, WorkloadReport, run_workload,
 };
+use futures::FutureExt;
 use serde::Serialize;
 
 use crate::cli::{BenchArgs, BenchPrimitive, TargetArgs};

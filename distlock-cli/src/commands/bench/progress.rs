@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use distlock_workload::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
-use lock_workload::Progress;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

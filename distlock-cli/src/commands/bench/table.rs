@@ -37,7 +37,7 @@ fairness: the fewest acquisitions of any client divided by the most (1.00: all e
 /// `figure`, or "-" where no hand-off was timed: they are timed for locks
 /// under contention only, so a semaphore, a read-write lock or a lone
 /// client has none.
-fn if_handed_over(report: &lock_workload::WorkloadReport, figure: String) -> String {
+fn if_handed_over(report: &distlock_workload::WorkloadReport, figure: String) -> String {
     if report.handoff.max_us == 0 {
         "-".into()
     } else {

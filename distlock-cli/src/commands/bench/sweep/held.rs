@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use distlock::Config;
-use lock_workload::{HoldConfig, ProcessSample, hold_many};
+use distlock_workload::{HoldConfig, ProcessSample, hold_many};
 use serde::{Deserialize, Serialize};
 
 use super::server::Counter;

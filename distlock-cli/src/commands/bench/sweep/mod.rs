@@ -18,7 +18,7 @@ mod table;
 use std::path::PathBuf;
 
 use distlock::Config;
-use lock_workload::{HoldConfig, Primitive, WorkloadReport};
+use distlock_workload::{HoldConfig, Primitive, WorkloadReport};
 use serde::Serialize;
 
 use super::outputs::Outputs;

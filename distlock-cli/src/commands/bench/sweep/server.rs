@@ -2,7 +2,7 @@
 //! measured where it lands rather than inferred from the client's intent:
 //!
 //! - Redis: script invocations, the `EVAL*` and `FCALL*` calls of `INFO
-//!   commandstats`. Every lock-redis operation, renewal included, is one
+//!   commandstats`. Every distlock-redis operation, renewal included, is one
 //!   script, and the commands a script runs inside are counted under their
 //!   own names (as is `total_commands_processed`), so counting scripts counts
 //!   the client's requests rather than the work inside them;
