@@ -14,7 +14,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Distributed locks from the shell, on any backend: memory, file, etcd,
-/// Redis, Redlock or ZooKeeper.
+/// Redis, Redlock, ZooKeeper or PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(
     name = "distlock",
@@ -39,9 +39,9 @@ pub(crate) struct Cli {
 pub(crate) struct TargetArgs {
     /// Backend URL: file:///DIR, memory://, etcd://H:P, etcds://H:P,
     /// redis://H:P, rediss://H:P, redlock://H1:P,H2:P,H3:P,
-    /// redis+cluster://H1:P,H2:P, rediss+cluster://H1:P,H2:P, zk://H:P.
-    /// Default: $DISTLOCK_URL, then the url in --config, then lock files in
-    /// ~/.local/state/distlock/locks.
+    /// redis+cluster://H1:P,H2:P, rediss+cluster://H1:P,H2:P, zk://H:P,
+    /// postgres://U@H:P/DB. Default: $DISTLOCK_URL, then the url in --config,
+    /// then lock files in ~/.local/state/distlock.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) url: Vec<String>,
 

@@ -32,7 +32,7 @@ pub(crate) const CANNOT_CREATE: u8 = 73;
 /// Which command's exit codes to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Topic {
-    /// `distlock --help`: every code, and where each command's are.
+    /// `distlock --help`: every code, each with the commands that give it.
     All,
     Run,
     Elect,
@@ -44,149 +44,173 @@ pub(crate) enum Topic {
 
 use Topic::{All, Bench, Break, Elect, Ls, Run, Status};
 
-/// Every code `--help` lists, in order: the help topics that show it and
-/// its line (or lines). A code that means something different to some
-/// commands has a row per meaning; each command lists only the codes it can
-/// give, and the top-level help lists them all.
-const CODES: &[(&[Topic], &str)] = &[
-    (
-        &[All],
-        "  0-255  distlock run: the command's own exit status (128+N if it died of signal N)",
-    ),
-    (
+/// Every command, in the order the help names them.
+const COMMANDS: [Topic; 6] = [Run, Elect, Bench, Status, Ls, Break];
+
+impl Topic {
+    fn command(self) -> &'static str {
+        match self {
+            All => "distlock",
+            Run => "run",
+            Elect => "elect",
+            Bench => "bench",
+            Status => "status",
+            Ls => "ls",
+            Break => "break",
+        }
+    }
+}
+
+/// One row of the exit-code table: a code (or range), the commands that
+/// give it with this meaning, and the meaning.
+struct Code {
+    code: &'static str,
+    commands: &'static [Topic],
+    meaning: &'static str,
+}
+
+const fn code(code: &'static str, commands: &'static [Topic], meaning: &'static str) -> Code {
+    Code {
+        code,
+        commands,
+        meaning,
+    }
+}
+
+/// The one exit-code table: every `--help` lists its rows, and docs/cli.md
+/// states it (a test compares them). A code that means something different
+/// to some commands, or has causes only some commands meet, has a row per
+/// meaning; each command lists only its own rows.
+const CODES: &[Code] = &[
+    code(
+        "0-255",
         &[Run],
-        "  0-255  the command's own exit status (128+N if it died of signal N)",
+        "the command's own exit status (128+N if it died of signal N)",
     ),
-    (
+    code(
+        "0",
         &[Elect],
-        "  0      resigned or stopped listening after SIGINT or SIGTERM",
+        "resigned or stopped listening after SIGINT or SIGTERM",
     ),
-    (
+    code(
+        "0",
         &[Bench],
-        "  0      every backend ran without error or mutual-exclusion violation",
+        "every backend ran without error or mutual-exclusion violation",
     ),
-    (&[Status], "  0      the lock is held (its holder is shown)"),
-    (
+    code("0", &[Status], "the lock is held (its holder is shown)"),
+    code(
+        "0",
         &[Ls],
-        "  0      listed; with no match, \"no locks under PREFIX\" on stderr",
+        "listed; with no match, \"no locks under PREFIX\" on stderr",
     ),
-    (
+    code(
+        "0",
         &[Break],
-        "  0      the holder was evicted; its token is printed",
+        "the holder was evicted; its token is printed",
     ),
-    (
-        &[All],
-        "  1      status: the lock is free; break: the lock was free, nothing was broken",
+    code("1", &[Status], "the lock is free"),
+    code("1", &[Break], "the lock was free; nothing was broken"),
+    code(
+        "64",
+        &COMMANDS,
+        "usage error: bad arguments, a malformed URL or setting, an unknown scheme, \
+         a backend not compiled in",
     ),
-    (&[Status], "  1      the lock is free"),
-    (&[Break], "  1      the lock was free; nothing was broken"),
-    (
-        &[All],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`,
-         break without --yes, an operation the backend does not implement",
+    code(
+        "64",
+        &[Run, Elect, Status, Ls, Break],
+        "memory:// (its locks live in one process), a setting the backend has no use \
+         for, an operation the backend does not implement",
     ),
-    (
+    code("64", &[Run, Elect, Status, Break], "an invalid name"),
+    code(
+        "64",
+        &[Run, Elect, Bench],
+        "a --ttl below the backend's minimum",
+    ),
+    code(
+        "64",
         &[Run],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid lock name, --ttl 0, memory://, missing `-- COMMAND`,
-         --permits 0, --permits/--shared/--exclusive together, a semaphore limit
-         other than its holders', no semaphores or read-write locks on the backend",
+        "missing `-- COMMAND`, --grace over half the TTL, --permits 0, \
+         --permits/--shared/--exclusive together, a semaphore limit other than its \
+         holders', no semaphores or read-write locks on the backend",
     ),
-    (
-        &[Elect],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid name, --ttl 0, memory://, no leader election",
+    code("64", &[Elect], "no leader election on the backend"),
+    code("64", &[Break], "break without --yes"),
+    code("64", &[Bench], "--plot not ending in .svg"),
+    code(
+        "69",
+        &[Run, Elect, Status, Ls, Break],
+        "backend unavailable: unreachable server, timeout, backend error",
     ),
-    (
+    code(
+        "69",
         &[Bench],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, --plot not ending in .svg",
+        "a backend failed or violated mutual exclusion (see the table)",
     ),
-    (
-        &[Status],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid name, memory://, an operation the backend does not
-         implement",
-    ),
-    (
-        &[Ls],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, memory://, an operation the backend does not implement",
-    ),
-    (
-        &[Break],
-        "  64     usage error: bad arguments, malformed URL, unknown scheme, backend not
-         compiled in, invalid name, memory://, break without --yes, an operation
-         the backend does not implement",
-    ),
-    (
-        &[All, Run, Elect, Status, Ls, Break],
-        "  69     backend unavailable: unreachable server, timeout, backend error",
-    ),
-    (
+    code(
+        "73",
         &[Bench],
-        "  69     a backend failed or violated mutual exclusion (see the table)",
+        "the --json or --plot file could not be created or written",
     ),
-    (
-        &[All, Bench],
-        "  73     bench: the --json or --plot file could not be created or written",
-    ),
-    (
-        &[All, Run],
-        "  75     lock not acquired within --wait (held by someone else)",
-    ),
-    (
-        &[All],
-        "  76     lock or leadership lost while held; the command got SIGTERM once less
-         than --grace of the lease was left (or when the lock was lost), then
-         SIGKILL before the lock could pass to another holder",
-    ),
-    (
+    code(
+        "75",
         &[Run],
-        "  76     lock lost while held; the command got SIGTERM once less than --grace
-         of the lease was left (or when the lock was lost), then SIGKILL before
-         the lock could pass to another holder",
+        "lock not acquired within --wait (held by someone else)",
     ),
-    (&[Elect], "  76     leadership lost while held"),
-    (
-        &[All, Run, Elect, Status, Ls, Break],
-        "  77     the backend rejected the credentials",
-    ),
-    (&[All, Run], "  126    the command could not be executed"),
-    (&[All, Run], "  127    the command was not found"),
-    (
-        &[All],
-        "  130    SIGINT while waiting for a lock or leadership (its place was given up)",
-    ),
-    (
+    code(
+        "76",
         &[Run],
-        "  130    SIGINT while waiting for the lock (its queue place was given up)",
+        "lock lost while held; the command got SIGTERM once less than --grace of the \
+         lease was left (or when the lock was lost), then SIGKILL before the lock \
+         could pass to another holder",
     ),
-    (
+    code("76", &[Elect], "leadership lost while held"),
+    code(
+        "77",
+        &[Run, Elect, Status, Ls, Break],
+        "the backend rejected the credentials",
+    ),
+    code("126", &[Run], "the command could not be executed"),
+    code("127", &[Run], "the command was not found"),
+    code(
+        "130",
+        &[Run],
+        "SIGINT while waiting for the lock (its queue place was given up)",
+    ),
+    code(
+        "130",
         &[Elect],
-        "  130    SIGINT while campaigning (its place was given up)",
+        "SIGINT while campaigning (its place was given up)",
     ),
-    (
-        &[All],
-        "  143    SIGTERM while waiting for a lock or leadership (its place was given up)",
-    ),
-    (
+    code(
+        "143",
         &[Run],
-        "  143    SIGTERM while waiting for the lock (its queue place was given up)",
+        "SIGTERM while waiting for the lock (its queue place was given up)",
     ),
-    (
+    code(
+        "143",
         &[Elect],
-        "  143    SIGTERM while campaigning (its place was given up)",
+        "SIGTERM while campaigning (its place was given up)",
     ),
 ];
 
-/// The exit-code table shown at the end of `--help`.
+/// The exit-code table shown at the end of `--help`: a command's own rows,
+/// or for `distlock --help` every row, prefixed with the commands that give
+/// it unless every command does.
 pub(crate) fn help(topic: Topic) -> String {
-    let lines: Vec<&str> = CODES
+    let lines: Vec<String> = CODES
         .iter()
-        .filter(|(topics, _)| topics.contains(&topic))
-        .map(|(_, line)| *line)
+        .filter(|row| topic == All || row.commands.contains(&topic))
+        .map(|row| {
+            let meaning = if topic == All && row.commands != COMMANDS {
+                let names: Vec<&str> = row.commands.iter().map(|c| c.command()).collect();
+                format!("{}: {}", names.join(", "), row.meaning)
+            } else {
+                row.meaning.to_owned()
+            };
+            format!("  {:<6} {}", row.code, wrap(&meaning))
+        })
         .collect();
     let mut text = format!("Exit codes:\n{}", lines.join("\n"));
     if topic == All {
@@ -194,6 +218,24 @@ pub(crate) fn help(topic: Topic) -> String {
         text.push_str(&settings_help());
     }
     text
+}
+
+/// `text` in lines of at most 72 columns, continued under the meaning's
+/// first column.
+fn wrap(text: &str) -> String {
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && line.len() + 1 + word.len() > 72 {
+            lines.push(word.to_owned());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines.join("\n         ")
 }
 
 /// The settings a config file or the environment can give, from the one
