@@ -1,5 +1,11 @@
 #![doc = include_str!("docs.md")]
 
+// The README's Rust examples compile as doctests (with the features the
+// workspace's tests use), so the front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 mod backends;
 mod config;
 mod connect;
