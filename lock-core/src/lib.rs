@@ -7,9 +7,12 @@
 //! read-write locks ([`LockBackend::acquire_as`] with an [`Access`], one
 //! grant rule for all three), and leader election
 //! ([`ElectionBackend`], with string-named forms in [`ElectionBackendExt`]
-//! as [`LockBackendExt`] has for locks). It depends on no network client. Backends live in `distlock-etcd`, `distlock-redis`,
-//! `distlock-zk` and `distlock-file`; [`memory::MemoryBackend`] is a faithful
-//! in-process reference.
+//! as [`LockBackendExt`] has for locks). It depends on no network client.
+//! Backends live in `distlock-etcd`, `distlock-redis`, `distlock-zk`,
+//! `distlock-postgres` and `distlock-file`; [`memory::MemoryBackend`] is a
+//! faithful in-process reference. Applications use them through the
+//! [`distlock`](https://docs.rs/distlock) facade, which re-exports this
+//! crate's API.
 //!
 //! It also owns the lease lifecycle that backends share ([`raw`]): a
 //! backend supplies its round trips (renew, release, proclaim) and what it
@@ -19,14 +22,15 @@
 //! refuses a grant whose lease has already run out.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
-//! use distlock_core::{LockBackendExt, memory::MemoryBackend};
+//! # mod distlock { pub use distlock_core::*; } // the facade's paths
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+//! use distlock::{LockBackendExt, memory::MemoryBackend};
 //!
 //! let backend = MemoryBackend::new();
 //! let guard = backend.lock("reports/nightly").await?;
 //! println!("holding {} with token {}", guard.name(), guard.token());
 //! assert_eq!(backend.try_lock("reports/nightly").await.unwrap_err().kind(),
-//!            distlock_core::ErrorKind::WouldBlock);
+//!            distlock::ErrorKind::WouldBlock);
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```
