@@ -100,7 +100,7 @@ fn doc_rows() -> Vec<Row> {
             let commands = if cells[1] == "every command" {
                 every_command()
             } else {
-                cells[1].split(", ").map(|c| plain(c)).collect()
+                cells[1].split(", ").map(plain).collect()
             };
             Row {
                 code: cells[0].to_owned(),
