@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_postgres::types::Type;
 
 use crate::backend::PostgresBackend;
-use crate::sessions::{Session, Sessions};
+use crate::sessions::{Param, Session, Sessions};
 
 /// The advisory lock key of `name` under `prefix`, as the SQL that computes
 /// it on the server with its parameters: a decimal `i64` name is the key.
@@ -65,8 +65,7 @@ impl PostgresBackend {
                 config.schema
             ),
         };
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
-            [(&decimal, Type::INT8), (&text, Type::TEXT)];
+        let params: [Param<'_>; 2] = [(&decimal, Type::INT8), (&text, Type::TEXT)];
         let mut fresh_only = false;
         let (session, rows) = loop {
             let session = if fresh_only {
@@ -74,7 +73,7 @@ impl PostgresBackend {
             } else {
                 self.inner.sessions.take().await?
             };
-            let request = session.client.query_typed(&statement, &params);
+            let request = session.query(&statement, &params);
             let answer = match (options.wait, deadline) {
                 (Wait::Forever, _) | (_, None) => Ok(request.await),
                 (Wait::No, _) => tokio::time::timeout(bound, request).await,
@@ -187,11 +186,11 @@ impl Lease for AdvisoryLease {
                      AND pid = pg_backend_pid() AND granted AND objsubid = 1 \
                      AND ((classid::bigint << 32) | objid::bigint) = $1)";
         let key = self.key;
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] = [(&key, Type::INT8)];
+        let params: [Param<'_>; 1] = [(&key, Type::INT8)];
         let Some(session) = self.session() else {
             return Err(self.gone("it was released"));
         };
-        let asked = session.client.query_typed(check, &params);
+        let asked = session.query(check, &params);
         match tokio::time::timeout(self.bound, asked).await {
             Ok(Ok(rows)) if rows.first().is_some_and(|row| row.get::<_, bool>(0)) => Ok(()),
             Ok(Ok(_)) => {
@@ -211,16 +210,19 @@ impl Lease for AdvisoryLease {
         }
     }
 
-    /// Unlocks, and in the same statement checks that the session holds no
-    /// advisory lock any more: only then is it kept for reuse.
+    /// Unlocks; a session whose unlock succeeded holds nothing, so it is
+    /// kept for reuse.
+    ///
+    /// A session takes exactly one advisory lock, once: an acquisition
+    /// uses a session alone, and any acquisition that fails, times out or
+    /// is cancelled closes its session. So when `pg_advisory_unlock`
+    /// returns true, the session's one lock count went to zero. (Asking
+    /// `pg_locks` instead would take every lock-manager partition lock on
+    /// the server, stalling every other hand-off while it reads them.)
     async fn release(&self) -> Result<()> {
-        let unlock = "WITH unlocked AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok) \
-                      SELECT ok, NOT EXISTS (SELECT 1 FROM pg_locks \
-                                              WHERE locktype = 'advisory' \
-                                                AND pid = pg_backend_pid()) \
-                      FROM unlocked";
+        let unlock = "SELECT pg_advisory_unlock($1)";
         let key = self.key;
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] = [(&key, Type::INT8)];
+        let params: [Param<'_>; 1] = [(&key, Type::INT8)];
         // Dropped on every path but a clean one: a closed session frees
         // whatever it held, also when this future is cancelled.
         let Some(session) = self
@@ -231,13 +233,11 @@ impl Lease for AdvisoryLease {
         else {
             return Err(self.gone("it was released already"));
         };
-        let asked = session.client.query_typed(unlock, &params);
+        let asked = session.query(unlock, &params);
         match tokio::time::timeout(self.bound, asked).await {
             Ok(Ok(rows)) => {
-                let (unlocked, clean) = rows
-                    .first()
-                    .map_or((false, false), |row| (row.get::<_, bool>(0), row.get(1)));
-                if unlocked && clean {
+                let unlocked = rows.first().is_some_and(|row| row.get::<_, bool>(0));
+                if unlocked {
                     // A renewal still in flight keeps a clone: close then.
                     if let Ok(session) = Arc::try_unwrap(session) {
                         self.sessions.put(session);

@@ -7,13 +7,14 @@
 //! for the next acquisition instead of closing.
 //!
 //! A session is put back only when its release proved it holds nothing:
-//! `pg_advisory_unlock` returned true and, in the same statement, the
-//! server listed no advisory lock left on the session. Any error, timeout,
+//! it took one advisory lock, and `pg_advisory_unlock` returned true. Any
+//! error, timeout,
 //! unknown outcome, cancelled release or lost lease drops the session
 //! instead, and a dropped session is closed, which frees whatever it held.
 //! The pool keeps at most as many sessions as locks were held at once
 //! (capped at [`MAX_IDLE`]), and closes those idle for [`IDLE_FOR`].
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -21,7 +22,8 @@ use std::time::Duration;
 use distlock_core::Result;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_postgres::Client;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Row, Statement};
 
 use crate::config::PostgresConfig;
 use crate::connect::open;
@@ -46,9 +48,47 @@ pub(crate) struct Session {
     idle: bool,
     /// Taken from the pool rather than opened for this acquisition.
     pub(crate) reused: bool,
+    /// Statements prepared on this session, by their text.
+    prepared: Mutex<HashMap<String, Statement>>,
 }
 
+/// A parameter with its declared type.
+pub(crate) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
 impl Session {
+    /// Runs `sql` as a statement prepared on this session.
+    ///
+    /// A kept session runs the same few statements again and again; a
+    /// prepared one skips the server's parse and plan, which cost about as
+    /// much as the lock itself. The first use on a session prepares it (one
+    /// more round trip, on a session that has just paid for its connection).
+    ///
+    /// Cancel safe in the sense the callers need: a cancelled query leaves
+    /// the session in use, and callers close a session whose request did not
+    /// finish.
+    pub(crate) async fn query(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let cached = self.prepared().get(sql).cloned();
+        let statement = match cached {
+            Some(statement) => statement,
+            None => {
+                let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
+                let statement = self.client.prepare_typed(sql, &types).await?;
+                self.prepared().insert(sql.to_owned(), statement.clone());
+                statement
+            }
+        };
+        let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(value, _)| *value).collect();
+        self.client.query(&statement, &values).await
+    }
+
+    fn prepared(&self) -> MutexGuard<'_, HashMap<String, Statement>> {
+        self.prepared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Cancels whatever the session's server process is doing.
     pub(crate) fn cancel(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let token = self.client.cancel_token();
@@ -156,6 +196,7 @@ impl Sessions {
             _out: Some(counted),
             idle: false,
             reused: false,
+            prepared: Mutex::new(HashMap::new()),
         })
     }
 

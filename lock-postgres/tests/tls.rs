@@ -1,6 +1,8 @@
 //! TLS: a client that trusts the server's CA locks over TLS; one that
 //! trusts another CA, or requires TLS of a server without it, gets no
-//! connection at all.
+//! connection at all. A server that requires client certificates takes a
+//! client that presents one (`tls.cert`, `tls.key`) and refuses one that
+//! does not.
 
 mod support;
 
@@ -72,4 +74,45 @@ async fn requiring_tls_of_a_server_without_it_fails() {
     PostgresBackend::connect_url(&url(&server, "sslmode=prefer"))
         .await
         .expect("prefer without TLS on the server");
+}
+
+#[tokio::test]
+async fn a_server_requiring_client_certificates_takes_ours_and_refuses_none() {
+    let certs = TestCerts::generate().expect("certificates");
+    let server = PostgresServer::start_with(
+        PostgresOptions::new()
+            .tls(certs.server_cert(), certs.server_key())
+            .client_ca(certs.ca()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot start postgres requiring client certificates: {e}"));
+    let trust = format!("sslmode=verify-full&tls.ca={}", certs.ca().display());
+
+    let with_cert = format!(
+        "{trust}&tls.cert={}&tls.key={}",
+        certs.client_cert().display(),
+        certs.client_key().display()
+    );
+    let backend = PostgresBackend::connect_url(&url(&server, &with_cert))
+        .await
+        .expect("connect with a client certificate");
+    let guard = backend.lock("mtls/lock").await.expect("lock");
+    assert!(guard.token().get() > 0);
+    guard.release().await.expect("release");
+    let with_client_cert = server
+        .query("SELECT count(*) FROM pg_stat_ssl WHERE ssl AND client_dn IS NOT NULL")
+        .expect("read pg_stat_ssl");
+    assert_ne!(
+        with_client_cert, "0",
+        "no connection presented a client certificate"
+    );
+
+    let err = PostgresBackend::connect_url(&url(&server, &trust))
+        .await
+        .expect_err("a client without a certificate must be refused");
+    assert!(
+        matches!(err.kind(), distlock_core::ErrorKind::Unauthorized),
+        "expected Unauthorized, got {:?}: {err}",
+        err.kind()
+    );
 }

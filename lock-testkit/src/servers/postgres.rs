@@ -62,6 +62,7 @@ pub struct PostgresOptions {
     bin_dir: Option<PathBuf>,
     fsync: bool,
     tls: Option<(PathBuf, PathBuf)>,
+    client_ca: Option<PathBuf>,
 }
 
 impl PostgresOptions {
@@ -91,6 +92,15 @@ impl PostgresOptions {
         self
     }
 
+    /// With [`tls`](Self::tls): a TLS client must present a certificate
+    /// signed by this CA (`hostssl … clientcert=verify-ca`), or is refused.
+    /// Plain-text clients are still trusted, so that [`PostgresServer::query`]
+    /// (`psql`, which falls back to plain text) keeps working.
+    pub fn client_ca(mut self, ca: impl Into<PathBuf>) -> Self {
+        self.client_ca = Some(ca.into());
+        self
+    }
+
     /// Makes commits durable (`fsync=on`). Off by default: tests are faster
     /// without, and a killed server still keeps what it committed, since
     /// only an OS crash loses unsynced writes.
@@ -107,6 +117,7 @@ impl fmt::Debug for PostgresOptions {
             .field("bin_dir", &self.bin_dir)
             .field("fsync", &self.fsync)
             .field("tls", &self.tls)
+            .field("client_ca", &self.client_ca)
             .finish()
     }
 }
@@ -227,6 +238,30 @@ impl PostgresServer {
                 "-c".into(),
                 format!("ssl_key_file={}", key_copy.display()).into(),
             ]);
+            if let Some(ca) = &options.client_ca {
+                let (ca_copy, hba) = (
+                    dir.path().join("client-ca.crt"),
+                    dir.path().join("hba.conf"),
+                );
+                fs::copy(ca, &ca_copy).map_err(io_error)?;
+                fs::write(
+                    &hba,
+                    "local all all trust\n\
+                     hostssl all all 127.0.0.1/32 trust clientcert=verify-ca\n\
+                     hostnossl all all 127.0.0.1/32 trust\n",
+                )
+                .map_err(io_error)?;
+                if as_root {
+                    give_to_postgres(&ca_copy).map_err(io_error)?;
+                    give_to_postgres(&hba).map_err(io_error)?;
+                }
+                args.extend([
+                    "-c".into(),
+                    format!("ssl_ca_file={}", ca_copy.display()).into(),
+                    "-c".into(),
+                    format!("hba_file={}", hba.display()).into(),
+                ]);
+            }
         }
         let process = ChildProcess::new(label, program, args, dir.path(), "postgres.log");
         process.spawn()?;
