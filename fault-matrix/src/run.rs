@@ -137,6 +137,7 @@ pub fn can_flip(row: Row, fault: Fault) -> bool {
                 | Fault::KillLeader
                 | Fault::FreezeMember
                 | Fault::IsolateFollower
+                | Fault::PauseServer
         )
 }
 
@@ -261,7 +262,9 @@ pub async fn run_trial(
     // Every client's history is timed from here.
     let origin_ns = now_ns();
     let addrs = service.proxied_addrs();
-    let follower = if fault == Fault::IsolateFollower {
+    let follower = if fault == Fault::IsolateFollower
+        || (fault == Fault::PauseServer && service.members() > 1)
+    {
         Some(follower_of(service).await?)
     } else {
         None
@@ -271,8 +274,8 @@ pub async fn run_trial(
     for client in 0..plan.clients {
         let mut own = Vec::new();
         for (member, addr) in addrs.iter().enumerate() {
-            // Under fault 8, even clients reach only the follower that is
-            // cut off, odd ones only the other members.
+            // Under faults 8 and 11, even clients reach only the follower
+            // that is cut off or paused, odd ones only the other members.
             if let Some(f) = follower
                 && ((client % 2 == 0) != (member == f))
             {

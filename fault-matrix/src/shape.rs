@@ -72,9 +72,10 @@ impl Shape {
     ) -> Shape {
         let mut rng = StdRng::seed_from_u64(seed);
         let lead = before + before.mul_f64(rng.random_range(0.0..1.0));
-        // Under fault 8 the victim must be one of the clients of the
-        // follower that is cut off: the even ones.
-        let victim = if fault == Fault::IsolateFollower {
+        // Under faults 8 and 11 the victim must be one of the clients of
+        // the follower that is cut off or paused: the even ones (with one
+        // server, every client uses it).
+        let victim = if matches!(fault, Fault::IsolateFollower | Fault::PauseServer) {
             2 * rng.random_range(0..clients.div_ceil(2))
         } else {
             rng.random_range(0..clients)
@@ -83,7 +84,10 @@ impl Shape {
             Fault::PauseHolder
             | Fault::PartitionHolder
             | Fault::FreezeMember
-            | Fault::IsolateFollower => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            | Fault::IsolateFollower
+            | Fault::PauseServer => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            // Down for less than a TTL before the restart begins.
+            Fault::BriefOutage => ttl.mul_f64(rng.random_range(0.2..0.7)),
             _ => span,
         };
         let linger = Duration::from_millis(rng.random_range(100..400));

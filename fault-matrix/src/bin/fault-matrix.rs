@@ -35,6 +35,7 @@ struct Args {
     from_json: Option<PathBuf>,
     seed: Option<u64>,
     trials: Option<u32>,
+    flip_trials: Option<u32>,
     splice: Option<PathBuf>,
 }
 
@@ -72,6 +73,15 @@ fn parse() -> Result<Args, String> {
                 }
                 args.trials = Some(n);
             }
+            "--flip-trials" => {
+                let n: u32 = value()?
+                    .parse()
+                    .map_err(|e| format!("--flip-trials: {e}"))?;
+                if n == 0 {
+                    return Err("--flip-trials must be at least 1".into());
+                }
+                args.flip_trials = Some(n);
+            }
             "--backends" => {
                 args.backends = Some(list(
                     &value()?,
@@ -81,7 +91,7 @@ fn parse() -> Result<Args, String> {
                 )?);
             }
             "--faults" => {
-                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 10)")?)
+                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 12)")?)
             }
             "--contend" => {
                 args.contended = Some(list(
@@ -102,6 +112,7 @@ fn parse() -> Result<Args, String> {
                      [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N] \
                      [--contend LIST (lock, rwlock-write, semaphore-1; default lock)] \
                      [--seed N (default: from the clock; printed)] [--trials N (every cell)] \
+                     [--flip-trials N (cells whose verdict can flip; after --trials)] \
                      [--from-json FILE (draw the table and chart of an earlier run)] \
                      [--splice FILE (replace the generated parts of docs/safety.md)]"
                     .into());
@@ -241,6 +252,9 @@ async fn main() -> ExitCode {
     }
     if let Some(n) = args.trials {
         plan = plan.with_trials(n);
+    }
+    if let Some(n) = args.flip_trials {
+        plan.flip_trials = n;
     }
     plan.seed = args.seed.unwrap_or_else(clock_seed);
     eprintln!("fault-matrix: seed {:#x} (replay with --seed)", plan.seed);
