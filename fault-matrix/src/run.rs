@@ -96,8 +96,10 @@ impl Plan {
     }
 
     /// How many trials `row` × `fault` runs.
+    /// The many trials of a cell whose verdict can flip go to the lock;
+    /// the other primitives' rows run the ordinary count.
     pub fn trials_of(&self, row: Row, fault: Fault) -> u32 {
-        if can_flip(row, fault) {
+        if can_flip(row, fault) && self.contended == Contended::Lock {
             self.flip_trials
         } else {
             self.trials
@@ -443,7 +445,7 @@ pub async fn run_trial(
     eprintln!(
         "fault-matrix: {} fault {fault}: set-up and warm-up {} ms, lead {} ms, fault {} ms, \
          after {} ms, history check {} ms",
-        row.id(),
+        plan.contended.label(row),
         (began - origin_ns) / 1_000_000,
         (fault_began - began) / 1_000_000,
         (fault_ended - fault_began) / 1_000_000,

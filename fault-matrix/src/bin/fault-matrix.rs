@@ -3,9 +3,10 @@
 //!
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
-//!              [--faults 1,2,...,10] [--clients N]
-//!              [--contend lock,rwlock-write,semaphore-1]
+//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,file,
+//!                          broken,mutant-…]
+//!              [--faults 1,2,...,12] [--clients N] [--seed N] [--trials N]
+//!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1]
 //! ```
 //!
 //! Prints the table on stdout. Fails (exit 1) when a cell could not run,
@@ -268,11 +269,22 @@ async fn main() -> ExitCode {
         None => Fault::full(row),
     };
     let provenance = Provenance::now();
+    let primitives_of = |row: Row| match &args.contended {
+        Some(contended) => contended.clone(),
+        None if args.quick => vec![Contended::Lock],
+        None => Contended::full(row),
+    };
     let planned: u32 = rows
         .iter()
-        .map(|&row| planned_trials(row, &faults_of(row), &plan))
-        .sum::<u32>()
-        * args.contended.as_ref().map_or(1, |c| c.len() as u32);
+        .flat_map(|&row| primitives_of(row).into_iter().map(move |c| (row, c)))
+        .map(|(row, primitive)| {
+            let plan = Plan {
+                contended: primitive,
+                ..plan.clone()
+            };
+            planned_trials(row, &faults_of(row), &plan)
+        })
+        .sum();
     eprintln!("fault-matrix: {planned} trials planned");
     let logs = match tempfile::Builder::new()
         .prefix("fault-matrix-logs-")
@@ -286,12 +298,8 @@ async fn main() -> ExitCode {
     };
     let started = Instant::now();
     let mut cells = Vec::new();
-    let contended = args
-        .contended
-        .clone()
-        .unwrap_or_else(|| vec![Contended::Lock]);
     for row in rows {
-        for &primitive in &contended {
+        for primitive in primitives_of(row) {
             plan.contended = primitive;
             cells.extend(run_row(row, &faults_of(row), &plan, &logs).await);
         }
