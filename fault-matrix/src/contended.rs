@@ -26,6 +26,19 @@ impl Contended {
     /// Every primitive, in table order.
     pub const ALL: [Contended; 3] = [Contended::Lock, Contended::Write, Contended::Permit];
 
+    /// What the full run contends on in `row`: the lock everywhere; on
+    /// `etcd-3` the semaphore's permit as well, on `zk-3` the read-write
+    /// lock's write side, each a row of its own at the ordinary trial
+    /// count (the lock rows carry the many trials of the cells that can
+    /// flip). `--contend` asks for any other mix.
+    pub fn full(row: Row) -> Vec<Contended> {
+        match row {
+            Row::Etcd3 => vec![Contended::Lock, Contended::Permit],
+            Row::Zk3 => vec![Contended::Lock, Contended::Write],
+            _ => vec![Contended::Lock],
+        }
+    }
+
     /// `lock`, `rwlock-write` or `semaphore-1`.
     pub fn id(self) -> &'static str {
         match self {

@@ -32,11 +32,19 @@ pub enum Fault {
     /// 10: a client process is killed (`SIGKILL`): inside its section, as
     /// it releases, or while it waits to acquire.
     KillClient,
+    /// 11: the server the victim talks to is paused (`SIGSTOP`) past its
+    /// TTL, then resumed: the one server, or on etcd and ZooKeeper
+    /// clusters a follower that the victim alone among the members uses.
+    PauseServer,
+    /// 12: every server is killed (`SIGKILL`) and restarted on its data
+    /// after less than a TTL; Redis restarts empty while the holder still
+    /// vouches.
+    BriefOutage,
 }
 
 impl Fault {
     /// Every fault, in column order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 12] = [
         Fault::None,
         Fault::PauseHolder,
         Fault::PartitionHolder,
@@ -47,6 +55,8 @@ impl Fault {
         Fault::IsolateFollower,
         Fault::BreakLock,
         Fault::KillClient,
+        Fault::PauseServer,
+        Fault::BriefOutage,
     ];
 
     /// The faults the full run runs on `row`: every fault, except that the
@@ -83,7 +93,7 @@ impl Fault {
         }
     }
 
-    /// Its column number, 1 to 10.
+    /// Its column number, 1 to 12.
     pub fn number(self) -> u8 {
         Fault::ALL
             .iter()
@@ -110,6 +120,8 @@ impl Fault {
             Fault::IsolateFollower => "isolate-follower",
             Fault::BreakLock => "break-lock",
             Fault::KillClient => "kill-client",
+            Fault::PauseServer => "pause-server",
+            Fault::BriefOutage => "brief-outage",
         }
     }
 
@@ -126,6 +138,8 @@ impl Fault {
             Fault::IsolateFollower => "follower cut off",
             Fault::BreakLock => "lock broken",
             Fault::KillClient => "client killed",
+            Fault::PauseServer => "server paused",
+            Fault::BriefOutage => "all servers down < TTL",
         }
     }
 
@@ -147,6 +161,7 @@ impl Fault {
         }
         let row = row.service_row();
         let no_network = "the file backend has no network: clients reach a local directory";
+        let no_process = "no server process";
         let single = "a single server has no members to lose one of (fault 5 kills it)";
         if row == Row::RedisCluster {
             return self.inapplicable_to_cluster();
@@ -156,13 +171,20 @@ impl Fault {
             (Fault::PartitionHolder | Fault::SlowNetwork, Row::Broken) => {
                 Some("memory:// has no network")
             }
+            (Fault::PauseServer | Fault::BriefOutage, Row::File) => Some(no_process),
+            (Fault::PauseServer | Fault::BriefOutage, Row::Broken) => {
+                Some("memory:// has no server")
+            }
+            (Fault::PauseServer, Row::Redlock) => {
+                Some("every Redlock client talks to every server: fault 7 freezes one of them")
+            }
             (Fault::KillServer, Row::File) => {
                 Some("the file backend has no server process: the directory is the service")
             }
             (Fault::KillServer | Fault::KillLeader | Fault::FreezeMember, Row::Broken) => {
                 Some("memory:// has no server")
             }
-            (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some("no server process"),
+            (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some(no_process),
             (
                 Fault::KillLeader | Fault::FreezeMember,
                 Row::Etcd | Row::Redis | Row::Zk | Row::Postgres,
@@ -197,6 +219,13 @@ impl Fault {
                 "clients use only masters (replicas serve no lock traffic), and a node's \
                  cluster bus runs without a proxy to cut",
             ),
+            Fault::PauseServer => {
+                Some("a node paused past the 1 s node timeout is failed over, as fault 5 measures")
+            }
+            Fault::BriefOutage => Some(
+                "every node killed at once leaves no replica to take over; fault 5 measures \
+                 the failover of the lock's master",
+            ),
             _ => None,
         }
     }
@@ -208,7 +237,7 @@ impl Fault {
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
         match (self, row.service_row()) {
             (Fault::BreakLock, _) => Duration::ZERO,
-            (Fault::KillServer, Row::Redis | Row::Redlock) => Duration::ZERO,
+            (Fault::KillServer | Fault::BriefOutage, Row::Redis | Row::Redlock) => Duration::ZERO,
             _ => ttl,
         }
     }

@@ -220,6 +220,17 @@ impl Target<'_> {
                 }
             }
             Fault::KillClient => self.kill_client(&mut t).await?,
+            Fault::PauseServer => {
+                let victim = self.catch_holder(Some(self.victim)).await?;
+                self.pause_server(&mut t).await?;
+                sleep(ttl).await;
+                self.let_go(victim, &mut t);
+            }
+            Fault::BriefOutage => {
+                let victim = self.catch_holder(Some(self.victim)).await?;
+                self.brief_outage(&mut t).await?;
+                self.let_go(victim, &mut t);
+            }
             Fault::BreakLock => {
                 let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;
@@ -288,6 +299,57 @@ impl Target<'_> {
             .await
             .map_err(|e| format!("restart: {e}"))?;
         t.heal_ns = now_ns();
+        sleep(self.ttl).await;
+        Ok(())
+    }
+
+    /// Pauses the server the victim talks to (the one server, or the
+    /// follower only it and the other even clients use) for the trial's
+    /// span, then resumes it.
+    async fn pause_server(&self, t: &mut Timeline) -> Result<(), String> {
+        let index = self.follower.unwrap_or(0);
+        let member = self.service.member(index).ok_or("no server to pause")?;
+        let which = if self.follower.is_some() {
+            " (a follower; the victim reaches no other member)"
+        } else {
+            ""
+        };
+        t.notes.push(format!(
+            "paused {}{which} for {} ms",
+            self.service.member_name(index),
+            self.span.as_millis()
+        ));
+        t.start_ns = now_ns();
+        member.pause();
+        sleep(self.span).await;
+        member.resume();
+        t.heal_ns = now_ns();
+        Ok(())
+    }
+
+    /// Kills every server, restarts them on their data after the trial's
+    /// span (less than a TTL), and holds the victim on for a TTL after
+    /// they serve again. The note gives the whole outage, restart
+    /// included.
+    async fn brief_outage(&self, t: &mut Timeline) -> Result<(), String> {
+        t.start_ns = now_ns();
+        self.service.kill_all().await;
+        sleep(self.span).await;
+        self.service
+            .restart_all()
+            .await
+            .map_err(|e| format!("restart: {e}"))?;
+        t.heal_ns = now_ns();
+        let empty = if self.service.restarts_empty() {
+            "; they restarted empty"
+        } else {
+            ""
+        };
+        t.notes.push(format!(
+            "every server killed, restarted after {} ms, serving again after {} ms{empty}",
+            self.span.as_millis(),
+            (t.heal_ns - t.start_ns) / 1_000_000
+        ));
         sleep(self.ttl).await;
         Ok(())
     }

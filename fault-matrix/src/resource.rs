@@ -308,6 +308,22 @@ impl CheckingResource {
         self.state().record.grants.len()
     }
 
+    /// When `client` was last heard from (history batches aside), if ever.
+    pub fn last_seen(&self, client: u32) -> Option<u64> {
+        self.state().record.last_seen.get(&client).copied()
+    }
+
+    /// Whether `client` has been granted the lock at or after `since_ns`.
+    pub fn granted_since(&self, client: u32, since_ns: u64) -> bool {
+        self.state()
+            .record
+            .grants
+            .iter()
+            .rev()
+            .take_while(|g| g.granted_ns >= since_ns)
+            .any(|g| g.client == client)
+    }
+
     /// A copy of everything recorded so far.
     pub fn record(&self) -> Record {
         self.state().record.clone()

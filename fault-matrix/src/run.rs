@@ -40,7 +40,10 @@ pub struct Plan {
     pub hold: Duration,
     /// Least contention before the fault; a trial draws up to twice it.
     pub before: Duration,
-    /// Measurement after the heal; stuck clients are judged over it.
+    /// Measurement after the heal, at most; stuck clients are judged over
+    /// it. Under a fault it ends early, once every living client has been
+    /// granted the lock again and [`Plan::least_after`] has passed; with no
+    /// fault it is measured whole.
     pub after: Duration,
     /// How long a fault lasts whose length a trial does not draw (slow
     /// network: this plus 2×TTL).
@@ -93,12 +96,19 @@ impl Plan {
     }
 
     /// How many trials `row` × `fault` runs.
+    /// The many trials of a cell whose verdict can flip go to the lock;
+    /// the other primitives' rows run the ordinary count.
     pub fn trials_of(&self, row: Row, fault: Fault) -> u32 {
-        if can_flip(row, fault) {
+        if can_flip(row, fault) && self.contended == Contended::Lock {
             self.flip_trials
         } else {
             self.trials
         }
+    }
+
+    /// The least measurement after the heal of a fault: half a TTL.
+    pub fn least_after(&self) -> Duration {
+        self.ttl / 2
     }
 
     /// How long an acquisition may wait.
@@ -137,6 +147,7 @@ pub fn can_flip(row: Row, fault: Fault) -> bool {
                 | Fault::KillLeader
                 | Fault::FreezeMember
                 | Fault::IsolateFollower
+                | Fault::PauseServer
         )
 }
 
@@ -261,7 +272,9 @@ pub async fn run_trial(
     // Every client's history is timed from here.
     let origin_ns = now_ns();
     let addrs = service.proxied_addrs();
-    let follower = if fault == Fault::IsolateFollower {
+    let follower = if fault == Fault::IsolateFollower
+        || (fault == Fault::PauseServer && service.members() > 1)
+    {
         Some(follower_of(service).await?)
     } else {
         None
@@ -271,8 +284,8 @@ pub async fn run_trial(
     for client in 0..plan.clients {
         let mut own = Vec::new();
         for (member, addr) in addrs.iter().enumerate() {
-            // Under fault 8, even clients reach only the follower that is
-            // cut off, odd ones only the other members.
+            // Under faults 8 and 11, even clients reach only the follower
+            // that is cut off or paused, odd ones only the other members.
             if let Some(f) = follower
                 && ((client % 2 == 0) != (member == f))
             {
@@ -326,22 +339,28 @@ pub async fn run_trial(
         lock,
         follower,
     };
+    let fault_began = now_ns();
     let outcome = target.run(fault).await;
-    if let Ok(t) = &outcome {
-        let resume_at = t.resume_ns();
-        let wait = plan
-            .after
-            .saturating_sub(Duration::from_nanos(now_ns().saturating_sub(resume_at)));
-        tokio::time::sleep(wait).await;
-    }
-    let ended = now_ns();
-    let record = resource.record();
-    let mut crashed = Vec::new();
+    let fault_ended = now_ns();
     // Fault 10 kills its victim on purpose.
     let killed = match &outcome {
         Ok(t) if fault == Fault::KillClient => t.victim.map(|v| v.client as usize),
         _ => None,
     };
+    let mut unheard = Vec::new();
+    if let Ok(t) = &outcome {
+        let resume_at = t.resume_ns();
+        let least = if fault == Fault::None {
+            plan.after
+        } else {
+            plan.least_after()
+        };
+        measure_after(&resource, plan, resume_at, least, killed).await;
+        unheard = heard_since(&resource, plan, resume_at, killed).await;
+    }
+    let ended = now_ns();
+    let record = resource.record();
+    let mut crashed = Vec::new();
     for (n, client) in clients.iter_mut().enumerate() {
         let _ = kill(Pid::from_raw(client.pid as i32), Signal::SIGCONT);
         if Some(n) == killed {
@@ -357,6 +376,9 @@ pub async fn run_trial(
     let silence = plan.silence().as_nanos() as u64;
     let hung: Vec<u32> = (0..plan.clients)
         .filter(|c| {
+            if unheard.contains(c) {
+                return true;
+            }
             let mut last = record.last_seen.get(c).copied().unwrap_or(began);
             if let Some(v) = timeline.victim.filter(|v| v.client == *c) {
                 last = last.max(v.release_ns.unwrap_or(ended));
@@ -420,6 +442,16 @@ pub async fn run_trial(
         text.push('…');
     }
     cell.history_verdict = Some(text);
+    eprintln!(
+        "fault-matrix: {} fault {fault}: set-up and warm-up {} ms, lead {} ms, fault {} ms, \
+         after {} ms, history check {} ms",
+        plan.contended.label(row),
+        (began - origin_ns) / 1_000_000,
+        (fault_began - began) / 1_000_000,
+        (fault_ended - fault_began) / 1_000_000,
+        (ended - fault_ended) / 1_000_000,
+        took.as_millis()
+    );
     cell.crashed_clients = crashed.len() as u64;
     cell.notes.extend(crashed);
     cell.hung_clients = hung.len() as u64;
@@ -436,6 +468,68 @@ pub async fn run_trial(
         ));
     }
     Ok((cell, timeline.server_revoked_lease))
+}
+
+/// Waits out the measurement after the heal: `plan.after` from
+/// `resume_ns`, or, once `least` has passed, until every living client
+/// has been granted the lock again (no client can then be stuck, and the
+/// recovery has been seen).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+async fn measure_after(
+    resource: &CheckingResource,
+    plan: &Plan,
+    resume_ns: u64,
+    least: Duration,
+    killed: Option<usize>,
+) {
+    let full = resume_ns + plan.after.as_nanos() as u64;
+    let least = resume_ns + least.as_nanos() as u64;
+    loop {
+        let now = now_ns();
+        if now >= full {
+            return;
+        }
+        let recovered = || {
+            (0..plan.clients)
+                .filter(|&c| Some(c as usize) != killed)
+                .all(|c| resource.granted_since(c, resume_ns))
+        };
+        if now >= least && recovered() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The living clients not heard from since `resume_ns`, once each has had
+/// an acquisition's wait and two TTLs after it to speak (a waiting client
+/// speaks when its acquisition succeeds or times out). Returns as soon as
+/// every one has spoken, so a short trial is not lengthened, and a client
+/// that hung at the heal is caught however short the trial.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+async fn heard_since(
+    resource: &CheckingResource,
+    plan: &Plan,
+    resume_ns: u64,
+    killed: Option<usize>,
+) -> Vec<u32> {
+    let deadline = resume_ns + plan.silence().as_nanos() as u64;
+    loop {
+        let unheard: Vec<u32> = (0..plan.clients)
+            .filter(|&c| Some(c as usize) != killed)
+            .filter(|&c| resource.last_seen(c).is_none_or(|t| t < resume_ns))
+            .collect();
+        if unheard.is_empty() || now_ns() > deadline {
+            return unheard;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// What one client process is started with.

@@ -72,9 +72,10 @@ impl Shape {
     ) -> Shape {
         let mut rng = StdRng::seed_from_u64(seed);
         let lead = before + before.mul_f64(rng.random_range(0.0..1.0));
-        // Under fault 8 the victim must be one of the clients of the
-        // follower that is cut off: the even ones.
-        let victim = if fault == Fault::IsolateFollower {
+        // Under faults 8 and 11 the victim must be one of the clients of
+        // the follower that is cut off or paused: the even ones (with one
+        // server, every client uses it).
+        let victim = if matches!(fault, Fault::IsolateFollower | Fault::PauseServer) {
             2 * rng.random_range(0..clients.div_ceil(2))
         } else {
             rng.random_range(0..clients)
@@ -83,7 +84,10 @@ impl Shape {
             Fault::PauseHolder
             | Fault::PartitionHolder
             | Fault::FreezeMember
-            | Fault::IsolateFollower => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            | Fault::IsolateFollower
+            | Fault::PauseServer => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            // Down for less than a TTL before the restart begins.
+            Fault::BriefOutage => ttl.mul_f64(rng.random_range(0.2..0.7)),
             _ => span,
         };
         let linger = Duration::from_millis(rng.random_range(100..400));
@@ -121,5 +125,41 @@ mod tests {
         assert_ne!(a, cell_seed(1, Row::Etcd3, Fault::PauseHolder));
         assert_ne!(a, cell_seed(1, Row::Etcd, Fault::PartitionHolder));
         assert_ne!(trial_seed(a, 0), trial_seed(a, 1));
+    }
+
+    #[test]
+    fn a_paused_server_outlasts_the_ttl_and_a_brief_outage_does_not() {
+        let ttl = Duration::from_secs(1);
+        let before = Duration::from_millis(300);
+        for seed in 0..50 {
+            let paused = Shape::draw(seed, Fault::PauseServer, 4, ttl, before, ttl);
+            assert_eq!(paused.victim % 2, 0, "{paused:?}");
+            assert!(paused.span > ttl, "{paused:?}");
+            let outage = Shape::draw(seed, Fault::BriefOutage, 4, ttl, before, ttl);
+            assert!(outage.span < ttl, "{outage:?}");
+        }
+    }
+
+    #[test]
+    fn faults_eleven_and_twelve_parse_and_apply_where_there_is_a_server() {
+        assert_eq!(Fault::parse("11"), Some(Fault::PauseServer));
+        assert_eq!(Fault::parse("12"), Some(Fault::BriefOutage));
+        assert_eq!(Fault::parse("13"), None);
+        for row in [
+            Row::Etcd,
+            Row::Etcd3,
+            Row::Redis,
+            Row::Zk,
+            Row::Zk3,
+            Row::Postgres,
+        ] {
+            assert_eq!(Fault::PauseServer.inapplicable(row), None, "{row:?}");
+            assert_eq!(Fault::BriefOutage.inapplicable(row), None, "{row:?}");
+        }
+        assert_eq!(Fault::BriefOutage.inapplicable(Row::Redlock), None);
+        for row in [Row::Redlock, Row::RedisCluster, Row::File, Row::Broken] {
+            assert!(Fault::PauseServer.inapplicable(row).is_some(), "{row:?}");
+        }
+        assert!(Fault::BriefOutage.inapplicable(Row::RedisCluster).is_some());
     }
 }

@@ -50,7 +50,8 @@ pub struct Findings {
 /// Whether the victim keeps running through `fault` while the servers can
 /// end its lease, so that its lost signal must fire before anyone else is
 /// granted the lock: the partition, slow network, leader and member
-/// faults. A paused victim learns on waking; a lock broken from outside is
+/// faults, and a paused server the victim talks to. A paused victim
+/// learns on waking; a lock broken from outside is
 /// learnt after the next grant; after every server restarts the next grant
 /// may come the moment they are back.
 fn victim_runs_through(fault: Fault) -> bool {
@@ -61,6 +62,7 @@ fn victim_runs_through(fault: Fault) -> bool {
             | Fault::KillLeader
             | Fault::FreezeMember
             | Fault::IsolateFollower
+            | Fault::PauseServer
     )
 }
 

@@ -3,9 +3,10 @@
 //!
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,file,broken]
-//!              [--faults 1,2,...,10] [--clients N]
-//!              [--contend lock,rwlock-write,semaphore-1]
+//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,file,
+//!                          broken,mutant-…]
+//!              [--faults 1,2,...,12] [--clients N] [--seed N] [--trials N]
+//!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1]
 //! ```
 //!
 //! Prints the table on stdout. Fails (exit 1) when a cell could not run,
@@ -35,6 +36,7 @@ struct Args {
     from_json: Option<PathBuf>,
     seed: Option<u64>,
     trials: Option<u32>,
+    flip_trials: Option<u32>,
     splice: Option<PathBuf>,
 }
 
@@ -72,6 +74,15 @@ fn parse() -> Result<Args, String> {
                 }
                 args.trials = Some(n);
             }
+            "--flip-trials" => {
+                let n: u32 = value()?
+                    .parse()
+                    .map_err(|e| format!("--flip-trials: {e}"))?;
+                if n == 0 {
+                    return Err("--flip-trials must be at least 1".into());
+                }
+                args.flip_trials = Some(n);
+            }
             "--backends" => {
                 args.backends = Some(list(
                     &value()?,
@@ -81,7 +92,7 @@ fn parse() -> Result<Args, String> {
                 )?);
             }
             "--faults" => {
-                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 10)")?)
+                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 12)")?)
             }
             "--contend" => {
                 args.contended = Some(list(
@@ -102,6 +113,7 @@ fn parse() -> Result<Args, String> {
                      [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N] \
                      [--contend LIST (lock, rwlock-write, semaphore-1; default lock)] \
                      [--seed N (default: from the clock; printed)] [--trials N (every cell)] \
+                     [--flip-trials N (cells whose verdict can flip; after --trials)] \
                      [--from-json FILE (draw the table and chart of an earlier run)] \
                      [--splice FILE (replace the generated parts of docs/safety.md)]"
                     .into());
@@ -242,6 +254,9 @@ async fn main() -> ExitCode {
     if let Some(n) = args.trials {
         plan = plan.with_trials(n);
     }
+    if let Some(n) = args.flip_trials {
+        plan.flip_trials = n;
+    }
     plan.seed = args.seed.unwrap_or_else(clock_seed);
     eprintln!("fault-matrix: seed {:#x} (replay with --seed)", plan.seed);
     let rows = args
@@ -254,11 +269,22 @@ async fn main() -> ExitCode {
         None => Fault::full(row),
     };
     let provenance = Provenance::now();
+    let primitives_of = |row: Row| match &args.contended {
+        Some(contended) => contended.clone(),
+        None if args.quick => vec![Contended::Lock],
+        None => Contended::full(row),
+    };
     let planned: u32 = rows
         .iter()
-        .map(|&row| planned_trials(row, &faults_of(row), &plan))
-        .sum::<u32>()
-        * args.contended.as_ref().map_or(1, |c| c.len() as u32);
+        .flat_map(|&row| primitives_of(row).into_iter().map(move |c| (row, c)))
+        .map(|(row, primitive)| {
+            let plan = Plan {
+                contended: primitive,
+                ..plan.clone()
+            };
+            planned_trials(row, &faults_of(row), &plan)
+        })
+        .sum();
     eprintln!("fault-matrix: {planned} trials planned");
     let logs = match tempfile::Builder::new()
         .prefix("fault-matrix-logs-")
@@ -272,12 +298,8 @@ async fn main() -> ExitCode {
     };
     let started = Instant::now();
     let mut cells = Vec::new();
-    let contended = args
-        .contended
-        .clone()
-        .unwrap_or_else(|| vec![Contended::Lock]);
     for row in rows {
-        for &primitive in &contended {
+        for primitive in primitives_of(row) {
             plan.contended = primitive;
             cells.extend(run_row(row, &faults_of(row), &plan, &logs).await);
         }
