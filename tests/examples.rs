@@ -1,27 +1,208 @@
-//! `examples/metrics.rs` serves Prometheus text from a real exporter while
-//! workers contend; scraping it finds the documented names with sensible
-//! values.
+//! The examples run. Those that need no server exit 0 on the memory and
+//! file backends; `shutdown` releases every lock on Ctrl-C before it exits;
+//! `metrics` serves Prometheus text from a real exporter while workers
+//! contend, and scraping it finds the documented names with sensible
+//! values. Every example file is declared in its crate's Cargo.toml and
+//! listed in examples/README.md.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The example binary, built by `cargo test` beside this test's binary.
-fn example_binary() -> PathBuf {
+use distlock::LockBackendExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+
+/// One example run, with room for a loaded machine.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// The example binary `name`, built by `cargo test` beside this test's binary.
+fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let dir = exe
         .parent()
         .and_then(|deps| deps.parent())
         .expect("target dir");
-    let binary = dir.join("examples").join("metrics");
+    let binary = dir.join("examples").join(name);
     assert!(
         binary.exists(),
-        "{} is missing: build it with `cargo build --example metrics` (cargo test builds it)",
+        "{} is missing: build it with `cargo build --example {name}` (cargo test builds it)",
         binary.display()
     );
     binary
+}
+
+/// The example `name`, started with only `DISTLOCK_URL` (if any) in its
+/// environment, its output piped.
+fn example_command(name: &str, url: Option<&str>) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(example_binary(name));
+    command
+        .env_clear()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(url) = url {
+        command.env("DISTLOCK_URL", url);
+    }
+    command
+}
+
+/// The URLs the examples that need no server run on: the default
+/// (memory), and a file backend in a fresh directory.
+fn serverless_urls(dir: &Path) -> [Option<String>; 2] {
+    [None, Some(format!("file://{}", dir.display()))]
+}
+
+#[tokio::test]
+async fn the_examples_without_a_server_run_on_memory_and_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Each example, and a line it prints last when all went well.
+    let examples = [
+        ("quickstart", "done: every holder got a larger token"),
+        ("any_backend", "released"),
+        ("election", "done: three terms, tokens in order"),
+        ("shared_primitives", "permit "),
+    ];
+    for url in serverless_urls(dir.path()) {
+        for (name, last) in examples {
+            let on = url.as_deref().unwrap_or("the default URL");
+            let child = example_command(name, url.as_deref())
+                .spawn()
+                .expect("start the example");
+            let output = tokio::time::timeout(BOUND, child.wait_with_output())
+                .await
+                .unwrap_or_else(|_| panic!("{name} on {on}: did not finish within {BOUND:?}"))
+                .expect("the example's output");
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                output.status.success(),
+                "{name} on {on}: {}\n{stdout}\n{stderr}",
+                output.status
+            );
+            assert!(
+                stdout.lines().last().is_some_and(|l| l.contains(last)),
+                "{name} on {on}: the last line is not {last:?}\n{stdout}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_shutdown_example_releases_its_locks_on_ctrl_c() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for url in serverless_urls(dir.path()) {
+        let on = url.as_deref().unwrap_or("the default URL");
+        let mut child = example_command("shutdown", url.as_deref())
+            .spawn()
+            .expect("start the example");
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        tokio::time::timeout(BOUND, stdout.read_line(&mut first))
+            .await
+            .unwrap_or_else(|_| panic!("shutdown on {on}: not serving within {BOUND:?}"))
+            .expect("read the example's output");
+        assert!(first.starts_with("serving"), "shutdown on {on}: {first}");
+        // Let the workers take, hold and wait for the job lock.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let pid = child.id().expect("the example runs").to_string();
+        let kill = Command::new("kill").args(["-INT", &pid]).status();
+        assert!(kill.expect("run kill").success(), "kill -INT {pid}");
+        let mut rest = String::new();
+        tokio::time::timeout(BOUND, stdout.read_to_string(&mut rest))
+            .await
+            .unwrap_or_else(|_| panic!("shutdown on {on}: did not stop within {BOUND:?}"))
+            .expect("read the example's output");
+        let status = tokio::time::timeout(BOUND, child.wait())
+            .await
+            .expect("the example exits")
+            .expect("the example's status");
+        assert!(
+            status.success(),
+            "shutdown on {on}: {status}\n{first}{rest}"
+        );
+        for line in [
+            "shutting down",
+            "released the primary lock",
+            "background releases finished: true",
+        ] {
+            assert!(rest.contains(line), "shutdown on {on}: no {line:?}\n{rest}");
+        }
+
+        // The file backend outlives the process: a lock left behind would
+        // stay taken until its TTL (10 s by default).
+        if let Some(url) = &url {
+            let backend = distlock::connect(url).await.expect("connect");
+            for name in ["examples/service/primary", "examples/service/jobs"] {
+                let guard = backend
+                    .try_lock(name)
+                    .await
+                    .unwrap_or_else(|e| panic!("shutdown on {on}: {name} was left held: {e}"));
+                guard.release().await.expect("release");
+            }
+        }
+    }
+}
+
+/// The `[[example]]` names a manifest declares.
+fn declared_examples(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("read the manifest");
+    let table: toml::Table = text.parse().expect("parse the manifest");
+    table
+        .get("example")
+        .and_then(toml::Value::as_array)
+        .map(|examples| {
+            examples
+                .iter()
+                .filter_map(|e| e.get("name")?.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_example_is_declared_and_indexed() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let index =
+        std::fs::read_to_string(root.join("examples/README.md")).expect("examples/README.md");
+    let mut problems = Vec::new();
+    let mut crates = vec![root.clone()];
+    for entry in std::fs::read_dir(&root).expect("read the workspace") {
+        let dir = entry.expect("directory entry").path();
+        if dir.join("Cargo.toml").is_file() && dir.join("examples").is_dir() {
+            crates.push(dir);
+        }
+    }
+    for dir in crates {
+        let declared = declared_examples(&dir.join("Cargo.toml"));
+        let Ok(files) = std::fs::read_dir(dir.join("examples")) else {
+            continue;
+        };
+        for file in files {
+            let path = file.expect("directory entry").path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let shown = path.strip_prefix(&root).unwrap().display().to_string();
+            if !declared.contains(&stem) {
+                problems.push(format!("{shown}: no [[example]] name = \"{stem}\""));
+            }
+            // Links in examples/README.md are relative to examples/.
+            let link = match shown.strip_prefix("examples/") {
+                Some(own) => format!("]({own})"),
+                None => format!("](../{shown})"),
+            };
+            if !index.contains(&link) {
+                problems.push(format!(
+                    "{shown}: not linked from examples/README.md as `{link}`"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 struct Example(Child);
@@ -57,7 +238,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn the_metrics_example_exports_the_documented_names() {
-    let mut child = Command::new(example_binary())
+    let mut child = Command::new(example_binary("metrics"))
         .arg("127.0.0.1:0")
         .env("DISTLOCK_URL", "memory://")
         .stdout(Stdio::piped())
