@@ -35,6 +35,9 @@ done
 echo "==> cargo check -p distlock-cli --no-default-features"
 cargo check -p distlock-cli --no-default-features --locked
 
+echo "==> docker/check-offline.py (docker/compose.yml, checked without Docker)"
+python3 docker/check-offline.py
+
 echo "==> cargo test --workspace --all-features"
 cargo test --workspace --all-features --locked "$@"
 
