@@ -107,9 +107,10 @@ async fn the_shutdown_example_releases_its_locks_on_ctrl_c() {
         // Let the workers take, hold and wait for the job lock.
         tokio::time::sleep(Duration::from_millis(300)).await;
 
-        let pid = child.id().expect("the example runs").to_string();
-        let kill = Command::new("kill").args(["-INT", &pid]).status();
-        assert!(kill.expect("run kill").success(), "kill -INT {pid}");
+        // What Ctrl-C in a terminal sends.
+        let pid = child.id().expect("the example runs");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
         let mut rest = String::new();
         tokio::time::timeout(BOUND, stdout.read_to_string(&mut rest))
             .await
