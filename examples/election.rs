@@ -1,31 +1,34 @@
-//! Leader election with an observer: three candidates campaign, an observer
-//! prints each leader as it changes, and each leader resigns after a short
-//! term so the next one takes over.
+//! Leader election as an application writes it: three candidates campaign
+//! for one name, a follower prints each leader as it changes, and each
+//! leader publishes its status, then resigns after a short term so the next
+//! one takes over.
 //!
 //! ```text
-//! cargo run --example election
+//! cargo run --example election                                    # memory
 //! DISTLOCK_URL=file:///tmp/distlock-demo cargo run --example election
+//! DISTLOCK_URL=etcd://127.0.0.1:2379 cargo run --features etcd --example election
 //! ```
 //!
-//! Observers see the latest leader: a change that is replaced before the
-//! observer looks (a quick proclaim, say) may be skipped, but leaders never
-//! appear out of order.
+//! A follower sees the latest leader: a change replaced before it looks (a
+//! quick `proclaim`, say) may be skipped, but leaders never appear out of
+//! order.
 
 use std::time::Duration;
 
-use distlock::{Candidacy, Config, ElectionBackend, FencingToken, LockName};
-use futures::StreamExt;
+use distlock::prelude::*;
 use tokio::sync::watch;
+
+const ELECTION: &str = "examples/scheduler";
 
 #[tokio::main]
 async fn main() -> distlock::Result<()> {
     let config = Config::from_url("memory://").overlay(Config::from_env()?);
-    let name = LockName::new("examples/scheduler")?;
 
-    // The observer runs until it has seen the last leader's token.
+    // The follower: the current leader, then every change, until it has
+    // seen the last leader's token.
     let (last_tx, mut last_rx) = watch::channel::<Option<FencingToken>>(None);
-    let observer = distlock::connect_with(&config).await?;
-    let mut leaders = observer.observe(&name).await?;
+    let follower = distlock::connect_with(&config).await?;
+    let mut leaders = follower.follow(ELECTION).await?;
     let watcher = tokio::spawn(async move {
         let mut seen = None;
         loop {
@@ -35,10 +38,10 @@ async fn main() -> distlock::Result<()> {
             tokio::select! {
                 next = leaders.next() => match next {
                     Some(Ok(leader)) => {
-                        println!("observer: leader is {:?} (token {})", leader.value_lossy(), leader.token);
+                        println!("follower: leader is {:?} (token {})", leader.value_lossy(), leader.token);
                         seen = Some(leader.token);
                     }
-                    Some(Err(e)) => return println!("observer error: {e}"),
+                    Some(Err(e)) => return println!("follower error: {e}"),
                     None => return,
                 },
                 _ = last_rx.changed() => {}
@@ -46,20 +49,34 @@ async fn main() -> distlock::Result<()> {
         }
     });
 
+    // Each candidate is a separate client, as separate processes would be.
     let mut candidates = Vec::new();
     for id in ["alpha", "beta", "gamma"] {
         let backend = distlock::connect_with(&config).await?;
-        let name = name.clone();
         candidates.push(tokio::spawn(async move {
-            let leadership = backend.campaign(&name, Candidacy::new(id)).await?;
+            // Waits until elected, publishing who we are.
+            let leadership = backend.elect(ELECTION, id).await?;
             println!("{id}: elected with token {}", leadership.token());
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            let current = backend.leader_of(ELECTION).await?;
+            println!(
+                "{id}: leader_of says {:?}",
+                current.map(|l| l.value_lossy())
+            );
+
+            // Lead until the term ends, or stop at once if leadership is lost.
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                reason = leadership.lost() => {
+                    println!("{id}: lost leadership: {reason}");
+                    return distlock::Result::Ok(leadership.token());
+                }
+            }
             leadership.proclaim(format!("{id} (still leading)")).await?;
             tokio::time::sleep(Duration::from_millis(100)).await;
             println!("{id}: resigning");
             let token = leadership.token();
             leadership.resign().await?;
-            distlock::Result::Ok(token)
+            Ok(token)
         }));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -71,7 +88,8 @@ async fn main() -> distlock::Result<()> {
     let _ = last_tx.send(last);
     tokio::time::timeout(Duration::from_secs(5), watcher)
         .await
-        .expect("observer saw the last leader")
-        .expect("observer panicked");
+        .expect("the follower saw the last leader")
+        .expect("follower panicked");
+    println!("done: three terms, tokens in order");
     Ok(())
 }

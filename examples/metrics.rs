@@ -26,10 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9464".to_owned());
-    let url = std::env::var("DISTLOCK_URL").unwrap_or_else(|_| "memory://".to_owned());
+    let config = Config::from_url("memory://").overlay(Config::from_env()?);
 
     let prometheus = PrometheusBuilder::new().install_recorder()?;
-    let backend = distlock::connect(&url).await?;
+    let backend = distlock::connect_with(&config).await?;
     for worker in 0..WORKERS {
         let backend = backend.clone();
         tokio::spawn(async move {

@@ -1,19 +1,20 @@
 //! Quickstart: four workers take turns on one lock and print their fencing
-//! tokens. Runs in memory, no server needed:
+//! tokens. Runs in memory, no server needed; `DISTLOCK_URL` picks another
+//! backend:
 //!
 //! ```text
 //! cargo run --example quickstart
+//! DISTLOCK_URL=file:///tmp/distlock-demo cargo run --example quickstart
 //! ```
-//!
-//! The same code runs on any backend: see `any_backend.rs`.
 
 use std::time::Duration;
 
-use distlock::LockBackendExt;
+use distlock::{Config, LockBackendExt};
 
 #[tokio::main]
 async fn main() -> distlock::Result<()> {
-    let backend = distlock::connect("memory://").await?;
+    let config = Config::from_url("memory://").overlay(Config::from_env()?);
+    let backend = distlock::connect_with(&config).await?;
     println!("backend: {}", backend.description());
 
     let mut workers = Vec::new();

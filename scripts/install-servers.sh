@@ -22,6 +22,8 @@
 #                            ZooKeeper interop test compiles a Curator client)
 #   ip                       iproute2 (isolatable etcd clusters run members in
 #                            network namespaces of their own)
+#   python3 yaml             python3-yaml (docker/check-offline.py reads
+#                            docker/compose.yml)
 #   mkfs.vfat + fusefat      dosfstools, fusefat (the file backend's test on a
 #                            case-insensitive filesystem, mounted through FUSE)
 set -euo pipefail
@@ -57,6 +59,7 @@ need libcurator-recipes-java "$JAR_DIR/curator-recipes.jar" test -f "$JAR_DIR/cu
 need dosfstools        "mkfs.vfat"                   command -v mkfs.vfat
 need fusefat           "fusefat"                     command -v fusefat
 need iproute2          "ip"                          command -v ip
+need python3-yaml      "python3 yaml"                python3 -c 'import yaml'
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "all servers present"
@@ -96,4 +99,6 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null ||
     { echo "error: /usr/lib/postgresql/*/bin/initdb still missing (postgresql)" >&2; exit 1; }
 test -f /usr/include/google/protobuf/descriptor.proto ||
     { echo "error: google/protobuf/descriptor.proto still missing (libprotobuf-dev)" >&2; exit 1; }
+python3 -c 'import yaml' 2>/dev/null ||
+    { echo "error: python3 yaml still missing (python3-yaml)" >&2; exit 1; }
 echo "all servers installed"

@@ -1,6 +1,7 @@
 //! What a release relies on and nothing compiles: the README's stated
-//! minimum Rust version is the manifest's `rust-version`, and every
-//! publishable crate carries the crates.io metadata.
+//! minimum Rust version is the manifest's `rust-version`, every
+//! publishable crate carries the crates.io metadata, and the license files
+//! hold the two license texts.
 
 use std::path::{Path, PathBuf};
 
@@ -116,4 +117,32 @@ fn publishable_crates_carry_crates_io_metadata() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn license_files_hold_the_license_texts() {
+    let read = |name: &str| {
+        std::fs::read_to_string(root().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let mit = read("LICENSE-MIT");
+    for phrase in [
+        "MIT License",
+        "Permission is hereby granted, free of charge",
+        "THE SOFTWARE IS PROVIDED \"AS IS\"",
+    ] {
+        assert!(mit.contains(phrase), "LICENSE-MIT lacks {phrase:?}");
+    }
+    // The Apache text as published, from its title to its appendix.
+    let apache = read("LICENSE-APACHE");
+    assert!(
+        apache.trim_start().starts_with("Apache License\n"),
+        "LICENSE-APACHE does not start with the license's title"
+    );
+    for phrase in [
+        "Version 2.0, January 2004",
+        "END OF TERMS AND CONDITIONS",
+        "APPENDIX: How to apply the Apache License to your work.",
+    ] {
+        assert!(apache.contains(phrase), "LICENSE-APACHE lacks {phrase:?}");
+    }
 }

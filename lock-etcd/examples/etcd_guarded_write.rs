@@ -5,33 +5,35 @@
 //! in the write's Txn makes etcd itself refuse the write once the lock is
 //! gone or belongs to a newer holder.
 //!
-//! Runs against `ETCD_ENDPOINTS` (e.g. `127.0.0.1:2379,127.0.0.1:22379`)
-//! if set, otherwise starts a throwaway etcd with the test kit:
+//! Runs against `DISTLOCK_URL` (e.g. `etcd://127.0.0.1:2379/examples`) if
+//! set, otherwise starts a throwaway etcd with the test kit:
 //!
 //! ```text
 //! cargo run -p distlock-etcd --example etcd_guarded_write
+//! DISTLOCK_URL=etcd://127.0.0.1:2379/examples cargo run -p distlock-etcd --example etcd_guarded_write
 //! ```
 
-use distlock_etcd::ClientConfig;
 use std::time::Duration;
 
 use distlock_core::LockBackendExt;
 use distlock_etcd::etcd_client::{Txn, TxnOp};
-use distlock_etcd::{EtcdBackend, EtcdConfig, is_owner_of, lease_of_key};
+use distlock_etcd::{EtcdBackend, is_owner_of, lease_of_key};
 use distlock_testkit::servers::EtcdCluster;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (_server, endpoints) = match std::env::var("ETCD_ENDPOINTS") {
-        Ok(list) => (None, list.split(',').map(str::to_owned).collect()),
+    let (_server, url) = match std::env::var("DISTLOCK_URL") {
+        Ok(url) => (None, url),
         Err(_) => {
             let server = EtcdCluster::start(1).await?;
-            let endpoints = server.endpoints();
-            (Some(server), endpoints)
+            let url = format!(
+                "etcd://{}/examples/guarded-write",
+                server.endpoints().join(",")
+            );
+            (Some(server), url)
         }
     };
-    let config = EtcdConfig::new(endpoints).with_prefix("/examples/guarded-write");
-    let backend = EtcdBackend::connect(config).await?;
+    let backend = EtcdBackend::connect_url(&url).await?;
     let mut client = backend.client();
 
     let guard = backend.lock("reports/nightly").await?;

@@ -2,10 +2,11 @@
 //! (`inspect`), and watch for its loss.
 //!
 //! ```text
-//! cargo run -p distlock-redis --example redis_lock -- redis://127.0.0.1:6379
+//! DISTLOCK_URL=redis://127.0.0.1:6379 cargo run -p distlock-redis --example redis_lock
 //! ```
 //!
-//! With `redlock://h1:6379,h2:6379,h3:6379` it uses the Redlock quorum.
+//! `DISTLOCK_URL` names the server (default `redis://127.0.0.1:6379`); with
+//! `redlock://h1:6379,h2:6379,h3:6379` it uses the Redlock quorum.
 
 use std::time::Duration;
 
@@ -14,9 +15,7 @@ use distlock_redis::{RedisBackend, RedlockBackend};
 
 #[tokio::main]
 async fn main() -> distlock_core::Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
+    let url = std::env::var("DISTLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let backend: Box<DynLockBackend> = if url.starts_with("redlock://") {
         Box::new(RedlockBackend::connect_url(&url).await?)
     } else {

@@ -9,17 +9,19 @@
 //! Start a server (Debian: `apt-get install zookeeper`), then:
 //!
 //! ```text
-//! cargo run -p distlock-zk --example zk_guarded_write -- zk://127.0.0.1:2181/distlock-example
+//! DISTLOCK_URL=zk://127.0.0.1:2181/distlock-example cargo run -p distlock-zk --example zk_guarded_write
 //! ```
+//!
+//! `DISTLOCK_URL` names the ensemble and prefix (default
+//! `zk://127.0.0.1:2181/distlock-example`).
 
 use distlock_core::LockBackendExt;
 use distlock_zk::{ZkBackend, ZkConfig, zk};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "zk://127.0.0.1:2181/distlock-example".to_owned());
+    let url = std::env::var("DISTLOCK_URL")
+        .unwrap_or_else(|_| "zk://127.0.0.1:2181/distlock-example".to_owned());
     let config = ZkConfig::from_url(&url)?;
     let ledger = format!("{}/ledger", config.prefix.trim_end_matches('/'));
     let backend = ZkBackend::connect(config).await?;
