@@ -103,34 +103,32 @@ impl fmt::Debug for LockGuard {
     }
 }
 
+/// A guard whose lease `held` keeps: `held` releases it, `lost` reports
+/// its end, and `validity`, when given, is the local deadline that
+/// [`LockGuard::is_held`] checks. Backends whose lease is a session call it
+/// through [`raw::session_guard`](crate::raw::session_guard).
+pub fn session_guard(
+    name: LockName,
+    token: FencingToken,
+    key: String,
+    ttl: Duration,
+    lost: LostSignal,
+    held: Box<dyn HeldLock>,
+    validity: Option<Validity>,
+) -> LockGuard {
+    LockGuard {
+        name,
+        token,
+        key,
+        ttl,
+        lost,
+        validity,
+        held: Some(held),
+        hold: None,
+    }
+}
+
 impl LockGuard {
-    /// Assembles a guard. Backends call it through [`raw::session_guard`](crate::raw::session_guard).
-    pub(crate) fn new(
-        name: LockName,
-        token: FencingToken,
-        key: String,
-        ttl: Duration,
-        lost: LostSignal,
-        held: Box<dyn HeldLock>,
-    ) -> Self {
-        LockGuard {
-            name,
-            token,
-            key,
-            ttl,
-            lost,
-            validity: None,
-            held: Some(held),
-            hold: None,
-        }
-    }
-
-    /// Adds a local validity deadline that [`is_held`](Self::is_held) checks.
-    pub(crate) fn with_validity(mut self, validity: Validity) -> Self {
-        self.validity = Some(validity);
-        self
-    }
-
     /// The lock's name.
     pub fn name(&self) -> &LockName {
         &self.name

@@ -26,7 +26,7 @@ use futures::FutureExt;
 use crate::clock::SentAt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fencing::FencingToken;
-use crate::guard::{HeldLock, LockGuard};
+use crate::guard::{HeldLock, LockGuard, session_guard};
 use crate::lost::{LossNotifier, LostReason};
 use crate::name::LockName;
 use crate::renewer::{RenewalTask, Renewer};
@@ -185,15 +185,15 @@ impl LockGuard {
             notifier: notifier.clone(),
             renewal: Some(renewal),
         };
-        Ok(LockGuard::new(
+        Ok(session_guard(
             grant.name,
             grant.token,
             grant.key,
             grant.ttl,
             notifier.signal(),
             Box::new(held),
-        )
-        .with_validity(validity))
+            Some(validity),
+        ))
     }
 }
 

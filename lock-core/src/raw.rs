@@ -21,7 +21,7 @@ pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, b
 pub use crate::duration::{
     format_duration, human_duration, lease_millis, parse_duration, serde_humane,
 };
-pub use crate::guard::HeldLock;
+pub use crate::guard::{HeldLock, session_guard};
 pub use crate::leader_filter::LeaderFilter;
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
@@ -36,9 +36,7 @@ pub use crate::url_parts::{
 };
 pub use crate::validity::{Validity, drift_allowance};
 
-use std::time::Duration;
-
-use crate::{FencingToken, LockGuard, LockName, LostSignal, Result};
+use crate::{LockGuard, Result};
 
 /// The guard of `grant`, kept by distlock-core: validity, renewal of `lease`
 /// every TTL/3 on the grant's [`Renewer`], and the lost signal.
@@ -48,23 +46,4 @@ use crate::{FencingToken, LockGuard, LockName, LostSignal, Result};
 /// background, and no guard is ever handed out.
 pub fn leased_guard(grant: Grant, lease: impl Lease) -> Result<LockGuard> {
     LockGuard::leased(grant, lease)
-}
-
-/// A guard whose lease the backend keeps itself (a session, or a lease of
-/// its own): `held` releases it, `lost` reports its end, and `validity`,
-/// when given, is the local deadline that `is_held` checks.
-pub fn session_guard(
-    name: LockName,
-    token: FencingToken,
-    key: String,
-    ttl: Duration,
-    lost: LostSignal,
-    held: Box<dyn HeldLock>,
-    validity: Option<Validity>,
-) -> LockGuard {
-    let guard = LockGuard::new(name, token, key, ttl, lost, held);
-    match validity {
-        Some(validity) => guard.with_validity(validity),
-        None => guard,
-    }
 }

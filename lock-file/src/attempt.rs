@@ -12,7 +12,7 @@ use crate::clock::ttl_ms;
 use crate::errors::{Unfinished, io_error, unfinished};
 use crate::flock::{Bound, CancelOnDrop};
 use crate::keys::LockPaths;
-use crate::store::{self, Attempt, Claim};
+use crate::store::{self, Attempt, Claim, Update};
 use crate::wakeups;
 
 /// One in-flight acquisition attempt and its clean-up: if it is dropped before its outcome was
@@ -89,9 +89,10 @@ impl Drop for AcquireCleanup {
             if let Ok(Ok(Attempt::Granted { token })) = handle.await {
                 let p = paths.clone();
                 let bound = Bound::within(limit);
-                let released =
-                    tokio::task::spawn_blocking(move || store::release(&p, &holder, fsync, &bound))
-                        .await;
+                let released = tokio::task::spawn_blocking(move || {
+                    store::update(&p, &holder, Update::Release, fsync, &bound)
+                })
+                .await;
                 tracing::debug!(
                     backend = "file",
                     token,

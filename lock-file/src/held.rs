@@ -12,7 +12,7 @@ use crate::clock::ttl_ms;
 use crate::errors::gone_error;
 use crate::flock::Bound;
 use crate::keys::{LockPaths, Space};
-use crate::store::{self, Gone};
+use crate::store::{self, Gone, Update};
 use crate::wakeups;
 
 /// One acquisition: whose it is (`holder`) and where its record lives.
@@ -55,7 +55,7 @@ impl distlock_core::raw::Lease for FileLease {
         let (ttl, fsync) = (ttl_ms(self.ttl), self.backend.config().fsync);
         self.backend
             .blocking("renew", &self.name, &self.paths.record, move |bound| {
-                store::renew(&paths, &holder, ttl, fsync, bound)
+                store::update(&paths, &holder, Update::Renew { ttl_ms: ttl }, fsync, bound)
             })
             .await?
             .map_err(|gone| self.gone(gone, "renew"))
@@ -67,7 +67,7 @@ impl distlock_core::raw::Lease for FileLease {
         let released = self
             .backend
             .blocking("release", &self.name, &self.paths.record, move |bound| {
-                store::release(&paths, &holder, fsync, bound)
+                store::update(&paths, &holder, Update::Release, fsync, bound)
             })
             .await?;
         match released {
@@ -84,9 +84,10 @@ impl distlock_core::raw::Lease for FileLease {
     /// still frees the lock at once.
     fn release_blocking(&self) {
         let bound = Bound::within(self.backend.config().request_timeout);
-        let released = store::release(
+        let released = store::update(
             &self.paths,
             &self.holder,
+            Update::Release,
             self.backend.config().fsync,
             &bound,
         );

@@ -306,59 +306,38 @@ fn while_held<R: Holdings>(
     })
 }
 
-/// Changes `holder`'s grant with `shared` in the shared spaces, else its
-/// lock's record with `single`, if its lease is still running.
-fn while_holding(
+/// What a holder does to its own running lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Update {
+    /// Extends the lease (its grant's, in the shared spaces) to now + `ttl_ms`.
+    Renew { ttl_ms: u64 },
+    /// Frees the lock (drops the holder's grant, in the shared spaces).
+    Release,
+}
+
+/// Applies `update` to `holder`'s lease if it is still running; otherwise
+/// touches nothing and says who has it now. A lease that already ran out is
+/// never revived: the lock may have looked free to someone in the meantime.
+pub(crate) fn update(
     paths: &LockPaths,
     holder: &str,
+    update: Update,
     fsync: bool,
     bound: &Bound,
-    shared: impl FnOnce(&mut SharedRecord, &Now),
-    single: impl FnOnce(&mut Record, &Now),
 ) -> io::Result<Result<(), Gone>> {
     if paths.space.is_shared() {
-        while_held(paths, holder, fsync, bound, shared)
+        let change = |grants: &mut SharedRecord, now: &Now| match update {
+            Update::Renew { ttl_ms } => grants.renew(holder, now, ttl_ms),
+            Update::Release => grants.remove(holder),
+        };
+        while_held(paths, holder, fsync, bound, change)
     } else {
-        while_held(paths, holder, fsync, bound, single)
+        let change = |record: &mut Record, now: &Now| match update {
+            Update::Renew { ttl_ms } => record.set_deadline(now, ttl_ms),
+            Update::Release => record.free(),
+        };
+        while_held(paths, holder, fsync, bound, change)
     }
-}
-
-/// Extends `holder`'s running lease (its grant's, in the shared spaces). A
-/// lease that already ran out is never revived: the lock may have looked
-/// free to someone in the meantime.
-pub(crate) fn renew(
-    paths: &LockPaths,
-    holder: &str,
-    ttl_ms: u64,
-    fsync: bool,
-    bound: &Bound,
-) -> io::Result<Result<(), Gone>> {
-    while_holding(
-        paths,
-        holder,
-        fsync,
-        bound,
-        |record, now| record.renew(holder, now, ttl_ms),
-        |record, now| record.set_deadline(now, ttl_ms),
-    )
-}
-
-/// Frees the lock (drops `holder`'s grant, in the shared spaces) if
-/// `holder`'s lease is still running; otherwise touches nothing.
-pub(crate) fn release(
-    paths: &LockPaths,
-    holder: &str,
-    fsync: bool,
-    bound: &Bound,
-) -> io::Result<Result<(), Gone>> {
-    while_holding(
-        paths,
-        holder,
-        fsync,
-        bound,
-        |record, _| record.remove(holder),
-        |record, _| record.free(),
-    )
 }
 
 /// Evicts whoever holds the lock now (an operator breaking it): frees it,
@@ -446,7 +425,9 @@ mod tests {
             else {
                 panic!("free lock not granted");
             };
-            release(&before, holder, false, &b()).unwrap().unwrap();
+            update(&before, holder, Update::Release, false, &b())
+                .unwrap()
+                .unwrap();
             last = token;
         }
         let after = LockPaths::new(dir.path(), Space::Lock, &name, Case::Insensitive);
@@ -469,21 +450,27 @@ mod tests {
             try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Held { .. }
         ));
-        assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
+        assert_eq!(
+            update(&p, "x", Update::Release, false, &b()).unwrap(),
+            Ok(())
+        );
         assert_eq!(
             try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Granted { token: 2 }
         );
         assert!(expire(&p, false, &b()).unwrap());
         assert_eq!(
-            renew(&p, "y", 60_000, false, &b()).unwrap(),
+            update(&p, "y", Update::Renew { ttl_ms: 60_000 }, false, &b()).unwrap(),
             Err(Gone::Expired)
         );
         assert_eq!(
             try_acquire(&p, "z", 60_000, Claim::default(), false, &b()).unwrap(),
             Attempt::Granted { token: 3 }
         );
-        assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::TakenOver));
+        assert_eq!(
+            update(&p, "y", Update::Release, false, &b()).unwrap(),
+            Err(Gone::TakenOver)
+        );
         assert_eq!(read(&p).unwrap().holder.as_deref(), Some("z"));
     }
 
@@ -518,10 +505,13 @@ mod tests {
             Attempt::Granted { token: 2 }
         );
         assert_eq!(
-            renew(&p, "x", 60_000, false, &b()).unwrap(),
+            update(&p, "x", Update::Renew { ttl_ms: 60_000 }, false, &b()).unwrap(),
             Err(Gone::Revoked)
         );
-        assert_eq!(release(&p, "x", false, &b()).unwrap(), Err(Gone::Revoked));
+        assert_eq!(
+            update(&p, "x", Update::Release, false, &b()).unwrap(),
+            Err(Gone::Revoked)
+        );
         assert!(read(&p).unwrap().is_held_by("y", &clock::now()));
     }
 
@@ -542,15 +532,27 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(5));
         // y's lease ran out: it is never revived, and frees its permit.
         assert_eq!(
-            renew(&p, "y", 60_000, false, &b()).unwrap(),
+            update(&p, "y", Update::Renew { ttl_ms: 60_000 }, false, &b()).unwrap(),
             Err(Gone::Expired)
         );
-        assert_eq!(release(&p, "y", false, &b()).unwrap(), Err(Gone::Expired));
-        assert_eq!(release(&p, "z", false, &b()).unwrap(), Err(Gone::Expired));
+        assert_eq!(
+            update(&p, "y", Update::Release, false, &b()).unwrap(),
+            Err(Gone::Expired)
+        );
+        assert_eq!(
+            update(&p, "z", Update::Release, false, &b()).unwrap(),
+            Err(Gone::Expired)
+        );
         assert_eq!(permit(60_000, "z"), Attempt::Granted { token: 3 });
         assert!(matches!(permit(60_000, "w"), Attempt::Held { .. }));
-        assert_eq!(renew(&p, "x", 60_000, false, &b()).unwrap(), Ok(()));
-        assert_eq!(release(&p, "x", false, &b()).unwrap(), Ok(()));
+        assert_eq!(
+            update(&p, "x", Update::Renew { ttl_ms: 60_000 }, false, &b()).unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            update(&p, "x", Update::Release, false, &b()).unwrap(),
+            Ok(())
+        );
         assert_eq!(permit(60_000, "w"), Attempt::Granted { token: 4 });
     }
 

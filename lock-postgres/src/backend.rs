@@ -143,38 +143,34 @@ impl PostgresBackend {
         keys::key(&self.inner.config.prefix, space, name)
     }
 
-    /// Acquires `name` in `space` as `access`, publishing `value` with the
-    /// grant (elections), waiting as `options.wait` allows.
-    pub(crate) async fn acquire_in(
-        &self,
-        space: Space,
-        access: Access,
-        name: &LockName,
-        options: &AcquireOptions,
-        value: Option<Vec<u8>>,
-    ) -> Result<LockGuard> {
+    /// Acquires `claim.name` in `claim.space` as `claim.access`, publishing
+    /// `claim.value` with the grant (elections), waiting as
+    /// `claim.options.wait` allows.
+    pub(crate) async fn acquire_in(&self, claim: Claim<'_>) -> Result<LockGuard> {
+        let name = claim.name;
         if self.inner.config.layout == Layout::Advisory {
-            if space != Space::Lock || access != Access::Write {
-                return Err(self.advisory_lacks(match space {
+            if claim.space != Space::Lock || claim.access != Access::Write {
+                return Err(self.advisory_lacks(match claim.space {
                     Space::Election => "elections",
                     _ => "semaphores or read-write locks",
                 }));
             }
-            let acquire = self.acquire_advisory(name, options);
+            let acquire = self.acquire_advisory(name, claim.options);
             return distlock_core::raw::observe_acquire(POSTGRES, name, acquire).await;
         }
-        let acquire = self.acquire_inner(space, access, name, options, value);
+        let acquire = self.acquire_queued(claim);
         distlock_core::raw::observe_acquire(POSTGRES, name, acquire).await
     }
 
-    async fn acquire_inner(
-        &self,
-        space: Space,
-        access: Access,
-        name: &LockName,
-        options: &AcquireOptions,
-        value: Option<Vec<u8>>,
-    ) -> Result<LockGuard> {
+    /// Acquires `claim` in the table layout: queues, then waits to be first.
+    async fn acquire_queued(&self, claim: Claim<'_>) -> Result<LockGuard> {
+        let Claim {
+            space,
+            access,
+            name,
+            options,
+            value,
+        } = claim;
         let ttl = options.ttl_for(self.inner.config.ttl, &self.capabilities())?;
         crate::config::check_ttl(ttl)?;
         let key = self.key(space, name);
@@ -357,6 +353,17 @@ impl PostgresBackend {
     }
 }
 
+/// What an acquisition asks for: which lock, in which key space and with
+/// which access, how to wait, and the value an election publishes with its
+/// grant.
+pub(crate) struct Claim<'a> {
+    pub(crate) space: Space,
+    pub(crate) access: Access,
+    pub(crate) name: &'a LockName,
+    pub(crate) options: &'a AcquireOptions,
+    pub(crate) value: Option<Vec<u8>>,
+}
+
 /// One acquisition's fixed arguments.
 struct Attempt<'a> {
     key: &'a str,
@@ -417,8 +424,14 @@ impl LockBackend for PostgresBackend {
             None => (Space::Lock, Access::Write),
             Some(access) => (Space::shared(access), access),
         };
-        self.acquire_in(space, access, request.name, request.options, None)
-            .await
+        self.acquire_in(Claim {
+            space,
+            access,
+            name: request.name,
+            options: request.options,
+            value: None,
+        })
+        .await
     }
 
     /// The holder and waiters of `name`'s lock, or of its election when

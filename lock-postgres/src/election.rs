@@ -14,7 +14,7 @@ use distlock_core::{
 use futures::StreamExt;
 use tokio_postgres::types::Type;
 
-use crate::backend::PostgresBackend;
+use crate::backend::{Claim, PostgresBackend};
 use crate::keys::Space;
 use crate::wakeups::KeyWatch;
 
@@ -49,13 +49,13 @@ impl ElectionBackend for PostgresBackend {
     /// As [`LockBackend::acquire`](distlock_core::LockBackend::acquire): a
     /// cancelled campaign's queue entry is removed in the background.
     async fn campaign(&self, name: &LockName, bid: Candidacy) -> Result<Leadership> {
-        let guard = self.acquire_in(
-            Space::Election,
-            Access::Write,
+        let guard = self.acquire_in(Claim {
+            space: Space::Election,
+            access: Access::Write,
             name,
-            &bid.options,
-            Some(bid.value.clone()),
-        );
+            options: &bid.options,
+            value: Some(bid.value.clone()),
+        });
         Ok(Leadership::new(guard.await?, bid.value))
     }
 
