@@ -5,6 +5,8 @@
 //! values. Every example file is declared in its crate's Cargo.toml and
 //! listed in examples/README.md.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -12,40 +14,19 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use distlock::LockBackendExt;
+use support::{example_binary, example_command, run_to_success};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 /// One example run, with room for a loaded machine.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// The example binary `name`, built by `cargo test` beside this test's binary.
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let binary = dir.join("examples").join(name);
-    assert!(
-        binary.exists(),
-        "{} is missing: build it with `cargo build --example {name}` (cargo test builds it)",
-        binary.display()
-    );
-    binary
-}
-
 /// The example `name`, started with only `DISTLOCK_URL` (if any) in its
 /// environment, its output piped.
-fn example_command(name: &str, url: Option<&str>) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(example_binary(name));
-    command
-        .env_clear()
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(url) = url {
-        command.env("DISTLOCK_URL", url);
+fn example_with_url(name: &str, url: Option<&str>) -> tokio::process::Command {
+    match url {
+        Some(url) => example_command(name, &[("DISTLOCK_URL", url)]),
+        None => example_command(name, &[]),
     }
-    command
 }
 
 /// The URLs the examples that need no server run on: the default
@@ -67,20 +48,8 @@ async fn the_examples_without_a_server_run_on_memory_and_file() {
     for url in serverless_urls(dir.path()) {
         for (name, last) in examples {
             let on = url.as_deref().unwrap_or("the default URL");
-            let child = example_command(name, url.as_deref())
-                .spawn()
-                .expect("start the example");
-            let output = tokio::time::timeout(BOUND, child.wait_with_output())
-                .await
-                .unwrap_or_else(|_| panic!("{name} on {on}: did not finish within {BOUND:?}"))
-                .expect("the example's output");
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(
-                output.status.success(),
-                "{name} on {on}: {}\n{stdout}\n{stderr}",
-                output.status
-            );
+            let stdout =
+                run_to_success(name, on, example_with_url(name, url.as_deref()), BOUND).await;
             assert!(
                 stdout.lines().last().is_some_and(|l| l.contains(last)),
                 "{name} on {on}: the last line is not {last:?}\n{stdout}"
@@ -94,7 +63,7 @@ async fn the_shutdown_example_releases_its_locks_on_ctrl_c() {
     let dir = tempfile::tempdir().expect("temp dir");
     for url in serverless_urls(dir.path()) {
         let on = url.as_deref().unwrap_or("the default URL");
-        let mut child = example_command("shutdown", url.as_deref())
+        let mut child = example_with_url("shutdown", url.as_deref())
             .spawn()
             .expect("start the example");
         let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());

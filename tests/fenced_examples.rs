@@ -3,58 +3,23 @@
 //! from each backend in turn, and each example must exit 0 (the stale write
 //! refused, the counter exact).
 
-use std::path::PathBuf;
-use std::process::Stdio;
+mod support;
+
 use std::time::Duration;
 
 use distlock_testkit::assert::started;
 use distlock_testkit::servers::{PostgresServer, RedisServer};
-use tokio::process::Command;
+use support::{example_command, run_to_success};
 
 /// One run: the stale worker's lease (1 s, or a ZooKeeper session) and a
 /// dozen short turns, with room for a loaded machine.
 const BOUND: Duration = Duration::from_secs(90);
 
-/// The example binary `name`, built by `cargo test` beside this test's binary.
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let binary = dir.join("examples").join(name);
-    assert!(
-        binary.exists(),
-        "{} is missing: build it with `cargo build --features full --example {name}` \
-         (cargo test builds it)",
-        binary.display()
-    );
-    binary
-}
-
 /// Runs example `name` with the lock at `lock_url` and the data where
 /// `data_var` (`REDIS_URL`, `DATABASE_URL`) says.
 async fn runs_fenced(name: &str, lock_url: &str, data_var: &str, data_url: &str) {
-    let child = Command::new(example_binary(name))
-        .env_clear()
-        .env("DISTLOCK_URL", lock_url)
-        .env(data_var, data_url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the example");
-    let output = tokio::time::timeout(BOUND, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{name} on {lock_url}: did not finish within {BOUND:?}"))
-        .expect("the example's output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{name} on {lock_url}: {}\n{stdout}\n{stderr}",
-        output.status
-    );
+    let command = example_command(name, &[("DISTLOCK_URL", lock_url), (data_var, data_url)]);
+    let stdout = run_to_success(name, lock_url, command, BOUND).await;
     assert!(
         stdout.contains("refused"),
         "{name} on {lock_url}: no refused stale write\n{stdout}"
