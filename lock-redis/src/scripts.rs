@@ -113,16 +113,18 @@ local function record_holder(holder, owner, token, about, ttl, now, ok)
 end
 "#;
 
-/// Wakes one non-fair waiter of a lock that is still free: the live entry
-/// of the waiter set with the earliest expiry (the one that last tried the
-/// longest ago). Non-fair waiters register in the set but never queue, and
-/// a free lock has no live queue head left (`hand_over` would have served
-/// it), so every live entry is a non-fair waiter's. The entry is removed,
-/// so that the next release wakes another; the woken waiter registers again
-/// if it loses the race. The message has no token: it only says "try now".
+/// Wakes one non-fair waiter of a lock that is still free and has nobody
+/// queued: the live entry of the waiter set with the earliest expiry (the
+/// one that last tried the longest ago). Non-fair waiters register in the
+/// set but never queue, and every queued waiter is in the queue too, so
+/// with the queue empty every live entry is a non-fair waiter's. The entry
+/// is removed, so that the next release wakes another; the woken waiter
+/// registers again if it loses the race. The message has no token: it
+/// only says "try now".
 const WAKE_RACER: &str = r#"
-local function wake_racer(waiters, labels, wake_prefix, owner_key)
-  if redis.call('EXISTS', owner_key) == 1 or redis.call('ZCARD', waiters) == 0 then return end
+local function wake_racer(queue, waiters, labels, wake_prefix, owner_key)
+  if redis.call('EXISTS', owner_key) == 1 or redis.call('LLEN', queue) > 0 then return end
+  if redis.call('ZCARD', waiters) == 0 then return end
   local racer = redis.call('ZRANGEBYSCORE', waiters, '(' .. string.format('%d', now_ms()), '+inf', 'LIMIT', 0, 1)[1]
   if not racer then return end
   redis.call('ZREM', waiters, racer)
@@ -159,7 +161,7 @@ local function hand_over(queue, waiters, labels, holder, wake_prefix, owner_key,
       return token
     end, '')
   end
-  if racers then wake_racer(waiters, labels, wake_prefix, owner_key) end
+  if racers then wake_racer(queue, waiters, labels, wake_prefix, owner_key) end
 end
 "#;
 
