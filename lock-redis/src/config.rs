@@ -101,9 +101,10 @@ pub struct CommonConfig {
     /// URL: `?holder=billing-worker-3`.
     pub holder: Option<String>,
     /// Waiters of a lock queue in arrival order and the release hands the
-    /// lock to the first (`true`, the default), or race for it when it is
-    /// released (`false`, non-fair: faster, no order). Redlock waiters
-    /// always race. URL: `?fair=false`.
+    /// lock to the first (`true`, the default), or race for it whenever a
+    /// release leaves it free (`false`, non-fair: in no order; see the
+    /// crate docs' "Non-fair mode"). Redlock waiters always race. URL:
+    /// `?fair=false`.
     pub fair: bool,
 }
 
