@@ -25,7 +25,7 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 /// embedded default, the file backend in [`distlock_file::FileConfig::default_dir`].
 ///
 /// The client settings every networked backend honours are [`Settings`];
-/// `layout`, `fsync` and `tls` are settings of some backends only, each
+/// `layout`, `fsync`, `fair` and `tls` are settings of some backends only, each
 /// parsed by its backend. In TOML they all sit at the top level, and
 /// durations are humane strings (`ttl = "10s"`):
 ///
@@ -64,6 +64,10 @@ pub struct Config {
     /// `fsync` record writes (file backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fsync: Option<bool>,
+    /// Queue lock waiters in arrival order (Redis; default `true`), or let
+    /// them race (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair: Option<bool>,
     /// TLS files (`tls.ca`, `tls.cert`, `tls.key`) for backends that
     /// support TLS.
     #[serde(skip_serializing_if = "TlsConfig::is_empty")]
@@ -108,6 +112,7 @@ impl fmt::Debug for Config {
             .field("settings", &self.settings)
             .field("layout", &self.layout)
             .field("fsync", &self.fsync)
+            .field("fair", &self.fair)
             .field("tls", &self.tls)
             .finish()
     }
@@ -179,17 +184,8 @@ impl Config {
         let path = || Some(PathBuf::from(value));
         match name {
             "layout" => self.layout = Some(value.to_owned()),
-            "fsync" => {
-                self.fsync = Some(match value {
-                    "1" | "true" | "yes" => true,
-                    "0" | "false" | "no" => false,
-                    other => {
-                        return Err(Error::invalid_config(format!(
-                            "{other:?} is not a boolean (true or false)"
-                        )));
-                    }
-                });
-            }
+            "fsync" => self.fsync = Some(boolean(value)?),
+            "fair" => self.fair = Some(boolean(value)?),
             "tls.ca" => self.tls.ca = path(),
             "tls.cert" => self.tls.cert = path(),
             "tls.key" => self.tls.key = path(),
@@ -205,6 +201,7 @@ impl Config {
             settings: self.settings.overlay(over.settings),
             layout: over.layout.or(self.layout),
             fsync: over.fsync.or(self.fsync),
+            fair: over.fair.or(self.fair),
             tls: TlsConfig {
                 ca: over.tls.ca.or(self.tls.ca),
                 cert: over.tls.cert.or(self.tls.cert),
@@ -232,7 +229,7 @@ impl Config {
     }
 
     /// The settings beyond the URL, as every backend applies them: the
-    /// client settings, and `layout`, `fsync` and the TLS files as
+    /// client settings, and `layout`, `fsync`, `fair` and the TLS files as
     /// [`Settings::options`] for the backends that parse them (each
     /// refuses those it has no use for).
     pub fn settings(&self) -> Settings {
@@ -242,6 +239,7 @@ impl Config {
             .as_ref()
             .map(|layout| ("layout", layout.clone()));
         let fsync = self.fsync.map(|fsync| ("fsync", fsync.to_string()));
+        let fair = self.fair.map(|fair| ("fair", fair.to_string()));
         let tls = self.tls.named().into_iter().filter_map(|(name, path)| {
             path.as_ref()
                 .map(|path| (name, path.to_string_lossy().into_owned()))
@@ -250,6 +248,7 @@ impl Config {
             layout
                 .into_iter()
                 .chain(fsync)
+                .chain(fair)
                 .chain(tls)
                 .map(|(name, value)| (name.to_owned(), value)),
         );
@@ -271,6 +270,17 @@ impl Config {
 /// The embedded default backend: lock files in the per-user state directory.
 pub fn default_url() -> String {
     distlock_file::FileConfig::new(distlock_file::FileConfig::default_dir()).to_url()
+}
+
+/// A boolean setting's text.
+fn boolean(value: &str) -> Result<bool> {
+    match value {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        other => Err(Error::invalid_config(format!(
+            "{other:?} is not a boolean (true or false)"
+        ))),
+    }
 }
 
 fn one_line(text: &str) -> String {
@@ -377,13 +387,14 @@ mod tests {
     #[test]
     fn backend_settings_reach_the_backends_as_named_options() {
         let config = Config::from_toml_str(
-            "layout = \"curator\"\nfsync = false\nprefix = \"p\"\n[tls]\ncert = \"/c.pem\"",
+            "layout = \"curator\"\nfsync = false\nfair = false\nprefix = \"p\"\n[tls]\ncert = \"/c.pem\"",
         )
         .unwrap();
         let settings = config.settings();
         assert_eq!(settings.prefix.as_deref(), Some("p"));
         assert_eq!(settings.option("layout"), Some("curator"));
         assert_eq!(settings.option("fsync"), Some("false"));
+        assert_eq!(settings.option("fair"), Some("false"));
         assert_eq!(settings.option("tls.cert"), Some("/c.pem"));
         assert_eq!(settings.option("tls.ca"), None);
     }

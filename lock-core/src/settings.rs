@@ -3,7 +3,7 @@
 //!
 //! A config file, the environment or command-line flags fill one
 //! `Settings`. The shared client settings are its fields; a backend's own
-//! settings (`layout`, `fsync`, `tls.*`) travel as text in
+//! settings (`layout`, `fsync`, `fair`, `tls.*`) travel as text in
 //! [`Settings::options`] and are parsed by the backend, with the parser of
 //! its URL options. A backend refuses a setting it has no use for, so a
 //! setting never silently does nothing.
@@ -101,6 +101,11 @@ pub const SETTINGS: &[SettingSpec] = &[
         "fsync",
         "DISTLOCK_FSYNC",
         "make record writes durable (file backend)",
+    ),
+    backend(
+        "fair",
+        "DISTLOCK_FAIR",
+        "queue lock waiters in arrival order (default true; Redis)",
     ),
     backend(
         "tls.ca",

@@ -1,6 +1,7 @@
-//! Contention benchmark: our Redis lock against the naive textbook loop
-//! (`SET NX PX`, sleep 1 ms, retry; owner-checked Lua delete), on one
-//! real Redis, in one run.
+//! Contention benchmark: our Redis lock, in its fair (default) and non-fair
+//! (`fair=false`) modes, against the naive textbook loop (`SET NX PX`,
+//! sleep 1 ms, retry; owner-checked Lua delete), on one real Redis, in one
+//! run.
 //!
 //! For 1 and 8 clients (each its own connections, as separate processes
 //! would have) on one lock name, it reports acquisitions per second, real
@@ -151,6 +152,7 @@ impl HeldLock for NaiveHeld {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
     Ours,
+    NonFair,
     Naive,
 }
 
@@ -158,6 +160,7 @@ impl Contender {
     fn label(self) -> &'static str {
         match self {
             Contender::Ours => "distlock redis",
+            Contender::NonFair => "distlock redis fair=false",
             Contender::Naive => "naive SET NX + 1 ms sleep",
         }
     }
@@ -166,7 +169,7 @@ impl Contender {
     /// command in `commandstats` ran inside its Lua scripts.
     fn client_commands(self) -> &'static [&'static str] {
         match self {
-            Contender::Ours => &[
+            Contender::Ours | Contender::NonFair => &[
                 "evalsha",
                 "eval",
                 "script|load",
@@ -188,8 +191,10 @@ async fn connect_clients(
     let mut clients: Vec<Arc<DynLockBackend>> = Vec::new();
     for _ in 0..n {
         match contender {
-            Contender::Ours => {
-                let config = RedisConfig::new("127.0.0.1", server.port()).with_default_ttl(TTL);
+            Contender::Ours | Contender::NonFair => {
+                let config = RedisConfig::new("127.0.0.1", server.port())
+                    .with_default_ttl(TTL)
+                    .with_fair(contender == Contender::Ours);
                 clients.push(Arc::new(
                     RedisBackend::connect(config).await.expect("connect"),
                 ));
@@ -400,18 +405,15 @@ async fn main() {
     let mut ratios = Vec::new();
     let mut breakdowns = Vec::new();
     let mut costs = Vec::new();
+    const CONTENDERS: [Contender; 3] = [Contender::Ours, Contender::NonFair, Contender::Naive];
     for clients in [1, 8] {
-        let mut ours = Vec::new();
-        let mut naive = Vec::new();
+        let mut runs: [Vec<RunResult>; 3] = Default::default();
         for i in 0..rounds {
-            // Alternate the order, so neither side always runs second on a
-            // machine whose load drifts.
-            let order = if i % 2 == 0 {
-                [Contender::Ours, Contender::Naive]
-            } else {
-                [Contender::Naive, Contender::Ours]
-            };
-            for contender in order {
+            // Rotate the order, so no lock always runs at the same point of
+            // a round on a machine whose load drifts.
+            for k in 0..CONTENDERS.len() {
+                let slot = (i + k) % CONTENDERS.len();
+                let contender = CONTENDERS[slot];
                 round += 1;
                 let r = run(&server, contender, clients, secs, round).await;
                 if i == 0 {
@@ -427,14 +429,11 @@ async fn main() {
                         contender.label()
                     ));
                 }
-                match contender {
-                    Contender::Ours => ours.push(r),
-                    Contender::Naive => naive.push(r),
-                }
+                runs[slot].push(r);
             }
         }
-        let (o, n) = (summarize(&ours), summarize(&naive));
-        for (contender, s) in [(Contender::Ours, &o), (Contender::Naive, &n)] {
+        let summaries: Vec<Summary> = runs.iter().map(|r| summarize(r)).collect();
+        for (contender, s) in CONTENDERS.iter().zip(&summaries) {
             let handoffs = if clients == 1 {
                 "–".to_owned()
             } else {
@@ -456,7 +455,7 @@ async fn main() {
                 s.errors,
             );
         }
-        for (contender, s) in [(Contender::Ours, &o), (Contender::Naive, &n)] {
+        for (contender, s) in CONTENDERS.iter().zip(&summaries) {
             costs.push(format!(
                 "| {} | {clients} | {} | {} | {} | {:.0} µs | {:.0} % |",
                 contender.label(),
@@ -467,22 +466,28 @@ async fn main() {
                 s.busy * 100.0,
             ));
         }
-        let handoff_ratio = if clients == 1 {
-            "–".to_owned()
-        } else {
-            format!("{:.2}", o.handoffs / n.handoffs.max(1e-9))
-        };
-        ratios.push(format!(
-            "| {clients} | {:.2} | {handoff_ratio} | {:.2} | {:.2} | {:.2} |",
-            o.per_second / n.per_second.max(1e-9),
-            o.p50_us / n.p50_us.max(1.0),
-            o.p99_us / n.p99_us.max(1.0),
-            o.client_commands / n.client_commands.max(1e-9),
-        ));
+        let n = &summaries[2];
+        for (contender, o) in CONTENDERS.iter().zip(&summaries).take(2) {
+            let handoff_ratio = if clients == 1 {
+                "–".to_owned()
+            } else {
+                format!("{:.2}", o.handoffs / n.handoffs.max(1e-9))
+            };
+            ratios.push(format!(
+                "| {} | {clients} | {:.2} | {handoff_ratio} | {:.2} | {:.2} | {:.2} |",
+                contender.label(),
+                o.per_second / n.per_second.max(1e-9),
+                o.p50_us / n.p50_us.max(1.0),
+                o.p99_us / n.p99_us.max(1.0),
+                o.client_commands / n.client_commands.max(1e-9),
+            ));
+        }
     }
     println!("\n## Ratios ours / naive (same run)\n");
-    println!("| clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | client cmds/acq |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| lock | clients | acquisitions/s | handoffs/s | p50 wait | p99 wait | client cmds/acq |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for line in ratios {
         println!("{line}");
     }

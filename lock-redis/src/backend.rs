@@ -28,8 +28,9 @@ fn capabilities(servers: &Servers) -> Capabilities {
     // hand out a token again. A cluster is one node here: each lock's keys
     // live on one master, with one queue, as on a single server.
     Capabilities::new(servers.backend, FencingStrength::BestEffort)
-        // The wait queue only exists on a single server; Redlock waiters race.
-        .with_fifo(servers.mode.is_one_node())
+        // The wait queue only exists on one node, and only in the fair
+        // mode; Redlock waiters and non-fair (`fair=false`) ones race.
+        .with_fifo(servers.fair)
         .with_election(true)
         // Semaphores and read-write locks need the one queue and holder set
         // a single server keeps; see the crate docs for why Redlock has

@@ -100,6 +100,12 @@ pub struct CommonConfig {
     /// (`inspect`), unless the acquire sets its own; `None` is `host:pid`.
     /// URL: `?holder=billing-worker-3`.
     pub holder: Option<String>,
+    /// Waiters of a lock queue in arrival order and the release hands the
+    /// lock to the first (`true`, the default), or race for it whenever a
+    /// release leaves it free (`false`, non-fair: in no order; see the
+    /// crate docs' "Non-fair mode"). Redlock waiters always race. URL:
+    /// `?fair=false`.
+    pub fair: bool,
 }
 
 impl Default for CommonConfig {
@@ -114,6 +120,7 @@ impl Default for CommonConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             holder: None,
+            fair: true,
         }
     }
 }
@@ -149,9 +156,9 @@ impl CommonConfig {
     }
 
     /// Applies the [`Settings`] Redis honours over these (the client
-    /// settings and `tls.ca`), and refuses the others.
+    /// settings, `tls.ca` and `fair`), and refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
-        settings.refuse_others_than_client("Redis", &["tls.ca"])?;
+        settings.refuse_others_than_client("Redis", &["tls.ca", "fair"])?;
         self.apply_client_settings(settings);
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
         for (name, value) in &settings.options {
@@ -185,6 +192,7 @@ impl CommonConfig {
                 self.tls.enabled = true;
                 self.tls.ca_file = Some(PathBuf::from(path));
             }
+            UrlOption::Fair(on) => self.fair = on,
         }
     }
 
@@ -197,7 +205,8 @@ impl CommonConfig {
             .field("default_ttl", &self.default_ttl)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
-            .field("holder", &self.holder);
+            .field("holder", &self.holder)
+            .field("fair", &self.fair);
     }
 }
 
@@ -241,7 +250,8 @@ impl fmt::Debug for CommonConfig {
 /// `request_timeout` (durations such as `500ms` or `30s`; a bare number is
 /// seconds), `prefix`, `holder` (the description operators see), `tls`
 /// (`true` is the same as `rediss://`), `tls_insecure`, `tls.ca` (a PEM
-/// file of root certificates; it turns TLS on).
+/// file of root certificates; it turns TLS on), `fair` (`false`: lock
+/// waiters race instead of queueing).
 ///
 /// ```
 /// use distlock_redis::RedisConfig;
@@ -294,6 +304,13 @@ macro_rules! common_builders {
         /// Sets the password.
         pub fn with_password(mut self, password: impl Into<String>) -> Self {
             self.common.password = Some(password.into());
+            self
+        }
+
+        /// Sets whether lock waiters queue (`true`, the default) or race
+        /// (`false`); see [`CommonConfig::fair`].
+        pub fn with_fair(mut self, fair: bool) -> Self {
+            self.common.fair = fair;
             self
         }
     };
@@ -526,6 +543,34 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
             assert!(err.to_string().contains(needle), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn fair_is_the_default_and_fair_false_is_understood() {
+        assert!(RedisConfig::from_url("redis://h").unwrap().common.fair);
+        assert!(
+            !RedisConfig::from_url("redis://h?fair=false")
+                .unwrap()
+                .common
+                .fair
+        );
+        assert!(
+            !RedlockConfig::from_url("redlock://a,b,c?fair=0")
+                .unwrap()
+                .common
+                .fair
+        );
+        let err = RedisConfig::from_url("redis://h?fair=maybe").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        assert!(err.to_string().contains("fair"), "{err}");
+        let settings = Settings {
+            options: vec![("fair".into(), "false".into())],
+            ..Settings::default()
+        };
+        let c = RedisConfig::default().with_settings(&settings).unwrap();
+        assert!(!c.common.fair);
+        let partial: RedisConfig = serde_json::from_str(r#"{"fair":false}"#).unwrap();
+        assert!(!partial.common.fair);
     }
 
     #[test]

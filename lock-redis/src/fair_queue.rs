@@ -23,6 +23,15 @@
 //!
 //! A contended acquisition costs two scripts: join the queue, and (later)
 //! release.
+//!
+//! **Non-fair** (`fair=false`), the same loop runs without the queue: the
+//! script takes the lock whenever it is free, else registers our waiter id
+//! in the waiter set only (so operators see us). A release that leaves the
+//! lock free (nobody queued in the fair mode took it) wakes the registered
+//! waiter that tried the longest ago, on our instance channel, with no
+//! token: it runs the script again and races everyone else, the releaser
+//! included. The same timers bound a lost wake-up. Tokens, leases, renewal
+//! and release are those of the fair mode.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,8 +50,13 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 /// before giving up.
 const MAX_LATE_GRANTS: u32 = 3;
 
-/// Acquires on the single server of `servers`.
-pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Result<Granted> {
+/// Acquires on the single server of `servers`, queueing when `fair`, else
+/// racing.
+pub(crate) async fn acquire(
+    servers: &Arc<Servers>,
+    request: &Request<'_>,
+    fair: bool,
+) -> Result<Granted> {
     let node = &servers.nodes[0];
     let owner = new_owner_id();
     let start = Instant::now();
@@ -59,9 +73,9 @@ pub(crate) async fn acquire(servers: &Arc<Servers>, request: &Request<'_>) -> Re
     let mode = Mode {
         owner: &owner,
         waiter: &waiter,
-        enqueue: waiting,
-        register: false,
-        fair: true,
+        enqueue: waiting && fair,
+        register: waiting && !fair,
+        fair,
         confirmed: true,
     };
     // Our last script that answered "busy": when it was sent and the fence

@@ -113,6 +113,26 @@ local function record_holder(holder, owner, token, about, ttl, now, ok)
 end
 "#;
 
+/// Wakes one non-fair waiter of a lock that is still free and has nobody
+/// queued: the live entry of the waiter set with the earliest expiry (the
+/// one that last tried the longest ago). Non-fair waiters register in the
+/// set but never queue, and every queued waiter is in the queue too, so
+/// with the queue empty every live entry is a non-fair waiter's. The entry
+/// is removed, so that the next release wakes another; the woken waiter
+/// registers again if it loses the race. The message has no token: it
+/// only says "try now".
+const WAKE_RACER: &str = r#"
+local function wake_racer(queue, waiters, labels, wake_prefix, owner_key)
+  if redis.call('EXISTS', owner_key) == 1 or redis.call('LLEN', queue) > 0 then return end
+  if redis.call('ZCARD', waiters) == 0 then return end
+  local racer = redis.call('ZRANGEBYSCORE', waiters, '(' .. string.format('%d', now_ms()), '+inf', 'LIMIT', 0, 1)[1]
+  if not racer then return end
+  redis.call('ZREM', waiters, racer)
+  redis.call('HDEL', labels, racer)
+  redis.call('PUBLISH', wake_prefix .. string.match(racer, '^[^/]*'), racer)
+end
+"#;
+
 /// Serves the next waiter of a free lock (dead waiters at the head of its
 /// queue are dropped first):
 ///
@@ -121,20 +141,27 @@ end
 ///   the waiter holds the lock without another round trip;
 /// - without (elections, whose leader value the waiter writes), the message
 ///   only wakes it to run the acquire script.
+///
+/// With `racers` (not on Redlock, whose waiters listen on the released
+/// channel), a lock that nobody in the queue took wakes one non-fair waiter.
 const HAND_OVER: &str = r#"
-local function hand_over(queue, waiters, labels, holder, wake_prefix, owner_key, fence, handoff)
+local function hand_over(queue, waiters, labels, holder, wake_prefix, owner_key, fence, handoff, racers)
   if not handoff then
     local head = live_head(queue, waiters, labels, false)
-    if head then redis.call('PUBLISH', wake_prefix .. string.match(head, '^[^/]*'), head) end
-    return
+    if head then
+      redis.call('PUBLISH', wake_prefix .. string.match(head, '^[^/]*'), head)
+      return
+    end
+  else
+    serve(queue, waiters, labels, false, wake_prefix, function(owner, ttl, about, now)
+      if redis.call('EXISTS', owner_key) == 1 then return false end
+      redis.call('SET', owner_key, owner, 'PX', ttl)
+      local token = next_token(fence)
+      record_holder(holder, owner, token, about, ttl, now, '1')
+      return token
+    end, '')
   end
-  serve(queue, waiters, labels, false, wake_prefix, function(owner, ttl, about, now)
-    if redis.call('EXISTS', owner_key) == 1 then return false end
-    redis.call('SET', owner_key, owner, 'PX', ttl)
-    local token = next_token(fence)
-    record_holder(holder, owner, token, about, ttl, now, '1')
-    return token
-  end, '')
+  if racers then wake_racer(queue, waiters, labels, wake_prefix, owner_key) end
 end
 "#;
 
@@ -227,7 +254,8 @@ return {0, wait, tonumber(redis.call('GET', fence) or '0')}
 "#;
 
 /// Release (owner-checked delete), or give up waiting, or both; then serve
-/// the next waiter if the lock is free.
+/// the next waiter if the lock is free. A non-fair waiter that gives up
+/// while the lock is free passes on the wake-up it may have been sent.
 ///
 /// KEYS: owner, queue, waiters, fence, holder, labels, and for elections
 /// leader. ARGV: 1 owner id, 2 waiter id (or ''), 3 wake prefix, 4 flags:
@@ -253,8 +281,9 @@ if ARGV[2] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[2])
   redis.call('HDEL', KEYS[6], ARGV[2])
 end
-if freed == 1 or (removed > 0 and redis.call('EXISTS', KEYS[1]) == 0) then
-  hand_over(KEYS[2], KEYS[3], KEYS[6], KEYS[5], ARGV[3], KEYS[1], KEYS[4], string.find(ARGV[4], 'h', 1, true))
+local racers = not string.find(ARGV[4], 'r', 1, true)
+if freed == 1 or ((removed > 0 or (racers and ARGV[2] ~= '')) and redis.call('EXISTS', KEYS[1]) == 0) then
+  hand_over(KEYS[2], KEYS[3], KEYS[6], KEYS[5], ARGV[3], KEYS[1], KEYS[4], string.find(ARGV[4], 'h', 1, true), racers)
 end
 if freed == 1 and string.find(ARGV[4], 'r', 1, true) then redis.call('PUBLISH', ARGV[5], '1') end
 return freed
@@ -388,7 +417,7 @@ if KEYS[8] then redis.call('PUBLISH', ARGV[4], '0') end
 local keep = math.max(2 * (tonumber(h[6]) or 0), 2 * left, 1000)
 redis.call('SADD', KEYS[7], owner)
 if redis.call('PTTL', KEYS[7]) < keep then redis.call('PEXPIRE', KEYS[7], keep) end
-hand_over(KEYS[2], KEYS[3], KEYS[6], KEYS[5], ARGV[1], KEYS[1], KEYS[4], string.find(ARGV[2], 'h', 1, true))
+hand_over(KEYS[2], KEYS[3], KEYS[6], KEYS[5], ARGV[1], KEYS[1], KEYS[4], string.find(ARGV[2], 'h', 1, true), not string.find(ARGV[2], 'r', 1, true))
 if string.find(ARGV[2], 'r', 1, true) then redis.call('PUBLISH', ARGV[3], '1') end
 return out
 "#;
@@ -456,7 +485,9 @@ impl Scripts {
 
 /// `script` with the functions that serve the next waiter on a release.
 fn serving(script: &str) -> String {
-    format!("{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{SERVE}\n{RECORD_HOLDER}\n{HAND_OVER}\n{script}")
+    format!(
+        "{NEXT_TOKEN}\n{NOW}\n{LIVE_HEAD}\n{SERVE}\n{RECORD_HOLDER}\n{WAKE_RACER}\n{HAND_OVER}\n{script}"
+    )
 }
 
 /// `script` with the functions of a shared primitive's queue and holders.

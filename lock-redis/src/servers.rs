@@ -122,6 +122,9 @@ pub(crate) struct Servers {
     pub(crate) request_timeout: Duration,
     /// The configured holder description (`holder` setting).
     holder: Option<String>,
+    /// Whether lock waiters queue (`fair` setting); semaphores and
+    /// read-write locks always do, Redlock waiters never.
+    pub(crate) fair: bool,
     instance: String,
     waiter_seq: AtomicU64,
     /// Renews the leases of every lock this backend holds, from one task per runtime.
@@ -184,6 +187,7 @@ impl Servers {
             default_ttl: common.default_ttl,
             request_timeout: common.request_timeout,
             holder: common.holder.clone(),
+            fair: common.fair && mode.is_one_node(),
             instance,
             waiter_seq: AtomicU64::new(0),
             renewer: Renewer::new(),
@@ -247,7 +251,8 @@ impl Servers {
         };
         let acquisition = async {
             let granted = if self.mode.is_one_node() {
-                fair_queue::acquire(self, &request).await?
+                let fair = self.fair || request.keys.space.is_shared();
+                fair_queue::acquire(self, &request, fair).await?
             } else {
                 redlock::acquire(self, &request).await?
             };

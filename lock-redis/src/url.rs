@@ -14,7 +14,7 @@ use crate::config::{DEFAULT_PORT, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
 const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca";
+    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, fair";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,7 @@ pub(crate) enum UrlOption {
     Tls(bool),
     TlsInsecure(bool),
     TlsCaFile(String),
+    Fair(bool),
 }
 
 /// The parts of a URL.
@@ -114,6 +115,7 @@ pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlO
         "tls" => UrlOption::Tls(flag(&value)?),
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
         "tls.ca" | "tls_ca_file" => UrlOption::TlsCaFile(value),
+        "fair" => UrlOption::Fair(flag(&value)?),
         other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })
 }

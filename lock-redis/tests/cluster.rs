@@ -279,3 +279,46 @@ async fn an_unreachable_cluster_is_unavailable_naming_its_seeds_in_time() {
         }
     }
 }
+
+/// Non-fair (`fair=false`) clients on a cluster: FIFO is not declared, a
+/// release wakes the waiter at once (its lease is far longer than the
+/// bound), and a fair client of the same name is excluded while it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn non_fair_clients_race_on_the_locks_master() {
+    let cluster = support::cluster::start_cluster(3, 0).await;
+    let config = support::cluster::cluster_config_for(&cluster).with_fair(false);
+    let racer = RedisClusterBackend::connect(config.clone())
+        .await
+        .expect("connect");
+    let waiter = RedisClusterBackend::connect(config).await.expect("connect");
+    let fair = support::cluster::cluster_client(&cluster).await;
+    assert!(!racer.capabilities().fifo);
+    assert!(fair.capabilities().fifo);
+    let name = LockName::new("cluster/nonfair").unwrap();
+    let long = AcquireOptions::new()
+        .ttl(Duration::from_secs(30))
+        .wait(Wait::Forever);
+    let held = racer.acquire(&name, &long).await.expect("acquire");
+    let first = held.token();
+    let err = fair.try_lock("cluster/nonfair").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    let task = {
+        let (name, long) = (name.clone(), long.clone());
+        tokio::spawn(async move { waiter.acquire(&name, &long).await })
+    };
+    inspect_until(
+        &fair,
+        &name,
+        Duration::from_secs(10),
+        "a registered waiter",
+        |s| s.waiting == 1,
+    )
+    .await;
+    held.release().await.expect("release");
+    let guard = within(Duration::from_secs(3), "the woken waiter's grant", task)
+        .await
+        .expect("waiter task")
+        .expect("acquire");
+    assert!(guard.token() > first);
+    guard.release().await.expect("release");
+}

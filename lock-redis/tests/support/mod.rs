@@ -51,7 +51,17 @@ pub fn config_for(server: &RedisServer) -> RedisConfig {
 
 /// A new, independent client of `server`.
 pub async fn client(server: &RedisServer) -> RedisBackend {
-    RedisBackend::connect(config_for(server))
+    connect(config_for(server)).await
+}
+
+/// A new, independent non-fair (`fair=false`) client of `server`.
+pub async fn nonfair_client(server: &RedisServer) -> RedisBackend {
+    connect(config_for(server).with_fair(false)).await
+}
+
+/// A new client with `config`.
+pub async fn connect(config: RedisConfig) -> RedisBackend {
+    RedisBackend::connect(config)
         .await
         .expect("connect to redis")
 }

@@ -1,5 +1,5 @@
-//! The conformance target of both suites: a single server, or three
-//! independent servers under Redlock.
+//! The conformance target of the suites: a single server (fair or not), or
+//! three independent servers under Redlock.
 
 use std::sync::Arc;
 
@@ -12,6 +12,8 @@ use distlock_testkit::servers::{RedisServers, RespReply};
 /// than one server.
 pub struct RedisTarget {
     servers: RedisServers,
+    /// Whether single-server clients queue (`fair`) or race.
+    fair: bool,
 }
 
 impl RedisTarget {
@@ -19,6 +21,15 @@ impl RedisTarget {
     pub async fn single() -> Self {
         RedisTarget {
             servers: super::start_redises(1).await,
+            fair: true,
+        }
+    }
+
+    /// One server, non-fair (`fair=false`) single-server clients.
+    pub async fn nonfair() -> Self {
+        RedisTarget {
+            servers: super::start_redises(1).await,
+            fair: false,
         }
     }
 
@@ -26,6 +37,7 @@ impl RedisTarget {
     pub async fn redlock() -> Self {
         RedisTarget {
             servers: super::start_redises(3).await,
+            fair: true,
         }
     }
 
@@ -40,7 +52,8 @@ impl Target for RedisTarget {
         if self.is_redlock() {
             Arc::new(super::redlock_client(&self.servers).await)
         } else {
-            Arc::new(super::client(self.servers.server(0)).await)
+            let config = super::config_for(self.servers.server(0));
+            Arc::new(super::connect(config.with_fair(self.fair)).await)
         }
     }
 
