@@ -372,15 +372,22 @@ impl Entry {
 
     /// Waits until no entry ahead of ours blocks it any more (for a lock:
     /// no key older than ours is left); returns a revision at which that
-    /// was seen.
+    /// was true and our key still existed.
     ///
-    /// The turn is decided from this backend's view of the queue
+    /// The turn is first seen in this backend's view of the queue
     /// ([`crate::view`]) after every change it hears, with no read. The
     /// queue is also read directly: a few times while the view's watch is
     /// young (its first events may come late), and every TTL/3, because a
     /// watch can go silent for good (its member froze, or its connection
     /// died without a reset) and a waiter that has been let in must always
     /// find out.
+    ///
+    /// A turn seen in the view or in a member-local read is only a hint:
+    /// both show a past revision, and our own lease may have ended since
+    /// (a resumed etcd leader revokes several leases one revision after
+    /// another). The turn is ours only once a linearizable read confirms
+    /// that our key still exists and nothing ahead blocks it, as etcd's
+    /// own Mutex reads its key after its wait.
     async fn wait_turn(&self, at: Position, lease_lost: &LostSignal) -> Result<i64> {
         let mut view = view::subscribe(&self.inner, &self.queue);
         let every = self.recheck_every();
@@ -393,9 +400,18 @@ impl Entry {
                 )));
             }
             if let Some(turn) = view.read(at.seen_at, |queue| self.turn_in(queue, at.rev))
-                && let Turn::Ours(seen_at) = turn?
+                && let Turn::Ours(_) = turn?
             {
-                return Ok(seen_at);
+                match self.confirm_turn(at.rev).await {
+                    Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
+                    Ok(Turn::Waiting) => {
+                        tracing::debug!(key = self.key, "the view's turn was not confirmed");
+                    }
+                    Err(e) if e.is_retryable() => {
+                        tracing::debug!(error = %e, "confirming our turn failed; waiting");
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             let read_at = young_recheck(&view).map_or(next_read, |at| at.min(next_read));
             tokio::select! {
@@ -445,21 +461,34 @@ impl Entry {
         (ttl / 3).max(Duration::from_millis(100))
     }
 
-    /// Confirms our key still exists and finds whom we wait for, reading at
-    /// a revision ≥ `min_rev` (member-local first, linearizable if that
-    /// member lags).
+    /// Confirms our key still exists and finds whom we wait for. A
+    /// member-local read, current as of `min_rev`, answers a wait; a turn
+    /// that it shows, or a member that lags, takes a linearizable read.
     async fn read_turn(&self, rev: i64, min_rev: i64) -> Result<Turn> {
-        let mut resp = self.read_turn_at(rev, true).await?;
-        if header_rev(&resp) < min_rev {
-            resp = self.read_turn_at(rev, false).await?;
+        let local = self.read_turn_at(rev, true).await?;
+        if header_rev(&local) >= min_rev
+            && let Turn::Waiting = self.turn_from(&local, rev)?
+        {
+            return Ok(Turn::Waiting);
         }
+        self.confirm_turn(rev).await
+    }
+
+    /// Our turn as a linearizable read shows it: a grant that holds now.
+    async fn confirm_turn(&self, rev: i64) -> Result<Turn> {
+        let resp = self.read_turn_at(rev, false).await?;
+        self.turn_from(&resp, rev)
+    }
+
+    /// Our turn as the answer of [`Self::read_turn_at`] shows it; our key
+    /// gone is `LeaseLost`.
+    fn turn_from(&self, resp: &TxnResponse, rev: i64) -> Result<Turn> {
         if !resp.succeeded() {
             return Err(self.gone());
         }
-        let seen_at = header_rev(&resp);
         let ops = resp.op_responses();
         Ok(if self.waits_for(ahead_of(kvs(&ops, 0), rev))?.is_empty() {
-            Turn::Ours(seen_at)
+            Turn::Ours(header_rev(resp))
         } else {
             Turn::Waiting
         })

@@ -1,7 +1,8 @@
-//! A departure lets the next waiter in without a read: waiters decide their
-//! turn from their backend's view of the queue, so a hand-off costs etcd
-//! the releaser's delete and nothing else. Counted from etcd's own request
-//! metrics.
+//! A departure wakes the waiters without a read: they see their turn in
+//! their backend's view of the queue, so a hand-off costs etcd the
+//! releaser's delete and one linearizable read, by the waiter let in, that
+//! confirms its turn. The waiters still waiting read nothing. Counted from
+//! etcd's own request metrics.
 
 mod support;
 
@@ -41,7 +42,7 @@ async fn requests(cluster: &EtcdCluster) -> f64 {
 }
 
 #[tokio::test]
-async fn a_lock_hand_off_costs_only_the_release() {
+async fn a_lock_hand_off_costs_the_release_and_one_confirming_read() {
     let cluster = start_cluster(1).await;
     let name = "handoff-reads";
     let mut raw = raw_client(&cluster).await;
@@ -69,8 +70,9 @@ async fn a_lock_hand_off_costs_only_the_release() {
         let next = joined(SLACK, &format!("waiter {turn} after a release"), waiter).await;
         let spent = requests(&cluster).await - before;
         assert_eq!(
-            spent, 1.0,
-            "hand-off {turn}: only the release's Txn, no read by any waiter"
+            spent, 2.0,
+            "hand-off {turn}: the release's Txn and the confirming read of the waiter let in, \
+             no read by the waiters still waiting"
         );
         releasing = next;
     }
@@ -78,7 +80,7 @@ async fn a_lock_hand_off_costs_only_the_release() {
 }
 
 #[tokio::test]
-async fn a_semaphore_departure_costs_only_the_release() {
+async fn a_semaphore_departure_costs_the_release_and_one_confirming_read() {
     let cluster = start_cluster(1).await;
     let name = "shared-handoff-reads";
     let mut raw = raw_client(&cluster).await;
@@ -115,8 +117,9 @@ async fn a_semaphore_departure_costs_only_the_release() {
         let next = joined(SLACK, &format!("waiter {turn} after a departure"), waiter).await;
         let spent = requests(&cluster).await - before;
         assert_eq!(
-            spent, 1.0,
-            "departure {turn}: only the release's Txn, no read by any waiter"
+            spent, 2.0,
+            "departure {turn}: the release's Txn and the confirming read of the waiter let in, \
+             no read by the waiters still waiting"
         );
         holders.push_back(next);
     }
