@@ -17,11 +17,11 @@ pub const END: &str = "<!-- fault-matrix:end -->";
 /// The verdicts that can catch a broken promise, as `problems` name them.
 const CATCHES: [(&str, &str); 6] = [
     ("history not linearizable", "non-linearizable history"),
-    ("overlaps with no fault", "overlap with no fault"),
-    ("vouched stale writes", "vouched stale write"),
-    ("lost signals fired only after", "late lost signal"),
-    ("fenced violations", "fenced violation"),
-    ("token regressions", "token regression"),
+    ("with no fault: two clients inside", "overlap with no fault"),
+    ("vouched stale write", "vouched stale write"),
+    ("fired only after another client", "late lost signal"),
+    ("fenced violation", "fenced violation"),
+    ("token regression", "token regression"),
 ];
 
 /// Sums over the measured cells of one group of rows.
@@ -277,5 +277,32 @@ mod tests {
         assert_eq!(spliced, format!("intro\n{BEGIN}\n\nnew\n{END}\noutro\n"));
         assert_eq!(splice(&spliced, "new\n").unwrap(), spliced);
         assert!(splice("no markers", "x").is_err());
+    }
+
+    #[test]
+    fn every_catch_is_named_in_the_singular_and_the_plural() {
+        use crate::faults::Fault;
+        use crate::mutant::Mutant;
+        use crate::verdict::judge;
+        let row = Row::Mutant(Mutant::SilentLoss);
+        for n in [1, 2] {
+            let mut texts = Vec::new();
+            for fault in [Fault::None, Fault::PartitionHolder] {
+                let mut cell = Cell::empty(row, fault, "measured", None);
+                cell.overlaps = n;
+                cell.fenced_violations = n;
+                cell.token_regressions = n;
+                cell.vouched_stale_writes = n;
+                cell.late_lost_signals = n;
+                cell.history_not_linearizable = 1;
+                texts.extend(judge(row, fault, &cell, &[]).failing);
+            }
+            for (needle, name) in CATCHES {
+                assert!(
+                    texts.iter().any(|t| t.contains(needle)),
+                    "{name} not found for {n}: {texts:?}"
+                );
+            }
+        }
     }
 }

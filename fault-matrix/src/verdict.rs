@@ -4,16 +4,18 @@
 //! library says about itself:
 //!
 //! - two clients inside at once with no fault, on any backend;
-//! - on strong-token backends (etcd, ZooKeeper) and under the mutants: a
-//!   fenced violation, a token regression, a vouched stale write (except
-//!   when the lock is broken from outside, which no client can see
-//!   coming), or a lost signal that fired only after another client was
-//!   granted the lock while the holder kept running;
+//! - on strong-token backends (etcd, ZooKeeper, PostgreSQL) and under the
+//!   mutants: a fenced violation, a token regression, a vouched stale
+//!   write (except when the lock is broken from outside, which no client
+//!   can see coming), or a lost signal that fired only after another
+//!   client was granted the lock while the holder kept running;
 //! - a client that crashed or hung;
 //! - no grant to anyone after a client was killed (fault 10);
 //! - a history the checker finds not linearizable, where the row's
 //!   verdicts are strict (or with no fault), except a lock broken from
 //!   outside.
+//!
+//! Where clients hold several names at once, each is judged on its own.
 //!
 //! One documented server bug is reported as a known failure, decided from
 //! what the server showed and only for what it explains: on `etcd-3` with
