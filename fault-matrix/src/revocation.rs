@@ -118,7 +118,15 @@ impl Revocation {
                 )),
             }
         }
+        seen.sort();
         seen.dedup();
+        // A note, not a listing: the many-names row blames dozens of holds.
+        const SHOWN: usize = 8;
+        if seen.len() > SHOWN {
+            let more = seen.len() - SHOWN;
+            seen.truncate(SHOWN);
+            seen.push(format!("{more} more"));
+        }
         (
             ended,
             format!("{expired}; on a healthy member, {}", seen.join(", ")),
