@@ -11,14 +11,18 @@
 #                                       broken,mutant-no-exclusion,mutant-silent-loss,
 #                                       mutant-long-validity]
 #                           [--faults 1,2,...,12] [--clients N] [--seed N] [--trials N]
-#                           [--flip-trials N] [--contend lock,rwlock-write,semaphore-1]
+#                           [--flip-trials N]
+#                           [--contend lock,rwlock-write,semaphore-1,many-names]
 #
 # The full plan (no --trials): 20 trials for each cell whose verdict can
 # flip (faults 2, 3, 6, 7, 8, 11 on the strong-token rows), 5 for the
 # others; `--trials 5 --flip-trials 20` asks for the same explicitly. It
 # also runs the rows etcd-3/semaphore-1 and zk-3/rwlock-write (the same
-# faults on a semaphore's permit and a read-write lock's write side, at the
-# ordinary trial count); --contend runs the listed primitives instead.
+# faults on a semaphore's permit and a read-write lock's write side) and
+# etcd-3/many-names (each client holding 6 of 50 names at once, under the
+# faults that stall or cut its renewals), at the ordinary trial count;
+# --contend runs the listed primitives instead, and --backends
+# etcd-3/many-names one such row alone.
 # Faults: 1 none, 2 holder paused, 3 holder partitioned, 4 slow network,
 # 5 server killed (Redis Cluster: failover), 6 leader killed, 7 member
 # frozen, 8 follower cut off, 9 lock broken, 10 client killed, 11 server

@@ -42,12 +42,45 @@ impl Spread {
     }
 }
 
+/// One client's hold of one name, as a fencing token names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Hold {
+    /// The client's number.
+    pub client: u32,
+    /// The token of the acquisition.
+    pub token: u64,
+}
+
+/// What a trial's record can blame on particular holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anomaly {
+    /// A write the guard vouched for after another client was granted a
+    /// higher token on the same name.
+    VouchedStaleWrite,
+    /// A lost signal that fired only after another client was granted the
+    /// same name.
+    LateLostSignal,
+    /// Two clients' sections of one name interleaved.
+    Overlap,
+}
+
+/// One anomaly and the holds it belongs to: the writer, the client whose
+/// signal came late, or the two sections that overlapped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attributed {
+    /// What happened.
+    pub anomaly: Anomaly,
+    /// Whose holds it was.
+    pub holds: Vec<Hold>,
+}
+
 /// One backend × fault measurement (or why there is none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
-    /// Row id: `etcd`, `etcd-3`, `redis`, `redlock`, `zk`, `zk-3`, `file`, `broken`.
+    /// Row id: `etcd`, `etcd-3`, `redis`, `redlock`, `zk`, `zk-3`, `file`, `broken`;
+    /// a primitive's row adds it, as `etcd-3/many-names`.
     pub backend: String,
-    /// Fault number, 1 to 9.
+    /// Fault number, 1 to 12.
     pub fault: u8,
     /// Fault id, e.g. `pause-holder`.
     pub fault_id: String,
@@ -160,6 +193,10 @@ pub struct Cell {
     /// Each lost signal's delay, ms, for merging trials.
     #[serde(skip)]
     pub lost_delays: Vec<f64>,
+    /// The trial's vouched stale writes, late lost signals and overlaps,
+    /// each with the holds it belongs to, for the verdict.
+    #[serde(skip)]
+    pub attributed: Vec<Attributed>,
 }
 
 impl Cell {
@@ -208,6 +245,7 @@ impl Cell {
             history_unknown: 0,
             problems: Vec::new(),
             lost_delays: Vec::new(),
+            attributed: Vec::new(),
         }
     }
 
@@ -252,18 +290,38 @@ impl Cell {
                 cell.held_writes_rejected += 1;
             }
             let outranked = by_grant.iter().any(|g| {
-                g.client != write.client && g.token > write.token && g.granted_ns < write.checked_ns
+                g.name == write.name
+                    && g.client != write.client
+                    && g.token > write.token
+                    && g.granted_ns < write.checked_ns
             });
             if outranked {
                 cell.vouched_stale_writes += 1;
+                cell.attributed.push(Attributed {
+                    anomaly: Anomaly::VouchedStaleWrite,
+                    holds: vec![Hold {
+                        client: write.client,
+                        token: write.token,
+                    }],
+                });
             }
         }
-        let mut highest: Option<u64> = None;
+        // Tokens must rise per name, in grant order.
+        let mut highest: BTreeMap<&str, u64> = BTreeMap::new();
         for grant in &by_grant {
-            if highest.is_some_and(|h| grant.token <= h) {
+            let name = grant.name.as_str();
+            if highest.get(name).is_some_and(|&h| grant.token <= h) {
                 cell.token_regressions += 1;
             }
-            highest = Some(highest.map_or(grant.token, |h| h.max(grant.token)));
+            let high = highest.entry(name).or_insert(grant.token);
+            *high = (*high).max(grant.token);
+        }
+        for overlap in &record.overlap_pairs {
+            let hold = |(client, token)| Hold { client, token };
+            cell.attributed.push(Attributed {
+                anomaly: Anomaly::Overlap,
+                holds: vec![hold(overlap.entered), hold(overlap.inside)],
+            });
         }
 
         if fault != Fault::None {
@@ -286,10 +344,22 @@ impl Cell {
                 .iter()
                 .filter(|l| {
                     record.grants.iter().any(|g| {
-                        g.client != l.client && g.token > l.token && g.arrived_ns < l.at_ns
+                        g.name == l.name
+                            && g.client != l.client
+                            && g.token > l.token
+                            && g.arrived_ns < l.at_ns
                     })
                 })
                 .collect();
+            for l in &late {
+                cell.attributed.push(Attributed {
+                    anomaly: Anomaly::LateLostSignal,
+                    holds: vec![Hold {
+                        client: l.client,
+                        token: l.token,
+                    }],
+                });
+            }
             let revoked = LostReason::Revoked.to_string();
             cell.late_lost_signals = late.len() as u64;
             cell.late_lost_revoked = late.iter().filter(|l| l.reason == revoked).count() as u64;

@@ -1,6 +1,9 @@
 //! The workload client: one OS process per client, connecting with the
 //! backend crates directly from a URL, looping acquire → write (begin) →
 //! hold → write (end) → release, and reporting lost signals and errors.
+//! Contending on many names, it acquires several names in name order
+//! (so that clients cannot deadlock), holds them together, writes under
+//! each, and gives them back.
 //!
 //! A section the runner keeps open through a fault writes every few
 //! milliseconds, each write after `is_held()` said yes, as the docs tell
@@ -20,6 +23,8 @@ use distlock_core::{AcquireOptions, DynLockBackend, Error, LockName, LostReason,
 
 use super::history::{Op, Outcome, Recorder};
 use super::mutant::{Held, Mutant};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -46,7 +51,7 @@ pub struct ClientArgs {
     pub url: String,
     /// The client's number in the cell.
     pub client: u32,
-    /// The lock all clients contend for.
+    /// The lock all clients contend for (many names: their prefix).
     pub lock: String,
     /// Which primitive of that name.
     pub contended: Contended,
@@ -69,12 +74,12 @@ const HISTORY_EVERY: Duration = Duration::from_millis(25);
 struct Log(Arc<std::sync::Mutex<Recorder>>);
 
 impl Log {
-    fn note(&self, op: Op, outcome: Outcome, token: Option<u64>) {
+    fn note(&self, op: Op, outcome: Outcome, token: Option<u64>, name: &str) {
         let at_ns = now_ns();
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .record(op, outcome, token, at_ns);
+            .record(op, outcome, token, at_ns, name);
     }
 
     /// The events not yet sent, and the moment (relative to the origin)
@@ -196,79 +201,135 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
         }
     };
     let extend = extend_on_signals()?;
-    let name = LockName::new(args.lock.as_str()).map_err(io::Error::other)?;
     let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
     let log = Log(Arc::new(std::sync::Mutex::new(Recorder::new(
         args.client,
         args.origin_ns,
     ))));
     log.send_on(Arc::clone(&events), args.client);
+    let mut draw = StdRng::seed_from_u64(args.origin_ns ^ u64::from(args.client));
     for seq in 0.. {
-        log.note(Op::Acquire, Outcome::Invoke, None);
-        let acquired = Held::acquire(args.contended, &*backend, &name, &options, args.mutant);
-        let held = match acquired.await {
-            Ok(held) => held,
-            Err(e) => {
-                // A timed-out or failed acquisition may still have taken
-                // effect on the server: its outcome is unknown.
-                log.note(Op::Acquire, Outcome::Info, None);
-                report_error(&mut writes, args.client, "acquire", &e).await?;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
+        let names = args.contended.names_to_hold(&args.lock, &mut draw);
+        let mut holds: Vec<(String, Held)> = Vec::new();
+        for name in names {
+            let watch = (&events, &log);
+            match acquire(&args, &*backend, &name, &options, watch, &mut writes).await? {
+                Some(held) => holds.push((name, held)),
+                None => break,
             }
-        };
-        let granted_ns = now_ns();
-        let token = held.token();
-        log.note(Op::Acquire, Outcome::Ok, Some(token));
-        let lost = held.lost();
-        let watcher_events = Arc::clone(&events);
-        let watcher_log = log.clone();
-        let client = args.client;
-        // Detached: a loss can fire after a release that failed. Bounded,
-        // so that guards whose signal never fires leave no task behind.
-        tokio::spawn(async move {
-            let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, lost).await else {
-                return;
-            };
-            let at_ns = now_ns();
-            if reason != LostReason::Released {
-                watcher_log.note(Op::Lost, Outcome::Info, Some(token));
-                let message = Message::Lost {
-                    client,
-                    token,
-                    at_ns,
-                    reason: reason.to_string(),
-                };
-                let _ = watcher_events.lock().await.send(&message).await;
-            }
-        });
-        let section = Section {
-            client,
-            token,
-            seq,
-            granted_ns,
-            key: held.key().to_owned(),
-        };
-        write_checked(&mut writes, &section, Phase::Begin, &held, &log).await?;
-        tokio::time::sleep(args.hold).await;
-        let mut writing = true;
-        while extend.load(Ordering::Relaxed) {
-            if writing {
-                writing = write_checked(&mut writes, &section, Phase::Keep, &held, &log).await?;
-            }
-            tokio::time::sleep(KEEP_EVERY).await;
         }
-        write_checked(&mut writes, &section, Phase::End, &held, &log).await?;
-        log.note(Op::Release, Outcome::Invoke, Some(token));
-        match held.release().await {
-            Ok(()) => log.note(Op::Release, Outcome::Ok, Some(token)),
-            Err(e) => {
-                log.note(Op::Release, Outcome::Fail, Some(token));
-                report_error(&mut writes, args.client, "release", &e).await?;
+        let complete = holds.len() == args.contended.held_at_once();
+        let mut sections = Vec::new();
+        for (name, held) in &holds {
+            sections.push(Section {
+                client: args.client,
+                token: held.token(),
+                seq,
+                granted_ns: held.granted_ns,
+                key: held.key().to_owned(),
+                name: name.clone(),
+            });
+        }
+        if complete {
+            for ((_, held), section) in holds.iter().zip(&sections) {
+                write_checked(&mut writes, section, Phase::Begin, held, &log).await?;
             }
+            tokio::time::sleep(args.hold).await;
+            let mut writing = vec![true; holds.len()];
+            while extend.load(Ordering::Relaxed) {
+                for (((_, held), section), writing) in holds.iter().zip(&sections).zip(&mut writing)
+                {
+                    if *writing {
+                        *writing =
+                            write_checked(&mut writes, section, Phase::Keep, held, &log).await?;
+                    }
+                }
+                tokio::time::sleep(KEEP_EVERY).await;
+            }
+            for ((_, held), section) in holds.iter().zip(&sections) {
+                write_checked(&mut writes, section, Phase::End, held, &log).await?;
+            }
+        }
+        // Given back in reverse order of acquisition; a set acquired only
+        // in part is given back unused.
+        for ((name, held), section) in holds.into_iter().zip(sections).rev() {
+            let token = Some(section.token);
+            log.note(Op::Release, Outcome::Invoke, token, &name);
+            match held.release().await {
+                Ok(()) => log.note(Op::Release, Outcome::Ok, token, &name),
+                Err(e) => {
+                    log.note(Op::Release, Outcome::Fail, token, &name);
+                    report_error(&mut writes, args.client, "release", &e).await?;
+                }
+            }
+        }
+        if !complete {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     Ok(())
+}
+
+/// Acquires `name`, recording the attempt, and watches the grant's lost
+/// signal from then on (reported on `watch`'s events connection and in
+/// its history); `None` when it failed (the failure is reported).
+///
+/// # Cancel safety
+///
+/// Cancelling drops a guard being acquired, which releases in the
+/// background.
+async fn acquire(
+    args: &ClientArgs,
+    backend: &DynLockBackend,
+    name: &str,
+    options: &AcquireOptions,
+    (events, log): (&Arc<Mutex<Channel>>, &Log),
+    writes: &mut Channel,
+) -> io::Result<Option<Held>> {
+    let lock = LockName::new(name).map_err(io::Error::other)?;
+    log.note(Op::Acquire, Outcome::Invoke, None, name);
+    match Held::acquire(args.contended, backend, &lock, options, args.mutant).await {
+        Ok(held) => {
+            log.note(Op::Acquire, Outcome::Ok, Some(held.token()), name);
+            watch_lost(&held, name, args.client, events, log);
+            Ok(Some(held))
+        }
+        Err(e) => {
+            // A timed-out or failed acquisition may still have taken
+            // effect on the server: its outcome is unknown.
+            log.note(Op::Acquire, Outcome::Info, None, name);
+            report_error(writes, args.client, "acquire", &e).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// Watches `held`'s lost signal and reports it. Detached: a loss can fire
+/// after a release that failed. Bounded, so that guards whose signal
+/// never fires leave no task behind.
+fn watch_lost(held: &Held, name: &str, client: u32, events: &Arc<Mutex<Channel>>, log: &Log) {
+    let lost = held.lost();
+    let token = held.token();
+    let events = Arc::clone(events);
+    let log = log.clone();
+    let name = name.to_owned();
+    tokio::spawn(async move {
+        let Ok(reason) = tokio::time::timeout(WATCH_LIMIT, lost).await else {
+            return;
+        };
+        let at_ns = now_ns();
+        if reason != LostReason::Released {
+            log.note(Op::Lost, Outcome::Info, Some(token), &name);
+            let message = Message::Lost {
+                client,
+                token,
+                at_ns,
+                reason: reason.to_string(),
+                name,
+            };
+            let _ = events.lock().await.send(&message).await;
+        }
+    });
 }
 
 /// Asks the guard, then writes `phase` (a keep write only if it said
@@ -287,7 +348,7 @@ async fn write_checked(
         // the lock; an unchecked end write is the resource's business.
         let token = Some(section.token);
         if is_held {
-            log.note(Op::Write, Outcome::Invoke, token);
+            log.note(Op::Write, Outcome::Invoke, token, &section.name);
         }
         let reply = channel
             .send(&section.write(phase, is_held, checked_ns))
@@ -297,7 +358,7 @@ async fn write_checked(
             Reply::Stale => Outcome::Fail,
         };
         if is_held {
-            log.note(Op::Write, outcome, token);
+            log.note(Op::Write, outcome, token, &section.name);
         }
     }
     Ok(is_held)

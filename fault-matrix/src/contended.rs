@@ -20,20 +20,42 @@ pub enum Contended {
     Write,
     /// The permit of a semaphore with one permit.
     Permit,
+    /// Locks on many names, each client holding several at once: the
+    /// backend's shared renewal and (etcd) its shared keepalive stream
+    /// carry every lease of a client together.
+    Many,
 }
+
+/// How many names the many-names row's clients contend on.
+pub const MANY_NAMES: usize = 50;
+
+/// How many of them each client holds at once: with four clients, about
+/// half the names are held at any moment, so that they still contend.
+pub const HELD_AT_ONCE: usize = 6;
 
 impl Contended {
     /// Every primitive, in table order.
-    pub const ALL: [Contended; 3] = [Contended::Lock, Contended::Write, Contended::Permit];
+    pub const ALL: [Contended; 4] = [
+        Contended::Lock,
+        Contended::Write,
+        Contended::Permit,
+        Contended::Many,
+    ];
 
     /// What the full run contends on in `row`: the lock everywhere; on
-    /// `etcd-3` the semaphore's permit as well, on `zk-3` the read-write
-    /// lock's write side, each a row of its own at the ordinary trial
-    /// count (the lock rows carry the many trials of the cells that can
-    /// flip). `--contend` asks for any other mix.
+    /// `etcd-3` the semaphore's permit and many names as well, on `zk-3`
+    /// the read-write lock's write side, each a row of its own at the
+    /// ordinary trial count (the lock rows carry the many trials of the
+    /// cells that can flip). `--contend` asks for any other mix.
+    ///
+    /// Many names run on `etcd-3` alone: etcd is where one client's leases
+    /// share the most (one renewal task and one keepalive stream per
+    /// client, whose answers must reach the right lease), and the three
+    /// members give it the leader and member faults that cut or stall
+    /// that stream.
     pub fn full(row: Row) -> Vec<Contended> {
         match row {
-            Row::Etcd3 => vec![Contended::Lock, Contended::Permit],
+            Row::Etcd3 => vec![Contended::Lock, Contended::Permit, Contended::Many],
             Row::Zk3 => vec![Contended::Lock, Contended::Write],
             _ => vec![Contended::Lock],
         }
@@ -45,6 +67,29 @@ impl Contended {
             Contended::Lock => "lock",
             Contended::Write => "rwlock-write",
             Contended::Permit => "semaphore-1",
+            Contended::Many => "many-names",
+        }
+    }
+
+    /// How many names a client holds at once.
+    pub fn held_at_once(self) -> usize {
+        match self {
+            Contended::Many => HELD_AT_ONCE,
+            _ => 1,
+        }
+    }
+
+    /// The names a client acquires next, in the order to acquire them:
+    /// `lock` itself, or [`HELD_AT_ONCE`] of the [`MANY_NAMES`] under it,
+    /// drawn by `rng`, in name order.
+    pub fn names_to_hold(self, lock: &str, rng: &mut impl rand::Rng) -> Vec<String> {
+        match self {
+            Contended::Many => {
+                let mut picked = rand::seq::index::sample(rng, MANY_NAMES, HELD_AT_ONCE).into_vec();
+                picked.sort_unstable();
+                picked.iter().map(|i| format!("{lock}/{i:02}")).collect()
+            }
+            _ => vec![lock.to_owned()],
         }
     }
 
@@ -66,6 +111,21 @@ impl Contended {
     pub fn inapplicable(self, fault: Fault, row: Row) -> Option<&'static str> {
         match (self, fault, row) {
             (Contended::Lock, _, _) => None,
+            (
+                Contended::Many,
+                Fault::None
+                | Fault::PauseHolder
+                | Fault::PartitionHolder
+                | Fault::KillLeader
+                | Fault::FreezeMember
+                | Fault::IsolateFollower
+                | Fault::PauseServer,
+                _,
+            ) => None,
+            (Contended::Many, _, _) => Some(
+                "many names run the faults that stall or cut a client's renewals and its \
+                 keepalive stream",
+            ),
             (_, _, Row::Redlock) => Some("Redlock has no semaphores or read-write locks"),
             (_, Fault::BreakLock, _) => Some(
                 "breaking a holder covers locks and elections, not semaphores or read-write locks",
@@ -86,7 +146,7 @@ impl Contended {
         options: &AcquireOptions,
     ) -> Result<LockGuard> {
         match self {
-            Contended::Lock => backend.acquire(name, options).await,
+            Contended::Lock | Contended::Many => backend.acquire(name, options).await,
             Contended::Write => backend.acquire_as(name, Access::Write, options).await,
             Contended::Permit => backend.acquire_as(name, Access::permit(1)?, options).await,
         }

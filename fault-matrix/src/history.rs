@@ -45,7 +45,7 @@ pub enum Outcome {
 }
 
 /// One history event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// The client's number.
     pub client: u32,
@@ -58,6 +58,9 @@ pub struct Event {
     /// Nanoseconds since the trial's origin on the machine's monotonic
     /// clock.
     pub at_ns: u64,
+    /// The lock name, when the client holds several (else the trial's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
 }
 
 /// A client's buffer of events not yet sent.
@@ -79,14 +82,16 @@ impl Recorder {
         }
     }
 
-    /// Records `op`'s `outcome` at `at_ns` (absolute, as `now_ns`).
-    pub fn record(&mut self, op: Op, outcome: Outcome, token: Option<u64>, at_ns: u64) {
+    /// Records `op`'s `outcome` at `at_ns` (absolute, as `now_ns`) on
+    /// lock `name` (empty: the trial's one lock).
+    pub fn record(&mut self, op: Op, outcome: Outcome, token: Option<u64>, at_ns: u64, name: &str) {
         self.pending.push(Event {
             client: self.client,
             op,
             outcome,
             token,
             at_ns: at_ns.saturating_sub(self.origin_ns),
+            name: name.to_owned(),
         });
     }
 
@@ -102,16 +107,17 @@ impl Recorder {
 }
 
 /// A trial's history as the checker takes it: each client's invocations
-/// paired with their completions, on lock `name` taken in `mode`.
+/// paired with their completions, each on its event's lock name (`name`
+/// where the event names none) taken in `mode`.
 ///
 /// The history is cut at `end_ns`, the earliest moment up to which every
 /// client's history had arrived (a client killed with the trial leaves its
 /// last batch unsent): later events are dropped, and a call still open
 /// then is unknown (`info`). A failed release is unknown too: the hold it meant to
 /// end may have ended already. A lost signal counts only for the hold it
-/// was about (the client's latest grant). A client the runner killed on
-/// purpose (`dead`) gets a lost signal at `end_ns`: its hold ended
-/// somewhere before, when its lease ran out.
+/// was about (the client's latest grant of that name). A client the runner
+/// killed on purpose (`dead`) gets a lost signal at `end_ns` on every name
+/// it used: its holds ended somewhere before, when their leases ran out.
 pub fn operations(
     events: &[Event],
     name: &str,
@@ -123,8 +129,14 @@ pub fn operations(
     for event in events.iter().filter(|e| e.at_ns <= end_ns) {
         by_client.entry(event.client).or_default().push(event);
     }
-    let call = |op: Op, token: Option<u64>| -> checker::Op {
-        let name = name.to_owned();
+    let name_of = |event: &Event| -> String {
+        if event.name.is_empty() {
+            name.to_owned()
+        } else {
+            event.name.clone()
+        }
+    };
+    let call = |op: Op, token: Option<u64>, name: String| -> checker::Op {
         match op {
             Op::Acquire => checker::Op::Acquire { name, mode },
             Op::Release => checker::Op::Release { name },
@@ -139,14 +151,18 @@ pub fn operations(
     for (client, events) in by_client {
         let process = u64::from(client);
         let mut pending: Option<&Event> = None;
-        let mut granted: Option<u64> = None;
+        let mut granted: BTreeMap<String, u64> = BTreeMap::new();
+        let mut used: Vec<String> = Vec::new();
         for event in events {
+            if !used.contains(&name_of(event)) {
+                used.push(name_of(event));
+            }
             match (event.op, event.outcome) {
                 (_, Outcome::Invoke) => {
                     if let Some(open) = pending.replace(event) {
                         out.push(Operation {
                             process,
-                            op: call(open.op, open.token),
+                            op: call(open.op, open.token, name_of(open)),
                             invoke: open.at_ns,
                             complete: event.at_ns.max(open.at_ns),
                             outcome: checker::Outcome::Info,
@@ -154,10 +170,11 @@ pub fn operations(
                     }
                 }
                 (Op::Lost, _) => {
-                    if event.token.is_some() && event.token == granted {
+                    if event.token.is_some() && event.token == granted.get(&name_of(event)).copied()
+                    {
                         out.push(Operation {
                             process,
-                            op: call(Op::Lost, event.token),
+                            op: call(Op::Lost, event.token, name_of(event)),
                             invoke: event.at_ns,
                             complete: event.at_ns,
                             outcome: checker::Outcome::Ok,
@@ -173,15 +190,18 @@ pub fn operations(
                         (Op::Write, Outcome::Fail) => checker::Outcome::Fail,
                         _ => checker::Outcome::Info,
                     };
-                    if op == Op::Acquire && outcome == checker::Outcome::Ok {
-                        granted = event.token;
+                    if op == Op::Acquire
+                        && outcome == checker::Outcome::Ok
+                        && let Some(token) = event.token
+                    {
+                        granted.insert(name_of(event), token);
                     }
                     if op == Op::Release {
-                        granted = None;
+                        granted.remove(&name_of(event));
                     }
                     out.push(Operation {
                         process,
-                        op: call(op, event.token.or(open.token)),
+                        op: call(op, event.token.or(open.token), name_of(open)),
                         invoke: open.at_ns,
                         complete: event.at_ns.max(open.at_ns),
                         outcome,
@@ -192,20 +212,22 @@ pub fn operations(
         if let Some(open) = pending {
             out.push(Operation {
                 process,
-                op: call(open.op, open.token),
+                op: call(open.op, open.token, name_of(open)),
                 invoke: open.at_ns,
                 complete: end_ns.max(open.at_ns),
                 outcome: checker::Outcome::Info,
             });
         }
         if dead == Some(client) {
-            out.push(Operation {
-                process,
-                op: call(Op::Lost, None),
-                invoke: end_ns,
-                complete: end_ns,
-                outcome: checker::Outcome::Ok,
-            });
+            for name in used {
+                out.push(Operation {
+                    process,
+                    op: call(Op::Lost, None, name),
+                    invoke: end_ns,
+                    complete: end_ns,
+                    outcome: checker::Outcome::Ok,
+                });
+            }
         }
     }
     out.sort_by_key(|op| (op.invoke, op.complete));
@@ -239,6 +261,7 @@ mod tests {
             outcome,
             token,
             at_ns,
+            name: String::new(),
         }
     }
 
@@ -272,8 +295,8 @@ mod tests {
     #[test]
     fn events_are_relative_to_the_origin_and_taken_once() {
         let mut recorder = Recorder::new(3, 1_000);
-        recorder.record(Op::Acquire, Outcome::Invoke, None, 1_500);
-        recorder.record(Op::Acquire, Outcome::Ok, Some(7), 2_000);
+        recorder.record(Op::Acquire, Outcome::Invoke, None, 1_500, "");
+        recorder.record(Op::Acquire, Outcome::Ok, Some(7), 2_000, "");
         let events = recorder.take();
         assert_eq!(events.len(), 2);
         assert_eq!((events[0].at_ns, events[1].token), (500, Some(7)));

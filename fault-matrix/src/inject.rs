@@ -35,12 +35,9 @@ pub struct Timeline {
     pub victim: Option<Victim>,
     /// What else the runner noticed.
     pub notes: Vec<String>,
-    /// Whether the servers showed the victim's lease revoked by a leader
-    /// that had been frozen (etcd): the resumed member's own count of
-    /// leases it expired rose, and a healthy member no longer had the
-    /// victim's lease.
-    pub server_revoked_lease: bool,
-    /// The frozen etcd member's count read before the freeze.
+    /// The frozen etcd member's count read before the freeze: the runner
+    /// asks it after the trial which clients' leases the resumed member
+    /// ended early.
     pub revocation: Option<Revocation>,
 }
 
@@ -211,13 +208,6 @@ impl Target<'_> {
                 self.member_fault(fault, &mut t).await?;
                 sleep(ttl).await;
                 self.let_go(victim, &mut t);
-                if fault == Fault::FreezeMember
-                    && let Some(evidence) = t.revocation.take()
-                {
-                    let (shown, note) = evidence.shown(self, victim).await;
-                    t.server_revoked_lease = shown;
-                    t.notes.push(note);
-                }
             }
             Fault::KillClient => self.kill_client(&mut t).await?,
             Fault::PauseServer => {

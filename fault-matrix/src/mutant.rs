@@ -50,6 +50,8 @@ impl Mutant {
 /// lie about one.
 #[derive(Debug)]
 pub struct Held {
+    /// When the grant came back ([`now_ns`](super::clock::now_ns)).
+    pub granted_ns: u64,
     guard: Option<LockGuard>,
     token: u64,
     key: String,
@@ -74,6 +76,7 @@ impl Held {
         mutant: Option<Mutant>,
     ) -> Result<Held> {
         let guard = contended.acquire(backend, name, options).await?;
+        let granted_ns = super::clock::now_ns();
         let token = guard.token().get();
         let key = guard.key().to_owned();
         let ttl = guard.ttl();
@@ -86,6 +89,7 @@ impl Held {
             Some(guard)
         };
         Ok(Held {
+            granted_ns,
             guard,
             token,
             key,

@@ -29,6 +29,10 @@ pub struct Section {
     pub granted_ns: u64,
     /// The backend key (or node path) of the acquisition.
     pub key: String,
+    /// The lock name the section is under: sections of different names
+    /// do not exclude each other.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
 }
 
 impl Section {
@@ -80,6 +84,9 @@ pub enum Message {
         at_ns: u64,
         /// The reason the backend gave.
         reason: String,
+        /// The lock name of the acquisition.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        name: String,
     },
     /// History events recorded since the last batch.
     History {
@@ -130,6 +137,7 @@ mod tests {
             seq: 2,
             granted_ns: 5,
             key: "k".into(),
+            name: String::new(),
         };
         assert_eq!(message, section.write(Phase::End, false, 7));
         let text = serde_json::to_string(&message).expect("a write serializes");

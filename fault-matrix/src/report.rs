@@ -116,13 +116,14 @@ fn find<'a>(cells: &'a [Cell], r: &str, f: Fault) -> Option<&'a Cell> {
 pub fn line(cell: &Cell) -> String {
     match cell.status.as_str() {
         "measured" => format!(
-            "{:<8} fault {}: {} ({} trials, {} failed, {} known; seed {:#x}): {} acq, {} overlaps, \
+            "{:<8} fault {}: {} ({} {}, {} failed, {} known; seed {:#x}): {} acq, {} overlaps, \
              {} stale, {} vouched stale, {} fenced violations, {} regressions, lost {}, \
              recovery {}, stuck {}",
             cell.backend,
             cell.fault,
             cell.verdict,
             cell.trials,
+            super::verdict::plural(u64::from(cell.trials), "trial", "trials"),
             cell.failures,
             cell.known_failures,
             cell.seed,

@@ -9,6 +9,11 @@
 //!   with another client is a fenced violation: two holders the tokens
 //!   cannot tell apart.
 //!
+//! Both views are kept per lock name: a client holding several names at
+//! once has a section open under each, and sections of different names do
+//! not exclude each other. Each overlap is recorded with the two sections
+//! it put together, so that a verdict can tell whose hold it was.
+//!
 //! It listens on a loopback TCP port in the runner's process; clients are
 //! other processes. Order is arrival order, as a real resource sees it.
 
@@ -39,6 +44,8 @@ pub struct Grant {
     pub arrived_ns: u64,
     /// The backend key (node path) of the acquisition.
     pub key: String,
+    /// The lock name.
+    pub name: String,
 }
 
 /// A lost signal a client reported.
@@ -52,10 +59,24 @@ pub struct Lost {
     pub at_ns: u64,
     /// The backend's reason.
     pub reason: String,
+    /// The lock name of the acquisition.
+    pub name: String,
+}
+
+/// Two clients' sections of one name interleaved: `entered` began while
+/// `inside` was open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlap {
+    /// The lock name.
+    pub name: String,
+    /// The section that began: (client, token).
+    pub entered: (u32, u64),
+    /// The section that was still open: (client, token).
+    pub inside: (u32, u64),
 }
 
 /// A write the client's guard vouched for (`is_held()` said yes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VouchedWrite {
     /// The client's number.
     pub client: u32,
@@ -65,6 +86,8 @@ pub struct VouchedWrite {
     pub checked_ns: u64,
     /// Whether the fenced register rejected it as stale.
     pub rejected: bool,
+    /// The lock name.
+    pub name: String,
 }
 
 /// Everything the resource recorded; the runner turns it into a cell.
@@ -74,6 +97,8 @@ pub struct Record {
     pub grants: Vec<Grant>,
     /// Critical sections of two clients interleaved in the unfenced view.
     pub overlaps: u64,
+    /// Each of those overlaps, with the sections it put together.
+    pub overlap_pairs: Vec<Overlap>,
     /// Sections that another client entered before they ended.
     pub sections_overlapped: u64,
     /// Writes the fenced register accepted.
@@ -107,12 +132,13 @@ pub struct Record {
 #[derive(Debug, Default)]
 struct State {
     record: Record,
-    /// Open sections by client: (seq, token).
-    open: BTreeMap<u32, (u64, u64)>,
-    /// Open sections another client entered.
-    overlapped: BTreeSet<(u32, u64)>,
-    /// The fenced register: highest accepted token and who wrote it.
-    high: Option<(u64, u32)>,
+    /// Open sections by name and client: (seq, token).
+    open: BTreeMap<(String, u32), (u64, u64)>,
+    /// Open sections another client entered: (name, client, seq).
+    overlapped: BTreeSet<(String, u32, u64)>,
+    /// The fenced register of each name: highest accepted token and who
+    /// wrote it.
+    high: HashMap<String, (u64, u32)>,
 }
 
 impl State {
@@ -152,14 +178,16 @@ impl State {
                     self.record.writes_after_loss_seen += 1;
                 }
                 let (client, token) = (section.client, section.token);
+                let name = section.name.clone();
                 self.unfenced(section, phase);
-                let reply = self.fenced(client, token);
+                let reply = self.fenced(&name, client, token);
                 if held {
                     self.record.vouched.push(VouchedWrite {
                         client,
                         token,
                         checked_ns,
                         rejected: reply == Reply::Stale,
+                        name,
                     });
                 }
                 reply
@@ -169,12 +197,14 @@ impl State {
                 token,
                 at_ns,
                 reason,
+                name,
             } => {
                 self.record.lost.push(Lost {
                     client,
                     token,
                     at_ns,
                     reason,
+                    name,
                 });
                 Reply::Ok
             }
@@ -189,7 +219,11 @@ impl State {
 
     fn unfenced(&mut self, section: Section, phase: Phase) {
         let Section {
-            client, token, seq, ..
+            client,
+            token,
+            seq,
+            name,
+            ..
         } = section;
         match phase {
             Phase::Begin => {
@@ -200,28 +234,37 @@ impl State {
                     granted_ns: section.granted_ns,
                     arrived_ns: now_ns(),
                     key: section.key,
+                    name: name.clone(),
                 });
-                for (&other, &(other_seq, _)) in &self.open {
-                    if other != client {
-                        self.record.overlaps += 1;
-                        if self.overlapped.insert((other, other_seq)) {
-                            self.record.sections_overlapped += 1;
-                        }
+                let inside = self
+                    .open
+                    .iter()
+                    .filter(|((n, other), _)| *n == name && *other != client);
+                for ((_, other), &(other_seq, other_token)) in inside {
+                    self.record.overlaps += 1;
+                    self.record.overlap_pairs.push(Overlap {
+                        name: name.clone(),
+                        entered: (client, token),
+                        inside: (*other, other_token),
+                    });
+                    if self.overlapped.insert((name.clone(), *other, other_seq)) {
+                        self.record.sections_overlapped += 1;
                     }
                 }
-                self.open.insert(client, (seq, token));
+                self.open.insert((name, client), (seq, token));
             }
             Phase::Keep => {}
             Phase::End => {
-                if self.open.get(&client).is_some_and(|&(s, _)| s == seq) {
-                    self.open.remove(&client);
+                let key = (name, client);
+                if self.open.get(&key).is_some_and(|&(s, _)| s == seq) {
+                    self.open.remove(&key);
                 }
             }
         }
     }
 
-    fn fenced(&mut self, client: u32, token: u64) -> Reply {
-        match self.high {
+    fn fenced(&mut self, name: &str, client: u32, token: u64) -> Reply {
+        match self.high.get(name).copied() {
             Some((high, _)) if token < high => {
                 self.record.stale_rejected += 1;
                 Reply::Stale
@@ -233,7 +276,7 @@ impl State {
             }
             _ => {
                 self.record.accepted_writes += 1;
-                self.high = Some((token, client));
+                self.high.insert(name.to_owned(), (token, client));
                 Reply::Ok
             }
         }
@@ -271,36 +314,41 @@ impl CheckingResource {
         self.addr
     }
 
-    /// The client inside its critical section right now (the latest begin
+    /// The client inside a critical section right now (the latest begin
     /// without an end), if any.
     pub fn holder(&self) -> Option<u32> {
         let state = self.state();
         let latest = state.record.grants.iter().rev().find(|g| {
             state
                 .open
-                .get(&g.client)
+                .get(&(g.name.clone(), g.client))
                 .is_some_and(|&(seq, _)| seq == g.seq)
         })?;
         Some(latest.client)
     }
 
-    /// Whether `client` is inside its critical section `seq`.
+    /// Whether `client` is inside its critical section `seq` (under any
+    /// name).
     pub fn is_open(&self, client: u32, seq: u64) -> bool {
         self.state()
             .open
-            .get(&client)
-            .is_some_and(|&(s, _)| s == seq)
+            .iter()
+            .any(|((_, c), &(s, _))| *c == client && s == seq)
     }
 
-    /// The open section of `client`: (seq, token).
+    /// An open section of `client` (the first by name): (seq, token).
     pub fn open_section(&self, client: u32) -> Option<(u64, u64)> {
-        self.state().open.get(&client).copied()
+        self.state()
+            .open
+            .iter()
+            .find(|((_, c), _)| *c == client)
+            .map(|(_, &section)| section)
     }
 
-    /// Ends `client`'s open section, if any: its process was killed, and
+    /// Ends `client`'s open sections, if any: its process was killed, and
     /// a dead process writes nothing more.
     pub fn end_section_of_dead(&self, client: u32) {
-        self.state().open.remove(&client);
+        self.state().open.retain(|(_, c), _| *c != client);
     }
 
     /// How many grants have been reported.
@@ -381,6 +429,7 @@ mod tests {
             seq,
             granted_ns: 0,
             key: String::new(),
+            name: "l".into(),
         };
         section.write(phase, true, now_ns())
     }
@@ -404,5 +453,30 @@ mod tests {
         state.handle(write(2, 5, 0, Phase::Begin));
         assert_eq!(state.record.fenced_violations, 1);
         assert_eq!(state.record.overlaps, 1);
+        assert_eq!(
+            state.record.overlap_pairs[0],
+            Overlap {
+                name: "l".into(),
+                entered: (2, 5),
+                inside: (1, 5),
+            }
+        );
+    }
+
+    #[test]
+    fn sections_of_different_names_do_not_overlap_and_are_fenced_apart() {
+        let mut state = State::default();
+        let mut on = |name: &str, client, token, phase| {
+            let mut message = write(client, token, 0, phase);
+            if let Message::Write { section, .. } = &mut message {
+                section.name = name.into();
+            }
+            state.handle(message)
+        };
+        assert_eq!(on("a", 1, 10, Phase::Begin), Reply::Ok);
+        assert_eq!(on("b", 2, 5, Phase::Begin), Reply::Ok);
+        assert_eq!(on("a", 1, 10, Phase::End), Reply::Ok);
+        assert_eq!(on("b", 2, 5, Phase::End), Reply::Ok);
+        assert_eq!((state.record.overlaps, state.record.stale_rejected), (0, 0));
     }
 }

@@ -5,12 +5,12 @@
 //! expires any has revoked leases it no longer owned. The matrix reports a
 //! late lost signal or a vouched stale write in that cell as this known
 //! server bug only when that count rose across the freeze and a healthy
-//! member no longer has the victim's lease: the server's word, not the
-//! client's label.
+//! member no longer has the lease of the very client it belongs to: the
+//! server's word, not the client's label.
 
 use distlock_testkit::servers::EtcdCluster;
 
-use super::inject::{Target, Victim};
+use super::cell::Hold;
 use super::row::Service;
 
 /// The counter of leases a member expired.
@@ -50,58 +50,86 @@ impl Revocation {
         }
     }
 
-    /// Whether the servers showed the bug after the resume (the resumed
-    /// member expired leases, and the victim's lease is gone on a healthy
-    /// member), and what they showed, for the cell's notes.
+    /// Of `holds` (each with the key its grant reported), the ones whose
+    /// lease the servers showed ended early after the resume: the resumed
+    /// member expired leases, and a healthy member no longer has that
+    /// hold's lease. Also what they showed, for the cell's notes.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn shown(&self, target: &Target<'_>, victim: Victim) -> (bool, String) {
-        let Service::Etcd(cluster) = target.service else {
-            return (false, "not etcd".into());
+    pub async fn ended_early(
+        &self,
+        service: &Service,
+        holds: &[(Hold, String)],
+    ) -> (Vec<Hold>, String) {
+        let Service::Etcd(cluster) = service else {
+            return (Vec::new(), "not etcd".into());
         };
         let (Some(before), Some(member)) =
             (self.expired_before, cluster.members().get(self.member))
         else {
-            return (false, format!("{EXPIRED} unreadable before the freeze"));
+            return (
+                Vec::new(),
+                format!("{EXPIRED} unreadable before the freeze"),
+            );
         };
         let after = match member.metric(EXPIRED, &[]).await {
             Ok(after) => after,
-            Err(e) => return (false, format!("{EXPIRED} unreadable after the resume: {e}")),
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    format!("{EXPIRED} unreadable after the resume: {e}"),
+                );
+            }
         };
         let expired = format!("the resumed member expired {} leases", after - before);
-        if after <= before {
-            return (false, expired);
+        if after <= before || holds.is_empty() {
+            return (Vec::new(), expired);
         }
-        let Some(lease) = target
-            .victim_key(victim)
-            .ok()
-            .and_then(|key| distlock_etcd::lease_of_key(&key))
-        else {
-            return (false, format!("{expired}; the victim's lease is unknown"));
-        };
-        let client = distlock_etcd::etcd_client::Client::connect(self.healthy.clone(), None).await;
-        let ttl = match client {
-            Ok(mut client) => client
+        let mut client =
+            match distlock_etcd::etcd_client::Client::connect(self.healthy.clone(), None).await {
+                Ok(client) => client,
+                Err(e) => return (Vec::new(), format!("{expired}; leases unreadable: {e}")),
+            };
+        let mut ended = Vec::new();
+        let mut seen = Vec::new();
+        for (hold, key) in holds {
+            let Some(lease) = distlock_etcd::lease_of_key(key) else {
+                seen.push(format!("client {}: lease unknown", hold.client));
+                continue;
+            };
+            match client
                 .lease_time_to_live(lease, None)
                 .await
-                .map(|r| r.ttl()),
-            Err(e) => Err(e),
-        };
-        match ttl {
-            Ok(ttl) if ttl < 0 => (
-                true,
-                format!("{expired}; a healthy member no longer has the victim's lease {lease:#x}"),
-            ),
-            Ok(ttl) => (
-                false,
-                format!("{expired}; the victim's lease {lease:#x} has {ttl} s left"),
-            ),
-            Err(e) => (
-                false,
-                format!("{expired}; lease {lease:#x} unreadable: {e}"),
-            ),
+                .map(|r| r.ttl())
+            {
+                Ok(ttl) if ttl < 0 => {
+                    ended.push(*hold);
+                    seen.push(format!("client {}: lease {lease:#x} gone", hold.client));
+                }
+                Ok(ttl) => seen.push(format!(
+                    "client {}: lease {lease:#x} has {ttl} s left",
+                    hold.client
+                )),
+                Err(e) => seen.push(format!(
+                    "client {}: lease {lease:#x} unreadable: {e}",
+                    hold.client
+                )),
+            }
         }
+        seen.sort();
+        seen.dedup();
+        // A note, not a listing: the many-names row blames dozens of holds.
+        const SHOWN: usize = 8;
+        if seen.len() > SHOWN {
+            let more = seen.len() - SHOWN;
+            seen.truncate(SHOWN);
+            seen.push(format!("{more} more"));
+        }
+        (
+            ended,
+            format!("{expired}; on a healthy member, {}", seen.join(", ")),
+        )
     }
 }

@@ -1,6 +1,7 @@
 //! Running cells: servers per row, then per trial a checking resource,
 //! fault proxies and client processes, the fault, and the measurement.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -11,13 +12,13 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 use tokio::process::{Child, Command};
 
-use super::cell::Cell;
+use super::cell::{Cell, Hold};
 use super::clock::now_ns;
 use super::contended::Contended;
 use super::faults::Fault;
 use super::history;
 use super::inject::Target;
-use super::resource::CheckingResource;
+use super::resource::{CheckingResource, Record};
 use super::row::{Row, Service};
 use super::shape::{Shape, cell_seed, trial_seed};
 use super::verdict::{Trial, merge};
@@ -193,7 +194,7 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
             cells.push(empty(fault, "inapplicable", Some(why.into())));
             continue;
         }
-        let seed = cell_seed(plan.seed, row, fault);
+        let seed = cell_seed(plan.seed, row, plan.contended, fault);
         let mut trials = Vec::new();
         for index in 0..plan.trials_of(row, fault) {
             let seed = trial_seed(seed, index);
@@ -205,7 +206,7 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
                     index,
                     seed,
                     outcome: Err("servers did not restart".into()),
-                    server_revoked_lease: false,
+                    revoked_early: Vec::new(),
                 });
                 continue;
             };
@@ -216,15 +217,15 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
                 // Whatever state the fault left, start afresh next time.
                 service = None;
             }
-            let (outcome, server_revoked_lease) = match trial {
+            let (outcome, revoked_early) = match trial {
                 Ok((cell, revoked)) => (Ok(cell), revoked),
-                Err(e) => (Err(e), false),
+                Err(e) => (Err(e), Vec::new()),
             };
             trials.push(Trial {
                 index,
                 seed,
                 outcome,
-                server_revoked_lease,
+                revoked_early,
             });
         }
         let mut cell = merge(row, fault, seed, trials);
@@ -252,7 +253,8 @@ impl ClientProcess {
 }
 
 /// Runs one trial of a cell on a running service: its measurement, and
-/// whether the server showed the victim's lease revoked early.
+/// the holds whose lease the servers showed ended early (etcd's
+/// revocation by a resumed leader).
 ///
 /// # Cancel safety
 ///
@@ -265,7 +267,7 @@ pub async fn run_trial(
     shape: &Shape,
     lock: &str,
     logs: &TempDir,
-) -> Result<(Cell, bool), String> {
+) -> Result<(Cell, Vec<Hold>), String> {
     let resource = CheckingResource::start()
         .await
         .map_err(|e| format!("checking resource: {e}"))?;
@@ -360,6 +362,21 @@ pub async fn run_trial(
     }
     let ended = now_ns();
     let record = resource.record();
+    // Asked while every client still runs: a killed client's leases would
+    // soon be gone for reasons of its own.
+    let (revoked_early, revocation_note) = match &outcome {
+        Ok(t) => match &t.revocation {
+            Some(revocation) => {
+                let cell =
+                    Cell::measure(row, fault, plan.ttl, plan.clients, began, ended, &record, t);
+                let holds = blamed_holds(&cell, &record);
+                let (ended, note) = revocation.ended_early(service, &holds).await;
+                (ended, Some(note))
+            }
+            None => (Vec::new(), None),
+        },
+        Err(_) => (Vec::new(), None),
+    };
     let mut crashed = Vec::new();
     for (n, client) in clients.iter_mut().enumerate() {
         let _ = kill(Pid::from_raw(client.pid as i32), Signal::SIGCONT);
@@ -396,8 +413,9 @@ pub async fn run_trial(
         &record,
         &timeline,
     );
+    cell.notes.extend(revocation_note);
     let mode = match plan.contended {
-        Contended::Lock => Mode::Exclusive,
+        Contended::Lock | Contended::Many => Mode::Exclusive,
         Contended::Write => Mode::Write,
         Contended::Permit => Mode::Permit { limit: 1 },
     };
@@ -467,7 +485,27 @@ pub async fn run_trial(
             record.protocol_errors
         ));
     }
-    Ok((cell, timeline.server_revoked_lease))
+    Ok((cell, revoked_early))
+}
+
+/// Every hold a trial's vouched stale writes, late lost signals and
+/// overlaps belong to, each with the key its grant reported.
+fn blamed_holds(cell: &Cell, record: &Record) -> Vec<(Hold, String)> {
+    let holds: BTreeSet<Hold> = cell
+        .attributed
+        .iter()
+        .flat_map(|a| a.holds.iter().copied())
+        .collect();
+    holds
+        .into_iter()
+        .filter_map(|hold| {
+            let grant = record
+                .grants
+                .iter()
+                .find(|g| g.client == hold.client && g.token == hold.token)?;
+            Some((hold, grant.key.clone()))
+        })
+        .collect()
 }
 
 /// Waits out the measurement after the heal: `plan.after` from

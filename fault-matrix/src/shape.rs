@@ -1,6 +1,6 @@
 //! A trial's shape, drawn from a seed: when the fault strikes, whom it
 //! takes, how long it lasts and how long the victim lingers after it. The
-//! run's seed and a cell's row and fault give the cell's seed, which with
+//! run's seed and a cell's row, primitive and fault give the cell's seed, which with
 //! the trial's number gives the trial's: `--seed` replays any of them.
 
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::contended::Contended;
 use super::faults::Fault;
 use super::row::Row;
 
@@ -20,9 +21,12 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The seed of `row` × `fault` in a run seeded with `run`.
-pub fn cell_seed(run: u64, row: Row, fault: Fault) -> u64 {
-    let name = row.id().bytes().fold(0u64, |h, b| mix(h ^ u64::from(b)));
+/// The seed of `row` × `fault` in a run seeded with `run`, the clients
+/// contending on `contended`: each primitive's row draws its own timings
+/// (the lock's seed is the row's alone).
+pub fn cell_seed(run: u64, row: Row, contended: Contended, fault: Fault) -> u64 {
+    let label = contended.label(row);
+    let name = label.bytes().fold(0u64, |h, b| mix(h ^ u64::from(b)));
     mix(run ^ mix(name ^ u64::from(fault.number())))
 }
 
@@ -121,9 +125,20 @@ mod tests {
             assert_eq!(shape.victim % 2, 0, "{shape:?}");
             assert!(shape.span >= ttl.mul_f64(1.2) && shape.span < ttl.mul_f64(2.5));
         }
-        let a = cell_seed(1, Row::Etcd, Fault::PauseHolder);
-        assert_ne!(a, cell_seed(1, Row::Etcd3, Fault::PauseHolder));
-        assert_ne!(a, cell_seed(1, Row::Etcd, Fault::PartitionHolder));
+        let lock = Contended::Lock;
+        let a = cell_seed(1, Row::Etcd, lock, Fault::PauseHolder);
+        assert_ne!(a, cell_seed(1, Row::Etcd3, lock, Fault::PauseHolder));
+        assert_ne!(a, cell_seed(1, Row::Etcd, lock, Fault::PartitionHolder));
+        let seeds: Vec<u64> = Contended::ALL
+            .into_iter()
+            .map(|c| cell_seed(1, Row::Etcd3, c, Fault::FreezeMember))
+            .collect();
+        for (i, s) in seeds.iter().enumerate() {
+            assert!(
+                !seeds[i + 1..].contains(s),
+                "{seeds:?}: primitives share a seed"
+            );
+        }
         assert_ne!(trial_seed(a, 0), trial_seed(a, 1));
     }
 

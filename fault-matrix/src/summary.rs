@@ -17,11 +17,11 @@ pub const END: &str = "<!-- fault-matrix:end -->";
 /// The verdicts that can catch a broken promise, as `problems` name them.
 const CATCHES: [(&str, &str); 6] = [
     ("history not linearizable", "non-linearizable history"),
-    ("overlaps with no fault", "overlap with no fault"),
-    ("vouched stale writes", "vouched stale write"),
-    ("lost signals fired only after", "late lost signal"),
-    ("fenced violations", "fenced violation"),
-    ("token regressions", "token regression"),
+    ("with no fault: two clients inside", "overlap with no fault"),
+    ("vouched stale write", "vouched stale write"),
+    ("fired only after another client", "late lost signal"),
+    ("fenced violation", "fenced violation"),
+    ("token regression", "token regression"),
 ];
 
 /// Sums over the measured cells of one group of rows.
@@ -103,27 +103,37 @@ pub fn headline(doc: &Document) -> String {
         };
         let _ = writeln!(
             out,
-            "- **Strong tokens ({}): the promise {verdict}.** In {} trials over {} cells: {} \
-             failing trials, {} overlaps with no fault, {} fenced violations, {} token \
-             regressions, {} vouched stale writes (a guard saying held after another client was \
-             granted a higher token) outside a lock broken from outside ({} there, where no \
-             client can know in time), {} trials with a history not linearizable ({} \
-             undecided); {} trials failed only on the known etcd server bug \
-             (shown by the server, reported as known failures, not passes). Not shown: faults \
-             this table does not make (clock jumps, disk loss, a server's own data corrupted), \
-             and timings beyond the trials drawn.",
+            "- **Strong tokens ({}): the promise {verdict}.** In {} over {}: {}, {} with no \
+             fault, {}, {}, {} (a guard saying held after another client was granted a higher \
+             token) outside a lock broken from outside ({} there, where no client can know in \
+             time), {} with a history not linearizable ({} undecided); {} only on the known etcd \
+             server bug (shown by the server, reported as known failures, not passes). Not \
+             shown: faults this table does not make (clock jumps, disk loss, a server's own data \
+             corrupted), and timings beyond the trials drawn.",
             strong.rows.join(", "),
-            strong.trials,
-            strong.cells,
-            strong.failures,
-            strong.overlaps_at_rest,
-            strong.fenced_violations,
-            strong.token_regressions,
-            strong.vouched,
+            count(strong.trials, "trial", "trials"),
+            count(strong.cells as u64, "cell", "cells"),
+            count(strong.failures, "failing trial", "failing trials"),
+            count(strong.overlaps_at_rest, "overlap", "overlaps"),
+            count(
+                strong.fenced_violations,
+                "fenced violation",
+                "fenced violations"
+            ),
+            count(
+                strong.token_regressions,
+                "token regression",
+                "token regressions"
+            ),
+            count(
+                strong.vouched,
+                "vouched stale write",
+                "vouched stale writes"
+            ),
             strong.vouched_broken_from_outside,
-            strong.histories_bad,
+            count(strong.histories_bad, "trial", "trials"),
             strong.histories_undecided,
-            strong.known,
+            count(strong.known, "trial failed", "trials failed"),
         );
     }
     let weak = Sums::of(real(false));
@@ -135,22 +145,33 @@ pub fn headline(doc: &Document) -> String {
         };
         let _ = writeln!(
             out,
-            "- **Best-effort tokens ({}): exclusion at rest {verdict}.** In {} trials over {} \
-             cells: {} failing trials, {} overlaps with no fault. Under faults the run reports, \
-             and does not judge, {} trials with a history not linearizable, {} overlaps, {} vouched stale writes, {} fenced violations and \
-             {} token regressions. Not shown: the ways Redis and Redlock fencing tokens break \
-             (a replica promoted without the last grant, a server clock going back, a counter \
-             re-seeded below a live token) are not exercised by any fault here.",
+            "- **Best-effort tokens ({}): exclusion at rest {verdict}.** In {} over {}: {}, {} \
+             with no fault. Under faults the run reports, and does not judge, {} with a history \
+             not linearizable, {}, {}, {} and {}. Not shown: the ways Redis and Redlock fencing \
+             tokens break (a replica promoted without the last grant, a server clock going back, \
+             a counter re-seeded below a live token) are not exercised by any fault here.",
             weak.rows.join(", "),
-            weak.trials,
-            weak.cells,
-            weak.failures,
-            weak.overlaps_at_rest,
-            weak.histories_bad,
-            weak.overlaps_under_faults,
-            weak.vouched + weak.vouched_broken_from_outside,
-            weak.fenced_violations,
-            weak.token_regressions,
+            count(weak.trials, "trial", "trials"),
+            count(weak.cells as u64, "cell", "cells"),
+            count(weak.failures, "failing trial", "failing trials"),
+            count(weak.overlaps_at_rest, "overlap", "overlaps"),
+            count(weak.histories_bad, "trial", "trials"),
+            count(weak.overlaps_under_faults, "overlap", "overlaps"),
+            count(
+                weak.vouched + weak.vouched_broken_from_outside,
+                "vouched stale write",
+                "vouched stale writes"
+            ),
+            count(
+                weak.fenced_violations,
+                "fenced violation",
+                "fenced violations"
+            ),
+            count(
+                weak.token_regressions,
+                "token regression",
+                "token regressions"
+            ),
         );
     }
     let caught: Vec<Row> = Row::every().filter(|r| r.must_be_caught()).collect();
@@ -184,6 +205,11 @@ pub fn headline(doc: &Document) -> String {
     out
 }
 
+/// `n` and what it counts, `one` or `many` as `n` asks.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Where the run came from, in one paragraph.
 pub fn provenance(doc: &Document) -> String {
     let dirty = if doc.dirty {
@@ -192,8 +218,8 @@ pub fn provenance(doc: &Document) -> String {
         ""
     };
     format!(
-        "Run `{}` on commit `{}`{dirty}, {}, seed `{:#x}`: {:.0} s on {} cores (load average \
-         {} at the end).\n",
+        "Run `{}` on commit `{}`{dirty}, {}, seed `{:#x}`: {:.0} s on {} (load average {} at \
+         the end).\n",
         doc.command,
         if doc.commit.is_empty() {
             "unknown"
@@ -207,7 +233,7 @@ pub fn provenance(doc: &Document) -> String {
         },
         doc.seed,
         doc.wall_s,
-        doc.cores,
+        count(doc.cores as u64, "core", "cores"),
         doc.load_average,
     )
 }
@@ -251,5 +277,32 @@ mod tests {
         assert_eq!(spliced, format!("intro\n{BEGIN}\n\nnew\n{END}\noutro\n"));
         assert_eq!(splice(&spliced, "new\n").unwrap(), spliced);
         assert!(splice("no markers", "x").is_err());
+    }
+
+    #[test]
+    fn every_catch_is_named_in_the_singular_and_the_plural() {
+        use crate::faults::Fault;
+        use crate::mutant::Mutant;
+        use crate::verdict::judge;
+        let row = Row::Mutant(Mutant::SilentLoss);
+        for n in [1, 2] {
+            let mut texts = Vec::new();
+            for fault in [Fault::None, Fault::PartitionHolder] {
+                let mut cell = Cell::empty(row, fault, "measured", None);
+                cell.overlaps = n;
+                cell.fenced_violations = n;
+                cell.token_regressions = n;
+                cell.vouched_stale_writes = n;
+                cell.late_lost_signals = n;
+                cell.history_not_linearizable = 1;
+                texts.extend(judge(row, fault, &cell, &[]).failing);
+            }
+            for (needle, name) in CATCHES {
+                assert!(
+                    texts.iter().any(|t| t.contains(needle)),
+                    "{name} not found for {n}: {texts:?}"
+                );
+            }
+        }
     }
 }

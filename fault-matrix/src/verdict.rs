@@ -4,22 +4,33 @@
 //! library says about itself:
 //!
 //! - two clients inside at once with no fault, on any backend;
-//! - on strong-token backends (etcd, ZooKeeper) and under the mutants: a
-//!   fenced violation, a token regression, a vouched stale write (except
-//!   when the lock is broken from outside, which no client can see
-//!   coming), or a lost signal that fired only after another client was
-//!   granted the lock while the holder kept running;
+//! - on strong-token backends (etcd, ZooKeeper, PostgreSQL) and under the
+//!   mutants: a fenced violation, a token regression, a vouched stale
+//!   write (except when the lock is broken from outside, which no client
+//!   can see coming), or a lost signal that fired only after another
+//!   client was granted the lock while the holder kept running;
 //! - a client that crashed or hung;
 //! - no grant to anyone after a client was killed (fault 10);
 //! - a history the checker finds not linearizable, where the row's
 //!   verdicts are strict (or with no fault), except a lock broken from
 //!   outside.
 //!
+//! Where clients hold several names at once, each is judged on its own.
+//!
 //! One documented server bug is reported as a known failure, decided from
-//! what the server showed: on `etcd-3` with its leader frozen, a lease
-//! that a healthy member saw end before its TTL could have run out.
+//! what the server showed and only for what it explains: on `etcd-3` with
+//! its leader frozen, the resumed member expired leases and a healthy
+//! member no longer has a client's lease. A vouched stale write or a late
+//! lost signal is known only when it is that client's own hold's; an
+//! overlap, when one of its two sections is such a hold; a history that
+//! is not linearizable, only when every one of the trial's stale writes,
+//! late signals and overlaps is so explained (and there is one). The rest
+//! fails the trial: a client whose lease the server did not end early
+//! has no excuse. Token regressions and fenced violations always fail.
 
-use super::cell::{Cell, Spread};
+use std::collections::BTreeSet;
+
+use super::cell::{Anomaly, Attributed, Cell, Hold, Spread};
 use super::faults::Fault;
 use super::row::Row;
 
@@ -32,9 +43,10 @@ pub struct Trial {
     pub seed: u64,
     /// The measurement.
     pub outcome: Result<Cell, String>,
-    /// Whether a healthy member showed the victim's lease end before its
-    /// TTL could have run out (etcd's revocation by a resumed leader).
-    pub server_revoked_lease: bool,
+    /// The holds whose lease the servers showed ended early: the resumed
+    /// member expired leases and a healthy member no longer has these
+    /// (etcd's revocation by a resumed leader).
+    pub revoked_early: Vec<Hold>,
 }
 
 /// What a trial showed: failures, and failures the server's own bug
@@ -66,55 +78,86 @@ fn victim_runs_through(fault: Fault) -> bool {
     )
 }
 
-/// Whether a trial of `row` under `fault` met the documented
-/// etcd bug: a leader frozen, then resumed, revokes leases a healthy member
-/// was keeping alive (etcd 3.4.23; upstream etcd issue 15247).
-fn known_server_bug(row: Row, fault: Fault, server_revoked_lease: bool) -> bool {
-    row == Row::Etcd3 && fault == Fault::FreezeMember && server_revoked_lease
+/// Whether `row` under `fault` can meet the documented etcd bug: a leader
+/// frozen, then resumed, revokes leases a healthy member was keeping alive
+/// (etcd 3.4.23; upstream etcd issue 15247).
+fn meets_server_bug(row: Row, fault: Fault) -> bool {
+    row == Row::Etcd3 && fault == Fault::FreezeMember
 }
 
-/// Judges one measured trial.
-pub fn judge(row: Row, fault: Fault, cell: &Cell, server_revoked_lease: bool) -> Findings {
+/// How many of `cell`'s `anomaly`s the server's bug explains (one of
+/// their holds was ended early), and how many it does not.
+fn split(cell: &Cell, anomaly: Anomaly, explained: &impl Fn(&Attributed) -> bool) -> (u64, u64) {
+    let of = cell.attributed.iter().filter(|a| a.anomaly == anomaly);
+    let known = of.clone().filter(|a| explained(a)).count() as u64;
+    (known, of.count() as u64 - known)
+}
+
+/// Files `count` findings described by `text(n)`: the explained ones as
+/// known, the rest as failing.
+fn file(f: &mut Findings, (known, failing): (u64, u64), text: impl Fn(u64) -> String) {
+    if known > 0 {
+        f.known.push(text(known));
+    }
+    if failing > 0 {
+        f.failing.push(text(failing));
+    }
+}
+
+/// Judges one measured trial; `revoked_early` are the holds whose lease
+/// the servers showed ended early.
+pub fn judge(row: Row, fault: Fault, cell: &Cell, revoked_early: &[Hold]) -> Findings {
     let mut f = Findings::default();
     let strict = row.strong_tokens() || row.mutant().is_some();
-    let known_bug = known_server_bug(row, fault, server_revoked_lease);
+    let revoked: BTreeSet<Hold> = revoked_early.iter().copied().collect();
+    let bug = meets_server_bug(row, fault);
+    let explained = |a: &Attributed| bug && a.holds.iter().any(|h| revoked.contains(h));
+    // The known share of `total` anomalies: those attributed to a hold
+    // ended early; whatever is not attributed is explained by nothing.
+    let split_of = |anomaly, total: u64| {
+        let known = split(cell, anomaly, &explained).0.min(total);
+        (known, total - known)
+    };
     if fault == Fault::None && cell.overlaps > 0 {
+        let n = cell.overlaps;
         f.failing.push(format!(
-            "{} overlaps with no fault: two clients inside at once",
-            cell.overlaps
+            "{n} {} with no fault: two clients inside at once",
+            plural(n, "overlap", "overlaps")
         ));
     }
     if strict && cell.fenced_violations > 0 {
-        f.failing
-            .push(format!("{} fenced violations", cell.fenced_violations));
+        let n = cell.fenced_violations;
+        f.failing.push(format!(
+            "{n} fenced {}",
+            plural(n, "violation", "violations")
+        ));
     }
     if strict && cell.token_regressions > 0 {
-        f.failing
-            .push(format!("{} token regressions", cell.token_regressions));
+        let n = cell.token_regressions;
+        f.failing.push(format!(
+            "{n} token {}",
+            plural(n, "regression", "regressions")
+        ));
     }
     if strict && fault != Fault::BreakLock && cell.vouched_stale_writes > 0 {
-        let text = format!(
-            "{} vouched stale writes: is_held() said yes after another client was granted a \
-             higher token",
-            cell.vouched_stale_writes
-        );
-        if known_bug {
-            f.known.push(text);
-        } else {
-            f.failing.push(text);
-        }
+        let counts = split_of(Anomaly::VouchedStaleWrite, cell.vouched_stale_writes);
+        file(&mut f, counts, |n| {
+            format!(
+                "{n} vouched stale {}: is_held() said yes after another client was granted a \
+                 higher token",
+                plural(n, "write", "writes")
+            )
+        });
     }
     if strict && victim_runs_through(fault) && cell.late_lost_signals > 0 {
-        let text = format!(
-            "{} lost signals fired only after another client was granted the lock while its \
-             holder kept running",
-            cell.late_lost_signals
-        );
-        if known_bug {
-            f.known.push(text);
-        } else {
-            f.failing.push(text);
-        }
+        let counts = split_of(Anomaly::LateLostSignal, cell.late_lost_signals);
+        file(&mut f, counts, |n| {
+            format!(
+                "{n} lost {} fired only after another client was granted the lock while its \
+                 holder kept running",
+                plural(n, "signal", "signals")
+            )
+        });
     }
     if (strict || fault == Fault::None)
         && fault != Fault::BreakLock
@@ -124,7 +167,8 @@ pub fn judge(row: Row, fault: Fault, cell: &Cell, server_revoked_lease: bool) ->
             "history not linearizable: {}",
             cell.history_verdict.as_deref().unwrap_or("")
         );
-        if known_bug {
+        let blamed = &cell.attributed;
+        if bug && !blamed.is_empty() && blamed.iter().all(explained) {
             f.known.push(text);
         } else {
             f.failing.push(text);
@@ -138,14 +182,25 @@ pub fn judge(row: Row, fault: Fault, cell: &Cell, server_revoked_lease: bool) ->
         );
     }
     if cell.crashed_clients > 0 {
-        f.failing
-            .push(format!("{} client processes crashed", cell.crashed_clients));
+        let n = cell.crashed_clients;
+        f.failing.push(format!(
+            "{n} client {} crashed",
+            plural(n, "process", "processes")
+        ));
     }
     if cell.hung_clients > 0 {
-        f.failing
-            .push(format!("{} client processes hung", cell.hung_clients));
+        let n = cell.hung_clients;
+        f.failing.push(format!(
+            "{n} client {} hung",
+            plural(n, "process", "processes")
+        ));
     }
     f
+}
+
+/// `one` or `many` as `n` asks.
+pub fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
 }
 
 /// Adds up a cell's trials: counts summed, delays pooled, the worst
@@ -169,7 +224,7 @@ pub fn merge(row: Row, fault: Fault, seed: u64, trials: Vec<Trial>) -> Cell {
                 continue;
             }
         };
-        let findings = judge(row, fault, &measured, trial.server_revoked_lease);
+        let findings = judge(row, fault, &measured, &trial.revoked_early);
         let harness = measured.crashed_clients + measured.hung_clients > 0;
         if row.must_be_caught() && !findings.failing.is_empty() {
             detected = true;
@@ -284,12 +339,34 @@ mod tests {
         Cell::empty(row, fault, "measured", None)
     }
 
+    fn hold(client: u32, token: u64) -> Hold {
+        Hold { client, token }
+    }
+
+    /// A cell with one vouched stale write by each of `writers`.
+    fn stale_writes_by(writers: &[Hold]) -> Cell {
+        let mut cell = measured(Row::Etcd3, Fault::FreezeMember);
+        cell.vouched_stale_writes = writers.len() as u64;
+        for &writer in writers {
+            cell.attributed.push(Attributed {
+                anomaly: Anomaly::VouchedStaleWrite,
+                holds: vec![writer],
+            });
+        }
+        cell
+    }
+
     #[test]
     fn an_overlap_without_a_fault_fails_every_real_row_and_detects_the_broken_one() {
         for row in [Row::File, Row::Redis, Row::Etcd] {
             let mut cell = measured(row, Fault::None);
             cell.overlaps = 1;
-            assert_eq!(judge(row, Fault::None, &cell, false).failing.len(), 1);
+            let findings = judge(row, Fault::None, &cell, &[]);
+            assert_eq!(findings.failing.len(), 1);
+            assert!(
+                findings.failing[0].starts_with("1 overlap with"),
+                "{findings:?}"
+            );
         }
         let mut cell = measured(Row::Broken, Fault::None);
         cell.overlaps = 3;
@@ -297,7 +374,7 @@ mod tests {
             index: 0,
             seed: 1,
             outcome: Ok(cell),
-            server_revoked_lease: false,
+            revoked_early: Vec::new(),
         };
         let merged = merge(Row::Broken, Fault::None, 1, vec![trial]);
         assert_eq!(merged.verdict, "detected");
@@ -306,20 +383,19 @@ mod tests {
 
     #[test]
     fn a_vouched_stale_write_fails_strong_rows_only_and_is_known_only_when_the_server_showed_it() {
-        let mut cell = measured(Row::Etcd3, Fault::FreezeMember);
-        cell.vouched_stale_writes = 2;
-        assert_eq!(
-            judge(Row::Etcd3, Fault::FreezeMember, &cell, false)
-                .failing
-                .len(),
-            1
+        let victim = hold(1, 40);
+        let cell = stale_writes_by(&[victim, victim]);
+        let failing = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[]);
+        assert_eq!(failing.failing.len(), 1);
+        let known = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert!(
+            known.failing.is_empty() && known.known.len() == 1,
+            "{known:?}"
         );
-        let known = judge(Row::Etcd3, Fault::FreezeMember, &cell, true);
-        assert!(known.failing.is_empty() && known.known.len() == 1);
-        let zk = judge(Row::Zk3, Fault::FreezeMember, &cell, true);
+        let zk = judge(Row::Zk3, Fault::FreezeMember, &cell, &[victim]);
         assert_eq!(zk.failing.len(), 1, "the exemption is etcd-3's alone");
         assert!(
-            judge(Row::Redis, Fault::FreezeMember, &cell, false)
+            judge(Row::Redis, Fault::FreezeMember, &cell, &[])
                 .failing
                 .is_empty()
         );
@@ -327,7 +403,7 @@ mod tests {
             index: 0,
             seed: 1,
             outcome: Ok(cell),
-            server_revoked_lease: true,
+            revoked_early: vec![victim],
         };
         let merged = merge(Row::Etcd3, Fault::FreezeMember, 1, vec![trial]);
         assert_eq!(
@@ -337,12 +413,79 @@ mod tests {
     }
 
     #[test]
+    fn only_the_victims_revoked_lease_is_known_and_a_live_lease_making_stale_writes_fails() {
+        let (victim, other) = (hold(1, 40), hold(2, 41));
+        // The victim's lease ended early: its own stale write is known.
+        let cell = stale_writes_by(&[victim]);
+        let findings = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert_eq!((findings.known.len(), findings.failing.len()), (1, 0));
+        // Another client, its lease alive, vouched for a stale write: the
+        // bug explains nothing of it, whatever happened to the victim.
+        let cell = stale_writes_by(&[victim, other]);
+        let findings = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert_eq!(
+            findings.known,
+            ["1 vouched stale write: is_held() said yes after another \
+             client was granted a higher token"]
+        );
+        assert_eq!(findings.failing.len(), 1, "{findings:?}");
+        let trial = Trial {
+            index: 0,
+            seed: 1,
+            outcome: Ok(cell),
+            revoked_early: vec![victim],
+        };
+        let merged = merge(Row::Etcd3, Fault::FreezeMember, 1, vec![trial]);
+        assert_eq!((merged.verdict.as_str(), merged.failures), ("fail", 1));
+    }
+
+    #[test]
+    fn two_waiters_inside_at_once_fail_though_the_victims_lease_was_revoked() {
+        let (victim, a, b) = (hold(0, 40), hold(1, 41), hold(2, 42));
+        let mut cell = measured(Row::Etcd3, Fault::FreezeMember);
+        cell.history_not_linearizable = 1;
+        cell.overlaps = 2;
+        let overlap = |x, y| Attributed {
+            anomaly: Anomaly::Overlap,
+            holds: vec![x, y],
+        };
+        cell.attributed = vec![overlap(a, victim), overlap(b, a)];
+        let findings = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert_eq!(findings.failing.len(), 1, "{findings:?}");
+        // With only the overlap the victim's revocation explains, it is known.
+        cell.attributed.pop();
+        let findings = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert_eq!((findings.known.len(), findings.failing.len()), (1, 0));
+        // A late signal of a client whose lease lived fails too.
+        cell.late_lost_signals = 1;
+        cell.attributed.push(Attributed {
+            anomaly: Anomaly::LateLostSignal,
+            holds: vec![a],
+        });
+        let findings = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert_eq!(findings.failing.len(), 2, "{findings:?}");
+    }
+
+    #[test]
+    fn token_regressions_and_fenced_violations_fail_whatever_the_server_showed() {
+        let victim = hold(1, 40);
+        let mut cell = stale_writes_by(&[victim]);
+        cell.token_regressions = 1;
+        cell.fenced_violations = 2;
+        let findings = judge(Row::Etcd3, Fault::FreezeMember, &cell, &[victim]);
+        assert_eq!(
+            findings.failing,
+            ["2 fenced violations", "1 token regression"]
+        );
+    }
+
+    #[test]
     fn a_trial_that_could_not_run_is_a_failure() {
         let trial = Trial {
             index: 0,
             seed: 1,
             outcome: Err("no holder".into()),
-            server_revoked_lease: false,
+            revoked_early: Vec::new(),
         };
         let merged = merge(Row::Zk, Fault::PauseHolder, 1, vec![trial]);
         assert_eq!((merged.status.as_str(), merged.failures), ("failed", 1));

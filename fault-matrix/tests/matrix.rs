@@ -2,11 +2,12 @@
 //! excludes nobody it reports overlaps and fenced violations; against a
 //! real lock at rest it reports none; a paused holder shows an overlap
 //! that the fenced view rejects; a mutant whose lost signal never fires is
-//! caught by its vouched stale writes.
+//! caught by its vouched stale writes; clients holding many names at once
+//! are judged per name.
 
 use std::path::PathBuf;
 
-use fault_matrix::{Cell, Fault, Plan, Row, run_row};
+use fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
 
 fn plan() -> Plan {
     Plan::quick(PathBuf::from(env!("CARGO_BIN_EXE_fault-matrix-client")))
@@ -69,4 +70,20 @@ async fn a_lock_whose_lost_signal_never_fires_is_caught_after_a_pause() {
     assert_eq!(cell.status, "measured", "{cell:?}");
     assert_eq!(cell.detected, Some(true), "{cell:?}");
     assert!(cell.vouched_stale_writes > 0, "{cell:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_holding_many_names_at_once_are_judged_name_by_name() {
+    let plan = Plan {
+        contended: Contended::Many,
+        ..plan()
+    };
+    let logs = tempfile::tempdir().unwrap();
+    let cells = run_row(Row::File, &[Fault::None, Fault::KillServer], &plan, &logs).await;
+    let (calm, inapplicable) = (&cells[0], &cells[1]);
+    assert_eq!(calm.backend, "file/many-names", "{calm:?}");
+    assert_eq!(calm.verdict, "pass", "{calm:?}");
+    assert_eq!((calm.overlaps, calm.token_regressions), (0, 0), "{calm:?}");
+    assert!(calm.acquisitions >= 4, "{calm:?}");
+    assert_eq!(inapplicable.status, "inapplicable", "{inapplicable:?}");
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! fault-matrix-client --resource ADDR --url URL --client N --lock NAME --hold-ms MS --wait-ms MS
-//!                     [--contend lock|rwlock-write|semaphore-1]
+//!                     [--contend lock|rwlock-write|semaphore-1|many-names]
 //!                     [--mutant no-exclusion|silent-loss|long-validity] [--origin-ns NS]
 //! ```
 
@@ -44,7 +44,9 @@ fn parse() -> Result<ClientArgs, String> {
             "--wait-ms" => wait = millis(&value)?,
             "--contend" => {
                 contended = Contended::parse(&value).ok_or_else(|| {
-                    format!("--contend {value:?}: known: lock, rwlock-write, semaphore-1")
+                    format!(
+                        "--contend {value:?}: known: lock, rwlock-write, semaphore-1, many-names"
+                    )
                 })?;
             }
             "--origin-ns" => {

@@ -6,7 +6,7 @@
 //!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,file,
 //!                          broken,mutant-…]
 //!              [--faults 1,2,...,12] [--clients N] [--seed N] [--trials N]
-//!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1]
+//!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1,many-names]
 //! ```
 //!
 //! Prints the table on stdout. Fails (exit 1) when a cell could not run,
@@ -21,7 +21,17 @@ use fault_matrix::report::{self, Document, Provenance};
 use fault_matrix::run::planned_trials;
 use fault_matrix::summary;
 use fault_matrix::usage::args_or_exit;
+use fault_matrix::verdict::plural;
 use fault_matrix::{Cell, Contended, Fault, Plan, Row, run_row};
+
+/// A `--backends` entry: a row, or a row and one primitive
+/// (`etcd-3/many-names`).
+fn parse_backend(text: &str) -> Option<(Row, Option<Contended>)> {
+    match text.split_once('/') {
+        Some((row, primitive)) => Some((Row::parse(row)?, Some(Contended::parse(primitive)?))),
+        None => Some((Row::parse(text)?, None)),
+    }
+}
 
 #[derive(Debug, Default)]
 struct Args {
@@ -29,7 +39,7 @@ struct Args {
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
     markdown: Option<PathBuf>,
-    backends: Option<Vec<Row>>,
+    backends: Option<Vec<(Row, Option<Contended>)>>,
     faults: Option<Vec<Fault>>,
     clients: Option<u32>,
     contended: Option<Vec<Contended>>,
@@ -86,9 +96,10 @@ fn parse() -> Result<Args, String> {
             "--backends" => {
                 args.backends = Some(list(
                     &value()?,
-                    Row::parse,
+                    parse_backend,
                     "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, file, \
-                     broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity)",
+                     broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity; \
+                     ROW/PRIMITIVE such as etcd-3/many-names runs that primitive only)",
                 )?);
             }
             "--faults" => {
@@ -98,7 +109,7 @@ fn parse() -> Result<Args, String> {
                 args.contended = Some(list(
                     &value()?,
                     Contended::parse,
-                    "primitive (known: lock, rwlock-write, semaphore-1)",
+                    "primitive (known: lock, rwlock-write, semaphore-1, many-names)",
                 )?);
             }
             "--clients" => {
@@ -111,7 +122,7 @@ fn parse() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err("usage: fault-matrix [--quick] [--json FILE] [--svg FILE] \
                      [--markdown FILE] [--backends LIST] [--faults LIST] [--clients N] \
-                     [--contend LIST (lock, rwlock-write, semaphore-1; default lock)] \
+                     [--contend LIST (lock, rwlock-write, semaphore-1, many-names; default lock)] \
                      [--seed N (default: from the clock; printed)] [--trials N (every cell)] \
                      [--flip-trials N (cells whose verdict can flip; after --trials)] \
                      [--from-json FILE (draw the table and chart of an earlier run)] \
@@ -138,9 +149,10 @@ fn problems(cells: &[Cell]) -> Vec<String> {
             (_, "fail") => {
                 let shown: Vec<&str> = c.problems.iter().take(3).map(String::as_str).collect();
                 out.push(format!(
-                    "{at}: {} of {} trials failed: {}",
+                    "{at}: {} of {} {} failed: {}",
                     c.failures,
                     c.trials,
+                    plural(u64::from(c.trials), "trial", "trials"),
                     shown.join("; ")
                 ));
             }
@@ -154,8 +166,9 @@ fn problems(cells: &[Cell]) -> Vec<String> {
             .collect();
         if !of_row.is_empty() && !of_row.iter().any(|c| c.detected == Some(true)) {
             out.push(format!(
-                "{row}: no verdict caught it in {} cells",
-                of_row.len()
+                "{row}: no verdict caught it in {} {}",
+                of_row.len(),
+                plural(of_row.len() as u64, "cell", "cells")
             ));
         }
     }
@@ -259,24 +272,29 @@ async fn main() -> ExitCode {
     }
     plan.seed = args.seed.unwrap_or_else(clock_seed);
     eprintln!("fault-matrix: seed {:#x} (replay with --seed)", plan.seed);
-    let rows = args
+    let rows: Vec<(Row, Option<Contended>)> = args
         .backends
         .clone()
-        .unwrap_or_else(|| Row::every().collect());
+        .unwrap_or_else(|| Row::every().map(|row| (row, None)).collect());
     let faults_of = |row: Row| match &args.faults {
         Some(faults) => faults.clone(),
         None if args.quick => Fault::quick(row),
         None => Fault::full(row),
     };
     let provenance = Provenance::now();
-    let primitives_of = |row: Row| match &args.contended {
-        Some(contended) => contended.clone(),
-        None if args.quick => vec![Contended::Lock],
-        None => Contended::full(row),
+    let primitives_of = |(row, pinned): (Row, Option<Contended>)| match (pinned, &args.contended) {
+        (Some(primitive), _) => vec![primitive],
+        (None, Some(contended)) => contended.clone(),
+        (None, None) if args.quick => vec![Contended::Lock],
+        (None, None) => Contended::full(row),
     };
     let planned: u32 = rows
         .iter()
-        .flat_map(|&row| primitives_of(row).into_iter().map(move |c| (row, c)))
+        .flat_map(|&(row, pinned)| {
+            primitives_of((row, pinned))
+                .into_iter()
+                .map(move |c| (row, c))
+        })
         .map(|(row, primitive)| {
             let plan = Plan {
                 contended: primitive,
@@ -298,8 +316,8 @@ async fn main() -> ExitCode {
     };
     let started = Instant::now();
     let mut cells = Vec::new();
-    for row in rows {
-        for primitive in primitives_of(row) {
+    for (row, pinned) in rows {
+        for primitive in primitives_of((row, pinned)) {
             plan.contended = primitive;
             cells.extend(run_row(row, &faults_of(row), &plan, &logs).await);
         }
