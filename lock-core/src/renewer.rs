@@ -24,6 +24,13 @@
 //! failing renewals on the lost signal while validity is left, and fire the
 //! lost signal when renewal reports the lease gone or the validity deadline
 //! passes first.
+//!
+//! Locks taken together would renew together, every period, in one burst
+//! at the server. So a lease's first renewal comes at a phase of its own,
+//! between TTL/6 and TTL/3 after it is scheduled, spread evenly over the
+//! leases a renewer has scheduled; each later renewal keeps that phase. A
+//! renewal only ever comes earlier than TTL/3, never later, so the margin
+//! before the deadline is what it would be without the spread.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -79,7 +86,8 @@ impl Renewer {
     /// [`LostReason::DeadlineMissed`] when `validity` runs out before a
     /// renewal succeeds. While renewals fail with validity left, `notifier`
     /// says so ([`LossNotifier::renewal_failing`]). The first renewal is
-    /// TTL/3 from now, or sooner when `validity` has less than that left.
+    /// between TTL/6 and TTL/3 from now, at the lease's own phase, and
+    /// sooner when `validity` has less than that left.
     /// `backend` labels the lease in the metrics.
     ///
     /// The lease is renewed on the Tokio runtime this is called on. Called
@@ -93,11 +101,11 @@ impl Renewer {
         notifier: LossNotifier,
         renew: RenewFn,
     ) -> RenewalTask {
-        let first = Schedule::new(ttl).after_success(Duration::ZERO, validity.remaining());
         let runtime = Handle::try_current().ok();
         let mut state = self.shared.state();
         let id = state.next_id;
         state.next_id += 1;
+        let first = Schedule::new(ttl).first(id, validity.remaining());
         let entry = Arc::new(Entry {
             id,
             lane: runtime.as_ref().map(Handle::id),
@@ -431,6 +439,10 @@ impl Entry {
     }
 }
 
+/// 2^64 divided by the golden ratio: multiplying by it spreads consecutive
+/// integers evenly over the `u64` range (Fibonacci hashing).
+const GOLDEN_RATIO_64: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// When renewal runs relative to the lease.
 #[derive(Debug, Clone, Copy)]
 struct Schedule {
@@ -451,6 +463,17 @@ impl Schedule {
             retry: (ttl / 10).max(floor),
             margin: ttl / 6,
         }
+    }
+
+    /// The wait before the first attempt of the `id`th lease scheduled:
+    /// the period less a phase in [0, period/2), so that leases scheduled
+    /// together renew spread over half a period. Consecutive ids take
+    /// phases a golden ratio apart, which keeps any run of them evenly
+    /// spread.
+    fn first(&self, id: u64, remaining: Duration) -> Duration {
+        let fraction = id.wrapping_mul(GOLDEN_RATIO_64) as f64 / 2f64.powi(64);
+        let phase = (self.period / 2).mul_f64(fraction);
+        self.after_success(phase, remaining)
     }
 
     /// The wait before the next attempt, after one sent `since_sent` ago succeeded.
@@ -483,5 +506,28 @@ mod tests {
         // Fresh: the period.
         let wait = schedule.after_success(Duration::ZERO, Duration::from_millis(2970));
         assert_eq!(wait, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn leases_scheduled_together_first_renew_spread_over_half_a_period() {
+        let schedule = Schedule::new(Duration::from_secs(30));
+        let fresh = Duration::from_secs(30);
+        let waits: Vec<Duration> = (0..10_000).map(|id| schedule.first(id, fresh)).collect();
+        let (half, period) = (Duration::from_secs(5), Duration::from_secs(10));
+        assert!(waits.iter().all(|w| (half..=period).contains(w)));
+        // Ten slices of half a second each get a tenth of the leases, give
+        // or take 1 %.
+        let mut slices = [0usize; 10];
+        for wait in &waits {
+            let slice = ((*wait - half).as_secs_f64() / 0.5) as usize;
+            slices[slice.min(9)] += 1;
+        }
+        assert!(
+            slices.iter().all(|n| n.abs_diff(1000) <= 10),
+            "uneven: {slices:?}"
+        );
+        // Late in its TTL a lease is still renewed before its deadline.
+        let late = schedule.first(3, Duration::from_secs(6));
+        assert_eq!(late, Duration::from_secs(1));
     }
 }

@@ -2,6 +2,8 @@
 //! for a fixed time while the backend renews them, and gives them back.
 //! What holding costs is the difference of readings taken around the hold:
 //! the server's request counter, and this process's CPU time and memory.
+//! The counter is also read every 100 ms during the hold, to show whether
+//! the renewals arrive spread out or in bursts.
 
 use std::time::Duration;
 
@@ -32,6 +34,11 @@ pub(crate) struct HeldReport {
     pub(crate) server_requests: Option<u64>,
     /// What was counted, or why nothing was.
     pub(crate) server_counter: String,
+    /// The server's busiest 100 ms of the hold against its average 100 ms:
+    /// 1 for requests spread evenly, about period / burst length for
+    /// renewals sent in one burst each period.
+    #[serde(default)]
+    pub(crate) server_peak_to_mean: Option<f64>,
     /// This process's CPU time during the hold.
     pub(crate) cpu_ms: u128,
     /// Resident memory at the end of the hold less before taking the locks.
@@ -82,7 +89,13 @@ pub(super) async fn measure(
     let requests_before = read(counter.as_ref()).await;
     let start = sample()?;
     let started = tokio::time::Instant::now();
-    tokio::time::sleep(hold).await;
+    let readings = match &counter {
+        Some(counter) => every_window(counter, hold).await,
+        None => {
+            tokio::time::sleep(hold).await;
+            Vec::new()
+        }
+    };
     let end = sample()?;
     let held_for = started.elapsed();
     let requests_after = read(counter.as_ref()).await;
@@ -104,6 +117,7 @@ pub(super) async fn measure(
         release_errors: released.errors,
         server_requests,
         server_counter,
+        server_peak_to_mean: peak_to_mean(&readings),
         cpu_ms: end.cpu.saturating_sub(start.cpu).as_millis(),
         rss_growth_bytes: end.rss_bytes as i64 - before.rss_bytes as i64,
     })
@@ -113,5 +127,53 @@ async fn read(counter: Option<&Counter>) -> Result<u64, String> {
     match counter {
         Some(counter) => counter.read().await,
         None => Err("no server".to_owned()),
+    }
+}
+
+/// How often the counter is read during the hold.
+const WINDOW: Duration = Duration::from_millis(100);
+
+/// Reads `counter` every [`WINDOW`] for `hold`: (seconds since the start,
+/// requests so far) for every reading that succeeded.
+async fn every_window(counter: &Counter, hold: Duration) -> Vec<(f64, u64)> {
+    let start = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval(WINDOW);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut readings = Vec::new();
+    while start.elapsed() < hold {
+        ticks.tick().await;
+        if let Ok(count) = counter.read().await {
+            readings.push((start.elapsed().as_secs_f64(), count));
+        }
+    }
+    readings
+}
+
+/// The busiest window's request rate over the mean rate of `readings`.
+fn peak_to_mean(readings: &[(f64, u64)]) -> Option<f64> {
+    let (first, last) = (readings.first()?, readings.last()?);
+    let mean = last.1.saturating_sub(first.1) as f64 / (last.0 - first.0);
+    let peak = readings
+        .windows(2)
+        .map(|w| w[1].1.saturating_sub(w[0].1) as f64 / (w[1].0 - w[0].0).max(1e-3))
+        .fold(0.0, f64::max);
+    (mean > 0.0).then(|| peak / mean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peak_to_mean;
+
+    #[test]
+    fn an_even_rate_is_one_and_a_burst_is_the_period_over_its_length() {
+        let even: Vec<(f64, u64)> = (0..=100).map(|i| (i as f64 * 0.1, i * 10)).collect();
+        assert!((peak_to_mean(&even).unwrap() - 1.0).abs() < 1e-9);
+        // 1,000 requests in the first 100 ms of each 10 s.
+        let burst: Vec<(f64, u64)> = (0..=200)
+            .map(|i| (i as f64 * 0.1, 1000 * (i as u64).div_ceil(100)))
+            .collect();
+        let ratio = peak_to_mean(&burst).unwrap();
+        assert!((ratio - 100.0).abs() < 1e-6, "{ratio}");
+        assert_eq!(peak_to_mean(&[(0.0, 5)]), None);
     }
 }

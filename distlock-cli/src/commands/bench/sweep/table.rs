@@ -90,6 +90,7 @@ fn held_table(backend: &BackendSweep) -> String {
         "lost",
         "server req/s",
         "req/lock/(TTL/3)",
+        "peak/mean 100ms",
         "CPU us/lock/s",
         "RSS B/lock",
         "counted",
@@ -110,6 +111,8 @@ fn held_table(backend: &BackendSweep) -> String {
                     rate,
                     h.requests_per_lock_per_period()
                         .map_or("-".into(), |r| format!("{r:.3}")),
+                    h.server_peak_to_mean
+                        .map_or("-".into(), |r| format!("{r:.1}")),
                     format!("{:.1}", h.cpu_us_per_lock_second()),
                     format!("{:.0}", h.rss_per_lock()),
                     format!("{} (TTL {} s)", h.server_counter, h.ttl_ms as f64 / 1000.0),
