@@ -190,10 +190,18 @@ impl PostgresBackend {
             value: value.as_deref(),
             queue,
         };
+        // When the last look that found the entry waiting was sent: a grant
+        // that a notification names came after it, so its lease counts
+        // from here on this side.
+        let mut waiting_since: Option<SentAt> = None;
         loop {
             let woken = watch.listen().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            if let (Some(token), Some(sent)) = (watch.granted(), &waiting_since) {
+                cleanup.disarm();
+                return self.guard(name, &key, owner, token, ttl, sent.clone());
+            }
             let sent = SentAt::now();
             let outcome = match self.look(&attempt).await {
                 Ok(outcome) => outcome,
@@ -231,6 +239,7 @@ impl PostgresBackend {
                     )));
                 }
                 Outcome::Waiting(first_ends_in) => {
+                    waiting_since = Some(sent);
                     // Look again when woken, when the grant ahead could have
                     // run out, and at least every TTL/3, which also keeps
                     // our queue entry alive.
@@ -248,7 +257,7 @@ impl PostgresBackend {
                         () = &mut woken => {}
                         () = tokio::time::sleep_until(wake_at) => {}
                     }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                    if deadline.is_some_and(|d| Instant::now() >= d) && watch.granted().is_none() {
                         cleanup.finish().await;
                         return Err(Error::timeout(format!(
                             "{} is still held by someone else after waiting {}",

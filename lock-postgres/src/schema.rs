@@ -18,15 +18,20 @@
 //! before it committed.
 //!
 //! Changes that can let a waiter in (a release, a cancelled wait, a removed
-//! expired row) call `wake`, which applies the same grant rule to the
-//! key's live rows and notifies the schema's wake channel with the owner
-//! ids of exactly the waiters it now admits: a hand-off wakes the next
-//! waiter, not every waiter (version 2). What observers watch (a
-//! proclaimed value, a leader granted or gone, an operator's eviction)
+//! expired row) call `hand_over`, which applies the same grant rule to the
+//! key's live rows and grants the waiters it now admits in that same
+//! transaction, each with its token from the sequence and the lease its
+//! queue entry carries: a hand-off is one durable commit, the releaser's.
+//! It notifies the schema's wake channel with exactly those waiters,
+//! `owner:token`, so the granted waiter learns of its grant without a
+//! query and every other listener ignores the payload (version 3). An
+//! election candidate's entry carries no lease: it is named by its owner
+//! id alone and grants itself, publishing its value. What observers watch
+//! (a proclaimed value, a leader granted or gone, an operator's eviction)
 //! `pg_notify`s the key on the schema's key channel.
 //!
 //! Whatever deletes rows of a key takes the key's transaction advisory lock
-//! first, as `acquire` does, in the same order (lock, then rows): so `wake`
+//! first, as `acquire` does, in the same order (lock, then rows): so `hand_over`
 //! sees every queue entry that an `acquire` racing with it has committed,
 //! and never waits for a row lock while holding the key.
 
@@ -34,14 +39,15 @@ use distlock_core::{Error, Result};
 use tokio_postgres::Client;
 
 /// The version the code below creates; recorded in `migrations`.
-pub(crate) const VERSION: i32 = 2;
+pub(crate) const VERSION: i32 = 3;
 
 /// The key notification channel of `schema`: payload a key.
 pub(crate) fn channel(schema: &str) -> String {
     format!("distlock_{schema}")
 }
 
-/// The wake channel of `schema`: payload the owner ids of admitted waiters.
+/// The wake channel of `schema`: payload the admitted waiters, `owner` or
+/// `owner:token` when granted.
 pub(crate) fn wake_channel(schema: &str) -> String {
     format!("distlockw_{schema}")
 }
@@ -129,36 +135,72 @@ CREATE TABLE IF NOT EXISTS {s}.entries (
 );
 CREATE INDEX IF NOT EXISTS entries_key_id ON {s}.entries (key, id);
 
--- Notifies the waiters of p_key that the grant rule now admits (a writer
+ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS ttl_ms bigint;
+
+-- Hands p_key over to the waiters that the grant rule now admits (a writer
 -- with nothing ahead, a reader with no writer ahead, a permit with fewer
--- than its limit ahead), by owner id, at most 100 ids per notification.
+-- than its limit ahead), in queue order. A waiter that gave its lease
+-- (ttl_ms) is granted here, with its token from the sequence, and its
+-- notification names it with the token: `owner:token`. One without (an
+-- election candidate, which publishes its value with its own grant) is
+-- named by its owner id alone and looks again. At most 100 per
+-- notification. Returns how many it granted: the caller's commit must then
+-- wait for the WAL flush.
+CREATE OR REPLACE FUNCTION {s}.hand_over(p_key text)
+RETURNS int
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    w record;
+    granted_token bigint;
+    names text[] := '{}';
+    granted_count int := 0;
+BEGIN
+    FOR w IN
+        SELECT a.id, a.owner, a.ttl_ms
+          FROM (SELECT e.id, e.owner, e.granted, e.access, e.permits, e.ttl_ms,
+                       count(*) OVER ahead AS n_ahead,
+                       count(*) FILTER (WHERE e.access = 'write') OVER ahead AS writers_ahead
+                  FROM {s}.entries e
+                 WHERE e.key = p_key AND e.expires_at > clock_timestamp()
+                WINDOW ahead AS (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING
+                                                   AND 1 PRECEDING)) a
+         WHERE NOT a.granted
+           AND CASE a.access
+                 WHEN 'write' THEN a.n_ahead = 0
+                 WHEN 'read' THEN a.writers_ahead = 0
+                 ELSE a.n_ahead < a.permits
+               END
+         ORDER BY a.id
+    LOOP
+        IF w.ttl_ms IS NULL THEN
+            names := names || w.owner::text;
+        ELSE
+            granted_token := nextval('{s}.tokens');
+            UPDATE {s}.entries e SET granted = true, token = granted_token,
+                   granted_at = clock_timestamp(),
+                   expires_at = clock_timestamp() + w.ttl_ms * interval '1 millisecond'
+             WHERE e.id = w.id;
+            names := names || (w.owner::text || ':' || granted_token);
+            granted_count := granted_count + 1;
+        END IF;
+        IF cardinality(names) = 100 THEN
+            PERFORM pg_notify('{wake_channel}', array_to_string(names, ','));
+            names := '{}';
+        END IF;
+    END LOOP;
+    IF cardinality(names) > 0 THEN
+        PERFORM pg_notify('{wake_channel}', array_to_string(names, ','));
+    END IF;
+    RETURN granted_count;
+END
+$fn$;
+
+-- Kept for callers of version 2: hands p_key over.
 CREATE OR REPLACE FUNCTION {s}.wake(p_key text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    owners text;
 BEGIN
-    FOR owners IN
-        SELECT string_agg(a.owner::text, ',' ORDER BY a.id)
-          FROM (SELECT w.id, w.owner, (row_number() OVER (ORDER BY w.id) - 1) / 100 AS chunk
-                  FROM (SELECT e.id, e.owner, e.granted, e.access, e.permits,
-                               count(*) OVER ahead AS n_ahead,
-                               count(*) FILTER (WHERE e.access = 'write') OVER ahead AS writers_ahead
-                          FROM {s}.entries e
-                         WHERE e.key = p_key AND e.expires_at > clock_timestamp()
-                        WINDOW ahead AS (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING
-                                                           AND 1 PRECEDING)) w
-                 WHERE NOT w.granted
-                   AND CASE w.access
-                         WHEN 'write' THEN w.n_ahead = 0
-                         WHEN 'read' THEN w.writers_ahead = 0
-                         ELSE w.n_ahead < w.permits
-                       END) a
-         GROUP BY a.chunk
-         ORDER BY a.chunk
-    LOOP
-        PERFORM pg_notify('{wake_channel}', owners);
-    END LOOP;
+    PERFORM {s}.hand_over(p_key);
 END
 $fn$;
 
@@ -174,13 +216,14 @@ DECLARE
     removed bigint;
     other_limit int;
     blocked boolean;
+    handed_over int := 0;
     lease interval := p_ttl_ms * interval '1 millisecond';
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended('distlock {s} ' || p_key, 0));
     DELETE FROM {s}.entries e WHERE e.key = p_key AND e.expires_at <= clock_timestamp();
     GET DIAGNOSTICS removed = ROW_COUNT;
     IF removed > 0 THEN
-        PERFORM {s}.wake(p_key);
+        handed_over := {s}.hand_over(p_key);
     END IF;
     SELECT e.id, e.granted, e.token INTO my_id, my_granted, my_token
         FROM {s}.entries e WHERE e.owner = p_owner;
@@ -234,11 +277,17 @@ BEGIN
     -- Nothing granted: losing this transaction in a crash loses no grant
     -- (the waiter queues again on its next look), so its commit need not
     -- wait for the WAL flush, nor hold the key's lock through one.
-    PERFORM set_config('synchronous_commit', 'off', true);
+    IF handed_over = 0 THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
     IF p_queue THEN
         IF my_id IS NULL THEN
-            INSERT INTO {s}.entries AS e (key, owner, access, permits, holder, expires_at)
-            VALUES (p_key, p_owner, p_access, p_permits, p_holder, clock_timestamp() + lease)
+            -- The lease goes with the entry, so that a release can grant it
+            -- (an election candidate publishes its value with its own grant).
+            INSERT INTO {s}.entries AS e (key, owner, access, permits, holder, expires_at,
+                                          ttl_ms)
+            VALUES (p_key, p_owner, p_access, p_permits, p_holder, clock_timestamp() + lease,
+                    CASE WHEN p_value IS NULL THEN p_ttl_ms END)
             RETURNING e.id INTO my_id;
         ELSE
             UPDATE {s}.entries e SET expires_at = clock_timestamp() + lease WHERE e.id = my_id;
@@ -259,10 +308,6 @@ DECLARE
     released_key text;
     had_value boolean;
 BEGIN
-    -- A release lost in a crash leaves the row to expire after its TTL,
-    -- which is safe; and the next grant's commit, which waits for the WAL
-    -- flush, flushes this earlier commit too. So it need not wait itself.
-    PERFORM set_config('synchronous_commit', 'off', true);
     SELECT e.key INTO released_key FROM {s}.entries e WHERE e.owner = p_owner;
     IF released_key IS NULL THEN
         was_live := false;
@@ -273,7 +318,13 @@ BEGIN
         RETURNING e.granted AND e.expires_at > clock_timestamp(), e.value IS NOT NULL
         INTO was_live, had_value;
     IF FOUND THEN
-        PERFORM {s}.wake(released_key);
+        IF {s}.hand_over(released_key) = 0 THEN
+            -- Nobody granted: a release lost in a crash leaves the row to
+            -- expire after its TTL, which is safe, and the next grant's
+            -- commit flushes this one too. So it need not wait for the
+            -- flush. A release that granted the next waiter must.
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
         IF had_value THEN
             -- A leader is gone: its observers look again.
             PERFORM pg_notify('{channel}', released_key);
@@ -311,7 +362,7 @@ BEGIN
         DELETE FROM {s}.entries e WHERE e.key = p_key AND e.granted RETURNING e.*
     ) SELECT * FROM d;
     IF FOUND THEN
-        PERFORM {s}.wake(p_key);
+        PERFORM {s}.hand_over(p_key);
         PERFORM pg_notify('{channel}', p_key);
     END IF;
 END

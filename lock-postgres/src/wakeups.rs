@@ -5,8 +5,10 @@
 //! key looks again (a proclaimed value, a new or gone leader, an operator's
 //! eviction). The wake channel's payload names queue entries by their owner
 //! ids, comma-separated: the server computed that the grant rule now admits
-//! exactly them, so only their waiters look again, and every other listener
-//! ignores the payload without a query.
+//! exactly them, and every other listener ignores the payload without a
+//! query. An id with a token (`owner:token`) was granted in the
+//! notifying transaction: its waiter takes the token and is done without a
+//! query; an id alone looks again.
 //!
 //! `NOTIFY` reaches a session only while it is connected, so every
 //! reconnect wakes every waiter to look at its queue again; waiters also
@@ -48,7 +50,23 @@ pub(crate) struct Wakeups {
 #[derive(Debug, Default)]
 struct Waiters {
     by_key: HashMap<String, Vec<Arc<Notify>>>,
-    by_owner: HashMap<Uuid, Arc<Notify>>,
+    by_owner: HashMap<Uuid, (Arc<Notify>, Arc<Granted>)>,
+}
+
+/// The token of a grant that the server made for a waiter's queue entry
+/// and named in a notification.
+#[derive(Debug, Default)]
+pub(crate) struct Granted(Mutex<Option<i64>>);
+
+impl Granted {
+    /// The token, once a notification has granted it.
+    pub(crate) fn token(&self) -> Option<i64> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set(&self, token: i64) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+    }
 }
 
 /// The listening task's state.
@@ -83,9 +101,17 @@ pub(crate) struct KeyWatch {
     key: String,
     owner: Option<Uuid>,
     notify: Arc<Notify>,
+    granted: Arc<Granted>,
 }
 
 impl KeyWatch {
+    /// The token of the grant that a notification named, if one did: the
+    /// entry was granted in the notifying transaction, after every look
+    /// that found it waiting.
+    pub(crate) fn granted(&self) -> Option<i64> {
+        self.granted.token()
+    }
+
     /// Woken by the next notification of the key (or a reconnect). Call it
     /// before each look at the queue: it first makes sure the backend is
     /// listening, starting the listener on the current runtime if the
@@ -167,6 +193,7 @@ impl Wakeups {
     /// Registers interest in `key`, and in the queue entry of `owner`.
     pub(crate) fn watch(self: &Arc<Self>, key: &str, owner: Option<Uuid>) -> KeyWatch {
         let notify = Arc::new(Notify::new());
+        let granted = Arc::new(Granted::default());
         let mut waiters = self.waiters();
         waiters
             .by_key
@@ -174,13 +201,16 @@ impl Wakeups {
             .or_default()
             .push(notify.clone());
         if let Some(owner) = owner {
-            waiters.by_owner.insert(owner, notify.clone());
+            waiters
+                .by_owner
+                .insert(owner, (notify.clone(), granted.clone()));
         }
         KeyWatch {
             wakeups: self.clone(),
             key: key.to_owned(),
             owner,
             notify,
+            granted,
         }
     }
 
@@ -195,20 +225,29 @@ impl Wakeups {
         }
     }
 
-    /// Wakes the waiters of the comma-separated owner ids in `payload`
-    /// that wait here; other ids belong to other clients.
+    /// Wakes the waiters named in `payload` (comma-separated `owner` or
+    /// `owner:token`) that wait here, handing each granted one its token;
+    /// other names belong to other clients.
     fn wake_owners(&self, payload: &str) {
         let waiters = self.waiters();
         if waiters.by_owner.is_empty() {
             return;
         }
-        for id in payload.split(',') {
-            if let Some(notify) = Uuid::parse_str(id.trim())
+        for name in payload.split(',') {
+            let (id, token) = match name.split_once(':') {
+                Some((id, token)) => (id, token.trim().parse::<i64>().ok()),
+                None => (name, None),
+            };
+            let Some((notify, granted)) = Uuid::parse_str(id.trim())
                 .ok()
                 .and_then(|owner| waiters.by_owner.get(&owner))
-            {
-                notify.notify_waiters();
+            else {
+                continue;
+            };
+            if let Some(token) = token {
+                granted.set(token);
             }
+            notify.notify_waiters();
         }
     }
 
