@@ -6,9 +6,10 @@
 //! with its stack) and queues acquisitions behind it past their bound. So
 //! renewals have a lane of their own: a queue served by at most
 //! [`WORKERS`] threads, which never compete with acquisitions for the
-//! blocking pool. A worker takes up to [`BATCH`] renewals at a time, renews
-//! each record under its `flock` with the owner check, `fsync`ing the
-//! record before its `rename` (so a crash leaves the old or the new record),
+//! blocking pool. A worker takes its share of the queue (up to [`BATCH`]
+//! renewals) at a time, renews each record under its `flock` with the owner
+//! check, `fsync`ing the record before its `rename` (so a crash leaves the
+//! old or the new record),
 //! then `fsync`s each directory the batch renamed in once, and only then
 //! reports the renewals done. Several workers keep several `fsync`s in
 //! flight, which the filesystem's journal commits together.
@@ -29,7 +30,8 @@ use crate::store::{self, Gone, Update};
 /// Most threads renewing at once: enough `fsync`s in flight for the journal
 /// to commit them in groups, few enough stacks to stay small per lock.
 const WORKERS: usize = 16;
-/// Most renewals a worker takes before it `fsync`s their directories.
+/// Most renewals a worker takes before it `fsync`s their directories; it
+/// takes fewer (its share of the queue) when the queue is short.
 const BATCH: usize = 32;
 /// How long an idle worker waits for more renewals before it exits.
 const IDLE: Duration = Duration::from_secs(5);
@@ -147,7 +149,10 @@ impl Inner {
                         return;
                     }
                 }
-                let n = state.queue.len().min(BATCH);
+                // Spread what is queued over the workers: a batch is
+                // answered only when all of it is done, so a big batch
+                // while others idle would only delay its renewals.
+                let n = state.queue.len().div_ceil(state.workers.max(1)).min(BATCH);
                 state.queue.drain(..n).collect()
             };
             self.renew_batch(batch);
