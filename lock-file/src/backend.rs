@@ -23,6 +23,7 @@ use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::keys::{LockPaths, Space};
 use crate::place::Place;
+use crate::renewals::{RenewalLane, Renewed};
 use crate::store::{Attempt, Claim};
 use crate::wakeups;
 
@@ -48,6 +49,8 @@ pub struct FileBackend {
     case: Case,
     /// Renews the leases of every lock this backend grants, from one task per runtime.
     renewer: Renewer,
+    /// Runs those renewals' file work, apart from acquisitions' (see [`RenewalLane`]).
+    renewals: RenewalLane,
 }
 
 impl FileBackend {
@@ -108,6 +111,7 @@ impl FileBackend {
         }
         tracing::debug!(backend = "file", dir = %dir.display(), "file backend ready");
         Ok(FileBackend {
+            renewals: RenewalLane::new(config.fsync),
             config: Arc::new(config),
             case,
             renewer: Renewer::new(),
@@ -190,6 +194,34 @@ impl FileBackend {
     ) -> Result<T> {
         self.blocking_within(self.config.request_timeout, op, name, path, f)
             .await
+    }
+
+    /// Renews `holder`'s lease on `name` (files at `paths`) to now +
+    /// `ttl_ms` in the renewal lane, bounded by the request timeout
+    /// (waiting in the lane included). Dropping the future skips the
+    /// renewal if no worker has started it yet.
+    pub(crate) async fn renew_in_lane(
+        &self,
+        name: &LockName,
+        paths: &LockPaths,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<std::result::Result<(), crate::store::Gone>> {
+        let limit = self.config.request_timeout;
+        let bound = Bound::within(limit);
+        let _cancel = bound.cancel_on_drop();
+        let answer = self
+            .renewals
+            .submit(paths.clone(), holder.to_owned(), ttl_ms, bound);
+        let (op, path) = ("renew", &paths.record);
+        match timeout(limit + REPORT_GRACE, answer).await {
+            Ok(Ok(renewed)) => {
+                let renewed: Renewed = renewed;
+                renewed.map_err(|e| io_error(e, op, name, path))
+            }
+            Ok(Err(closed)) => Err(unfinished(op, name, path, Unfinished::Failed(&closed))),
+            Err(_) => Err(unfinished(op, name, path, Unfinished::TookLonger(limit))),
+        }
     }
 
     /// As [`FileBackend::blocking`], bounded by `limit`.

@@ -45,7 +45,8 @@ impl Bound {
         CancelOnDrop(self.cancelled.clone())
     }
 
-    fn is_cancelled(&self) -> bool {
+    /// Whether the caller gave up waiting for the operation.
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Relaxed)
     }
 }

@@ -50,13 +50,16 @@ impl FileLease {
 #[async_trait]
 impl distlock_core::raw::Lease for FileLease {
     /// Pushes the on-disk deadline to now + TTL, or reports the lease gone.
+    /// Runs in the backend's renewal lane, batched with other renewals.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before a worker starts it, the renewal is
+    /// skipped; after, it completes, and only pushes a deadline this holder
+    /// still holds.
     async fn renew(&self) -> Result<()> {
-        let (paths, holder) = (self.paths.clone(), self.holder.clone());
-        let (ttl, fsync) = (ttl_ms(self.ttl), self.backend.config().fsync);
         self.backend
-            .blocking("renew", &self.name, &self.paths.record, move |bound| {
-                store::update(&paths, &holder, Update::Renew { ttl_ms: ttl }, fsync, bound)
-            })
+            .renew_in_lane(&self.name, &self.paths, &self.holder, ttl_ms(self.ttl))
             .await?
             .map_err(|gone| self.gone(gone, "renew"))
     }

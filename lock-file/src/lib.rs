@@ -14,6 +14,7 @@ mod keys;
 mod place;
 mod queue;
 mod record;
+mod renewals;
 mod shares;
 mod store;
 mod stored_access;

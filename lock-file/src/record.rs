@@ -205,24 +205,58 @@ pub(crate) fn read_file<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T
     }
 }
 
+/// How far a record write goes to make itself durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// No `fsync` (`fsync=false`): an OS crash may lose the write.
+    Unsynced,
+    /// `fsync` the record, then its directory after the `rename`.
+    Synced,
+    /// `fsync` the record before the `rename` (so a crash leaves the old or
+    /// the new record, never a torn one), and leave the directory's `fsync`
+    /// to the caller, who does it once for a batch of writes before it
+    /// reports any of them done.
+    DirectoryLater,
+}
+
+impl From<bool> for Durability {
+    /// The durability the `fsync` setting asks for.
+    fn from(fsync: bool) -> Self {
+        if fsync {
+            Durability::Synced
+        } else {
+            Durability::Unsynced
+        }
+    }
+}
+
 /// Replaces the record (of either kind) atomically. Call only while holding
 /// the `flock`.
-pub(crate) fn write(paths: &LockPaths, record: &impl Serialize, fsync: bool) -> io::Result<()> {
+pub(crate) fn write(
+    paths: &LockPaths,
+    record: &impl Serialize,
+    durability: Durability,
+) -> io::Result<()> {
     let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
     let mut tmp = File::create(&paths.tmp)?;
     tmp.write_all(&bytes)?;
     // A scratch file left by a crash may be longer, and some FAT drivers
     // (fusefat) ignore `O_TRUNC`: its tail would corrupt the record.
     cut_to(&tmp, bytes.len())?;
-    if fsync {
+    if durability != Durability::Unsynced {
         tmp.sync_all()?;
     }
     drop(tmp);
     fs::rename(&paths.tmp, &paths.record)?;
-    if fsync {
-        File::open(paths.dir())?.sync_all()?;
+    if durability == Durability::Synced {
+        sync_dir(paths.dir())?;
     }
     Ok(())
+}
+
+/// Makes the renames done in `dir` durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// Cuts `file` to `len` bytes if it is longer: what `O_TRUNC` before the

@@ -18,7 +18,7 @@ use crate::clock::{self, Now};
 use crate::flock::{self, Bound};
 use crate::keys::LockPaths;
 use crate::queue::Queue;
-use crate::record::{self, Record};
+use crate::record::{self, Durability, Record};
 use crate::shares::{ShareClaim, SharedRecord};
 
 /// What an acquisition attempt found.
@@ -119,15 +119,16 @@ fn open_lock_file(paths: &LockPaths) -> io::Result<File> {
 /// if it returns `true` as its second value.
 fn transact<R: Holdings, T>(
     paths: &LockPaths,
-    fsync: bool,
+    durability: impl Into<Durability>,
     bound: &Bound,
     decide: impl FnOnce(&mut R, &Now) -> (T, bool),
 ) -> io::Result<T> {
+    let durability = durability.into();
     locked(paths, bound, || {
         let mut record = R::read(paths)?;
         let (out, changed) = decide(&mut record, &clock::now());
         if changed {
-            record::write(paths, &record, fsync)?;
+            record::write(paths, &record, durability)?;
         }
         Ok(out)
     })
@@ -250,7 +251,7 @@ fn claim_turn<R: Holdings>(
             return Ok(attempt);
         }
         let token = grant(&mut record, &now);
-        record::write(paths, &record, fsync)?;
+        record::write(paths, &record, fsync.into())?;
         if queue.leave(holder) || pruned {
             queue.write(paths)?;
         }
@@ -292,11 +293,11 @@ pub(crate) fn leave(paths: &LockPaths, holder: &str, bound: &Bound) -> io::Resul
 fn while_held<R: Holdings>(
     paths: &LockPaths,
     holder: &str,
-    fsync: bool,
+    durability: Durability,
     bound: &Bound,
     change: impl FnOnce(&mut R, &Now),
 ) -> io::Result<Result<(), Gone>> {
-    transact(paths, fsync, bound, |record: &mut R, now| {
+    transact(paths, durability, bound, |record: &mut R, now| {
         if record.holds(holder, now) {
             change(record, now);
             (Ok(()), true)
@@ -322,21 +323,22 @@ pub(crate) fn update(
     paths: &LockPaths,
     holder: &str,
     update: Update,
-    fsync: bool,
+    durability: impl Into<Durability>,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
+    let durability = durability.into();
     if paths.space.is_shared() {
         let change = |grants: &mut SharedRecord, now: &Now| match update {
             Update::Renew { ttl_ms } => grants.renew(holder, now, ttl_ms),
             Update::Release => grants.remove(holder),
         };
-        while_held(paths, holder, fsync, bound, change)
+        while_held(paths, holder, durability, bound, change)
     } else {
         let change = |record: &mut Record, now: &Now| match update {
             Update::Renew { ttl_ms } => record.set_deadline(now, ttl_ms),
             Update::Release => record.free(),
         };
-        while_held(paths, holder, fsync, bound, change)
+        while_held(paths, holder, durability, bound, change)
     }
 }
 
@@ -366,9 +368,15 @@ pub(crate) fn proclaim(
     fsync: bool,
     bound: &Bound,
 ) -> io::Result<Result<(), Gone>> {
-    while_held(paths, holder, fsync, bound, |record: &mut Record, _| {
-        record.value = Some(value);
-    })
+    while_held(
+        paths,
+        holder,
+        fsync.into(),
+        bound,
+        |record: &mut Record, _| {
+            record.value = Some(value);
+        },
+    )
 }
 
 /// Ends whatever lease holds the lock now, as if its TTL had run out.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use distlock_core::{ErrorKind, LockBackendExt};
+use distlock_core::{ErrorKind, LockBackend, LockBackendExt};
 use distlock_file::{FileBackend, FileConfig};
 
 #[path = "support/helper_process.rs"]
@@ -406,5 +406,42 @@ async fn waiters_in_other_processes_are_not_starved() {
             count * all_tasks * 10 >= total * tasks * 4,
             "a process was starved: acquisitions per process {counts:?} for {TASKS:?} tasks"
         );
+    }
+}
+
+/// Many locks held by one backend are renewed (in batches, by the renewal
+/// lane) past several TTLs; a lock taken from it in the middle of that is
+/// lost, reported not held, and never renewed again: its new holder keeps it.
+#[tokio::test]
+async fn many_held_locks_stay_held_and_a_lease_taken_away_is_lost_not_renewed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ttl = Duration::from_secs(2);
+    let a = support::client(dir.path(), Some(ttl)).await;
+    let mut guards = Vec::new();
+    for i in 0..100 {
+        guards.push(a.lock(&format!("many/{i}")).await.unwrap());
+    }
+    // An operator breaks lock 7 and someone else takes it.
+    let seven = distlock_core::LockName::new("many/7").unwrap();
+    let other = support::client(dir.path(), Some(Duration::from_secs(30))).await;
+    assert!(other.force_release(&seven).await.unwrap().is_some());
+    let theirs = other.try_lock("many/7").await.expect("lock 7 was free");
+    let reason = tokio::time::timeout(ttl * 2, guards[7].lost())
+        .await
+        .expect("lost within two TTLs");
+    assert!(!guards[7].is_held(), "lost after {reason:?}");
+    // Three more TTLs: the others stay held, lock 7 stays theirs.
+    tokio::time::sleep(ttl * 3).await;
+    for (i, guard) in guards.iter().enumerate() {
+        let health = guard.health();
+        assert_eq!(guard.is_held(), i != 7, "lock {i}: {health:?}");
+    }
+    assert!(theirs.is_held());
+    assert!(other.try_lock("many/7").await.is_err(), "still theirs");
+    let status = other.inspect(&seven).await.unwrap();
+    assert_eq!(status.holder.map(|h| h.token), Some(theirs.token()));
+    theirs.release().await.unwrap();
+    for guard in guards.drain(..).filter(|g| g.is_held()) {
+        guard.release().await.unwrap();
     }
 }
