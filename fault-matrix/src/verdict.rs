@@ -356,6 +356,17 @@ mod tests {
         cell
     }
 
+    /// The cell of one trial of `row` under `fault` that measured `cell`.
+    fn merge_one(row: Row, fault: Fault, cell: Cell, revoked_early: Vec<Hold>) -> Cell {
+        let trial = Trial {
+            index: 0,
+            seed: 1,
+            outcome: Ok(cell),
+            revoked_early,
+        };
+        merge(row, fault, 1, vec![trial])
+    }
+
     #[test]
     fn an_overlap_without_a_fault_fails_every_real_row_and_detects_the_broken_one() {
         for row in [Row::File, Row::Redis, Row::Etcd] {
@@ -370,13 +381,7 @@ mod tests {
         }
         let mut cell = measured(Row::Broken, Fault::None);
         cell.overlaps = 3;
-        let trial = Trial {
-            index: 0,
-            seed: 1,
-            outcome: Ok(cell),
-            revoked_early: Vec::new(),
-        };
-        let merged = merge(Row::Broken, Fault::None, 1, vec![trial]);
+        let merged = merge_one(Row::Broken, Fault::None, cell, Vec::new());
         assert_eq!(merged.verdict, "detected");
         assert_eq!(merged.failures, 0);
     }
@@ -399,13 +404,7 @@ mod tests {
                 .failing
                 .is_empty()
         );
-        let trial = Trial {
-            index: 0,
-            seed: 1,
-            outcome: Ok(cell),
-            revoked_early: vec![victim],
-        };
-        let merged = merge(Row::Etcd3, Fault::FreezeMember, 1, vec![trial]);
+        let merged = merge_one(Row::Etcd3, Fault::FreezeMember, cell, vec![victim]);
         assert_eq!(
             (merged.verdict.as_str(), merged.known_failures),
             ("known-failure", 1)
@@ -429,13 +428,7 @@ mod tests {
              client was granted a higher token"]
         );
         assert_eq!(findings.failing.len(), 1, "{findings:?}");
-        let trial = Trial {
-            index: 0,
-            seed: 1,
-            outcome: Ok(cell),
-            revoked_early: vec![victim],
-        };
-        let merged = merge(Row::Etcd3, Fault::FreezeMember, 1, vec![trial]);
+        let merged = merge_one(Row::Etcd3, Fault::FreezeMember, cell, vec![victim]);
         assert_eq!((merged.verdict.as_str(), merged.failures), ("fail", 1));
     }
 
