@@ -97,7 +97,7 @@ impl PostgresBackend {
         let client = pool.client().await?;
         tokio::time::timeout(
             config.request_timeout.max(config.connect_timeout),
-            schema::migrate(&client, &config.schema),
+            schema::migrate(&client, &config),
         )
         .await
         .map_err(|_| {

@@ -38,6 +38,8 @@
 use distlock_core::{Error, Result};
 use tokio_postgres::Client;
 
+use crate::config::PostgresConfig;
+
 /// The version the code below creates; recorded in `migrations`.
 pub(crate) const VERSION: i32 = 3;
 
@@ -57,17 +59,33 @@ pub(crate) fn wake_channel(schema: &str) -> String {
 /// the same script also upgrades an older version in place.
 ///
 /// Concurrent first connections serialise on a transaction advisory lock,
-/// so two clients never race to create the same objects.
-pub(crate) async fn migrate(client: &Client, schema: &str) -> Result<()> {
+/// and each reads the version again once it holds it: the script's
+/// `ALTER TABLE` takes the table's exclusive lock even when it changes
+/// nothing, and a client that ran it again behind the first one would
+/// deadlock with the lock traffic that had started meanwhile.
+///
+/// The migration is one transaction of several requests, so it runs on a
+/// connection of its own, never on a pooled one that other requests share;
+/// a cancelled migration closes that connection, which rolls it back.
+pub(crate) async fn migrate(client: &Client, config: &PostgresConfig) -> Result<()> {
+    let schema = &config.schema;
     if current_version(client, schema).await? >= VERSION {
         return Ok(());
     }
-    client
-        .batch_execute(&migration_sql(schema))
-        .await
-        .map_err(|e| {
-            crate::errors::from_pg(e, &format!("create the lock tables in schema {schema}"))
-        })
+    let own = crate::connect::open_client(config).await?;
+    let context = format!("create the lock tables in schema {schema}");
+    let pg = |e| crate::errors::from_pg(e, &context);
+    own.batch_execute(&format!(
+        "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('distlock migration {schema}', 0))"
+    ))
+    .await
+    .map_err(pg)?;
+    if current_version(&own, schema).await? < VERSION {
+        own.batch_execute(&migration_sql(schema))
+            .await
+            .map_err(pg)?;
+    }
+    own.batch_execute("COMMIT").await.map_err(pg)
 }
 
 async fn current_version(client: &Client, schema: &str) -> Result<i32> {
@@ -100,8 +118,7 @@ async fn current_version(client: &Client, schema: &str) -> Result<i32> {
     Ok(version)
 }
 
-/// The whole migration, one implicit transaction (a multi-statement simple
-/// query).
+/// The whole migration, run inside [`migrate`]'s transaction.
 fn migration_sql(schema: &str) -> String {
     MIGRATION
         .replace("{s}", schema)
@@ -111,7 +128,6 @@ fn migration_sql(schema: &str) -> String {
 }
 
 const MIGRATION: &str = r#"
-SELECT pg_advisory_xact_lock(hashtextextended('distlock migration {s}', 0));
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.migrations (
     version int PRIMARY KEY,

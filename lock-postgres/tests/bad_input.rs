@@ -6,7 +6,7 @@ mod support;
 use distlock_postgres::ClientConfig;
 use std::time::{Duration, Instant};
 
-use distlock_core::{AcquireOptions, ErrorKind, LockBackend, LockBackendExt, LockName};
+use distlock_core::{AcquireOptions, ErrorKind, LockBackend, LockName};
 use distlock_postgres::{PostgresBackend, PostgresConfig};
 use distlock_testkit::servers::PostgresServer;
 use support::{client, config_for, start_postgres};
@@ -92,60 +92,4 @@ async fn too_small_a_ttl_is_invalid_config() {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{ttl:?}: {err}");
     }
-}
-
-#[tokio::test]
-async fn the_schema_records_its_version_and_a_second_client_reuses_it() {
-    let server = start_postgres().await;
-    let _first = client(&server).await;
-    let _second = client(&server).await;
-    let version = server
-        .query("SELECT string_agg(version::text, ',') FROM distlock.migrations")
-        .expect("read the migrations");
-    assert_eq!(version, "3");
-}
-
-/// A schema left at version 1 (no targeted wake-ups, no grants made by
-/// the release) is upgraded in place
-/// by the next client to connect, and its locks hand over as before.
-#[tokio::test]
-async fn a_version_1_schema_is_upgraded_in_place() {
-    let server = start_postgres().await;
-    drop(client(&server).await);
-    server
-        .query(
-            "DELETE FROM distlock.migrations; INSERT INTO distlock.migrations (version) VALUES (1); \
-             DROP FUNCTION distlock.wake(text) CASCADE; \
-             DROP FUNCTION distlock.hand_over(text) CASCADE; \
-             ALTER TABLE distlock.entries DROP COLUMN ttl_ms",
-        )
-        .expect("set the schema back to version 1");
-    let long = || PostgresBackend::connect(config_for(&server).with_ttl(Duration::from_secs(30)));
-    let (a, b, observer) = (
-        long().await.expect("connect"),
-        long().await.expect("connect"),
-        client(&server).await,
-    );
-    let version = server
-        .query("SELECT string_agg(version::text, ',' ORDER BY version) FROM distlock.migrations")
-        .expect("read the migrations");
-    assert_eq!(version, "1,3");
-    let held = a.lock("upgraded").await.expect("lock");
-    let waiter = tokio::spawn(async move { b.lock("upgraded").await });
-    let name = LockName::new("upgraded").unwrap();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while observer.inspect(&name).await.expect("inspect").waiting != 1 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the waiter queues");
-    held.release().await.expect("release");
-    // Well within the 10 s re-check: the release's wake-up reached it.
-    let next = tokio::time::timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("the waiter is woken at once")
-        .expect("task")
-        .expect("lock");
-    next.release().await.expect("release");
 }

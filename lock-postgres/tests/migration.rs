@@ -1,0 +1,130 @@
+//! The lock tables are created once, upgraded in place, and never
+//! altered again by a client that finds them current, whatever traffic
+//! runs on them.
+
+mod support;
+
+use std::time::Duration;
+
+use distlock_core::{LockBackend, LockBackendExt, LockName};
+use distlock_postgres::PostgresBackend;
+use support::{client, config_for, sql_client, start_postgres};
+
+#[tokio::test]
+async fn the_schema_records_its_version_and_a_second_client_reuses_it() {
+    let server = start_postgres().await;
+    let _first = client(&server).await;
+    let _second = client(&server).await;
+    let version = server
+        .query("SELECT string_agg(version::text, ',') FROM distlock.migrations")
+        .expect("read the migrations");
+    assert_eq!(version, "3");
+}
+
+/// A schema left at version 1 (no targeted wake-ups, no grants made by
+/// the release) is upgraded in place
+/// by the next client to connect, and its locks hand over as before.
+#[tokio::test]
+async fn a_version_1_schema_is_upgraded_in_place() {
+    let server = start_postgres().await;
+    drop(client(&server).await);
+    server
+        .query(
+            "DELETE FROM distlock.migrations; INSERT INTO distlock.migrations (version) VALUES (1); \
+             DROP FUNCTION distlock.wake(text) CASCADE; \
+             DROP FUNCTION distlock.hand_over(text) CASCADE; \
+             ALTER TABLE distlock.entries DROP COLUMN ttl_ms",
+        )
+        .expect("set the schema back to version 1");
+    let long = || PostgresBackend::connect(config_for(&server).with_ttl(Duration::from_secs(30)));
+    let (a, b, observer) = (
+        long().await.expect("connect"),
+        long().await.expect("connect"),
+        client(&server).await,
+    );
+    let version = server
+        .query("SELECT string_agg(version::text, ',' ORDER BY version) FROM distlock.migrations")
+        .expect("read the migrations");
+    assert_eq!(version, "1,3");
+    let held = a.lock("upgraded").await.expect("lock");
+    let waiter = tokio::spawn(async move { b.lock("upgraded").await });
+    let name = LockName::new("upgraded").unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while observer.inspect(&name).await.expect("inspect").waiting != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the waiter queues");
+    held.release().await.expect("release");
+    // Well within the 10 s re-check: the release's wake-up reached it.
+    let next = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("the waiter is woken at once")
+        .expect("task")
+        .expect("lock");
+    next.release().await.expect("release");
+}
+
+/// Concurrent first connections serialise on the migration lock. One that
+/// waited there while another finished the migration must find the schema
+/// current and alter nothing: the tables are in use by then, and an
+/// `ALTER TABLE` behind a lock holder that waits on the same key
+/// deadlocks. Here the first migration's holder records the version, then
+/// keeps a transaction open on the table, as a holder's release would
+/// while it waits for the key; the waiting client must connect anyway.
+#[tokio::test]
+async fn a_client_that_waited_for_another_migration_leaves_the_tables_alone() {
+    let server = start_postgres().await;
+    drop(client(&server).await);
+    server
+        .query(
+            "DELETE FROM distlock.migrations; INSERT INTO distlock.migrations (version) VALUES (2)",
+        )
+        .expect("set the recorded version back to 2");
+    let first = sql_client(&server).await;
+    let migration_lock = "hashtextextended('distlock migration distlock', 0)";
+    first
+        .batch_execute(&format!("SELECT pg_advisory_lock({migration_lock})"))
+        .await
+        .expect("take the migration lock");
+    let connecting = tokio::spawn(PostgresBackend::connect(config_for(&server)));
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+        while first
+            .query_one(waiting, &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the connecting client waits for the migration lock");
+    first
+        .batch_execute("INSERT INTO distlock.migrations (version) VALUES (3)")
+        .await
+        .expect("finish the migration");
+    first
+        .batch_execute(&format!(
+            "BEGIN; SELECT count(*) FROM distlock.entries; \
+             SELECT pg_advisory_unlock({migration_lock})"
+        ))
+        .await
+        .expect("use the table, and let the waiting client in");
+    let backend = tokio::time::timeout(Duration::from_secs(10), connecting)
+        .await
+        .expect("the client connects without waiting for the table")
+        .expect("task")
+        .expect("connect");
+    first.batch_execute("COMMIT").await.expect("commit");
+    backend
+        .lock("migrated")
+        .await
+        .expect("lock")
+        .release()
+        .await
+        .expect("release");
+}
