@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_core::AdminCapabilities;
-use distlock_core::raw::{Grant, LossNotifier, Renewer, SentAt};
+use distlock_core::raw::{Grant, LossNotifier, Renewer, SentAt, Validity};
 use distlock_core::{
     Access, AcquireOptions, AcquireRequest, Capabilities, Error, FencingStrength, HolderInfo,
     ListOptions, ListPage, LockBackend, LockGuard, LockName, LockStatus, Result, Wait,
@@ -30,6 +30,9 @@ use crate::wakeups::{Listener, Wakeups};
 pub(crate) const POSTGRES: &str = "postgres";
 /// The shortest nap between two looks at a queue.
 const MIN_NAP: Duration = Duration::from_millis(10);
+/// The nap behind a grant that ran out but is kept by an open fenced
+/// transaction: nobody notifies when that transaction ends.
+const FENCED_NAP: Duration = Duration::from_millis(100);
 
 /// What a backend shares with its guards and background work.
 #[derive(Debug)]
@@ -72,8 +75,8 @@ fn passed(deadline: Option<Instant>, within: Duration) -> bool {
 /// What one look at the queue found.
 enum Outcome {
     Granted(i64),
-    /// Still blocked; the first grant ahead runs out in this many ms.
-    Waiting(Option<i64>),
+    /// Still blocked.
+    Waiting(Waiting),
     /// A permit ahead has another limit.
     LimitDiffers(i32),
 }
@@ -190,17 +193,24 @@ impl PostgresBackend {
             value: value.as_deref(),
             queue,
         };
-        // When the last look that found the entry waiting was sent: a grant
-        // that a notification names came after it, so its lease counts
-        // from here on this side.
-        let mut waiting_since: Option<SentAt> = None;
+        // When the last look that found the entry waiting was sent, and the
+        // last token taken then: a grant of the entry that a notification
+        // names came after that look, so its token is higher and its lease
+        // counts from then on this side. A lower token named an earlier
+        // entry of ours, granted and lost while we could not hear of it.
+        let mut waiting_since: Option<(SentAt, i64)> = None;
         loop {
             let woken = watch.listen().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            if let (Some(token), Some(sent)) = (watch.granted(), &waiting_since) {
-                cleanup.disarm();
-                return self.guard(name, &key, owner, token, ttl, sent.clone());
+            if let (Some(token), Some((sent, fence))) = (watch.granted(), &waiting_since) {
+                // A grant whose lease may have run out already (we were
+                // paused) is left to the next look, which renews it if it
+                // is still ours.
+                if token > *fence && Validity::from_sent(sent, ttl).is_valid() {
+                    cleanup.disarm();
+                    return self.guard(name, &key, owner, token, ttl, sent.clone());
+                }
             }
             let sent = SentAt::now();
             let outcome = match self.look(&attempt).await {
@@ -238,15 +248,19 @@ impl PostgresBackend {
                         describe(access, name)
                     )));
                 }
-                Outcome::Waiting(first_ends_in) => {
-                    waiting_since = Some(sent);
+                Outcome::Waiting(waiting) => {
+                    waiting_since = Some((sent, waiting.last_token));
                     // Look again when woken, when the grant ahead could have
                     // run out, and at least every TTL/3, which also keeps
                     // our queue entry alive.
                     let mut nap = ttl / 3;
-                    if let Some(ms) = first_ends_in {
-                        let ends = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-                        nap = nap.min(ends + MIN_NAP);
+                    match waiting.first_ends_in {
+                        Some(ms) if ms > 0 => {
+                            let ends = Duration::from_millis(ms.unsigned_abs());
+                            nap = nap.min(ends + MIN_NAP);
+                        }
+                        Some(_) => nap = nap.min(FENCED_NAP),
+                        None => {}
                     }
                     let nap = nap.max(MIN_NAP);
                     let wake_at = match deadline {
@@ -323,7 +337,10 @@ impl PostgresBackend {
         let detail: Option<i64> = row.get(2);
         match (outcome, token) {
             ("granted", Some(token)) => Ok(Outcome::Granted(token)),
-            ("waiting", _) => Ok(Outcome::Waiting(detail)),
+            ("waiting", last_token) => Ok(Outcome::Waiting(Waiting {
+                first_ends_in: detail,
+                last_token: last_token.unwrap_or(0),
+            })),
             ("limit", _) => Ok(Outcome::LimitDiffers(
                 detail.and_then(|d| i32::try_from(d).ok()).unwrap_or(0),
             )),
@@ -371,6 +388,15 @@ pub(crate) struct Claim<'a> {
     pub(crate) name: &'a LockName,
     pub(crate) options: &'a AcquireOptions,
     pub(crate) value: Option<Vec<u8>>,
+}
+
+/// What a look that left the entry waiting found.
+struct Waiting {
+    /// In how many ms the first grant ahead runs out (zero or less: it ran
+    /// out, but an open fenced transaction keeps it).
+    first_ends_in: Option<i64>,
+    /// The last token taken from the sequence during the look.
+    last_token: i64,
 }
 
 /// One acquisition's fixed arguments.

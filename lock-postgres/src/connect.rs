@@ -1,8 +1,14 @@
 //! Opening one connection: login, timeouts, TCP keepalives.
 //!
-//! Keepalives let the server notice a vanished client within about a
-//! minute even though leases never depend on it (rows expire by the server
-//! clock): it frees the dead session's resources sooner.
+//! The client's keepalives let it notice a vanished server or a cut
+//! connection within about 45 s (30 s idle, then 3 probes 5 s apart). The
+//! server's side of the same connection follows the server's own
+//! `tcp_keepalives_*` settings (often the kernel's two hours), which a
+//! session can set for itself: the advisory layout's sessions, whose locks
+//! end with them, set the same values ([`SERVER_KEEPALIVES`]), so that the
+//! server frees a vanished holder's advisory locks within about 45 s. The
+//! table layout's leases never depend on either: rows expire by the server
+//! clock.
 
 use std::time::Duration;
 
@@ -18,6 +24,18 @@ type TlsStream = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream;
 use crate::config::{PostgresConfig, SslMode};
 use crate::errors::{from_pg, timed_out};
 
+/// Idle time before the first keepalive probe.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Time between probes.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// Probes unanswered before the connection counts as dead.
+const KEEPALIVE_PROBES: u32 = 3;
+
+/// The statement that gives a session's server side the client's
+/// keepalives.
+pub(crate) const SERVER_KEEPALIVES: &str =
+    "SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3";
+
 /// The driver's configuration for `config`.
 fn driver_config(config: &PostgresConfig) -> Config {
     let mut pg = Config::new();
@@ -28,9 +46,9 @@ fn driver_config(config: &PostgresConfig) -> Config {
         .application_name("distlock")
         .connect_timeout(config.connect_timeout)
         .keepalives(true)
-        .keepalives_idle(Duration::from_secs(30))
-        .keepalives_interval(Duration::from_secs(5))
-        .keepalives_retries(3);
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
+        .keepalives_retries(KEEPALIVE_PROBES);
     pg.ssl_mode(match config.sslmode {
         SslMode::Disable => DriverSslMode::Disable,
         SslMode::Prefer => DriverSslMode::Prefer,
@@ -78,4 +96,20 @@ pub(crate) async fn open_client(config: &PostgresConfig) -> Result<Client> {
         }
     });
     Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_side_keepalives_match_the_client_side() {
+        let expected = format!(
+            "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
+             SET tcp_keepalives_count = {KEEPALIVE_PROBES}",
+            KEEPALIVE_IDLE.as_secs(),
+            KEEPALIVE_INTERVAL.as_secs()
+        );
+        assert_eq!(SERVER_KEEPALIVES, expected);
+    }
 }

@@ -2,7 +2,9 @@
 //!
 //! Authentication and permission failures are `Unauthorized`, a missing
 //! database `InvalidConfig` naming it, a lost or refused connection
-//! `Unavailable` (retryable), and anything else the server says `Backend`.
+//! `Unavailable` (retryable), as is a lock statement that waited longer than
+//! the lock functions' `lock_timeout` (one second) for another transaction,
+//! and anything else the server says `Backend`.
 //! The messages come from the server or the driver, which never repeat the
 //! password.
 
@@ -31,6 +33,10 @@ pub(crate) fn from_pg(error: tokio_postgres::Error, context: &str) -> Error {
         ErrorKind::Unauthorized => {
             "; check the user name and password, and the role's privileges on the lock schema"
         }
+        _ if error.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+            "; another transaction holds the lock's rows, such as a fenced transaction of its \
+             holder, which a release or a break waits for"
+        }
         _ => "",
     };
     Error::new(kind, format!("could not {context}: {detail}{hint}")).with_source(error)
@@ -52,6 +58,7 @@ fn kind_of(error: &tokio_postgres::Error) -> ErrorKind {
         || code.code().starts_with("57P")
         || *code == SqlState::TOO_MANY_CONNECTIONS
         || *code == SqlState::CANNOT_CONNECT_NOW
+        || *code == SqlState::LOCK_NOT_AVAILABLE
     {
         ErrorKind::Unavailable
     } else {

@@ -8,9 +8,17 @@
 //! holder can be granted the lock between the check and the commit.
 //! `FOR KEY SHARE` (rather than `FOR SHARE`) lets the holder's renewals,
 //! which only move the row's expiry, go on meanwhile.
+//!
+//! A takeover of an expired grant never removes a row that a transaction
+//! holds, so the lock cannot move while the fenced transaction is open,
+//! even past the lease. So that a paused holder cannot keep it forever,
+//! the check also sets `idle_in_transaction_session_timeout` to the
+//! lease's TTL for the rest of the transaction: the server ends a fenced
+//! transaction that sits idle that long, rolling it back.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use distlock_core::{Error, FencingToken, LockGuard, Result};
 use tokio_postgres::types::Type;
@@ -25,6 +33,7 @@ use crate::errors::from_pg;
 pub struct Fence {
     key: String,
     token: FencingToken,
+    ttl: Duration,
 }
 
 impl Fence {
@@ -33,6 +42,7 @@ impl Fence {
         Fence {
             key: guard.key().to_owned(),
             token: guard.token(),
+            ttl: guard.ttl(),
         }
     }
 
@@ -50,7 +60,10 @@ impl PostgresBackend {
     /// Runs `work` in one transaction on `client` (a connection to the same
     /// database as this backend), committed only if `fence`'s grant still
     /// holds the lock at the start of the transaction; it then holds it
-    /// until the commit, since nobody can delete the row in between.
+    /// until the commit, since nobody can delete the row in between. The
+    /// server ends the transaction, rolling it back, if it sits idle
+    /// between two statements for longer than the lock's TTL (its holder
+    /// may be paused, and the lock cannot move while it is open).
     ///
     /// Fails with `LeaseLost`, after rolling back, when the grant is gone
     /// (released, broken, expired or taken over); with the driver's error,
@@ -102,7 +115,10 @@ impl PostgresBackend {
 
     /// Checks `fence` inside `tx` and keeps its row locked until `tx`
     /// ends: for callers that manage their transaction themselves. Fails
-    /// with `LeaseLost` when the grant is gone; roll back then.
+    /// with `LeaseLost` when the grant is gone; roll back then. Sets
+    /// `idle_in_transaction_session_timeout` to the lock's TTL for the
+    /// rest of `tx`, as [`fenced_transaction`](Self::fenced_transaction)
+    /// says.
     ///
     /// # Cancel safety
     ///
@@ -110,10 +126,15 @@ impl PostgresBackend {
     pub async fn check_fence(&self, tx: &Transaction<'_>, fence: &Fence) -> Result<()> {
         let token = i64::try_from(fence.token.get())
             .map_err(|_| Error::invalid_config(format!("token {} is out of range", fence.token)))?;
+        let idle_limit = fence.ttl.as_millis().max(1).to_string();
         let rows = tx
             .query_typed(
                 &self.inner.sql.fence,
-                &[(&fence.key, Type::TEXT), (&token, Type::INT8)],
+                &[
+                    (&fence.key, Type::TEXT),
+                    (&token, Type::INT8),
+                    (&idle_limit, Type::TEXT),
+                ],
             )
             .await
             .map_err(|e| from_pg(e, &format!("check the fence of {}", fence.key)))?;

@@ -11,6 +11,7 @@ use tokio_postgres::types::Type;
 use uuid::Uuid;
 
 use crate::backend::Inner;
+use crate::pool::Lane;
 
 /// One granted entry.
 pub(crate) struct PgLease {
@@ -43,7 +44,7 @@ impl Lease for PgLease {
         let row = self
             .inner
             .pool
-            .run(&context, |client| async move {
+            .run_in(Lane::Renewals, &context, |client| async move {
                 client
                     .query_typed(sql, &[(&owner, Type::TEXT), (&ttl_ms, Type::INT8)])
                     .await

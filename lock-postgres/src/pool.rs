@@ -5,6 +5,11 @@
 //! connection and no transaction ever spans two of them: the pool hands
 //! out shared clients round-robin. A connection that closed (a server
 //! restart, a runtime that ended) is replaced on its next use.
+//!
+//! Renewals have a connection of their own: a statement that waits on the
+//! server (an attempt queued behind a key's lock) stalls every request
+//! pipelined behind it on its connection, and a renewal stalled that way
+//! could let a held lock run out.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,8 +27,21 @@ use crate::errors::{from_pg, timed_out};
 #[derive(Debug)]
 pub(crate) struct Pool {
     config: PostgresConfig,
-    slots: Vec<Mutex<Option<Arc<Client>>>>,
+    slots: Vec<Slot>,
     next: AtomicUsize,
+    renewals: Slot,
+}
+
+/// One connection, opened on demand and again after it closed.
+type Slot = Mutex<Option<Arc<Client>>>;
+
+/// Which connections a request goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// The shared connections, round-robin.
+    Shared,
+    /// The renewals' own connection.
+    Renewals,
 }
 
 impl Pool {
@@ -33,13 +51,24 @@ impl Pool {
             config: config.clone(),
             slots: (0..config.pool_size).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
+            renewals: Mutex::new(None),
         }
     }
 
-    /// A live connection, opened if its slot has none.
+    /// A live shared connection, opened if its slot has none.
     pub(crate) async fn client(&self) -> Result<Arc<Client>> {
-        let at = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-        let mut slot = self.slots[at].lock().await;
+        self.client_in(Lane::Shared).await
+    }
+
+    /// A live connection of `lane`, opened if its slot has none.
+    async fn client_in(&self, lane: Lane) -> Result<Arc<Client>> {
+        let slot = match lane {
+            Lane::Shared => {
+                &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()]
+            }
+            Lane::Renewals => &self.renewals,
+        };
+        let mut slot = slot.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
@@ -48,16 +77,26 @@ impl Pool {
         Ok(client)
     }
 
-    /// Runs `request` on a pooled connection within the request timeout;
+    /// Runs `request` on a shared connection within the request timeout;
     /// `context` says what it does, for errors.
     pub(crate) async fn run<T, F, Fut>(&self, context: &str, request: F) -> Result<T>
     where
         F: FnOnce(Arc<Client>) -> Fut,
         Fut: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     {
+        self.run_in(Lane::Shared, context, request).await
+    }
+
+    /// Runs `request` on a connection of `lane` within the request
+    /// timeout; `context` says what it does, for errors.
+    pub(crate) async fn run_in<T, F, Fut>(&self, lane: Lane, context: &str, request: F) -> Result<T>
+    where
+        F: FnOnce(Arc<Client>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
         let bound = self.config.request_timeout;
         let attempt = async {
-            let client = self.client().await?;
+            let client = self.client_in(lane).await?;
             request(client).await.map_err(|e| from_pg(e, context))
         };
         match tokio::time::timeout(bound, attempt).await {

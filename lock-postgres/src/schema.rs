@@ -18,8 +18,9 @@
 //! before it committed.
 //!
 //! Changes that can let a waiter in (a release, a cancelled wait, a removed
-//! expired row) call `hand_over`, which applies the same grant rule to the
-//! key's live rows and grants the waiters it now admits in that same
+//! expired row) call `hand_over`, which first removes the key's expired
+//! rows, then applies the same grant rule to the rows left and grants the
+//! waiters it now admits in that same
 //! transaction, each with its token from the sequence and the lease its
 //! queue entry carries: a hand-off is one durable commit, the releaser's.
 //! It notifies the schema's wake channel with exactly those waiters,
@@ -32,8 +33,24 @@
 //!
 //! Whatever deletes rows of a key takes the key's transaction advisory lock
 //! first, as `acquire` does, in the same order (lock, then rows): so `hand_over`
-//! sees every queue entry that an `acquire` racing with it has committed,
-//! and never waits for a row lock while holding the key.
+//! sees every queue entry that an `acquire` racing with it has committed.
+//!
+//! An expired row is removed only if no transaction holds a lock on it
+//! (`FOR UPDATE SKIP LOCKED`): a fenced transaction that checked its fence
+//! in time holds its holder's row `FOR KEY SHARE` until it ends, and that
+//! row, expired or not, stays in the queue and keeps everyone behind it
+//! waiting until then. So no grant passes an open fenced transaction, and
+//! no lock statement ever waits for one while holding the key's lock. What
+//! still waits for a lock (the key's, behind another attempt; a row that a
+//! release or a break deletes) gives up after `lock_timeout`, one second,
+//! set on every function, so that one stuck transaction cannot hold up the
+//! statements pipelined behind it on a shared connection.
+//!
+//! A waiting look answers the tokens sequence's last value: a grant made
+//! for the entry after that look has a higher token, so a waiter takes a
+//! notified grant only above it (version 4). A lower one named an earlier
+//! entry of the same owner id, granted and then lost while its waiter could
+//! not hear of it.
 
 use distlock_core::{Error, Result};
 use tokio_postgres::Client;
@@ -41,7 +58,7 @@ use tokio_postgres::Client;
 use crate::config::PostgresConfig;
 
 /// The version the code below creates; recorded in `migrations`.
-pub(crate) const VERSION: i32 = 3;
+pub(crate) const VERSION: i32 = 4;
 
 /// The key notification channel of `schema`: payload a key.
 pub(crate) fn channel(schema: &str) -> String {
@@ -153,9 +170,29 @@ CREATE INDEX IF NOT EXISTS entries_key_id ON {s}.entries (key, id);
 
 ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS ttl_ms bigint;
 
+-- Removes p_key's expired rows, except those a transaction holds a lock
+-- on (a fenced transaction that checked in time keeps its holder's row,
+-- and with it the lock, until it ends). Returns how many it removed.
+CREATE OR REPLACE FUNCTION {s}.remove_expired(p_key text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    removed bigint;
+BEGIN
+    DELETE FROM {s}.entries e WHERE e.id IN (
+        SELECT x.id FROM {s}.entries x
+         WHERE x.key = p_key AND x.expires_at <= clock_timestamp()
+           FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    RETURN removed;
+END
+$fn$;
+
 -- Hands p_key over to the waiters that the grant rule now admits (a writer
 -- with nothing ahead, a reader with no writer ahead, a permit with fewer
--- than its limit ahead), in queue order. A waiter that gave its lease
+-- than its limit ahead), in queue order. Every row left after removing
+-- the expired ones counts, so an expired grant kept by an open fenced
+-- transaction keeps its place. A waiter that gave its lease
 -- (ttl_ms) is granted here, with its token from the sequence, and its
 -- notification names it with the token: `owner:token`. One without (an
 -- election candidate, which publishes its value with its own grant) is
@@ -164,20 +201,21 @@ ALTER TABLE {s}.entries ADD COLUMN IF NOT EXISTS ttl_ms bigint;
 -- wait for the WAL flush.
 CREATE OR REPLACE FUNCTION {s}.hand_over(p_key text)
 RETURNS int
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET lock_timeout = '1s' AS $fn$
 DECLARE
     w record;
     granted_token bigint;
     names text[] := '{}';
     granted_count int := 0;
 BEGIN
+    PERFORM {s}.remove_expired(p_key);
     FOR w IN
         SELECT a.id, a.owner, a.ttl_ms
           FROM (SELECT e.id, e.owner, e.granted, e.access, e.permits, e.ttl_ms,
                        count(*) OVER ahead AS n_ahead,
                        count(*) FILTER (WHERE e.access = 'write') OVER ahead AS writers_ahead
                   FROM {s}.entries e
-                 WHERE e.key = p_key AND e.expires_at > clock_timestamp()
+                 WHERE e.key = p_key
                 WINDOW ahead AS (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING
                                                    AND 1 PRECEDING)) a
          WHERE NOT a.granted
@@ -224,7 +262,7 @@ CREATE OR REPLACE FUNCTION {s}.acquire(
     p_key text, p_owner uuid, p_access text, p_permits int, p_ttl_ms bigint,
     p_holder text, p_value bytea, p_queue boolean,
     OUT outcome text, OUT token bigint, OUT detail bigint)
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET lock_timeout = '1s' AS $fn$
 DECLARE
     my_id bigint;
     my_granted boolean;
@@ -236,8 +274,7 @@ DECLARE
     lease interval := p_ttl_ms * interval '1 millisecond';
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended('distlock {s} ' || p_key, 0));
-    DELETE FROM {s}.entries e WHERE e.key = p_key AND e.expires_at <= clock_timestamp();
-    GET DIAGNOSTICS removed = ROW_COUNT;
+    removed := {s}.remove_expired(p_key);
     IF removed > 0 THEN
         handed_over := {s}.hand_over(p_key);
     END IF;
@@ -310,16 +347,22 @@ BEGIN
         END IF;
     END IF;
     -- How long until the first grant ahead runs out: the longest a waiter
-    -- needs to sleep if no notification reaches it.
+    -- needs to sleep if no notification reaches it (zero or less: it ran
+    -- out, but an open fenced transaction keeps it).
     SELECT ceil(extract(epoch FROM min(e.expires_at) - clock_timestamp()) * 1000)::bigint
       INTO detail FROM {s}.entries e
      WHERE e.key = p_key AND e.granted AND (my_id IS NULL OR e.id < my_id);
+    -- The last token taken: a grant of this entry after this look gets a
+    -- higher one, so a notified grant at or below it is an earlier
+    -- entry's.
+    -- (pg_sequence_last_value needs only the USAGE that nextval needs.)
+    token := coalesce(pg_sequence_last_value('{s}.tokens'::regclass), 0);
     outcome := 'waiting';
 END
 $fn$;
 
 CREATE OR REPLACE FUNCTION {s}.release(p_owner uuid, OUT was_live boolean)
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET lock_timeout = '1s' AS $fn$
 DECLARE
     released_key text;
     had_value boolean;
@@ -351,7 +394,7 @@ END
 $fn$;
 
 CREATE OR REPLACE FUNCTION {s}.proclaim(p_owner uuid, p_value bytea, OUT was_live boolean)
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET lock_timeout = '1s' AS $fn$
 DECLARE
     proclaimed_key text;
 BEGIN
@@ -371,7 +414,7 @@ $fn$;
 
 CREATE OR REPLACE FUNCTION {s}.force_release(p_key text)
 RETURNS SETOF {s}.entries
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET lock_timeout = '1s' AS $fn$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended('distlock {s} ' || p_key, 0));
     RETURN QUERY WITH d AS (

@@ -26,7 +26,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row, Statement};
 
 use crate::config::PostgresConfig;
-use crate::connect::open;
+use crate::connect::{SERVER_KEEPALIVES, open};
 
 /// The most idle sessions a backend keeps.
 const MAX_IDLE: usize = 64;
@@ -184,11 +184,30 @@ impl Sessions {
         self.connect(Out(self.out.clone())).await
     }
 
+    /// A new session whose server side probes the connection as the
+    /// client does, so that the server frees the locks of a holder that
+    /// vanished within about 45 s rather than its own default.
     async fn connect(&self, counted: Out) -> Result<Session> {
         let (client, connection) = open(&self.config).await?;
         let driver = tokio::spawn(async move {
             let _ = connection.await;
         });
+        let context = "set the advisory session's server-side TCP keepalives";
+        match tokio::time::timeout(
+            self.config.request_timeout,
+            client.batch_execute(SERVER_KEEPALIVES),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(crate::errors::from_pg(e, context)),
+            Err(_) => {
+                return Err(crate::errors::timed_out(
+                    context,
+                    self.config.request_timeout,
+                ));
+            }
+        }
         Ok(Session {
             client,
             driver,

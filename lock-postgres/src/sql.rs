@@ -57,7 +57,8 @@ impl Sql {
                   GROUP BY e.key"
             ),
             fence: format!(
-                "SELECT 1 FROM {s}.entries e
+                "SELECT set_config('idle_in_transaction_session_timeout', $3, true)
+                   FROM {s}.entries e
                   WHERE e.key = $1 AND e.token = $2 AND e.granted
                     AND e.expires_at > clock_timestamp()
                   FOR KEY SHARE"

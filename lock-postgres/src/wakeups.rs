@@ -64,8 +64,10 @@ impl Granted {
         *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Keeps the highest token named: a later grant of ours is higher.
     fn set(&self, token: i64) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *held = Some(held.map_or(token, |t| t.max(token)));
     }
 }
 
@@ -105,9 +107,10 @@ pub(crate) struct KeyWatch {
 }
 
 impl KeyWatch {
-    /// The token of the grant that a notification named, if one did: the
-    /// entry was granted in the notifying transaction, after every look
-    /// that found it waiting.
+    /// The highest token of a grant that a notification named, if one did.
+    /// A grant of the entry that the last waiting look saw is above the
+    /// token that look answered; a lower one was an earlier entry's (see
+    /// the acquire loop).
     pub(crate) fn granted(&self) -> Option<i64> {
         self.granted.token()
     }

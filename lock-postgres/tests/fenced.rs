@@ -95,12 +95,22 @@ async fn a_takeover_waits_for_the_fenced_transaction_that_checked_in_time() {
     let token_a = i64::try_from(fence_a.token().get()).unwrap();
     let (checked_tx, checked_rx) = tokio::sync::oneshot::channel::<()>();
     let (commit_tx, commit_rx) = tokio::sync::oneshot::channel::<()>();
-    // A checks its fence while its lease is valid, then stalls past expiry.
+    // A checks its fence while its lease is valid, then works on past
+    // expiry (a statement every TTL/4: an idle one would be ended by the
+    // server after a TTL).
     let late = tokio::spawn(async move {
         a.fenced_transaction(&mut sql_a, &fence_a, move |tx| {
             Box::pin(async move {
                 let _ = checked_tx.send(());
-                let _ = commit_rx.await;
+                tokio::pin!(commit_rx);
+                loop {
+                    tokio::select! {
+                        _ = &mut commit_rx => break,
+                        () = tokio::time::sleep(TTL / 4) => {
+                            tx.execute("SELECT 1", &[]).await?;
+                        }
+                    }
+                }
                 let n: i64 = tx
                     .query_one("SELECT n FROM counter WHERE id = 1", &[])
                     .await?

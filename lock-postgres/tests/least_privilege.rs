@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use distlock_core::{ErrorKind, LockBackend, LockBackendExt};
 use distlock_postgres::ClientConfig;
 use distlock_postgres::PostgresBackend;
@@ -34,7 +36,30 @@ async fn an_application_role_needs_only_the_documented_grants() {
         .await
         .expect("inspect with the same grants");
     assert_eq!(status.holder.map(|h| h.token), Some(guard.token()));
+    // A second client of the same role waits, and the release hands over.
+    let waiter = PostgresBackend::connect(
+        config_for(&server).with_credentials("distlock_app", "unused-under-trust"),
+    )
+    .await
+    .expect("the application role connects");
+    let name = guard.name().clone();
+    let queued = tokio::spawn(async move { waiter.lock(name.as_str()).await });
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while app.inspect(guard.name()).await.expect("inspect").waiting != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the waiter queues with the same grants");
+    let first = guard.token();
     guard.release().await.expect("release");
+    let next = tokio::time::timeout(Duration::from_secs(10), queued)
+        .await
+        .expect("the waiter gets in")
+        .expect("task")
+        .expect("lock with the same grants");
+    assert!(next.token() > first);
+    next.release().await.expect("release");
 }
 
 #[tokio::test]

@@ -18,7 +18,23 @@ async fn the_schema_records_its_version_and_a_second_client_reuses_it() {
     let version = server
         .query("SELECT string_agg(version::text, ',') FROM distlock.migrations")
         .expect("read the migrations");
-    assert_eq!(version, "3");
+    assert_eq!(version, "4");
+    assert_lock_waits_are_bounded(&server);
+}
+
+/// Every lock function bounds its lock waits, so that one stuck
+/// transaction cannot hold up the statements pipelined behind it.
+fn assert_lock_waits_are_bounded(server: &distlock_testkit::servers::PostgresServer) {
+    let unbounded = server
+        .query(
+            "SELECT coalesce(string_agg(p.proname, ',' ORDER BY p.proname), '') \
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+              WHERE n.nspname = 'distlock' \
+                AND p.proname IN ('acquire', 'release', 'proclaim', 'force_release', 'hand_over') \
+                AND NOT coalesce('lock_timeout=1s' = ANY (p.proconfig), false)",
+        )
+        .expect("read the functions' settings");
+    assert_eq!(unbounded, "", "functions without lock_timeout");
 }
 
 /// A schema left at version 1 (no targeted wake-ups, no grants made by
@@ -33,6 +49,8 @@ async fn a_version_1_schema_is_upgraded_in_place() {
             "DELETE FROM distlock.migrations; INSERT INTO distlock.migrations (version) VALUES (1); \
              DROP FUNCTION distlock.wake(text) CASCADE; \
              DROP FUNCTION distlock.hand_over(text) CASCADE; \
+             DROP FUNCTION distlock.remove_expired(text) CASCADE; \
+             ALTER FUNCTION distlock.acquire RESET ALL; \
              ALTER TABLE distlock.entries DROP COLUMN ttl_ms",
         )
         .expect("set the schema back to version 1");
@@ -45,7 +63,8 @@ async fn a_version_1_schema_is_upgraded_in_place() {
     let version = server
         .query("SELECT string_agg(version::text, ',' ORDER BY version) FROM distlock.migrations")
         .expect("read the migrations");
-    assert_eq!(version, "1,3");
+    assert_eq!(version, "1,4");
+    assert_lock_waits_are_bounded(&server);
     let held = a.lock("upgraded").await.expect("lock");
     let waiter = tokio::spawn(async move { b.lock("upgraded").await });
     let name = LockName::new("upgraded").unwrap();
@@ -79,9 +98,9 @@ async fn a_client_that_waited_for_another_migration_leaves_the_tables_alone() {
     drop(client(&server).await);
     server
         .query(
-            "DELETE FROM distlock.migrations; INSERT INTO distlock.migrations (version) VALUES (2)",
+            "DELETE FROM distlock.migrations; INSERT INTO distlock.migrations (version) VALUES (3)",
         )
-        .expect("set the recorded version back to 2");
+        .expect("set the recorded version back to 3");
     let first = sql_client(&server).await;
     let migration_lock = "hashtextextended('distlock migration distlock', 0)";
     first
@@ -104,7 +123,7 @@ async fn a_client_that_waited_for_another_migration_leaves_the_tables_alone() {
     .await
     .expect("the connecting client waits for the migration lock");
     first
-        .batch_execute("INSERT INTO distlock.migrations (version) VALUES (3)")
+        .batch_execute("INSERT INTO distlock.migrations (version) VALUES (4)")
         .await
         .expect("finish the migration");
     first
