@@ -99,7 +99,8 @@ pub struct PostgresConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) pool_size: usize,
-    pub(crate) sslmode: SslMode,
+    /// As written; `None`: not written (see [`PostgresConfig::sslmode`]).
+    pub(crate) sslmode: Option<SslMode>,
     pub(crate) sslrootcert: Option<PathBuf>,
     pub(crate) sslcert: Option<PathBuf>,
     pub(crate) sslkey: Option<PathBuf>,
@@ -121,7 +122,7 @@ impl fmt::Debug for PostgresConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("pool_size", &self.pool_size)
-            .field("sslmode", &self.sslmode)
+            .field("sslmode", &self.sslmode())
             .field("sslrootcert", &self.sslrootcert)
             .field("sslcert", &self.sslcert)
             .field("sslkey", &self.sslkey)
@@ -160,7 +161,7 @@ impl PostgresConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
-            sslmode: SslMode::Prefer,
+            sslmode: None,
             sslrootcert: None,
             sslcert: None,
             sslkey: None,
@@ -221,7 +222,7 @@ impl PostgresConfig {
             "prefix" => self.prefix = value,
             "holder" => self.holder = Some(value),
             "schema" => self.schema = value,
-            "sslmode" => self.sslmode = parse_sslmode(&value)?,
+            "sslmode" => self.sslmode = Some(parse_sslmode(&value)?),
             "tls.ca" | "sslrootcert" => self.sslrootcert = Some(PathBuf::from(value)),
             "tls.cert" | "sslcert" => self.sslcert = Some(PathBuf::from(value)),
             "tls.key" | "sslkey" => self.sslkey = Some(PathBuf::from(value)),
@@ -275,8 +276,20 @@ impl PostgresConfig {
 
     /// Sets whether to use TLS.
     pub fn with_sslmode(mut self, mode: SslMode) -> Self {
-        self.sslmode = mode;
+        self.sslmode = Some(mode);
         self
+    }
+
+    /// Whether to use TLS: the mode written, or else [`SslMode::Require`]
+    /// when a TLS file is given (a CA to trust, a client certificate) and
+    /// [`SslMode::Prefer`] when none is. Asking for TLS never falls back
+    /// to plain text unless `prefer` is written.
+    pub(crate) fn sslmode(&self) -> SslMode {
+        match self.sslmode {
+            Some(mode) => mode,
+            None if self.sslrootcert.is_some() || self.sslcert.is_some() => SslMode::Require,
+            None => SslMode::Prefer,
+        }
     }
 
     /// Trusts the CA certificates of this PEM file (instead of the system's
@@ -409,7 +422,27 @@ mod tests {
         assert_eq!(config.prefix, "jobs/");
         assert_eq!(config.holder.as_deref(), Some("w1"));
         assert_eq!(config.schema, "app_locks");
-        assert_eq!(config.sslmode, SslMode::Disable);
+        assert_eq!(config.sslmode(), SslMode::Disable);
+    }
+
+    #[test]
+    fn a_tls_file_requires_tls_unless_prefer_is_written() {
+        let mode = |url: &str| PostgresConfig::from_url(url).unwrap().sslmode();
+        assert_eq!(mode("postgres://h"), SslMode::Prefer);
+        assert_eq!(mode("postgres://h?tls.ca=/ca.pem"), SslMode::Require);
+        assert_eq!(mode("postgres://h?sslrootcert=/ca.pem"), SslMode::Require);
+        assert_eq!(
+            mode("postgres://h?tls.cert=/c.pem&tls.key=/k.pem"),
+            SslMode::Require
+        );
+        assert_eq!(
+            mode("postgres://h?tls.ca=/ca.pem&sslmode=prefer"),
+            SslMode::Prefer
+        );
+        assert_eq!(
+            mode("postgres://h?sslmode=disable&tls.ca=/ca.pem"),
+            SslMode::Disable
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ fn driver_config(config: &PostgresConfig) -> Config {
         .keepalives_idle(KEEPALIVE_IDLE)
         .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(KEEPALIVE_PROBES);
-    pg.ssl_mode(match config.sslmode {
+    pg.ssl_mode(match config.sslmode() {
         SslMode::Disable => DriverSslMode::Disable,
         SslMode::Prefer => DriverSslMode::Prefer,
         SslMode::Require => DriverSslMode::Require,

@@ -16,7 +16,7 @@ use crate::config::{PostgresConfig, SslMode};
 /// The connector for `config`; with `sslmode=disable` it is never used,
 /// so it trusts nothing.
 pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
-    let roots = match (config.sslmode, &config.sslrootcert) {
+    let roots = match (config.sslmode(), &config.sslrootcert) {
         (SslMode::Disable, _) => RootCertStore::empty(),
         (_, Some(path)) => {
             let bad = |why: String| {
@@ -43,7 +43,7 @@ pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
         .map_err(|e| Error::invalid_config(format!("postgres TLS: {e}")))?
         .with_root_certificates(roots);
     let tls = match (&config.sslcert, &config.sslkey) {
-        (Some(cert), Some(key)) if config.sslmode != SslMode::Disable => {
+        (Some(cert), Some(key)) if config.sslmode() != SslMode::Disable => {
             let (chain, key) = client_identity(cert, key)?;
             tls.with_client_auth_cert(chain, key)
                 .map_err(|e| Error::invalid_config(format!("postgres tls.cert/tls.key: {e}")))?

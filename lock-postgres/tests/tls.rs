@@ -1,6 +1,6 @@
 //! TLS: a client that trusts the server's CA locks over TLS; one that
-//! trusts another CA, or requires TLS of a server without it, gets no
-//! connection at all. A server that requires client certificates takes a
+//! trusts another CA, or requires TLS of a server without it (by
+//! `sslmode` or by giving a TLS file), gets no connection at all. A server that requires client certificates takes a
 //! client that presents one (`tls.cert`, `tls.key`) and refuses one that
 //! does not.
 
@@ -74,6 +74,34 @@ async fn requiring_tls_of_a_server_without_it_fails() {
     PostgresBackend::connect_url(&url(&server, "sslmode=prefer"))
         .await
         .expect("prefer without TLS on the server");
+}
+
+/// A TLS setting asks for TLS: a CA to trust or a client certificate,
+/// without `sslmode`, never falls back to plain text (a man in the middle
+/// could refuse TLS and read the password); `sslmode=prefer`, written
+/// out, still does.
+#[tokio::test]
+async fn a_tls_setting_never_falls_back_to_plain_text() {
+    let certs = TestCerts::generate().expect("certificates");
+    let server = start_postgres().await;
+    let ca = format!("tls.ca={}", certs.ca().display());
+    let identity = format!(
+        "tls.cert={}&tls.key={}",
+        certs.client_cert().display(),
+        certs.client_key().display()
+    );
+    for query in [ca.clone(), identity] {
+        let err = PostgresBackend::connect_url(&url(&server, &query))
+            .await
+            .expect_err("a TLS setting must not connect over plain text");
+        assert!(
+            err.to_string().contains("TLS") || err.to_string().contains("SSL"),
+            "{query}: {err}"
+        );
+    }
+    PostgresBackend::connect_url(&url(&server, &format!("{ca}&sslmode=prefer")))
+        .await
+        .expect("sslmode=prefer, written out, falls back");
 }
 
 #[tokio::test]

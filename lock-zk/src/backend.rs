@@ -69,6 +69,17 @@ impl ZkBackend {
     pub async fn connect(config: ZkConfig) -> Result<Self> {
         let settings = Arc::new(config.resolve()?);
         let session = Session::open(settings.clone()).await?;
+        if let Some(credentials) = &settings.credentials {
+            // This client has no TLS: say so once per backend, since the
+            // password crosses the network readable by anyone on the path.
+            tracing::warn!(
+                server = %settings.connect_string,
+                user = %credentials.username,
+                "ZooKeeper digest credentials are sent over a plain connection (this client \
+                 has no TLS): anyone on the network path can read the password; use a private \
+                 network or a TLS tunnel to the servers"
+            );
+        }
         root::prepare(&session).await?;
         Ok(ZkBackend {
             inner: Arc::new(Inner {
