@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Runs the fault matrix: every backend (etcd 1 and 3 nodes, Redis, Redis
 # Cluster of 3 masters with a replica each, Redlock over 3 servers,
-# ZooKeeper standalone and 3 servers, PostgreSQL, file), the broken row and three
+# ZooKeeper standalone and 3 servers, PostgreSQL in its table and advisory
+# layouts, file), the broken row and three
 # mutants under every fault, several seeded trials per cell, with separate
 # client processes and a checking resource, and prints the verdicts and
 # tables. It starts its own servers on loopback. See docs/safety.md.
 #
 #   scripts/fault-matrix.sh [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-#                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,file,
-#                                       broken,mutant-no-exclusion,mutant-silent-loss,
-#                                       mutant-long-validity]
-#                           [--faults 1,2,...,12] [--clients N] [--seed N] [--trials N]
+#                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,
+#                                       postgres-advisory,file,broken,mutant-no-exclusion,
+#                                       mutant-silent-loss,mutant-long-validity]
+#                           [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 #                           [--flip-trials N]
 #                           [--contend lock,rwlock-write,semaphore-1,many-names]
 #
 # The full plan (no --trials): 20 trials for each cell whose verdict can
-# flip (faults 2, 3, 6, 7, 8, 11 on the strong-token rows), 5 for the
+# flip (faults 2, 3, 6, 7, 8, 11, 13 on the strong-token rows), 5 for the
 # others; `--trials 5 --flip-trials 20` asks for the same explicitly. It
 # also runs the rows etcd-3/semaphore-1 and zk-3/rwlock-write (the same
 # faults on a semaphore's permit and a read-write lock's write side) and
@@ -26,11 +27,12 @@
 # Faults: 1 none, 2 holder paused, 3 holder partitioned, 4 slow network,
 # 5 server killed (Redis Cluster: failover), 6 leader killed, 7 member
 # frozen, 8 follower cut off, 9 lock broken, 10 client killed, 11 server
-# paused (the one the victim talks to), 12 every server down < TTL.
+# paused (the one the victim talks to), 12 every server down < TTL,
+# 13 waiter paused past its TTL while a grant to it is in flight.
 #
-# --quick (CI): faults 1 and 2 everywhere, 3 and 8 on etcd-3 and zk-3, the
-# broken row and the mutants on the faults that show them; 3 trials where a
-# verdict can flip, else 1.
+# --quick (CI): faults 1 and 2 everywhere, 3 and 8 on etcd-3 and zk-3, 13 on
+# postgres and postgres-advisory, the broken row and the mutants on the
+# faults that show them; 3 trials where a verdict can flip, else 1.
 # Fails when a cell cannot run, when a verdict fails (an overlap with no
 # fault; on etcd and ZooKeeper a fenced violation, a token regression, a
 # vouched stale write or a late lost signal; a crashed or hung client), or

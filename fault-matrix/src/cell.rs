@@ -77,10 +77,11 @@ pub struct Attributed {
 /// One backend × fault measurement (or why there is none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
-    /// Row id: `etcd`, `etcd-3`, `redis`, `redlock`, `zk`, `zk-3`, `file`, `broken`;
+    /// Row id: `etcd`, `etcd-3`, `redis`, `redlock`, `zk`, `zk-3`, `postgres`,
+    /// `postgres-advisory`, `file`, `broken`;
     /// a primitive's row adds it, as `etcd-3/many-names`.
     pub backend: String,
-    /// Fault number, 1 to 12.
+    /// Fault number, 1 to 13.
     pub fault: u8,
     /// Fault id, e.g. `pause-holder`.
     pub fault_id: String,

@@ -189,6 +189,9 @@ impl Channel {
 ///
 /// Cancelling drops the current guard, which releases in the background.
 pub async fn run(args: ClientArgs) -> io::Result<()> {
+    // First: `SIGUSR1`'s default action ends the process, and the runner
+    // may send it to a client still connecting on a loaded machine.
+    let extend = extend_on_signals()?;
     let mut writes = Channel::open(args.resource, args.client).await?;
     let events = Arc::new(Mutex::new(Channel::open(args.resource, args.client).await?));
     let backend = loop {
@@ -200,7 +203,6 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
             }
         }
     };
-    let extend = extend_on_signals()?;
     let options = AcquireOptions::new().wait(Wait::Timeout(args.wait));
     let log = Log(Arc::new(std::sync::Mutex::new(Recorder::new(
         args.client,

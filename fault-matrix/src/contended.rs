@@ -127,6 +127,9 @@ impl Contended {
                  keepalive stream",
             ),
             (_, _, Row::Redlock) => Some("Redlock has no semaphores or read-write locks"),
+            (_, _, Row::PostgresAdvisory) => {
+                Some("PostgreSQL's advisory layout has no semaphores or read-write locks")
+            }
             (_, Fault::BreakLock, _) => Some(
                 "breaking a holder covers locks and elections, not semaphores or read-write locks",
             ),

@@ -40,11 +40,15 @@ pub enum Fault {
     /// after less than a TTL; Redis restarts empty while the holder still
     /// vouches.
     BriefOutage,
+    /// 13: a client waiting to acquire is paused (`SIGSTOP`), the holder
+    /// releases so that a hand-over to it may be in flight, and the pause
+    /// outlasts the TTL: resumed, it must not act on that stale grant.
+    PauseWaiter,
 }
 
 impl Fault {
     /// Every fault, in column order.
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::None,
         Fault::PauseHolder,
         Fault::PartitionHolder,
@@ -57,6 +61,7 @@ impl Fault {
         Fault::KillClient,
         Fault::PauseServer,
         Fault::BriefOutage,
+        Fault::PauseWaiter,
     ];
 
     /// The faults the full run runs on `row`: every fault, except that the
@@ -76,7 +81,9 @@ impl Fault {
     /// The faults `--quick` runs on `row`: none and a paused holder
     /// everywhere; on the three-member etcd and ZooKeeper also a
     /// partitioned holder and a follower cut off, whose verdicts can fail;
-    /// on each mutant the fault that shows its broken promise.
+    /// on PostgreSQL (both layouts) a paused waiter, whose grant is handed
+    /// over in the releaser's transaction; on each mutant the fault that
+    /// shows its broken promise.
     pub fn quick(row: Row) -> Vec<Fault> {
         use super::mutant::Mutant;
         match row {
@@ -86,6 +93,9 @@ impl Fault {
                 Fault::PartitionHolder,
                 Fault::IsolateFollower,
             ],
+            Row::Postgres | Row::PostgresAdvisory => {
+                vec![Fault::None, Fault::PauseHolder, Fault::PauseWaiter]
+            }
             Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
             Row::Mutant(Mutant::SilentLoss) => vec![Fault::PauseHolder],
             Row::Mutant(Mutant::LongValidity) => vec![Fault::PartitionHolder],
@@ -93,7 +103,7 @@ impl Fault {
         }
     }
 
-    /// Its column number, 1 to 12.
+    /// Its column number, 1 to 13.
     pub fn number(self) -> u8 {
         Fault::ALL
             .iter()
@@ -122,6 +132,7 @@ impl Fault {
             Fault::KillClient => "kill-client",
             Fault::PauseServer => "pause-server",
             Fault::BriefOutage => "brief-outage",
+            Fault::PauseWaiter => "pause-waiter",
         }
     }
 
@@ -140,6 +151,7 @@ impl Fault {
             Fault::KillClient => "client killed",
             Fault::PauseServer => "server paused",
             Fault::BriefOutage => "all servers down < TTL",
+            Fault::PauseWaiter => "waiter paused, grant in flight",
         }
     }
 
@@ -158,6 +170,20 @@ impl Fault {
             return Some(
                 "a killed client breaks no promise of a lock private to a process or a mutant's",
             );
+        }
+        if self == Fault::PauseWaiter {
+            match row {
+                Row::Broken => {
+                    return Some("memory:// locks are private to each process: nobody waits");
+                }
+                Row::Mutant(_) => {
+                    return Some(
+                        "each mutant breaks a holder's promise; a waiter paused before its \
+                         grant holds nothing to break it with",
+                    );
+                }
+                _ => {}
+            }
         }
         let row = row.service_row();
         let no_network = "the file backend has no network: clients reach a local directory";
@@ -187,7 +213,7 @@ impl Fault {
             (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some(no_process),
             (
                 Fault::KillLeader | Fault::FreezeMember,
-                Row::Etcd | Row::Redis | Row::Zk | Row::Postgres,
+                Row::Etcd | Row::Redis | Row::Zk | Row::Postgres | Row::PostgresAdvisory,
             ) => Some(single),
             (Fault::IsolateFollower, Row::Etcd3 | Row::Zk3) => None,
             (Fault::IsolateFollower, Row::Redlock) => {
@@ -232,12 +258,17 @@ impl Fault {
 
     /// The moment the server could have ended the victim's lease, as an
     /// offset from the fault's start: a TTL after it for faults that stop
-    /// renewals, at once for faults that drop the lease (a broken lock, a
-    /// Redis restarted empty).
+    /// renewals (a paused waiter's too: it can no more keep its place or
+    /// its grant), at once for faults that drop the lease (a broken lock, a
+    /// Redis restarted empty, a PostgreSQL restart ending the session that
+    /// holds an advisory lock).
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
         match (self, row.service_row()) {
             (Fault::BreakLock, _) => Duration::ZERO,
-            (Fault::KillServer | Fault::BriefOutage, Row::Redis | Row::Redlock) => Duration::ZERO,
+            (
+                Fault::KillServer | Fault::BriefOutage,
+                Row::Redis | Row::Redlock | Row::PostgresAdvisory,
+            ) => Duration::ZERO,
             _ => ttl,
         }
     }
@@ -246,5 +277,72 @@ impl Fault {
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.number())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contended::Contended;
+    use crate::run::can_flip;
+
+    #[test]
+    fn fault_thirteen_is_a_paused_waiter_on_every_row_with_waiters() {
+        let fault = Fault::PauseWaiter;
+        assert_eq!(Fault::parse("13"), Some(fault));
+        assert_eq!((fault.number(), fault.id()), (13, "pause-waiter"));
+        assert_eq!(Fault::ALL.last(), Some(&fault));
+        assert!(!fault.targets_holder(), "the victim holds nothing");
+        for row in Row::ALL {
+            assert_eq!(fault.inapplicable(row), None, "{row:?}");
+            assert!(Fault::full(row).contains(&fault), "{row:?}");
+            assert_eq!(can_flip(row, fault), row.strong_tokens(), "{row:?}");
+        }
+        for row in std::iter::once(Row::Broken).chain(Row::MUTANTS) {
+            assert!(fault.inapplicable(row).is_some(), "{row:?}");
+            assert!(!Fault::full(row).contains(&fault), "{row:?}");
+        }
+    }
+
+    #[test]
+    fn quick_pauses_a_waiter_on_the_postgres_rows_alone() {
+        for row in Row::every() {
+            let quick = Fault::quick(row);
+            let postgres = matches!(row, Row::Postgres | Row::PostgresAdvisory);
+            assert_eq!(quick.contains(&Fault::PauseWaiter), postgres, "{row:?}");
+        }
+    }
+
+    #[test]
+    fn the_advisory_row_is_strong_single_and_loses_its_lock_with_its_session() {
+        let row = Row::PostgresAdvisory;
+        assert_eq!(Row::parse("postgres-advisory"), Some(row));
+        assert!(Row::ALL.contains(&row) && row.strong_tokens());
+        assert_eq!(row.members(), 1);
+        for fault in [
+            Fault::KillLeader,
+            Fault::FreezeMember,
+            Fault::IsolateFollower,
+        ] {
+            assert!(fault.inapplicable(row).is_some(), "{fault:?}");
+        }
+        let ttl = Duration::from_secs(1);
+        for fault in [Fault::KillServer, Fault::BriefOutage, Fault::BreakLock] {
+            assert_eq!(
+                fault.lease_end_offset(row, ttl),
+                Duration::ZERO,
+                "{fault:?}"
+            );
+            assert_eq!(
+                fault.lease_end_offset(Row::Postgres, ttl) == ttl,
+                fault != Fault::BreakLock
+            );
+        }
+        assert_eq!(Fault::PauseServer.lease_end_offset(row, ttl), ttl);
+        assert_eq!(Fault::PauseWaiter.lease_end_offset(row, ttl), ttl);
+        for primitive in [Contended::Write, Contended::Permit] {
+            assert!(primitive.inapplicable(Fault::None, row).is_some());
+        }
+        assert_eq!(Contended::Lock.inapplicable(Fault::None, row), None);
     }
 }

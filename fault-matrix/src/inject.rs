@@ -16,8 +16,11 @@ use super::resource::CheckingResource;
 use super::revocation::Revocation;
 use super::row::Service;
 use super::shape::KillAt;
+use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
-use distlock_testkit::servers::RedisCluster;
+use distlock_testkit::servers::{PostgresServer, RedisCluster};
+
+mod waiter;
 
 /// How long the runner tries to catch a client inside its section.
 const CATCH_TIMEOUT: Duration = Duration::from_secs(15);
@@ -85,6 +88,8 @@ pub struct Target<'a> {
     pub kill: KillAt,
     /// The hold time of an ordinary section.
     pub hold: Duration,
+    /// Fault 13: how long after the waiter's pause the holder releases.
+    pub handover: Duration,
     /// The lock the clients contend for.
     pub lock: &'a str,
     /// The member cut off by fault 8, and the clients that use only it.
@@ -221,6 +226,7 @@ impl Target<'_> {
                 self.brief_outage(&mut t).await?;
                 self.let_go(victim, &mut t);
             }
+            Fault::PauseWaiter => self.pause_waiter(&mut t).await?,
             Fault::BreakLock => {
                 let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;
@@ -512,7 +518,8 @@ impl Target<'_> {
                 let name = LockName::new(self.lock).map_err(|e| e.to_string())?;
                 backend.expire_now(&name).await.map_err(|e| e.to_string())?;
             }
-            Service::Postgres(server) => {
+            Service::Postgres(server, Layout::Advisory) => terminate_holder(server, key)?,
+            Service::Postgres(server, _) => {
                 let sql = format!(
                     "DELETE FROM {}.entries WHERE token = {token}",
                     distlock_postgres::DEFAULT_SCHEMA
@@ -523,5 +530,24 @@ impl Target<'_> {
             Service::None => return Err("memory:// has no lock to break".into()),
         }
         Ok(())
+    }
+}
+
+/// Ends the session that holds the advisory lock `key` (`advisory:K`, as
+/// the grant reports it), as an operator's `pg_terminate_backend` would:
+/// the server frees the lock at once, and its holder learns at its next
+/// check.
+fn terminate_holder(server: &PostgresServer, key: &str) -> Result<(), String> {
+    let k: i64 = key
+        .strip_prefix("advisory:")
+        .and_then(|k| k.parse().ok())
+        .ok_or_else(|| format!("{key:?} is not an advisory lock key"))?;
+    let sql = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' \
+         AND granted AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = {k}"
+    );
+    match server.query(&sql).map_err(|e| e.to_string())?.as_str() {
+        "1" => Ok(()),
+        n => Err(format!("{n} sessions held advisory lock {k}, not one")),
     }
 }

@@ -9,6 +9,7 @@ use futures::future::try_join_all;
 use tempfile::TempDir;
 
 use super::mutant::Mutant;
+use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
 use distlock_testkit::servers::{
     EtcdCluster, EtcdOptions, LaunchError, Member, PostgresServer, RedisCluster, RedisServer,
@@ -42,6 +43,9 @@ pub enum Row {
     Zk3,
     /// One PostgreSQL server, the table layout.
     Postgres,
+    /// One PostgreSQL server, the advisory layout: a lock is a session's
+    /// `pg_advisory_lock`, so it ends with the session, not after a TTL.
+    PostgresAdvisory,
     /// The file backend on a local directory.
     File,
     /// A lock local to each client process (`memory://`): it excludes
@@ -53,8 +57,8 @@ pub enum Row {
 }
 
 impl Row {
-    /// The nine real rows, in table order.
-    pub const ALL: [Row; 9] = [
+    /// The ten real rows, in table order.
+    pub const ALL: [Row; 10] = [
         Row::Etcd,
         Row::Etcd3,
         Row::Redis,
@@ -63,6 +67,7 @@ impl Row {
         Row::Zk,
         Row::Zk3,
         Row::Postgres,
+        Row::PostgresAdvisory,
         Row::File,
     ];
 
@@ -95,6 +100,7 @@ impl Row {
             Row::Zk => "zk",
             Row::Zk3 => "zk-3",
             Row::Postgres => "postgres",
+            Row::PostgresAdvisory => "postgres-advisory",
             Row::File => "file",
             Row::Broken => "broken",
         }
@@ -110,7 +116,8 @@ impl Row {
             Row::Redlock => "Redlock, 3 servers",
             Row::Zk => "ZooKeeper standalone",
             Row::Zk3 => "ZooKeeper, 3 servers",
-            Row::Postgres => "PostgreSQL, 1 server",
+            Row::Postgres => "PostgreSQL, 1 server, table layout",
+            Row::PostgresAdvisory => "PostgreSQL, 1 server, advisory layout",
             Row::File => "file",
             Row::Broken => "broken (memory:// per process)",
             Row::Mutant(Mutant::NoExclusion) => {
@@ -164,11 +171,11 @@ impl Row {
 
     /// Whether its tokens are strong: strictly increasing across every
     /// fault the service itself survives (etcd revisions, ZooKeeper zxids
-    /// and sequence numbers, a PostgreSQL sequence).
+    /// and sequence numbers, a PostgreSQL sequence in either layout).
     pub fn strong_tokens(self) -> bool {
         matches!(
             self,
-            Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3 | Row::Postgres
+            Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3 | Row::Postgres | Row::PostgresAdvisory
         )
     }
 }
@@ -192,8 +199,8 @@ pub enum Service {
     RedisCluster(RedisCluster),
     /// ZooKeeper servers.
     Zk(ZkEnsemble),
-    /// One PostgreSQL server.
-    Postgres(PostgresServer),
+    /// One PostgreSQL server, and the layout its clients keep locks in.
+    Postgres(PostgresServer, Layout),
     /// The lock directory.
     File(TempDir),
     /// Nothing: every client's lock lives in its own memory.
@@ -228,7 +235,10 @@ impl Service {
                 let options = when(isolatable, options, ZkOptions::isolatable);
                 Service::Zk(ZkEnsemble::start_with(options).await?)
             }
-            Row::Postgres => Service::Postgres(PostgresServer::start().await?),
+            Row::Postgres => Service::Postgres(PostgresServer::start().await?, Layout::Table),
+            Row::PostgresAdvisory => {
+                Service::Postgres(PostgresServer::start().await?, Layout::Advisory)
+            }
             Row::File => Service::File(temp_dir(
                 "distlock-fault-matrix-",
                 "the file backend's lock directory",
@@ -245,7 +255,7 @@ impl Service {
             Service::Redlock(servers) => servers.addrs(),
             Service::RedisCluster(cluster) => cluster.addrs(),
             Service::Zk(ensemble) => ensemble.addrs(),
-            Service::Postgres(server) => vec![server.addr()],
+            Service::Postgres(server, _) => vec![server.addr()],
             Service::File(_) | Service::None => Vec::new(),
         };
         texts
@@ -287,7 +297,10 @@ impl Service {
             Service::Redlock(_) => format!("redlock://{hosts}?{ttl}"),
             Service::RedisCluster(cluster) => format!("{}?{ttl}", cluster.url()),
             Service::Zk(_) => format!("zk://{hosts}/fault-matrix?{ttl}"),
-            Service::Postgres(_) => format!("postgres://postgres@{hosts}/postgres?{ttl}"),
+            Service::Postgres(_, Layout::Advisory) => {
+                format!("postgres://postgres@{hosts}/postgres?{ttl}&layout=advisory")
+            }
+            Service::Postgres(..) => format!("postgres://postgres@{hosts}/postgres?{ttl}"),
             Service::File(dir) => format!("file://{}?{ttl}", dir.path().display()),
             Service::None => "memory://".to_owned(),
         }
@@ -304,7 +317,7 @@ impl Service {
             Service::Redlock(servers) => each(servers.servers()),
             Service::RedisCluster(cluster) => each(cluster.nodes()),
             Service::Zk(ensemble) => each(ensemble.members()),
-            Service::Postgres(server) => vec![server],
+            Service::Postgres(server, _) => vec![server],
             Service::File(_) | Service::None => Vec::new(),
         }
     }
@@ -320,7 +333,7 @@ impl Service {
             Service::Etcd(_) => format!("etcd member {index}"),
             Service::Zk(_) => format!("ZooKeeper server {index}"),
             Service::RedisCluster(_) => format!("Redis Cluster node {index}"),
-            Service::Postgres(_) => "the PostgreSQL server".to_owned(),
+            Service::Postgres(..) => "the PostgreSQL server".to_owned(),
             _ => format!("Redis server {index} of {}", self.members()),
         }
     }

@@ -138,7 +138,9 @@ pub fn planned_trials(row: Row, faults: &[Fault], plan: &Plan) -> u32 {
 }
 
 /// Whether a cell's verdict can differ between trials: the faults whose
-/// outcome depends on timing, on backends whose verdicts are strict.
+/// outcome depends on timing, on backends whose verdicts are strict. A
+/// paused waiter is one: whether a grant reaches it while it is stopped,
+/// and what it reads first when it resumes, are races.
 pub fn can_flip(row: Row, fault: Fault) -> bool {
     row.strong_tokens()
         && matches!(
@@ -149,6 +151,7 @@ pub fn can_flip(row: Row, fault: Fault) -> bool {
                 | Fault::FreezeMember
                 | Fault::IsolateFollower
                 | Fault::PauseServer
+                | Fault::PauseWaiter
         )
 }
 
@@ -335,6 +338,7 @@ pub async fn run_trial(
         ttl: plan.ttl,
         span: shape.span,
         linger: shape.linger,
+        handover: shape.handover,
         victim: shape.victim,
         kill: shape.kill,
         hold: plan.hold,

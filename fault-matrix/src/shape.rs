@@ -49,6 +49,10 @@ pub struct Shape {
     pub linger: Duration,
     /// Fault 10: when the victim is killed.
     pub kill: KillAt,
+    /// Fault 13: how long after the waiting victim is paused the holder
+    /// releases, short of the TTL, so that a grant to the victim is sent
+    /// while its queue entry still lives.
+    pub handover: Duration,
 }
 
 /// When fault 10 kills its victim.
@@ -89,7 +93,8 @@ impl Shape {
             | Fault::PartitionHolder
             | Fault::FreezeMember
             | Fault::IsolateFollower
-            | Fault::PauseServer => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            | Fault::PauseServer
+            | Fault::PauseWaiter => ttl.mul_f64(rng.random_range(1.2..2.5)),
             // Down for less than a TTL before the restart begins.
             Fault::BriefOutage => ttl.mul_f64(rng.random_range(0.2..0.7)),
             _ => span,
@@ -100,12 +105,16 @@ impl Shape {
             1 => KillAt::AtRelease,
             _ => KillAt::Waiting,
         };
+        // Drawn last, so that the other faults' shapes are those of
+        // earlier runs of the same seed.
+        let handover = ttl.mul_f64(rng.random_range(0.005..0.06));
         Shape {
             lead,
             victim,
             span,
             linger,
             kill,
+            handover,
         }
     }
 }
@@ -159,7 +168,8 @@ mod tests {
     fn faults_eleven_and_twelve_parse_and_apply_where_there_is_a_server() {
         assert_eq!(Fault::parse("11"), Some(Fault::PauseServer));
         assert_eq!(Fault::parse("12"), Some(Fault::BriefOutage));
-        assert_eq!(Fault::parse("13"), None);
+        assert_eq!(Fault::parse("13"), Some(Fault::PauseWaiter));
+        assert_eq!(Fault::parse("14"), None);
         for row in [
             Row::Etcd,
             Row::Etcd3,
@@ -167,6 +177,7 @@ mod tests {
             Row::Zk,
             Row::Zk3,
             Row::Postgres,
+            Row::PostgresAdvisory,
         ] {
             assert_eq!(Fault::PauseServer.inapplicable(row), None, "{row:?}");
             assert_eq!(Fault::BriefOutage.inapplicable(row), None, "{row:?}");
@@ -176,5 +187,22 @@ mod tests {
             assert!(Fault::PauseServer.inapplicable(row).is_some(), "{row:?}");
         }
         assert!(Fault::BriefOutage.inapplicable(Row::RedisCluster).is_some());
+    }
+
+    #[test]
+    fn a_paused_waiter_outlasts_the_ttl_and_its_holder_releases_well_before() {
+        let ttl = Duration::from_secs(1);
+        let before = Duration::from_millis(300);
+        for seed in 0..50 {
+            let shape = Shape::draw(seed, Fault::PauseWaiter, 4, ttl, before, ttl);
+            assert!(shape.span > ttl, "{shape:?}");
+            assert!(shape.handover < ttl / 10, "{shape:?}");
+            assert!(shape.victim < 4, "{shape:?}");
+        }
+        // The hand-over delay is drawn last: the other draws are unchanged.
+        let paused = Shape::draw(3, Fault::PauseWaiter, 4, ttl, before, ttl);
+        let holder = Shape::draw(3, Fault::PauseHolder, 4, ttl, before, ttl);
+        assert_eq!((paused.lead, paused.victim), (holder.lead, holder.victim));
+        assert_eq!(paused.span, holder.span);
     }
 }

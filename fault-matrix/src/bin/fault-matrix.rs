@@ -3,9 +3,9 @@
 //!
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
-//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,file,
-//!                          broken,mutant-…]
-//!              [--faults 1,2,...,12] [--clients N] [--seed N] [--trials N]
+//!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,
+//!                          postgres-advisory,file,broken,mutant-…]
+//!              [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 //!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1,many-names]
 //! ```
 //!
@@ -97,13 +97,13 @@ fn parse() -> Result<Args, String> {
                 args.backends = Some(list(
                     &value()?,
                     parse_backend,
-                    "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, file, \
-                     broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity; \
+                    "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, postgres, \
+                     postgres-advisory, file, broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity; \
                      ROW/PRIMITIVE such as etcd-3/many-names runs that primitive only)",
                 )?);
             }
             "--faults" => {
-                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 12)")?)
+                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 13)")?)
             }
             "--contend" => {
                 args.contended = Some(list(
