@@ -141,7 +141,8 @@ const CODES: &[Code] = &[
     code(
         "69",
         &[Run, Elect, Status, Ls, Break],
-        "backend unavailable: unreachable server, timeout, backend error",
+        "backend unavailable: unreachable server (also when run's --wait ends on a server \
+         that does not answer), timeout, backend error",
     ),
     code(
         "69",
@@ -156,7 +157,7 @@ const CODES: &[Code] = &[
     code(
         "75",
         &[Run],
-        "lock not acquired within --wait (held by someone else)",
+        "lock not acquired within --wait: the server answers, and someone else holds it",
     ),
     code(
         "76",

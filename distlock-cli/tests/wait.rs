@@ -1,6 +1,7 @@
 //! `distlock run --wait D` that gives up: it exits 75, and it has left the
 //! lock's queue before it exits, on every backend, so the next waiter is not
-//! held up behind a process that is gone.
+//! held up behind a process that is gone. A wait that ends on a server that
+//! went silent exits 69 instead: the lock was not shown to be busy.
 
 mod support;
 
@@ -115,4 +116,74 @@ async fn postgres_waiter_that_gives_up_leaves_the_queue() {
 #[tokio::test]
 async fn zookeeper_waiter_that_gives_up_leaves_the_queue() {
     a_waiter_that_gives_up_leaves_the_queue(support::zk_fixture().await, None).await;
+}
+
+/// Exit code of `distlock run` when the backend does not answer.
+#[cfg(feature = "redis")]
+const UNAVAILABLE: i32 = 69;
+
+/// A wait that ends because the server went silent is not a busy lock:
+/// `run` asks the server once, finds no answer, and exits 69, not 75.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_wait_that_ends_on_a_silent_server_exits_unavailable() {
+    let fixture = support::redis_fixture().await;
+    let url = fixture.url.as_str();
+    let server = url.trim_start_matches("redis://").to_owned();
+    let link = distlock_testkit::proxy::FaultProxy::start(server.parse().unwrap())
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (held, go) = (work.path().join("held"), work.path().join("go"));
+    let mut holder = cmd(Some(url), "run --ttl 10s jobs/silent -- sh -c");
+    holder.arg(format!(
+        r#"touch "{}"; while [ ! -e "{}" ]; do sleep 0.02; done"#,
+        held.display(),
+        go.display()
+    ));
+    let holder = spawn_piped(&mut holder);
+    wait_for_file(&held, BOUND).await;
+
+    let waiter_url = format!("redis://{}", link.addr());
+    let waiter = spawn_piped(&mut cmd(
+        Some(&waiter_url),
+        "run --ttl 10s --wait 3s jobs/silent -- true",
+    ));
+    tokio::time::timeout(BOUND, async {
+        loop {
+            let shown =
+                output_within(BOUND, &mut cmd(Some(url), "status jobs/silent --json")).await;
+            let status: serde_json::Value =
+                serde_json::from_slice(&shown.stdout).unwrap_or_default();
+            if status["waiters"].as_array().is_some_and(|w| !w.is_empty()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the waiter queues");
+    // The server goes silent for the waiter: nothing it sends arrives.
+    link.blackhole();
+    let gave_up = tokio::time::timeout(BOUND, waiter.wait_with_output())
+        .await
+        .expect("the waiter gives up")
+        .unwrap();
+    assert_eq!(
+        gave_up.status.code(),
+        Some(UNAVAILABLE),
+        "{}",
+        stderr(&gave_up)
+    );
+    assert!(
+        stderr(&gave_up).contains("could not reach"),
+        "{}",
+        stderr(&gave_up)
+    );
+    std::fs::write(&go, "").unwrap();
+    let holder = tokio::time::timeout(BOUND, holder.wait_with_output())
+        .await
+        .expect("the holder finishes")
+        .unwrap();
+    assert!(holder.status.success(), "{}", stderr(&holder));
 }

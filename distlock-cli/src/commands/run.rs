@@ -14,7 +14,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::child;
 use crate::cli::{RunArgs, TargetArgs};
-use crate::exit::{Failure, INTERRUPTED, LOST, NOT_ACQUIRED, TERMINATED, USAGE};
+use crate::exit::{Failure, INTERRUPTED, LOST, NOT_ACQUIRED, TERMINATED, UNAVAILABLE, USAGE};
 use crate::{target, waiting};
 
 /// Bound on the final release, so a dead backend cannot hold up the exit.
@@ -22,6 +22,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on giving up a queue place after a signal, when the configuration
 /// sets no request timeout.
 const GIVE_UP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on asking the server, after a wait timed out, whether it answers.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failure> {
     // Arguments first: a usage error whatever the backend, before connecting.
@@ -93,6 +95,21 @@ pub(crate) async fn run(args: RunArgs, target: &TargetArgs) -> Result<u8, Failur
                 Some(d) if !d.is_zero() => format!("within {}", distlock::format_duration(d)),
                 _ => "(--wait 0: not waiting)".to_owned(),
             };
+            // A timeout can also be the server's silence: tell "could not
+            // reach it" from "held by someone else" by asking it once.
+            if e.kind() == ErrorKind::Timeout
+                && let Some(unreachable) = unreachable(&backend, &name).await
+            {
+                give_up(UNAVAILABLE, &config).await;
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!(
+                        "{what} not acquired {waited}: could not reach {} ({unreachable}); \
+                         the wait ended with: {e}",
+                        backend.description()
+                    ),
+                ));
+            }
             // Every backend leaves the queue before a timeout returns; any
             // clean-up still in the background ends before the process does.
             give_up(NOT_ACQUIRED, &config).await;
@@ -399,6 +416,23 @@ pub(crate) async fn connect_with_ttl(
 
 /// Longest command shown in a holder label; longer ones end in `...`.
 const LABEL_COMMAND_MAX: usize = 120;
+
+/// Why `backend` does not answer a read of `name`'s status, if it does not:
+/// a server that answers (or cannot be asked) is taken to be reachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+async fn unreachable(backend: &Backend, name: &LockName) -> Option<String> {
+    match tokio::time::timeout(PROBE_TIMEOUT, backend.inspect(name)).await {
+        Err(_) => Some(format!(
+            "no answer within {}",
+            distlock::human_duration(PROBE_TIMEOUT)
+        )),
+        Ok(Err(e)) if e.kind() != ErrorKind::Unsupported => Some(e.to_string()),
+        Ok(_) => None,
+    }
+}
 
 /// The holder description operators see in `distlock status`: the
 /// configured `holder` (config file or DISTLOCK_HOLDER), else
