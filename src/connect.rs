@@ -198,9 +198,9 @@ impl From<distlock_zk::ZkBackend> for Backend {
 
 /// Connects to the backend named by `url`.
 ///
-/// Accepted: `memory://[NAME]`, `file:///DIR`, `etcd://…`, `redis://…`,
-/// `rediss://…`, `redlock://…`, `redis+cluster://…`, `rediss+cluster://…`,
-/// `zk://…`. A scheme whose cargo feature is off
+/// Accepted: `memory://[NAME]`, `file:///DIR`, `etcd://…`, `etcds://…`,
+/// `redis://…`, `rediss://…`, `redlock://…`, `redis+cluster://…`,
+/// `rediss+cluster://…`, `zk://…`, `postgres://…`, `postgresql://…`. A scheme whose cargo feature is off
 /// gives `Unsupported` naming the feature; an unknown scheme gives
 /// `InvalidConfig` listing the known ones.
 ///

@@ -64,7 +64,8 @@ impl<'a> AcquireRequest<'a> {
     }
 }
 
-/// A distributed lock service: etcd, Redis, ZooKeeper, a file, or memory.
+/// A distributed lock service: etcd, Redis, ZooKeeper, PostgreSQL, a file,
+/// or memory.
 ///
 /// The trait is object safe; the backend is usually chosen at run time and
 /// held as `Arc<DynLockBackend>`. A backend implements

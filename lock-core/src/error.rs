@@ -120,7 +120,7 @@ impl fmt::Debug for Error {
 }
 
 /// Where an error happened, as fields a program can log or match on: the
-/// backend (`etcd`, `redis`, `redlock`, `zk`, `file`, `memory`) and the
+/// backend (`etcd`, `redis`, `redlock`, `zk`, `postgres`, `file`, `memory`) and the
 /// operation (`acquire lock "jobs/x"`, `connect`, ...). The message says
 /// the same in words.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::fencing::FencingToken;
 use crate::health::LockHealth;
 use crate::lost::{LostReason, LostSignal};
@@ -25,7 +25,8 @@ pub trait HeldLock: fmt::Debug + Send + Sync + 'static {
     /// [`LostReason::Released`].
     ///
     /// Must never delete a lock that is no longer ours: if our lease is gone
-    /// it returns `NotHeld` (or `LeaseLost`) and touches nothing.
+    /// it returns `LeaseLost` (or `NotHeld`, which [`LockGuard::release`]
+    /// reports as `LeaseLost`) and touches nothing.
     async fn release(self: Box<Self>) -> Result<()>;
 
     /// Stops renewing without releasing, as if the holder had crashed: the
@@ -228,7 +229,14 @@ impl LockGuard {
         let backend = self.hold.as_ref().map_or("unknown", HoldMetrics::backend);
         match self.held.take() {
             Some(held) => {
-                let release = held.release();
+                // A lock is released once, so "not ours" can only mean
+                // taken away: `LeaseLost`, whatever the backend said.
+                let release = async {
+                    held.release().await.map_err(|e| match e.kind() {
+                        ErrorKind::NotHeld => e.with_kind(ErrorKind::LeaseLost),
+                        _ => e,
+                    })
+                };
                 telemetry::observe_release(backend, &self.name, self.token.get(), release).await
             }
             None => Ok(()),
@@ -314,5 +322,42 @@ impl Drop for LockGuard {
                 tracing::debug!(lock = %name, error = %e, "background release failed; the TTL will free the lock");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lease that another holder took: its release says `NotHeld`.
+    #[derive(Debug)]
+    struct TakenAway;
+
+    #[async_trait]
+    impl HeldLock for TakenAway {
+        async fn renew(&self) -> Result<()> {
+            Err(Error::not_held("taken away"))
+        }
+
+        async fn release(self: Box<Self>) -> Result<()> {
+            Err(Error::not_held("taken away"))
+        }
+
+        fn abandon(self: Box<Self>) {}
+    }
+
+    #[tokio::test]
+    async fn releasing_a_lock_taken_away_is_lease_lost_on_every_backend() {
+        let guard = session_guard(
+            LockName::new("taken").unwrap(),
+            FencingToken(1),
+            "taken".into(),
+            Duration::from_secs(1),
+            crate::lost::LossNotifier::new().signal(),
+            Box::new(TakenAway),
+            None,
+        );
+        let err = guard.release().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     }
 }

@@ -57,6 +57,25 @@ async fn a_user_granted_only_the_key_prefix_connects_and_locks() {
     next.release().await.expect("release");
 }
 
+/// The same user under a prefix outside its role's key range is refused,
+/// as `Unauthorized`: an operator can keep each application to its prefix.
+#[tokio::test]
+async fn a_user_granted_only_the_key_prefix_is_refused_outside_it() {
+    let cluster = auth_cluster(EtcdOptions::new(1)).await;
+    let config = support::config_for(cluster.endpoints())
+        .with_credentials(USER, PASSWORD)
+        .with_prefix("/someone-else");
+    let refused = match EtcdBackend::connect(config).await {
+        Err(e) => e,
+        Ok(backend) => backend
+            .lock("least/privilege")
+            .await
+            .expect_err("a lock outside the user's key range must be refused"),
+    };
+    assert_eq!(refused.kind(), ErrorKind::Unauthorized, "{refused}");
+    assert!(!refused.to_string().contains(PASSWORD), "{refused}");
+}
+
 /// Simple-token TTL of the expiry test.
 const TOKEN_TTL: Duration = Duration::from_secs(2);
 /// etcd drops a token unused for its TTL, checking once a second.

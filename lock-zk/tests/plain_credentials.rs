@@ -66,7 +66,12 @@ async fn credentials_over_a_plain_connection_are_warned_about_once() {
     lock.release().await.expect("release");
     assert_eq!(plain(&warnings), 1, "{:?}", warnings.0.lock().unwrap());
     assert!(
-        warnings.0.lock().unwrap().iter().all(|m| !m.contains("secret")),
+        warnings
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|m| !m.contains("secret")),
         "the password was logged"
     );
     drop((anonymous, with_password));

@@ -104,7 +104,7 @@ pub(super) async fn measure(
     let released = held.release().await;
     let (server_requests, server_counter) = match (&counter, requests_before, requests_after) {
         (Some(c), Ok(a), Ok(b)) => (Some(b.saturating_sub(a)), c.counts().to_owned()),
-        (None, ..) => (None, "no server".to_owned()),
+        (None, ..) => (None, "server requests not counted".to_owned()),
         (Some(_), Err(e), _) | (Some(_), _, Err(e)) => (None, e),
     };
     Ok(HeldReport {
@@ -126,7 +126,7 @@ pub(super) async fn measure(
 async fn read(counter: Option<&Counter>) -> Result<u64, String> {
     match counter {
         Some(counter) => counter.read().await,
-        None => Err("no server".to_owned()),
+        None => Err("server requests not counted".to_owned()),
     }
 }
 
