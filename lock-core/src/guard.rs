@@ -327,7 +327,62 @@ impl Drop for LockGuard {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::clock::{ManualClock, SentAt};
+    use crate::lost::LossNotifier;
+
+    /// A lease whose backend keeps its notifier elsewhere: nothing to do.
+    #[derive(Debug)]
+    struct Kept;
+
+    #[async_trait]
+    impl HeldLock for Kept {
+        async fn renew(&self) -> Result<()> {
+            Ok(())
+        }
+        async fn release(self: Box<Self>) -> Result<()> {
+            Ok(())
+        }
+        fn abandon(self: Box<Self>) {}
+    }
+
+    /// Once nobody can fire the loss any more (the backend dropped its
+    /// notifier, as etcd's guard does after `abandon`), `lost()` resolves
+    /// `Released`; the guard, its `Held` views and every cloned signal say
+    /// the lock is gone at once, although the validity has time left.
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_view_of_a_grant_agrees_once_its_notifier_is_gone() {
+        let clock = Arc::new(ManualClock::new());
+        let ttl = Duration::from_secs(30);
+        let validity = Validity::from_sent(&SentAt::now_on(clock), ttl);
+        let notifier = LossNotifier::new();
+        let guard = session_guard(
+            LockName::new("views/agree").unwrap(),
+            FencingToken(7),
+            "views/agree".to_owned(),
+            ttl,
+            notifier.signal(),
+            Box::new(Kept),
+            Some(validity.clone()),
+        );
+        let held = guard.held_view();
+        let signal = guard.lost_signal();
+        assert!(guard.is_held() && held.is_held() && !signal.is_lost());
+        assert_eq!(guard.health(), LockHealth::Held);
+
+        drop(notifier);
+        let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost());
+        assert_eq!(lost.await.expect("resolved"), LostReason::Released);
+        assert!(validity.is_valid(), "the local deadline is still ahead");
+        assert!(!guard.is_held(), "the guard says held after lost()");
+        assert!(!held.is_held(), "a Held view says held after lost()");
+        assert!(signal.is_lost(), "a cloned signal says held after lost()");
+        assert_eq!(signal.reason(), Some(LostReason::Released));
+        assert_eq!(guard.health(), LockHealth::Lost(LostReason::Released));
+        assert_eq!(guard.remaining_validity(), Some(Duration::ZERO));
+    }
 
     /// A lease that another holder took: its release says `NotHeld`.
     #[derive(Debug)]
@@ -353,7 +408,7 @@ mod tests {
             FencingToken(1),
             "taken".into(),
             Duration::from_secs(1),
-            crate::lost::LossNotifier::new().signal(),
+            LossNotifier::new().signal(),
             Box::new(TakenAway),
             None,
         );

@@ -79,13 +79,16 @@ impl Clone for LossNotifier {
 
 impl Drop for LossNotifier {
     /// The last notifier going without firing means nobody keeps the lock:
-    /// waiters and hooks learn [`LostReason::Released`].
+    /// it counts as fired with [`LostReason::Released`], so that every view
+    /// of the grant (signals, guards, health) says so at once, not only
+    /// waiters and hooks.
     fn drop(&mut self) {
         let mut state = self.shared.state();
         state.notifiers -= 1;
         if state.notifiers > 0 || state.reason.is_some() {
             return;
         }
+        state.reason = Some(LostReason::Released);
         let hooks = std::mem::take(&mut state.hooks);
         drop(state);
         self.shared.wake.notify_waiters();
@@ -192,7 +195,8 @@ pub struct LostSignal {
 }
 
 impl LostSignal {
-    /// Whether the lock is already gone.
+    /// Whether the lock is already gone: fired, or every notifier went
+    /// without firing (then [`reason`](Self::reason) is `Released`).
     pub fn is_lost(&self) -> bool {
         self.shared.state().reason.is_some()
     }
@@ -206,7 +210,7 @@ impl LostSignal {
     /// when renewal is healthy, and once the lock is lost.
     pub fn renewal_failure(&self) -> Option<String> {
         let state = self.shared.state();
-        match state.outcome() {
+        match state.reason {
             Some(_) => None,
             None => state.failing.as_deref().map(str::to_owned),
         }
@@ -226,7 +230,7 @@ impl LostSignal {
             woken.as_mut().enable();
             {
                 let state = self.shared.state();
-                if state.outcome().is_some() || state.failing.is_some() != failing {
+                if state.reason.is_some() || state.failing.is_some() != failing {
                     return;
                 }
             }
@@ -249,7 +253,7 @@ impl LostSignal {
             // Registered before the state is read: a `fire` after the read
             // still wakes this waiter.
             woken.as_mut().enable();
-            if let Some(reason) = self.shared.state().outcome() {
+            if let Some(reason) = self.shared.state().reason.clone() {
                 return reason;
             }
             woken.await;
@@ -265,7 +269,7 @@ impl LostSignal {
     /// per held lock: distlock-core counts losses in its metrics this way.
     pub(crate) fn on_lost(&self, hook: impl FnOnce(&LostReason) + Send + 'static) {
         let mut state = self.shared.state();
-        match state.outcome() {
+        match state.reason.clone() {
             Some(reason) => {
                 drop(state);
                 hook(&reason);
@@ -285,7 +289,8 @@ struct Shared {
 }
 
 struct State {
-    /// The first reason fired; `None` while the lock is held.
+    /// The first reason fired (`Released` when every notifier went without
+    /// firing); `None` while the lock is held.
     reason: Option<LostReason>,
     /// The last renewal error while renewals fail and validity is left.
     failing: Option<Box<str>>,
@@ -298,18 +303,6 @@ struct State {
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl State {
-    /// How the signal ended, if it has: the reason fired, or `Released`
-    /// when every notifier went without firing.
-    fn outcome(&self) -> Option<LostReason> {
-        match &self.reason {
-            Some(reason) => Some(reason.clone()),
-            None if self.notifiers == 0 => Some(LostReason::Released),
-            None => None,
-        }
     }
 }
 
@@ -396,6 +389,22 @@ mod tests {
         let (seen, hook) = recorder();
         notifier.signal().on_lost(hook);
         assert_eq!(*seen.lock().unwrap(), [LostReason::Deleted]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_signal_says_released_once_the_last_notifier_is_dropped() {
+        let notifier = LossNotifier::new();
+        let signal = notifier.signal();
+        let clone = signal.clone();
+        notifier.renewal_failing("timed out");
+        drop(notifier);
+        for view in [&signal, &clone] {
+            assert!(view.is_lost());
+            assert_eq!(view.reason(), Some(LostReason::Released));
+            assert_eq!(view.renewal_failure(), None, "lost is not failing");
+        }
+        let lost = tokio::time::timeout(std::time::Duration::from_secs(5), clone.lost());
+        assert_eq!(lost.await.expect("resolved"), LostReason::Released);
     }
 
     #[test]

@@ -190,3 +190,107 @@ pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Er
         distlock_core::raw::human_duration(start.elapsed())
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use distlock_core::{LockBackendExt, LockName};
+    use distlock_testkit::assert::within;
+    use distlock_testkit::servers::{RedisServer, RespReply};
+
+    use crate::keys::{KeySpace, Space};
+    use crate::scripts::SCRIPTS;
+    use crate::{RedisBackend, RedisConfig};
+
+    const TTL: Duration = Duration::from_secs(30);
+    const BOUND: Duration = Duration::from_secs(10);
+
+    /// A waiter that got the lock from a release's hand-over, and whose
+    /// acquire attempt timed out on the client but ran on the server only
+    /// after that hand-over (a slow link, a paused server), still holds the
+    /// lock with the token it was handed: the late attempt restarts the
+    /// lease but keeps the token, so the holder record, `is_owner` and
+    /// guarded writes agree with the guard.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_acquire_attempt_keeps_the_hand_over_token() {
+        let server = RedisServer::start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+        let config = RedisConfig::new("127.0.0.1", server.port()).with_default_ttl(TTL);
+        let holder = RedisBackend::connect(config.clone())
+            .await
+            .expect("connect");
+        let waiter = RedisBackend::connect(config.clone())
+            .await
+            .expect("connect");
+        let name = LockName::new("late/attempt").unwrap();
+        let keys = KeySpace::new(&config.common.prefix, 0).of(Space::Lock, &name);
+
+        let first = holder.lock(name.as_str()).await.expect("first holder");
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            let name = name.clone();
+            async move { waiter.lock(name.as_str()).await }
+        });
+        // The waiter's id as its acquire script queued it.
+        let waiter_id = within(BOUND, "the waiter queued", async {
+            loop {
+                match server.command(&["LINDEX", &keys.queue, "0"]).await {
+                    Ok(RespReply::Bulk(Some(id))) => break id,
+                    _ => tokio::time::sleep(Duration::from_millis(5)).await,
+                }
+            }
+        })
+        .await;
+        let owner = waiter_id.split('/').nth(2).expect("owner in waiter id");
+
+        let first_token = first.token();
+        first.release().await.expect("release hands over");
+        let second = within(BOUND, "the hand-over", waiting)
+            .await
+            .expect("waiter task")
+            .expect("handed the lock");
+        assert!(second.token() > first_token);
+        assert!(waiter.is_owner(&second).await.expect("is_owner"));
+
+        // The waiter's attempt arrives late, as its client sent it.
+        let ttl_ms = TTL.as_millis().to_string();
+        let mut late = SCRIPTS.acquire.prepare_invoke();
+        for key in keys.state() {
+            late.key(key);
+        }
+        late.arg(owner)
+            .arg(&ttl_ms)
+            .arg(&waiter_id)
+            .arg("qfc")
+            .arg("late attempt");
+        let mut conn = redis::Client::open(server.url())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let reply: Vec<i64> = late.invoke_async(&mut conn).await.expect("acquire script");
+        let token = i64::try_from(second.token().get()).unwrap();
+        assert!(
+            waiter.is_owner(&second).await.expect("is_owner"),
+            "the server no longer vouches for the guard it handed over"
+        );
+        assert_eq!(reply, [1, token], "the late attempt answers the held token");
+
+        let recorded = server
+            .command(&["HGET", &keys.holder, "token"])
+            .await
+            .expect("HGET");
+        assert_eq!(
+            recorded,
+            RespReply::Bulk(Some(token.to_string())),
+            "holder record"
+        );
+        waiter
+            .guarded_put(&second, "late/attempt/data", "written")
+            .await
+            .expect("guarded write of the holder");
+        second.release().await.expect("release");
+    }
+}

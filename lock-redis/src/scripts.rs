@@ -181,7 +181,8 @@ end
 /// -2 if unknown, and the fencing counter now. Any hand-over to us that
 /// happens later carries a larger token; one with a token up to `fence` is
 /// stale (its lease ran out before this script ran, or this script would
-/// have found our key).
+/// have found our key). Run again by the owner of a final grant (a late or
+/// repeated attempt), it answers that grant's token.
 const ACQUIRE: &str = r#"
 local owner_key, fence, queue, waiters, holder, labels, leader = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, ttl, waiter, flags, about = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -189,15 +190,28 @@ local final = string.find(flags, 'c', 1, true) and '1' or '0'
 local current = redis.call('GET', owner_key)
 if current == owner then
   -- We already hold it: an earlier attempt of this acquisition got through
-  -- but its reply was lost, a release handed the lock to us and its message
-  -- was lost, or (Redlock) our key outlived a failed round here. Restart the
-  -- lease now, so that validity counted from this request's sending never
-  -- overestimates it, and take a new token: another holder's confirm round
-  -- may have raised this fence to its own token since our key was set.
+  -- but its reply was lost, this attempt arrived after its client gave up
+  -- on it, a release handed the lock to us (its message lost, or already
+  -- taken as the grant), or (Redlock) our key outlived a failed round here.
+  -- Restart the lease now, so that validity counted from this request's
+  -- sending never overestimates it.
   redis.call('PEXPIRE', owner_key, ttl)
   redis.call('LREM', queue, 0, waiter)
   redis.call('ZREM', waiters, waiter)
   redis.call('HDEL', labels, waiter)
+  local h = redis.call('HMGET', holder, 'owner', 'token', 'ok')
+  if h[1] == owner and h[3] == '1' and h[2] then
+    -- A final grant keeps its token: the client may hold it already (from
+    -- a hand-over message or an earlier reply), and the holder record must
+    -- agree with it. Nobody else held the lock since, so it is still above
+    -- every earlier holder's.
+    redis.call('PEXPIRE', holder, ttl)
+    if leader and redis.call('HGET', leader, 'owner') == owner then redis.call('PEXPIRE', leader, ttl) end
+    return {1, tonumber(h[2])}
+  end
+  -- Not final (a Redlock round before its confirm): take a new token,
+  -- since another holder's confirm round may have raised this fence to its
+  -- own token since our key was set.
   local token = next_token(fence)
   if redis.call('HGET', holder, 'owner') == owner then
     redis.call('HSET', holder, 'token', string.format('%d', token), 'ok', final)
@@ -530,12 +544,45 @@ mod tests {
     ];
 
     async fn acquire(conn: &mut redis::aio::MultiplexedConnection, owner: &str) -> Vec<i64> {
+        acquire_with(conn, owner, "").await
+    }
+
+    async fn acquire_with(
+        conn: &mut redis::aio::MultiplexedConnection,
+        owner: &str,
+        flags: &str,
+    ) -> Vec<i64> {
         let mut call = SCRIPTS.acquire.prepare_invoke();
         for key in KEYS {
             call.key(key);
         }
-        call.arg(owner).arg("5000").arg("").arg("").arg("test");
+        call.arg(owner).arg("5000").arg("").arg(flags).arg("test");
         call.invoke_async(conn).await.expect("acquire script")
+    }
+
+    /// Running the acquire script again for a final grant (a late or
+    /// repeated attempt on one server) answers that grant's token, the one
+    /// its holder record keeps, and takes no new one.
+    #[tokio::test]
+    async fn acquire_again_of_a_final_grant_keeps_its_token() {
+        let server = RedisServer::start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+        let mut conn = redis::Client::open(server.url())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let first = acquire_with(&mut conn, "ours", "c").await;
+        assert_eq!(first[0], 1, "{first:?}");
+        let again = acquire_with(&mut conn, "ours", "c").await;
+        assert_eq!(again, first);
+        let fence: i64 = redis::cmd("GET")
+            .arg(KEYS[1])
+            .query_async(&mut conn)
+            .await
+            .expect("GET fence");
+        assert_eq!(fence, first[1], "no token was taken");
     }
 
     /// Running the acquire script again while our key is still there (a

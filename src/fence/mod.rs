@@ -15,8 +15,16 @@
 //!   the token as an `i64`).
 //! - [`REDIS_FENCED_SET`]: a compare-and-set Lua script for a Redis key that
 //!   is not the lock's own.
-//! - [`Fence`]: the highest token seen, kept in process, for in-process or
-//!   file resources.
+//! - [`Fence`]: the highest token seen for one lock, kept in process, for
+//!   in-process or file resources.
+//!
+//! # Tokens of one lock only
+//!
+//! Tokens increase per lock name: token 9 of lock `a` says nothing about
+//! token 7 of lock `b`. A [`Fence`] belongs to one lock and refuses another
+//! lock's tokens ([`Stale::OtherLock`]); a row under [`SqlFence`] or a key
+//! under [`REDIS_FENCED_SET`] must likewise be written under one lock name
+//! only, which their SQL and script cannot check.
 //!
 //! # Tokens from one lock service only
 //!
@@ -27,7 +35,7 @@
 //! (switching down) or accept a late write from the old service (switching
 //! up). So every fence here stores a [`TokenScope`], the kind of lock
 //! service its tokens came from, beside the token, and refuses tokens of
-//! another scope. Switching is an explicit reset step: stop every holder of
+//! another scope on every path that accepts one. Switching is an explicit reset step: stop every holder of
 //! the old service (or wait out its longest lease), then reset the fence
 //! to the new scope ([`Fence::reset`], [`SqlFence::reset`]).
 //!
@@ -43,7 +51,7 @@ mod sql;
 
 use std::fmt;
 
-use distlock_core::FencingToken;
+use distlock_core::{FencingToken, LockGuard, LockName};
 
 use crate::Backend;
 
@@ -77,12 +85,51 @@ impl fmt::Display for TokenScope {
     }
 }
 
+/// A fencing token with what makes it comparable: the lock service it came
+/// from and the lock it was granted for. What a [`Fence`] takes, so that a
+/// bare number can never be checked against another lock's or service's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopedToken {
+    scope: TokenScope,
+    lock: LockName,
+    token: FencingToken,
+}
+
+impl ScopedToken {
+    /// `token` of `lock`, from a lock service of `scope`.
+    pub fn new(scope: TokenScope, lock: LockName, token: FencingToken) -> Self {
+        ScopedToken { scope, lock, token }
+    }
+
+    /// The scope of the service that granted it.
+    pub fn scope(&self) -> &TokenScope {
+        &self.scope
+    }
+
+    /// The lock it was granted for.
+    pub fn lock(&self) -> &LockName {
+        &self.lock
+    }
+
+    /// The token itself.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+}
+
 impl Backend {
     /// The scope of this backend's fencing tokens: its kind, as
     /// [`Capabilities::backend`](crate::Capabilities::backend) names it.
     /// Store it beside the token wherever you fence (see [`crate::fence`]).
     pub fn token_scope(&self) -> TokenScope {
         TokenScope::new(self.capabilities().backend)
+    }
+
+    /// The token of `guard`, a guard of this backend, with this backend's
+    /// scope and the guard's lock name: what a [`Fence`] checks. For a
+    /// leadership, pass [`Leadership::guard`](crate::Leadership::guard).
+    pub fn scoped_token(&self, guard: &LockGuard) -> ScopedToken {
+        ScopedToken::new(self.token_scope(), guard.name().clone(), guard.token())
     }
 }
 
@@ -104,6 +151,14 @@ pub enum Stale {
         /// The fence's scope.
         fence_scope: TokenScope,
     },
+    /// The token was granted for another lock than the fence's; see
+    /// [Tokens of one lock only](crate::fence#tokens-of-one-lock-only).
+    OtherLock {
+        /// The lock of the refused token.
+        token_lock: LockName,
+        /// The fence's lock.
+        fence_lock: LockName,
+    },
 }
 
 impl fmt::Display for Stale {
@@ -122,6 +177,15 @@ impl fmt::Display for Stale {
                 "fencing token from {token_scope} refused by a fence of {fence_scope}: tokens \
                  of different lock services are not comparable; reset the fence to \
                  {token_scope} once no {fence_scope} holder can still write"
+            ),
+            Stale::OtherLock {
+                token_lock,
+                fence_lock,
+            } => write!(
+                f,
+                "fencing token of lock {token_lock} refused by the fence of lock {fence_lock}: \
+                 tokens are ordered per lock name, so another lock's token says nothing here; \
+                 nothing was written"
             ),
         }
     }
