@@ -1,0 +1,3 @@
+//! Contention benchmark (filled in below).
+
+fn main() {}
