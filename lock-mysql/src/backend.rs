@@ -206,15 +206,15 @@ impl MysqlBackend {
                         keys::stored_access(access).1.unwrap_or_default()
                     )));
                 }
-                Outcome::Waiting(_) if !queue => {
+                Outcome::Waiting(..) if !queue => {
                     cleanup.disarm();
                     return Err(Error::would_block(format!(
                         "{} is held by someone else",
                         describe(access, name)
                     )));
                 }
-                Outcome::Waiting(first_ends_in) => {
-                    let nap = backoff.next(first_ends_in);
+                Outcome::Waiting(first_ends_in, next_in_line) => {
+                    let nap = backoff.next(first_ends_in, next_in_line);
                     let wake_at = match deadline {
                         Some(deadline) => deadline.min(Instant::now() + nap),
                         None => Instant::now() + nap,

@@ -105,19 +105,51 @@ impl Lease for MysqlLease {
 /// grant whose lease had not run out.
 ///
 /// A release needs no lock on the key's row: it deletes only its own
-/// entry, and waiters find out on their next look.
+/// entry, and waiters find out on their next look. Its row locks can meet
+/// those of a look removing expired entries of the same key in the other
+/// order; InnoDB then rolls one back as a deadlock victim (`1213`). A
+/// delete of our own row is safe to send again, so the release tries again
+/// (a few times, within the request timeout).
 pub(crate) async fn release(inner: &Inner, owner: &str) -> Result<bool> {
     let sql = &inner.sql;
     inner
         .pool
         .run("release a lock entry", |mut conn| async move {
-            conn.exec_drop(&sql.release_live, (owner,)).await?;
-            if conn.affected_rows() > 0 {
-                return Ok(true);
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match release_once(&mut conn, sql, owner).await {
+                    Err(e) if attempt < RELEASE_ATTEMPTS && is_contention(&e) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                    }
+                    outcome => return outcome,
+                }
             }
-            // Expired, or a queue entry: remove it all the same.
-            conn.exec_drop(&sql.delete_owner, (owner,)).await?;
-            Ok(false)
         })
         .await
+}
+
+/// How many times a release is sent when it is a deadlock victim.
+const RELEASE_ATTEMPTS: u32 = 5;
+
+/// Whether InnoDB rolled the statement back for a deadlock or a lock wait.
+fn is_contention(error: &mysql_async::Error) -> bool {
+    matches!(
+        crate::errors::server_code(error),
+        Some(crate::errors::code::DEADLOCK | crate::errors::code::LOCK_WAIT_TIMEOUT)
+    )
+}
+
+async fn release_once(
+    conn: &mut mysql_async::Conn,
+    sql: &crate::sql::Sql,
+    owner: &str,
+) -> std::result::Result<bool, mysql_async::Error> {
+    conn.exec_drop(&sql.release_live, (owner,)).await?;
+    if conn.affected_rows() > 0 {
+        return Ok(true);
+    }
+    // Expired, or a queue entry: remove it all the same.
+    conn.exec_drop(&sql.delete_owner, (owner,)).await?;
+    Ok(false)
 }

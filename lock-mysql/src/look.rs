@@ -43,8 +43,9 @@ pub(crate) enum Outcome {
     /// that set its expiry was sent (after the key's lock was held, so a
     /// wait for that lock does not eat into the lease).
     Granted(u64, SentAt),
-    /// Still blocked; the first grant ahead runs out in this long.
-    Waiting(Option<Duration>),
+    /// Still blocked; the first grant ahead runs out in this long, and
+    /// whether only grants block it (no waiter goes first: it is next).
+    Waiting(Option<Duration>, bool),
     /// A permit ahead has another limit.
     LimitDiffers(u32),
 }
@@ -100,7 +101,9 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                 tx.commit().await?;
                 return Ok(Outcome::LimitDiffers(theirs));
             }
-            let blocked = !distlock_core::raw::blockers(attempt.access, &ahead).is_empty();
+            let blockers = distlock_core::raw::blockers(attempt.access, &ahead);
+            let blocked = !blockers.is_empty();
+            let next_in_line = blockers.iter().all(|&at| ahead_rows[at].4);
             let (kind, permits) = keys::stored_access(attempt.access);
             let holder = attempt.holder.as_bytes();
             if !blocked {
@@ -172,7 +175,7 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                 .map(|row| row.6)
                 .min()
                 .map(|us| Duration::from_micros(u64::try_from(us).unwrap_or(0)));
-            Ok(Outcome::Waiting(first_ends_in))
+            Ok(Outcome::Waiting(first_ends_in, next_in_line))
         })
         .await
 }
