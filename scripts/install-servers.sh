@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real servers the distlock tests run (etcd, Redis, ZooKeeper,
-# PostgreSQL),
+# PostgreSQL, MariaDB),
 # protoc, and the peer clients and tools the interop and filesystem tests
 # use, from Debian/Ubuntu packages, if they are missing.
 #
@@ -14,6 +14,10 @@
 #   initdb, postgres, psql   postgresql (under /usr/lib/postgresql/*/bin; the
 #                            package also creates the postgres user the server
 #                            runs as when the tests run as root)
+#   mariadbd, mariadb        mariadb-server, mariadb-client (the package's
+#   mariadb-install-db       service is kept from starting: the tests start
+#                            their own servers; it creates the mysql user the
+#                            server runs as when the tests run as root)
 #   protoc                   protobuf-compiler (etcd-client crate build)
 #   google/protobuf/*.proto  libprotobuf-dev (the well-known types protoc
 #                            imports; protobuf-compiler does not ship them)
@@ -51,6 +55,9 @@ need libslf4j-java     "$JAR_DIR/slf4j-log4j12.jar"  test -f "$JAR_DIR/slf4j-log
 need liblog4j1.2-java  "$JAR_DIR/log4j-1.2.jar"      test -f "$JAR_DIR/log4j-1.2.jar"
 need default-jre-headless "java"                     command -v java
 need postgresql        "PostgreSQL initdb"          compgen -G "/usr/lib/postgresql/*/bin/initdb"
+need mariadb-server    "mariadbd"                    test -x /usr/sbin/mariadbd
+need mariadb-server    "mariadb-install-db"          command -v mariadb-install-db
+need mariadb-client    "mariadb"                     command -v mariadb
 need protobuf-compiler "protoc"                      command -v protoc
 need libprotobuf-dev   "google/protobuf/descriptor.proto" test -f /usr/include/google/protobuf/descriptor.proto
 need openssl           "openssl"                     command -v openssl
@@ -85,16 +92,43 @@ fi
 
 echo "installing: ${packages[*]}"
 "${as_root[@]}" apt-get update -qq
+# A package's maintainer script must not start its service (MariaDB's would
+# take port 3306 and a system data directory): a policy-rc.d that exits 101
+# says no to invoke-rc.d for the install. Whatever policy-rc.d was there
+# before is put back afterwards.
+policy=/usr/sbin/policy-rc.d
+saved_policy=$(mktemp /tmp/distlock-policy-rc.d.XXXX)
+had_policy=false
+if [ -e "$policy" ]; then
+    cp -p "$policy" "$saved_policy"
+    had_policy=true
+fi
+restore_policy() {
+    if [ "$had_policy" = true ]; then
+        "${as_root[@]}" cp -p "$saved_policy" "$policy"
+    else
+        "${as_root[@]}" rm -f "$policy"
+    fi
+    rm -f "$saved_policy"
+}
+trap restore_policy EXIT
+printf '#!/bin/sh\nexit 101\n' | "${as_root[@]}" tee "$policy" >/dev/null
+"${as_root[@]}" chmod 755 "$policy"
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${packages[@]}"
+restore_policy
+trap - EXIT
 
 # Verify: fail loudly rather than let the tests fail later.
-for check in etcd etcdctl redis-server redis-cli java javac protoc openssl mkfs.vfat fusefat ip; do
+for check in etcd etcdctl redis-server redis-cli java javac protoc openssl mkfs.vfat fusefat ip \
+    mariadb mariadb-install-db; do
     command -v "$check" >/dev/null || { echo "error: $check still missing" >&2; exit 1; }
 done
 for jar in zookeeper curator-recipes; do
     test -f "$JAR_DIR/$jar.jar" || { echo "error: $JAR_DIR/$jar.jar still missing" >&2; exit 1; }
 done
+test -x /usr/sbin/mariadbd ||
+    { echo "error: /usr/sbin/mariadbd still missing (mariadb-server)" >&2; exit 1; }
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null ||
     { echo "error: /usr/lib/postgresql/*/bin/initdb still missing (postgresql)" >&2; exit 1; }
 test -f /usr/include/google/protobuf/descriptor.proto ||

@@ -24,11 +24,11 @@ scripts/public-api.sh
 # Each feature of the facade on its own, and each library crate alone, so
 # that a missing feature gate or dependency does not hide behind
 # --all-features unification.
-for features in "" etcd redis zk postgres full testing; do
+for features in "" etcd redis zk postgres mysql full testing; do
     echo "==> cargo check -p distlock --no-default-features --features '$features'"
     cargo check -p distlock --no-default-features --features "$features" --locked
 done
-for crate in distlock-core distlock-file distlock-etcd distlock-redis distlock-zk distlock-postgres distlock-workload distlock-testkit; do
+for crate in distlock-core distlock-file distlock-etcd distlock-redis distlock-zk distlock-postgres distlock-mysql distlock-workload distlock-testkit; do
     echo "==> cargo check -p $crate"
     cargo check -p "$crate" --locked
 done

@@ -49,7 +49,7 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 pub struct Config {
     /// Backend URL (`memory://`, `file:///dir`, `etcd://...`, `redis://...`,
     /// `rediss://...`, `redlock://...`, `redis+cluster://...`, `zk://...`,
-    /// `postgres://...`).
+    /// `postgres://...`, `mysql://...`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// TTL, timeouts, credentials, prefix and holder.
@@ -58,7 +58,8 @@ pub struct Config {
     /// Key layout, for sharing locks with other clients of the same server:
     /// `distlock` (the default), `concurrency` (etcd: the layout of etcd's
     /// concurrency package and `etcdctl lock`), `curator` (ZooKeeper:
-    /// Apache Curator's recipes) or `advisory` (PostgreSQL advisory locks).
+    /// Apache Curator's recipes), `advisory` (PostgreSQL advisory locks) or
+    /// `named` (MySQL named locks, `GET_LOCK`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
     /// `fsync` record writes (file backend).

@@ -27,6 +27,8 @@ pub(crate) enum Native {
     RedisCluster(distlock_redis::RedisClusterBackend),
     #[cfg(feature = "postgres")]
     Postgres(distlock_postgres::PostgresBackend),
+    #[cfg(feature = "mysql")]
+    Mysql(distlock_mysql::MysqlBackend),
 }
 
 /// What a guarded write is guarded by: a lock guard or a leadership.
@@ -140,6 +142,19 @@ impl Backend {
         }
     }
 
+    /// The MySQL/MariaDB client behind this backend, for fenced
+    /// transactions ([`distlock_mysql::MysqlBackend::fenced_transaction`]):
+    /// SQL that commits only while a guard holds its lock; `None` on other
+    /// backends.
+    #[cfg(feature = "mysql")]
+    pub fn mysql(&self) -> Option<&distlock_mysql::MysqlBackend> {
+        match self.native() {
+            Native::Mysql(mysql) => Some(mysql),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// The ZooKeeper client behind this backend, for multi-operation
     /// [`distlock_zk::GuardedWrite`]s; `None` on other backends.
     #[cfg(feature = "zk")]
@@ -186,7 +201,7 @@ impl Backend {
             Native::RedisCluster(cluster) => {
                 cluster.guarded_put(owner.guard(), key, value.into()).await
             }
-            // Plain, and Postgres, whose guarded writes are SQL.
+            // Plain, and Postgres and MySQL, whose guarded writes are SQL.
             _ => {
                 let _ = (key, value);
                 Err(self.no_guarded_writes("guarded_put", &owner))
@@ -216,7 +231,7 @@ impl Backend {
             Native::Redis(redis) => redis.guarded_delete(owner.guard(), key).await,
             #[cfg(feature = "redis")]
             Native::RedisCluster(cluster) => cluster.guarded_delete(owner.guard(), key).await,
-            // Plain, and Postgres, whose guarded writes are SQL.
+            // Plain, and Postgres and MySQL, whose guarded writes are SQL.
             _ => {
                 let _ = key;
                 Err(self.no_guarded_writes("guarded_delete", &owner))
@@ -247,7 +262,7 @@ impl Backend {
             Native::Redis(redis) => redis.is_owner(owner.guard()).await,
             #[cfg(feature = "redis")]
             Native::RedisCluster(cluster) => cluster.is_owner(owner.guard()).await,
-            // Plain, and Postgres, whose guarded writes are SQL.
+            // Plain, and Postgres and MySQL, whose guarded writes are SQL.
             _ => Err(self.no_guarded_writes("is_owner", &owner)),
         }
     }
@@ -262,6 +277,10 @@ impl Backend {
             "postgres" => {
                 "its guarded writes are SQL: run them in a fenced transaction \
                  (Backend::postgres, then PostgresBackend::fenced_transaction)"
+            }
+            "mysql" => {
+                "its guarded writes are SQL: run them in a fenced transaction \
+                 (Backend::mysql, then MysqlBackend::fenced_transaction)"
             }
             _ => "only etcd, zk, redis and redis-cluster do",
         };

@@ -58,6 +58,12 @@ pub mod redis {
     pub use distlock_redis::*;
 }
 
+/// The MySQL/MariaDB backend (feature `mysql`).
+#[cfg(feature = "mysql")]
+pub mod mysql {
+    pub use distlock_mysql::*;
+}
+
 /// The PostgreSQL backend (feature `postgres`).
 #[cfg(feature = "postgres")]
 pub mod postgres {

@@ -34,11 +34,15 @@ pub enum Scheme {
     Postgres,
     /// `postgresql://...`: the same as `postgres://` (feature `postgres`).
     Postgresql,
+    /// `mysql://[user:password@]host:port/db` (feature `mysql`).
+    Mysql,
+    /// `mariadb://...`: the same as `mysql://` (feature `mysql`).
+    Mariadb,
 }
 
 impl Scheme {
     /// Every scheme, in the order they are listed in messages.
-    pub const ALL: [Scheme; 12] = [
+    pub const ALL: [Scheme; 14] = [
         Scheme::Memory,
         Scheme::File,
         Scheme::Etcd,
@@ -51,6 +55,8 @@ impl Scheme {
         Scheme::Zk,
         Scheme::Postgres,
         Scheme::Postgresql,
+        Scheme::Mysql,
+        Scheme::Mariadb,
     ];
 
     /// The scheme as written in URLs.
@@ -68,6 +74,8 @@ impl Scheme {
             Scheme::Zk => "zk",
             Scheme::Postgres => "postgres",
             Scheme::Postgresql => "postgresql",
+            Scheme::Mysql => "mysql",
+            Scheme::Mariadb => "mariadb",
         }
     }
 
@@ -83,6 +91,7 @@ impl Scheme {
             | Scheme::RedissCluster => Some("redis"),
             Scheme::Zk => Some("zk"),
             Scheme::Postgres | Scheme::Postgresql => Some("postgres"),
+            Scheme::Mysql | Scheme::Mariadb => Some("mysql"),
         }
     }
 
@@ -98,6 +107,7 @@ impl Scheme {
             | Scheme::RedissCluster => cfg!(feature = "redis"),
             Scheme::Zk => cfg!(feature = "zk"),
             Scheme::Postgres | Scheme::Postgresql => cfg!(feature = "postgres"),
+            Scheme::Mysql | Scheme::Mariadb => cfg!(feature = "mysql"),
         }
     }
 
@@ -147,6 +157,7 @@ impl Scheme {
             Scheme::RedisCluster | Scheme::RedissCluster => "Redis Cluster",
             Scheme::Zk => "ZooKeeper",
             Scheme::Postgres | Scheme::Postgresql => "PostgreSQL",
+            Scheme::Mysql | Scheme::Mariadb => "MySQL",
         }
     }
 }

@@ -86,7 +86,8 @@ type Defaults = (
     feature = "etcd",
     feature = "redis",
     feature = "zk",
-    feature = "postgres"
+    feature = "postgres",
+    feature = "mysql"
 ))]
 fn code_defaults(backend: &str) -> Defaults {
     use distlock_core::ClientConfig;
@@ -143,6 +144,11 @@ fn code_defaults(backend: &str) -> Defaults {
             Some(distlock::postgres::MIN_TTL),
             client(distlock::postgres::PostgresConfig::new("127.0.0.1", 5432)),
         ),
+        "MySQL" => networked(
+            distlock::mysql::DEFAULT_TTL,
+            Some(distlock::mysql::MIN_TTL),
+            client(distlock::mysql::MysqlConfig::new("127.0.0.1", 3306)),
+        ),
         other => panic!("docs/configuration.md's defaults name unknown backend {other:?}"),
     }
 }
@@ -151,12 +157,13 @@ fn code_defaults(backend: &str) -> Defaults {
     feature = "etcd",
     feature = "redis",
     feature = "zk",
-    feature = "postgres"
+    feature = "postgres",
+    feature = "mysql"
 ))]
 #[test]
 fn the_defaults_table_matches_the_backends() {
     let rows = table(&doc(), "Defaults per backend");
-    assert_eq!(rows.len(), 6, "one row per backend");
+    assert_eq!(rows.len(), 7, "one row per backend");
     for row in rows {
         let prefix = (row[5] != "–").then(|| row[5].clone());
         let documented = (

@@ -40,7 +40,7 @@ pub(crate) struct TargetArgs {
     /// Backend URL: file:///DIR, memory://, etcd://H:P, etcds://H:P,
     /// redis://H:P, rediss://H:P, redlock://H1:P,H2:P,H3:P,
     /// redis+cluster://H1:P,H2:P, rediss+cluster://H1:P,H2:P, zk://H:P,
-    /// postgres://U@H:P/DB. Default: $DISTLOCK_URL, then the url in --config,
+    /// postgres://U@H:P/DB, mysql://U:PW@H:P/DB. Default: $DISTLOCK_URL, then the url in --config,
     /// then lock files in ~/.local/state/distlock.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) url: Vec<String>,

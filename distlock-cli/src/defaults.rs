@@ -36,6 +36,8 @@ fn ttls(memory: bool) -> String {
         distlock::postgres::DEFAULT_TTL,
         "",
     ));
+    #[cfg(feature = "mysql")]
+    parts.push(entry("mysql/mariadb", distlock::mysql::DEFAULT_TTL, ""));
     parts.join(", ")
 }
 

@@ -79,5 +79,5 @@ async fn counter_is_exact_and_tokens_increase(fixture: Fixture) {
 
 support::test_on_backends! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    counter_is_exact_and_tokens_increase: file, etcd, redis, zk, postgres
+    counter_is_exact_and_tokens_increase: file, etcd, redis, zk, postgres, mysql
 }

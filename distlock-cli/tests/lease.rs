@@ -69,6 +69,11 @@ async fn ttl_help_states_each_backends_default() {
         "postgres/postgresql {}",
         format_duration(distlock::postgres::DEFAULT_TTL)
     ));
+    #[cfg(feature = "mysql")]
+    expected.push(format!(
+        "mysql/mariadb {}",
+        format_duration(distlock::mysql::DEFAULT_TTL)
+    ));
     let memory = format!("memory {}", format_duration(distlock::memory::DEFAULT_TTL));
     for command in ["run", "elect", "bench"] {
         let output = cli(None, &format!("{command} --help")).await;

@@ -176,7 +176,7 @@ async fn break_evicts_the_run_of_another_process_which_exits_76_and_the_next_tok
 
 support::test_on_backends! {
     #[tokio::test]
-    breaks_the_run_of_another_process: etcd, redis, redlock, zk, postgres
+    breaks_the_run_of_another_process: etcd, redis, redlock, zk, postgres, mysql
 }
 
 /// `break` refuses without `--yes`; with it, evicts the holder a `distlock
@@ -229,7 +229,7 @@ async fn breaks_the_run_of_another_process(fixture: support::Fixture) {
 
 support::test_on_backends! {
     #[tokio::test]
-    sees_and_breaks_an_election: file, etcd, redis, redlock, zk, postgres
+    sees_and_breaks_an_election: file, etcd, redis, redlock, zk, postgres, mysql
 }
 
 /// A leader elected by `distlock elect` in another process: `status` shows

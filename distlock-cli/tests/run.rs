@@ -191,11 +191,13 @@ async fn backends_not_compiled_in_name_their_feature() {
         ("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "redis"),
         ("zk://127.0.0.1:2181", "zk"),
         ("postgres://u@127.0.0.1:5432/db", "postgres"),
+        ("mysql://u@127.0.0.1:3306/db", "mysql"),
     ] {
         let compiled = match feature {
             "etcd" => cfg!(feature = "etcd"),
             "redis" => cfg!(feature = "redis"),
             "postgres" => cfg!(feature = "postgres"),
+            "mysql" => cfg!(feature = "mysql"),
             _ => cfg!(feature = "zk"),
         };
         if compiled {
@@ -468,7 +470,8 @@ async fn bad_config_file_or_environment_is_a_usage_error() {
     feature = "etcd",
     feature = "redis",
     feature = "zk",
-    feature = "postgres"
+    feature = "postgres",
+    feature = "mysql"
 ))]
 async fn unreachable_server_fails_fast(url: &str) {
     let start = Instant::now();
@@ -508,6 +511,30 @@ async fn unreachable_zookeeper_fails_fast_with_one_line() {
 #[tokio::test]
 async fn unreachable_postgres_fails_fast_with_one_line() {
     unreachable_server_fails_fast("postgres://u@127.0.0.1:1/db").await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn unreachable_mysql_fails_fast_with_one_line() {
+    unreachable_server_fails_fast("mysql://u@127.0.0.1:1/db").await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn wrong_mysql_password_exits_77() {
+    let server = distlock_testkit::servers::MariadbServer::start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!(
+        "mysql://{}:wrong@{}/{}",
+        distlock_testkit::servers::mariadb::TEST_USER,
+        server.addr(),
+        distlock_testkit::servers::mariadb::TEST_DATABASE
+    );
+    let output = cli(Some(&url), "run a -- true").await;
+    assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
+    let err = one_line_error(&output);
+    assert!(!err.contains("wrong"), "the password leaked: {err}");
 }
 
 #[cfg(feature = "postgres")]

@@ -120,7 +120,7 @@ async fn permits_are_never_exceeded_across_processes(fixture: Fixture) {
 
 support::test_on_backends! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    permits_are_never_exceeded_across_processes: file, etcd, redis, redlock, zk, postgres
+    permits_are_never_exceeded_across_processes: file, etcd, redis, redlock, zk, postgres, mysql
 }
 
 /// Two `distlock run --shared` hold the read side at once: each waits for

@@ -106,6 +106,12 @@ async fn redlock_waiter_that_gives_up_leaves_the_queue() {
     a_waiter_that_gives_up_leaves_the_queue(support::redlock_fixture().await, None).await;
 }
 
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn mysql_waiter_that_gives_up_leaves_the_queue() {
+    a_waiter_that_gives_up_leaves_the_queue(support::mysql_fixture().await, None).await;
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_waiter_that_gives_up_leaves_the_queue() {

@@ -13,6 +13,8 @@ use crate::scheme::Scheme;
 mod etcd;
 mod file;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -41,6 +43,8 @@ pub(crate) async fn connect(scheme: Scheme, url: &str, config: &Config) -> Resul
         Scheme::Zk => zk::connect(url, config).await,
         #[cfg(feature = "postgres")]
         Scheme::Postgres | Scheme::Postgresql => postgres::connect(url, config).await,
+        #[cfg(feature = "mysql")]
+        Scheme::Mysql | Scheme::Mariadb => mysql::connect(url, config).await,
         #[allow(unreachable_patterns)]
         other => {
             other.ensure_compiled_in()?;

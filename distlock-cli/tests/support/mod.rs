@@ -33,6 +33,14 @@ pub use distlock_testkit::fixtures::{
     redis as redis_fixture, redlock as redlock_fixture, zk as zk_fixture,
 };
 
+/// A MariaDB server with the table layout, through the test user.
+pub async fn mysql_fixture() -> Fixture {
+    let server = distlock_testkit::servers::MariadbServer::start()
+        .await
+        .unwrap_or_else(|e| panic!("cannot start mariadb: {e}"));
+    Fixture::new(server.url(), server)
+}
+
 /// A `distlock` command with a clean environment (no `DISTLOCK_*` from the
 /// developer's shell) and the given URL.
 pub fn distlock(url: Option<&str>) -> Command {
@@ -151,7 +159,7 @@ pub async fn wait_for_file(path: &Path, bound: Duration) {
 /// One scenario on several backends: `CHECK: BACKEND, …` makes a module
 /// `CHECK` with one test per backend, named after it (`CHECK::etcd`), that
 /// runs `CHECK(fixture)` on a fresh fixture of that backend (`file`,
-/// `etcd`, `redis`, `redlock`, `zk`, `postgres`) with the given test
+/// `etcd`, `redis`, `redlock`, `zk`, `postgres`, `mysql`) with the given test
 /// attribute, compiled only with that backend's feature.
 #[allow(unused_macros)] // Not every test file tests on several backends.
 macro_rules! test_on_backends {
@@ -165,6 +173,7 @@ macro_rules! test_on_backends {
     (@redis $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redis_fixture().await] redis $($t)+); };
     (@redlock $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "redis"] [redlock_fixture().await] redlock $($t)+); };
     (@postgres $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "postgres"] [postgres_fixture().await] postgres $($t)+); };
+    (@mysql $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "mysql"] [mysql_fixture().await] mysql $($t)+); };
     (@zk $($t:tt)+) => { $crate::support::test_on_backends!(@test [feature = "zk"] [zk_fixture().await] zk $($t)+); };
     (@test [$($cfg:meta)?] [$($fixture:tt)+] $backend:ident #[$test:meta] $check:ident) => {
         $(#[cfg($cfg)])?

@@ -1,4 +1,4 @@
-//! Real-server launchers: etcd, Redis, Redis Cluster, ZooKeeper and PostgreSQL as child processes.
+//! Real-server launchers: etcd, Redis, Redis Cluster, ZooKeeper, PostgreSQL and MariaDB as child processes.
 //!
 //! Every launcher starts its servers on free loopback ports, each member with
 //! its own temporary directory that holds the data and a log file (the
@@ -34,6 +34,7 @@ mod error;
 pub mod etcd;
 mod etcd_auth;
 mod http;
+pub mod mariadb;
 mod member;
 mod netns;
 mod ports;
@@ -50,6 +51,7 @@ pub mod zk;
 pub use error::LaunchError;
 pub use etcd::{EtcdCluster, EtcdMember, EtcdOptions};
 pub use etcd_auth::etcdctl_path;
+pub use mariadb::{MariadbOptions, MariadbServer};
 pub use member::Member;
 pub use postgres::{PostgresOptions, PostgresServer};
 pub use redis::{RedisOptions, RedisServer, RedisServers};
