@@ -93,7 +93,8 @@ pub struct MysqlConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) pool_size: usize,
-    pub(crate) ssl_mode: SslMode,
+    /// As written; `None`: not written (see [`MysqlConfig::ssl_mode`]).
+    pub(crate) ssl_mode: Option<SslMode>,
     pub(crate) tls_ca: Option<PathBuf>,
     pub(crate) layout: Layout,
 }
@@ -113,7 +114,7 @@ impl fmt::Debug for MysqlConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("pool_size", &self.pool_size)
-            .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_mode", &self.ssl_mode())
             .field("tls_ca", &self.tls_ca)
             .field("layout", &self.layout)
             .finish()
@@ -150,7 +151,7 @@ impl MysqlConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
-            ssl_mode: SslMode::Disabled,
+            ssl_mode: None,
             tls_ca: None,
             layout: Layout::Table,
         }
@@ -215,7 +216,7 @@ impl MysqlConfig {
                     .filter(|n| *n > 0)
                     .ok_or_else(|| format!("pool_size={value:?} is not a positive number"))?;
             }
-            "ssl_mode" | "ssl-mode" => self.ssl_mode = parse_ssl_mode(&value)?,
+            "ssl_mode" | "ssl-mode" => self.ssl_mode = Some(parse_ssl_mode(&value)?),
             "tls.ca" | "ssl_ca" => self.tls_ca = Some(PathBuf::from(value)),
             other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
         }
@@ -266,8 +267,19 @@ impl MysqlConfig {
 
     /// Sets whether to use TLS.
     pub fn with_ssl_mode(mut self, mode: SslMode) -> Self {
-        self.ssl_mode = mode;
+        self.ssl_mode = Some(mode);
         self
+    }
+
+    /// Whether to use TLS: the mode written, or else [`SslMode::Required`]
+    /// when `tls.ca` is given and [`SslMode::Disabled`] when it is not.
+    /// Asking for TLS never ends in plain text.
+    pub(crate) fn ssl_mode(&self) -> SslMode {
+        match self.ssl_mode {
+            Some(mode) => mode,
+            None if self.tls_ca.is_some() => SslMode::Required,
+            None => SslMode::Disabled,
+        }
     }
 
     /// Trusts the CA certificates of this PEM file when verifying the server.
@@ -391,7 +403,19 @@ mod tests {
         assert_eq!(config.table_prefix, "app_");
         assert_eq!(config.layout, Layout::Named);
         assert_eq!(config.pool_size, 3);
-        assert_eq!(config.ssl_mode, SslMode::Disabled);
+        assert_eq!(config.ssl_mode(), SslMode::Disabled);
+    }
+
+    #[test]
+    fn a_ca_file_requires_tls_unless_disabled_is_written() {
+        let mode = |url: &str| MysqlConfig::from_url(url).unwrap().ssl_mode();
+        assert_eq!(mode("mysql://h/db"), SslMode::Disabled);
+        assert_eq!(mode("mysql://h/db?tls.ca=/ca.pem"), SslMode::Required);
+        assert_eq!(mode("mysql://h/db?ssl_ca=/ca.pem"), SslMode::Required);
+        assert_eq!(
+            mode("mysql://h/db?tls.ca=/ca.pem&ssl_mode=disabled"),
+            SslMode::Disabled
+        );
     }
 
     #[test]

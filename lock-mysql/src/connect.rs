@@ -50,7 +50,7 @@ pub(crate) fn driver_opts(config: &MysqlConfig, pooled: bool) -> Opts {
         .client_found_rows(true)
         .stmt_cache_size(64)
         .init(session_settings(config));
-    if config.ssl_mode == SslMode::Required {
+    if config.ssl_mode() == SslMode::Required {
         let mut ssl = SslOpts::default();
         if let Some(ca) = &config.tls_ca {
             ssl = ssl.with_root_certs(vec![ca.clone().into()]);

@@ -137,3 +137,24 @@ async fn names_empty_or_too_long_for_the_layout_are_invalid_name() {
     assert_eq!(support::named_lock(&guard).chars().count(), 64);
     guard.release().await.expect("release");
 }
+
+/// A CA file asks for TLS: given without `ssl_mode`, against a server
+/// without TLS, it never falls back to plain text (a man in the middle
+/// could refuse TLS and read the password); `ssl_mode=disabled`, written
+/// out, still connects.
+#[tokio::test]
+async fn a_ca_file_never_falls_back_to_plain_text() {
+    let certs = distlock_testkit::servers::certs::TestCerts::generate().expect("certificates");
+    let server = start_mariadb().await;
+    let ca = format!("tls.ca={}", certs.ca().display());
+    let err = MysqlBackend::connect_url(&format!("{}?{ca}", server.url()))
+        .await
+        .expect_err("a CA file must not connect over plain text");
+    assert!(
+        err.to_string().contains("TLS") || err.to_string().to_lowercase().contains("ssl"),
+        "{err}"
+    );
+    MysqlBackend::connect_url(&format!("{}?{ca}&ssl_mode=disabled", server.url()))
+        .await
+        .expect("ssl_mode=disabled, written out, connects in plain text");
+}
