@@ -203,14 +203,9 @@ impl PostgresBackend {
             let woken = watch.listen().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            if let (Some(token), Some((sent, fence))) = (watch.granted(), &waiting_since) {
-                // A grant whose lease may have run out already (we were
-                // paused) is left to the next look, which renews it if it
-                // is still ours.
-                if token > *fence && Validity::from_sent(sent, ttl).is_valid() {
-                    cleanup.disarm();
-                    return self.guard(name, &key, owner, token, ttl, sent.clone());
-                }
+            if let Some((token, sent)) = notified_grant(watch.granted(), &waiting_since, ttl) {
+                cleanup.disarm();
+                return self.guard(name, &key, owner, token, ttl, sent);
             }
             let sent = SentAt::now();
             let outcome = match self.look(&attempt).await {
@@ -271,7 +266,9 @@ impl PostgresBackend {
                         () = &mut woken => {}
                         () = tokio::time::sleep_until(wake_at) => {}
                     }
-                    if deadline.is_some_and(|d| Instant::now() >= d) && watch.granted().is_none() {
+                    if deadline.is_some_and(|d| Instant::now() >= d)
+                        && notified_grant(watch.granted(), &waiting_since, ttl).is_none()
+                    {
                         cleanup.finish().await;
                         return Err(Error::timeout(format!(
                             "{} is still held by someone else after waiting {}",
@@ -408,6 +405,22 @@ struct Attempt<'a> {
     holder: &'a str,
     value: Option<&'a [u8]>,
     queue: bool,
+}
+
+/// The notified grant `granted` that the waiter may take, with the send
+/// time its lease counts from: only one whose token is above the last
+/// token its last waiting look saw (a lower one named an earlier entry of
+/// the same owner id, granted and lost while the waiter could not hear of
+/// it), and whose lease counted from that look has not run out here (the
+/// waiter was paused: its next look renews the grant if it is still its
+/// own).
+fn notified_grant(
+    granted: Option<i64>,
+    waiting_since: &Option<(SentAt, i64)>,
+    ttl: Duration,
+) -> Option<(i64, SentAt)> {
+    let (token, (sent, fence)) = (granted?, waiting_since.as_ref()?);
+    (token > *fence && Validity::from_sent(sent, ttl).is_valid()).then(|| (token, sent.clone()))
 }
 
 /// What an acquisition asks for, for messages.

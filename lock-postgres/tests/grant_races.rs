@@ -140,6 +140,49 @@ async fn a_waiter_never_takes_a_grant_notified_before_it_queued_again() {
     next.release().await.expect("release");
 }
 
+/// A late notification the waiter refused does not keep it waiting past
+/// its deadline: the wait still times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_late_notification_does_not_stop_a_wait_from_timing_out() {
+    let server = start_postgres().await;
+    let connect = || PostgresBackend::connect(config_for(&server).with_ttl(LONG_TTL));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    let sql = sql_client(&server).await;
+    let guard = holder.lock("races/late-timeout").await.expect("lock");
+    let key = guard.key().to_owned();
+    let wait = Duration::from_secs(2);
+    let queued = tokio::spawn(async move { waiter.lock_timeout("races/late-timeout", wait).await });
+    let (owner, queued_at) = until("the waiter queues", || waiting_entry(&sql, &key)).await;
+    // A token taken before the waiter's next look, as an earlier entry's
+    // grant would have been.
+    let stale: i64 = sql
+        .query_one("SELECT nextval('distlock.tokens')", &[])
+        .await
+        .expect("take a token")
+        .get(0);
+    sql.execute("SELECT pg_notify('distlock_distlock', $1)", &[&key])
+        .await
+        .expect("wake the waiter");
+    until("the waiter looks again", || async {
+        let (_, expires) = waiting_entry(&sql, &key).await?;
+        (expires > queued_at).then_some(())
+    })
+    .await;
+    sql.execute(
+        "SELECT pg_notify('distlockw_distlock', $1)",
+        &[&format!("{owner}:{stale}")],
+    )
+    .await
+    .expect("deliver the late notification");
+    let err = tokio::time::timeout(wait + SLACK, queued)
+        .await
+        .expect("the wait ends at its deadline")
+        .expect("task")
+        .expect_err("the lock is held by someone else");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    guard.release().await.expect("release");
+}
+
 /// A waiting entry that no client looks after: it waits until someone
 /// grants it.
 async fn idle_waiter(sql: &Client, key: &str, holder: &str) -> String {
