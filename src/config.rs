@@ -268,7 +268,7 @@ impl Config {
     }
 }
 
-/// The embedded default backend: lock files in the per-user state directory.
+/// The embedded default backend: lock files in the machine-wide `/var/tmp/distlock`.
 pub fn default_url() -> String {
     distlock_file::FileConfig::new(distlock_file::FileConfig::default_dir()).to_url()
 }

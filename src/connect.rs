@@ -231,7 +231,7 @@ pub async fn connect(url: &str) -> Result<Backend> {
 }
 
 /// Connects as `config` says; with no URL, to the embedded default (the file
-/// backend in the per-user state directory).
+/// backend in the machine-wide `/var/tmp/distlock`).
 ///
 /// Never waits longer than the connect timeout (default 5 s) plus 2 s.
 ///

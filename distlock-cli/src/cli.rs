@@ -41,7 +41,7 @@ pub(crate) struct TargetArgs {
     /// redis://H:P, rediss://H:P, redlock://H1:P,H2:P,H3:P,
     /// redis+cluster://H1:P,H2:P, rediss+cluster://H1:P,H2:P, zk://H:P,
     /// postgres://U@H:P/DB, mysql://U:PW@H:P/DB. Default: $DISTLOCK_URL, then the url in --config,
-    /// then lock files in ~/.local/state/distlock.
+    /// then lock files in /var/tmp/distlock, shared by every user of the machine.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) url: Vec<String>,
 

@@ -1,5 +1,5 @@
 //! Which backend to use: `--url`, then `DISTLOCK_URL`, then `--config FILE`,
-//! then the embedded default (lock files in the per-user state directory).
+//! then the embedded default (lock files in the machine-wide `/var/tmp/distlock`).
 
 use distlock::{Backend, Config, Scheme};
 

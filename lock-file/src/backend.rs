@@ -24,6 +24,7 @@ use crate::held::FileLease;
 use crate::keys::{LockPaths, Space};
 use crate::place::Place;
 use crate::renewals::{RenewalLane, Renewed};
+use crate::sharing::{self, MACHINE_DIR, Sharing};
 use crate::store::{Attempt, Claim};
 use crate::wakeups;
 
@@ -47,6 +48,8 @@ pub struct FileBackend {
     config: Arc<FileConfig>,
     /// Whether the directory folds case, found at connect.
     case: Case,
+    /// Whether other users share the directory, found at connect.
+    sharing: Sharing,
     /// Renews the leases of every lock this backend grants, from one task per runtime.
     renewer: Renewer,
     /// Runs those renewals' file work, apart from acquisitions' (see [`RenewalLane`]).
@@ -67,22 +70,29 @@ impl FileBackend {
         let create = tokio::task::spawn_blocking({
             let dir = dir.clone();
             move || {
+                if dir == Path::new(MACHINE_DIR) {
+                    sharing::prepare_machine_dir(&dir)?;
+                } else {
+                    std::fs::create_dir_all(&dir)?;
+                }
+                let sharing = Sharing::of(&dir)?;
                 let mut folds = false;
                 for space in [Space::Lock, Space::Election] {
                     let space_dir = dir.join(space.dir());
-                    std::fs::create_dir_all(&space_dir)?;
+                    sharing.create_dirs(&space_dir)?;
                     folds |= case::probe(&space_dir)? == Case::Insensitive;
                 }
-                Ok::<_, std::io::Error>(if folds {
+                let case = if folds {
                     Case::Insensitive
                 } else {
                     Case::Sensitive
-                })
+                };
+                Ok::<_, std::io::Error>((case, sharing))
             }
         });
         let limit = config.request_timeout;
-        let case = match timeout(limit, create).await {
-            Ok(Ok(Ok(case))) => case,
+        let (case, sharing) = match timeout(limit, create).await {
+            Ok(Ok(Ok(found))) => found,
             Ok(Ok(Err(e))) => return Err(dir_error(e, &dir)),
             Ok(Err(join)) => {
                 let address = dir.display().to_string();
@@ -114,6 +124,7 @@ impl FileBackend {
             renewals: RenewalLane::new(config.fsync),
             config: Arc::new(config),
             case,
+            sharing,
             renewer: Renewer::new(),
         })
     }
@@ -169,7 +180,7 @@ impl FileBackend {
     }
 
     pub(crate) fn paths(&self, space: Space, name: &LockName) -> LockPaths {
-        LockPaths::new(&self.config.dir, space, name, self.case)
+        LockPaths::new(&self.config.dir, space, name, self.case).shared_as(self.sharing)
     }
 
     pub(crate) fn caps() -> Capabilities {

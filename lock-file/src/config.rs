@@ -66,33 +66,19 @@ impl FileConfig {
         }
     }
 
-    /// The per-user default directory: `$XDG_STATE_HOME/distlock`, else
-    /// `$HOME/.local/state/distlock`, else `distlock-locks` in the system
-    /// temporary directory. The lock records go in its `locks/`, the
-    /// elections in its `elections/`.
+    /// The machine-wide default directory, `/var/tmp/distlock`: every
+    /// user's processes that use it share its locks, so cron jobs of
+    /// different users exclude each other. The lock records go in its
+    /// `locks/`, the elections in its `elections/`.
     ///
-    /// A state directory (not `/tmp`) is preferred because it survives
-    /// reboots, and with it the fencing counters. For the same reason a
-    /// state directory already holding records in the older layout
-    /// (`distlock/locks/locks/`) keeps being used: its counters must not
-    /// start over.
+    /// `connect` creates it sticky and open to every user (`1777`, as
+    /// `/var/tmp` is) and refuses it, naming it, if it cannot be used; it
+    /// never falls back to another directory. `/var/tmp` survives reboots,
+    /// and with it the fencing counters. Every user of the machine can break
+    /// the locks in it: a directory of one's own keeps others out (see
+    /// docs/security.md).
     pub fn default_dir() -> PathBuf {
-        let from = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
-        let state = from("XDG_STATE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| from("HOME").map(|home| PathBuf::from(home).join(".local").join("state")));
-        let Some(state) = state else {
-            return std::env::temp_dir().join("distlock-locks");
-        };
-        let dir = state.join("distlock");
-        let older = dir.join("locks");
-        if ["locks", "elections"]
-            .iter()
-            .any(|space| older.join(space).is_dir())
-        {
-            return older;
-        }
-        dir
+        PathBuf::from(crate::sharing::MACHINE_DIR)
     }
 
     /// Parses `file:///abs/dir[?ttl=10s&request_timeout=5s&fsync=false&holder=LABEL]`.

@@ -18,6 +18,7 @@ use distlock_core::LockName;
 pub(crate) use distlock_core::raw::Space;
 
 use crate::case::Case;
+use crate::sharing::Sharing;
 
 /// Longest directory or file stem produced, in bytes (below `NAME_MAX` = 255
 /// with room for the `.lock` / `.rec.tmp` suffixes).
@@ -55,6 +56,8 @@ pub(crate) struct LockPaths {
     /// upper-case letters was kept before they were escaped: its fencing
     /// counter is where this name's counter continues from.
     pub(crate) legacy_record: Option<PathBuf>,
+    /// Who else uses these files, which decides the modes they are given.
+    pub(crate) sharing: Sharing,
 }
 
 impl LockPaths {
@@ -69,6 +72,12 @@ impl LockPaths {
     /// The directory holding the files (created on first use).
     pub(crate) fn dir(&self) -> &Path {
         self.lock.parent().expect("lock paths always have a parent")
+    }
+
+    /// The same files, used by those `sharing` says.
+    pub(crate) fn shared_as(mut self, sharing: Sharing) -> Self {
+        self.sharing = sharing;
+        self
     }
 }
 
@@ -87,6 +96,7 @@ fn files(root: &Path, space: Space, escaped: &str) -> LockPaths {
         tmp: dir.join(format!("{last}.rec.tmp")),
         queue: dir.join(format!("{last}.queue")),
         legacy_record: None,
+        sharing: Sharing::Private,
     }
 }
 

@@ -16,6 +16,7 @@ mod queue;
 mod record;
 mod renewals;
 mod shares;
+mod sharing;
 mod store;
 mod stored_access;
 mod wakeups;

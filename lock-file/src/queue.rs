@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Now;
 use crate::keys::LockPaths;
 use crate::record::{Deadline, cut_to};
+use crate::sharing::IN_PLACE_MODE;
 use crate::stored_access::StoredAccess;
 
 /// How long a waiter keeps its place without renewing it.
@@ -81,6 +82,7 @@ impl Queue {
             .create(true)
             .truncate(true)
             .open(&paths.queue)?;
+        paths.sharing.open_to_all(&file, IN_PLACE_MODE)?;
         file.write_all(&bytes)?;
         // Some FAT drivers (fusefat) ignore `O_TRUNC`: a queue that shrank
         // would keep the old tail and read as empty, losing every turn.

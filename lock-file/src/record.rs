@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Now;
 use crate::keys::LockPaths;
+use crate::sharing::{RECORD_MODE, Sharing};
 
 /// One lock's state. An absent file is the default: free, counter at 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,7 +239,7 @@ pub(crate) fn write(
     durability: Durability,
 ) -> io::Result<()> {
     let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
-    let mut tmp = File::create(&paths.tmp)?;
+    let mut tmp = create_scratch(paths)?;
     tmp.write_all(&bytes)?;
     // A scratch file left by a crash may be longer, and some FAT drivers
     // (fusefat) ignore `O_TRUNC`: its tail would corrupt the record.
@@ -252,6 +253,24 @@ pub(crate) fn write(
         sync_dir(paths.dir())?;
     }
     Ok(())
+}
+
+/// Opens the record's scratch file, emptied. In a shared directory, one
+/// another user left is removed first (only its owner may write it; anyone
+/// may remove it), and the scratch is made readable by all, since it
+/// becomes the record.
+fn create_scratch(paths: &LockPaths) -> io::Result<File> {
+    let tmp = match File::create(&paths.tmp) {
+        Err(e)
+            if e.kind() == io::ErrorKind::PermissionDenied && paths.sharing == Sharing::Machine =>
+        {
+            fs::remove_file(&paths.tmp)?;
+            File::create(&paths.tmp)?
+        }
+        other => other?,
+    };
+    paths.sharing.open_to_all(&tmp, RECORD_MODE)?;
+    Ok(tmp)
 }
 
 /// Makes the renames done in `dir` durable.

@@ -7,7 +7,7 @@
 //! whose lease deadline runs out. The `flock` is waited for only within the
 //! caller's [`Bound`], and a poll of a lock that is held takes no `flock`.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io;
 
 use distlock_core::Access;
@@ -20,6 +20,7 @@ use crate::keys::LockPaths;
 use crate::queue::Queue;
 use crate::record::{self, Durability, Record};
 use crate::shares::{ShareClaim, SharedRecord};
+use crate::sharing::IN_PLACE_MODE;
 
 /// What an acquisition attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,13 +107,15 @@ fn open_lock_file(paths: &LockPaths) -> io::Result<File> {
             .truncate(false)
             .open(&paths.lock)
     };
-    match open() {
+    let file = match open() {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir_all(paths.dir())?;
+            paths.sharing.create_dirs(paths.dir())?;
             open()
         }
         other => other,
-    }
+    }?;
+    paths.sharing.open_to_all(&file, IN_PLACE_MODE)?;
+    Ok(file)
 }
 
 /// Runs `decide` on the record under the `flock`, writing the record back
@@ -569,7 +572,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(&dir);
         try_acquire(&p, "x", 60_000, Claim::default(), false, &b()).unwrap();
-        fs::write(&p.record, b"{not json").unwrap();
+        std::fs::write(&p.record, b"{not json").unwrap();
         let err = try_acquire(&p, "y", 60_000, Claim::default(), false, &b()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
