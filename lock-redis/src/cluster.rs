@@ -13,10 +13,10 @@ use distlock_core::{Error, Result};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, FromRedisValue, RedisResult, TlsCertificates, Value};
+use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use crate::config::{CommonConfig, ServerAddr};
-use crate::node::{connection_info, root_cert};
+use crate::node::{connection_info, tls_files};
 
 /// A cluster client for the `seeds`, with the credentials and TLS settings
 /// of `common`.
@@ -32,11 +32,8 @@ pub(crate) fn client(
     let mut builder = ClusterClient::builder(infos)
         .connection_timeout(common.connect_timeout)
         .response_timeout(common.request_timeout);
-    if let Some(root_cert) = root_cert(backend, &seeds[0].to_string(), common)? {
-        builder = builder.certs(TlsCertificates {
-            client_tls: None,
-            root_cert: Some(root_cert),
-        });
+    if let Some(certificates) = tls_files(backend, &seeds[0].to_string(), common)? {
+        builder = builder.certs(certificates);
     }
     builder.build().map_err(|e| {
         Error::invalid_config(format!(

@@ -109,15 +109,14 @@ mod tests {
 
     #[test]
     fn cluster_url_lists_seeds_and_options() {
-        let c = RedisClusterConfig::from_url(
-            "rediss+cluster://u:hunter2@h1:7000,h2?prefix=p:&ttl=2s#insecure",
-        )
-        .unwrap();
+        let c =
+            RedisClusterConfig::from_url("rediss+cluster://u:hunter2@h1:7000,h2?prefix=p:&ttl=2s")
+                .unwrap();
         assert_eq!(
             c.nodes,
             vec![ServerAddr::new("h1", 7000), ServerAddr::new("h2", 6379)]
         );
-        assert!(c.common.tls.enabled && c.common.tls.insecure);
+        assert!(c.common.tls.enabled);
         assert_eq!(c.common.db, 0);
         assert_eq!(c.common.prefix, "p:");
         assert_eq!(c.common.default_ttl, Duration::from_secs(2));

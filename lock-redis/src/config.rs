@@ -64,11 +64,49 @@ pub struct TlsConfig {
     pub enabled: bool,
     /// Accept any certificate and host name. For tests only: it gives up the
     /// protection TLS is for. URL: `#insecure` or `?tls_insecure=true`.
+    /// Refused unless distlock-redis is built with the cargo feature
+    /// `insecure-tls` (off by default, not in the facade's `full`).
     pub insecure: bool,
     /// A PEM file of root certificates to trust instead of the system store.
     /// URL and setting: `tls.ca` (`?tls.ca=/path/ca.pem`; formerly
     /// `tls_ca_file`, still understood).
     pub ca_file: Option<PathBuf>,
+    /// A PEM file with the client's certificate chain, for servers that
+    /// authenticate clients (`tls-auth-clients yes`). URL and setting:
+    /// `tls.cert`; needs `tls.key`.
+    pub cert_file: Option<PathBuf>,
+    /// A PEM file with the private key of `cert_file`. URL and setting:
+    /// `tls.key`.
+    pub key_file: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// Checks the settings that belong together, and that accepting any
+    /// certificate was compiled in if asked for.
+    fn validate(&self) -> Result<()> {
+        check_insecure_allowed(self.insecure, cfg!(feature = "insecure-tls"))?;
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => Err(Error::invalid_config(
+                "redis tls.cert is set without tls.key; a client certificate needs its key",
+            )),
+            (None, Some(_)) => Err(Error::invalid_config(
+                "redis tls.key is set without tls.cert; a key needs the certificate it belongs to",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Refuses `tls_insecure` in a build that did not opt in to it.
+fn check_insecure_allowed(insecure: bool, compiled_in: bool) -> Result<()> {
+    if insecure && !compiled_in {
+        return Err(Error::unsupported(
+            "redis tls_insecure (#insecure) accepts any certificate and is for tests only; \
+             it needs distlock-redis built with the cargo feature `insecure-tls` \
+             (distlock: `redis-insecure-tls`)",
+        ));
+    }
+    Ok(())
 }
 
 /// Settings shared by the single-server and the Redlock backends.
@@ -146,6 +184,7 @@ impl CommonConfig {
                 self.prefix
             )));
         }
+        self.tls.validate()?;
         if self.db < 0 {
             return Err(Error::invalid_config(format!(
                 "redis database number {} is negative",
@@ -156,9 +195,10 @@ impl CommonConfig {
     }
 
     /// Applies the [`Settings`] Redis honours over these (the client
-    /// settings, `tls.ca` and `fair`), and refuses the others.
+    /// settings, `tls.ca`, `tls.cert`, `tls.key` and `fair`), and refuses the
+    /// others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
-        settings.refuse_others_than_client("Redis", &["tls.ca", "fair"])?;
+        settings.refuse_others_than_client("Redis", &["tls.ca", "tls.cert", "tls.key", "fair"])?;
         self.apply_client_settings(settings);
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
         for (name, value) in &settings.options {
@@ -191,6 +231,14 @@ impl CommonConfig {
             UrlOption::TlsCaFile(path) => {
                 self.tls.enabled = true;
                 self.tls.ca_file = Some(PathBuf::from(path));
+            }
+            UrlOption::TlsCertFile(path) => {
+                self.tls.enabled = true;
+                self.tls.cert_file = Some(PathBuf::from(path));
+            }
+            UrlOption::TlsKeyFile(path) => {
+                self.tls.enabled = true;
+                self.tls.key_file = Some(PathBuf::from(path));
             }
             UrlOption::Fair(on) => self.fair = on,
         }
@@ -475,14 +523,14 @@ mod tests {
     #[test]
     fn redis_url_with_credentials_db_and_options() {
         let c = RedisConfig::from_url(
-            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&ttl=1500ms&request_timeout=0.25&holder=billing-worker-3#insecure",
+            "rediss://app:p%40ss@cache.example:6390/3?prefix=x:&ttl=1500ms&request_timeout=0.25&holder=billing-worker-3",
         )
         .unwrap();
         assert_eq!(c.server, ServerAddr::new("cache.example", 6390));
         assert_eq!(c.common.db, 3);
         assert_eq!(c.common.username.as_deref(), Some("app"));
         assert_eq!(c.common.password.as_deref(), Some("p@ss"));
-        assert!(c.common.tls.enabled && c.common.tls.insecure);
+        assert!(c.common.tls.enabled && !c.common.tls.insecure);
         assert_eq!(c.common.prefix, "x:");
         assert_eq!(c.common.default_ttl, Duration::from_millis(1500));
         assert_eq!(c.common.request_timeout, Duration::from_millis(250));
@@ -592,6 +640,35 @@ mod tests {
     }
 
     #[test]
+    fn accepting_any_certificate_is_refused_unless_compiled_in() {
+        for url in ["rediss://h#insecure", "rediss://h?tls_insecure=true"] {
+            match RedisConfig::from_url(url) {
+                Ok(c) if cfg!(feature = "insecure-tls") => assert!(c.common.tls.insecure),
+                Err(e) if !cfg!(feature = "insecure-tls") => {
+                    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+                    assert!(e.message().contains("insecure-tls"), "{e}");
+                }
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+        assert!(check_insecure_allowed(true, false).is_err());
+        assert!(check_insecure_allowed(true, true).is_ok());
+        assert!(check_insecure_allowed(false, false).is_ok());
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_a_key_its_certificate() {
+        let both = RedisConfig::from_url("redis://h?tls.cert=/c.pem&tls.key=/k.pem").unwrap();
+        assert!(both.common.tls.enabled, "a client certificate turns TLS on");
+        assert_eq!(both.common.tls.cert_file, Some(PathBuf::from("/c.pem")));
+        assert_eq!(both.common.tls.key_file, Some(PathBuf::from("/k.pem")));
+        for half in ["redis://h?tls.cert=/c.pem", "redis://h?tls.key=/k.pem"] {
+            let err = RedisConfig::from_url(half).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        }
+    }
+
+    #[test]
     fn settings_override_the_url_and_unknown_ones_are_refused() {
         let settings = Settings {
             ttl: Some(Duration::from_secs(7)),
@@ -608,7 +685,7 @@ mod tests {
         assert_eq!(c.common.prefix, "jobs:");
         assert_eq!(c.common.holder.as_deref(), Some("nightly-report"));
         assert!(c.common.tls.enabled);
-        for refused in ["fsync", "tls.cert", "layout"] {
+        for refused in ["fsync", "layout"] {
             let refused = Settings {
                 options: vec![(refused.into(), "x".into())],
                 ..Settings::default()

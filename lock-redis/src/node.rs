@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use distlock_core::{Error, ErrorKind, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, FromRedisValue,
+    AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo, FromRedisValue,
     IntoConnectionInfo, RedisConnectionInfo, RedisResult, Script, TlsCertificates,
 };
 use tokio::time::timeout;
@@ -456,14 +457,8 @@ fn check_eviction(backend: &str, addr: &str, eviction: Option<Eviction>) -> Resu
 fn client_for(backend: &'static str, server: &ServerAddr, common: &CommonConfig) -> Result<Client> {
     let addr = server.to_string();
     let info = connection_info(backend, server, common)?;
-    let client = match root_cert(backend, &addr, common)? {
-        Some(pem) => Client::build_with_tls(
-            info,
-            TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem),
-            },
-        ),
+    let client = match tls_files(backend, &addr, common)? {
+        Some(certificates) => Client::build_with_tls(info, certificates),
         None => Client::open(info),
     };
     client.map_err(|e| {
@@ -504,21 +499,42 @@ pub(crate) fn connection_info(
     Ok(info.set_redis_settings(settings))
 }
 
-/// The PEM root certificates to trust, when TLS is on and `tls.ca` set.
-pub(crate) fn root_cert(
+/// The PEM files TLS is to use instead of the defaults (the system's roots,
+/// no client certificate): `tls.ca`, and `tls.cert` with `tls.key`. `None`
+/// when TLS is off or none is set.
+pub(crate) fn tls_files(
     backend: &str,
     addr: &str,
     common: &CommonConfig,
-) -> Result<Option<Vec<u8>>> {
-    match &common.tls.ca_file {
-        Some(path) if common.tls.enabled => std::fs::read(path).map(Some).map_err(|e| {
+) -> Result<Option<TlsCertificates>> {
+    let tls = &common.tls;
+    if !tls.enabled || (tls.ca_file.is_none() && tls.cert_file.is_none()) {
+        return Ok(None);
+    }
+    let read = |setting: &str, path: &Path| {
+        std::fs::read(path).map_err(|e| {
             Error::invalid_config(format!(
-                "{backend} at {addr}: cannot read tls.ca {}: {e}",
+                "{backend} at {addr}: cannot read {setting} {}: {e}",
                 path.display()
             ))
+        })
+    };
+    let root_cert = tls
+        .ca_file
+        .as_deref()
+        .map(|p| read("tls.ca", p))
+        .transpose()?;
+    let client_tls = match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(key)) => Some(ClientTlsConfig {
+            client_cert: read("tls.cert", cert)?,
+            client_key: read("tls.key", key)?,
         }),
-        _ => Ok(None),
-    }
+        _ => None,
+    };
+    Ok(Some(TlsCertificates {
+        client_tls,
+        root_cert,
+    }))
 }
 
 /// rustls needs one process-wide crypto provider; install ring's unless the

@@ -13,8 +13,7 @@ use distlock_core::{Error, Result};
 use crate::config::{DEFAULT_PORT, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
-const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, fair";
+const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, tls.cert, tls.key, fair";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +26,8 @@ pub(crate) enum UrlOption {
     Tls(bool),
     TlsInsecure(bool),
     TlsCaFile(String),
+    TlsCertFile(String),
+    TlsKeyFile(String),
     Fair(bool),
 }
 
@@ -115,6 +116,8 @@ pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlO
         "tls" => UrlOption::Tls(flag(&value)?),
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
         "tls.ca" | "tls_ca_file" => UrlOption::TlsCaFile(value),
+        "tls.cert" => UrlOption::TlsCertFile(value),
+        "tls.key" => UrlOption::TlsKeyFile(value),
         "fair" => UrlOption::Fair(flag(&value)?),
         other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })

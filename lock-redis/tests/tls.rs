@@ -40,9 +40,44 @@ fn run(dir: &Path, program: &str, args: &[&str]) {
     );
 }
 
-/// Makes a CA and a server certificate for localhost/127.0.0.1, then
-/// starts Redis with TLS on a free port and waits until it accepts.
-async fn start_tls_redis() -> TlsRedis {
+/// Makes a certificate `name.crt` (with key `name.key`) for `subject`,
+/// signed by the test CA in `dir`.
+fn signed_certificate(dir: &Path, name: &str, subject: &str, extensions: &[&str]) {
+    let (key, csr, crt) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.crt"),
+    );
+    run(
+        dir,
+        "openssl",
+        &[
+            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", subject,
+        ],
+    );
+    let mut sign = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        &crt,
+        "-days",
+        "1",
+    ];
+    sign.extend_from_slice(extensions);
+    run(dir, "openssl", &sign);
+}
+
+/// Makes a CA, a server certificate for localhost/127.0.0.1 and a client
+/// certificate, then starts Redis with TLS on a free port (asking clients
+/// for a certificate if `auth_clients`) and waits until it accepts.
+async fn start_tls_redis(auth_clients: bool) -> TlsRedis {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(
@@ -69,42 +104,14 @@ async fn start_tls_redis() -> TlsRedis {
             "/CN=distlock test CA",
         ],
     );
-    run(
+    signed_certificate(d, "server", "/CN=localhost", &["-extfile", "san.ext"]);
+    // An extension makes it X.509 v3, the only version rustls takes.
+    std::fs::write(d.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    signed_certificate(
         d,
-        "openssl",
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    run(
-        d,
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "1",
-            "-extfile",
-            "san.ext",
-        ],
+        "client",
+        "/CN=distlock test client",
+        &["-extfile", "client.ext"],
     );
     let port = support::free_port();
     let child = Command::new("redis-server")
@@ -122,7 +129,8 @@ async fn start_tls_redis() -> TlsRedis {
             "--tls-key-file",
             "server.key",
         ])
-        .args(["--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"])
+        .args(["--tls-ca-cert-file", "ca.crt", "--tls-auth-clients"])
+        .arg(if auth_clients { "yes" } else { "no" })
         .args(["--save", "", "--appendonly", "no", "--dir"])
         .arg(d)
         .current_dir(d)
@@ -150,10 +158,10 @@ async fn start_tls_redis() -> TlsRedis {
 }
 
 /// A client that trusts the test CA locks over TLS; one that does not trust
-/// it is refused; `#insecure` skips verification.
+/// it is refused; `#insecure` skips verification (in builds that have it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
-    let server = start_tls_redis().await;
+    let server = start_tls_redis(false).await;
     let ca = server._dir.path().join("ca.crt");
     let url = format!(
         "rediss://localhost:{}?tls.ca={}&connect_timeout=3s",
@@ -178,10 +186,17 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
 
     let insecure = format!("rediss://localhost:{}#insecure", server.port);
-    let client = RedisBackend::connect_url(&insecure)
-        .await
-        .expect("insecure TLS");
-    support::lock_and_release(&client, "tls/insecure").await;
+    if cfg!(feature = "insecure-tls") {
+        let client = RedisBackend::connect_url(&insecure)
+            .await
+            .expect("insecure TLS");
+        support::lock_and_release(&client, "tls/insecure").await;
+    } else {
+        let err = RedisBackend::connect_url(&insecure)
+            .await
+            .expect_err("not compiled in");
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    }
 
     let plain = format!("redis://localhost:{}?connect_timeout=1s", server.port);
     distlock_testkit::assert::fails_with_one_of(
@@ -189,4 +204,50 @@ async fn rediss_locks_with_a_trusted_ca_and_rejects_an_unknown_one() {
         "plain text to a TLS port",
         RedisBackend::connect_url(&plain).await,
     );
+}
+
+/// A server that authenticates clients (`tls-auth-clients yes`) takes a
+/// client with the test CA's client certificate and refuses one without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_authenticates_clients_takes_a_client_certificate() {
+    let server = start_tls_redis(true).await;
+    let d = server._dir.path();
+    let url = |extra: &str| {
+        format!(
+            "rediss://localhost:{}?tls.ca={}&connect_timeout=3s{extra}",
+            server.port,
+            d.join("ca.crt").display()
+        )
+    };
+    let with_certificate = url(&format!(
+        "&tls.cert={}&tls.key={}",
+        d.join("client.crt").display(),
+        d.join("client.key").display()
+    ));
+    let client = RedisBackend::connect_url(&with_certificate)
+        .await
+        .expect("TLS connect with a client certificate");
+    support::lock_and_release(&client, "tls/client-certificate").await;
+
+    let without = within(
+        Duration::from_secs(10),
+        "a client without a certificate",
+        RedisBackend::connect_url(&url("")),
+    )
+    .await
+    .expect_err("the server asks for a client certificate");
+    assert!(
+        matches!(
+            without.kind(),
+            ErrorKind::Unavailable | ErrorKind::Unauthorized
+        ),
+        "{without}"
+    );
+
+    let missing = url("&tls.cert=/nonexistent/client.crt&tls.key=/nonexistent/client.key");
+    let err = RedisBackend::connect_url(&missing)
+        .await
+        .expect_err("no such file");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(err.message().contains("tls.cert"), "{err}");
 }
