@@ -35,6 +35,14 @@ done
 echo "==> cargo check -p distlock-cli --no-default-features"
 cargo check -p distlock-cli --no-default-features --locked
 
+# The minimum supported Rust version (`rust-version` in Cargo.toml) is
+# checked with that toolchain, installed by rustup if missing: the library
+# and binary code every user compiles (tests and benches are ours alone).
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+echo "==> cargo +$msrv check --workspace --all-features --lib --bins (the MSRV)"
+rustup toolchain install "$msrv" --profile minimal --no-self-update >/dev/null
+cargo +"$msrv" check --workspace --all-features --locked --lib --bins
+
 # Every crate packages as `cargo publish` would upload it
 # (tests/release_metadata.rs checks the publishable ones' metadata).
 # Offline, from the index cache the builds above filled, and without
