@@ -192,10 +192,9 @@ fn legend(out: &mut String, y: f64) {
 <line x1="250" x2="250" y1="{y}" y2="{1}" stroke="#d62828" stroke-width="2"/><text x="256" y="{0}">write rejected (stale)</text>
 <line x1="390" x2="390" y1="{y}" y2="{1}" stroke="#f4a100" stroke-width="2"/><text x="396" y="{0}">write of unknown outcome</text>
 <rect x="550" y="{y}" width="30" height="8" fill="url(#unknown)" stroke="gray"/><text x="585" y="{0}">acquire or release of unknown outcome</text>
-<path d="M800 {y} l8 8 m0 -8 l-8 8" stroke="black" stroke-width="2"/><text x="814" y="{0}">lost signal; time in ms since the trial's origin, {2}</text>"##,
+<path d="M800 {y} l8 8 m0 -8 l-8 8" stroke="black" stroke-width="2"/><text x="814" y="{0}">lost signal; hover for times (ms since the trial's origin)</text>"##,
         y + 10.0,
         y + 12.0,
-        "hover for details"
     );
 }
 
