@@ -498,6 +498,21 @@ mod tests {
     }
 
     #[test]
+    fn checkers_that_disagree_fail_the_cell_in_every_row() {
+        for row in [Row::Etcd, Row::Redis, Row::MUTANTS[0]] {
+            let mut cell = measured(row, Fault::None);
+            cell.disagreements
+                .push("the checkers disagree (history h.json)".into());
+            let merged = merge_one(row, Fault::None, cell, Vec::new());
+            assert_eq!((merged.verdict.as_str(), merged.failures), ("fail", 1));
+            assert!(
+                merged.problems[0].ends_with("(history h.json)"),
+                "{merged:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_trial_that_could_not_run_is_a_failure() {
         let trial = Trial {
             index: 0,
