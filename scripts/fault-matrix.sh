@@ -14,6 +14,13 @@
 #                           [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 #                           [--flip-trials N]
 #                           [--contend lock,rwlock-write,semaphore-1,many-names]
+#                           [--histories DIR]
+#
+# Every trial's history is judged by the project's checker and by a second
+# one (porcupine-rs); a trial on which they disagree fails the run.
+# --histories DIR writes each history there as JSON (ROW-FAULT-SEED.json,
+# with an SVG timeline beside a failing one); see docs/safety.md,
+# "Reading a history file".
 #
 # The full plan (no --trials): 20 trials for each cell whose verdict can
 # flip (faults 2, 3, 6, 7, 8, 11, 13 on the strong-token rows), 5 for the

@@ -188,6 +188,20 @@ pub struct Cell {
     /// Trials whose history the checker could not decide within its budget.
     #[serde(default)]
     pub history_unknown: u32,
+    /// The second checker's verdict over every trial, naming it and its
+    /// version (`porcupine-rs 0.3.0: linearizable in all 3 trials`).
+    #[serde(default)]
+    pub second_verdict: Option<String>,
+    /// Trials whose history the second checker found not linearizable.
+    #[serde(default)]
+    pub second_not_linearizable: u32,
+    /// Trials whose history the second checker could not decide in time.
+    #[serde(default)]
+    pub second_unknown: u32,
+    /// Trials on which one checker found the history linearizable and the
+    /// other did not, each with its history file: each fails the run.
+    #[serde(default)]
+    pub disagreements: Vec<String>,
     /// What each failing trial showed: `trial N (seed S): ...`.
     #[serde(default)]
     pub problems: Vec<String>,
@@ -244,6 +258,10 @@ impl Cell {
             history_events: 0,
             history_not_linearizable: 0,
             history_unknown: 0,
+            second_verdict: None,
+            second_not_linearizable: 0,
+            second_unknown: 0,
+            disagreements: Vec::new(),
             problems: Vec::new(),
             lost_delays: Vec::new(),
             attributed: Vec::new(),

@@ -106,9 +106,68 @@ impl Recorder {
     }
 }
 
-/// A trial's history as the checker takes it: each client's invocations
-/// paired with their completions, each on its event's lock name (`name`
-/// where the event names none) taken in `mode`.
+/// One call of a trial's history, as the history files show it: who made
+/// it, on which lock, with which token (granted by an acquisition, carried
+/// by a write, the hold's for a release or a lost signal), when it was
+/// invoked and completed (ns since the trial's origin), and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// The client's number.
+    pub client: u32,
+    /// What was done.
+    pub op: Op,
+    /// The lock name.
+    pub name: String,
+    /// The fencing token, where one is known.
+    pub token: Option<u64>,
+    /// When the call began (a lost signal: when it was delivered).
+    pub invoke_ns: u64,
+    /// When its outcome was known (for `info`, when the client gave up).
+    pub complete_ns: u64,
+    /// `ok`, `fail` (a write the fenced view rejected) or `info` (unknown).
+    pub outcome: checker::Outcome,
+}
+
+impl Call {
+    /// This call as the project's checker takes it, acquired in `mode`.
+    pub fn operation(&self, mode: Mode) -> Operation {
+        let name = self.name.clone();
+        let op = match self.op {
+            Op::Acquire => checker::Op::Acquire { name, mode },
+            Op::Release => checker::Op::Release { name },
+            Op::Lost => checker::Op::Lost { name },
+            Op::Write => checker::Op::Write {
+                name,
+                token: self.token.unwrap_or(0),
+            },
+        };
+        Operation {
+            process: u64::from(self.client),
+            op,
+            invoke: self.invoke_ns,
+            complete: self.complete_ns,
+            outcome: self.outcome,
+        }
+    }
+}
+
+/// A trial's history as the checker takes it: [`calls`] in `mode`.
+pub fn operations(
+    events: &[Event],
+    name: &str,
+    mode: Mode,
+    end_ns: u64,
+    dead: Option<u32>,
+) -> Vec<Operation> {
+    calls(events, name, end_ns, dead)
+        .iter()
+        .map(|c| c.operation(mode))
+        .collect()
+}
+
+/// A trial's history: each client's invocations paired with their
+/// completions, each on its event's lock name (`name` where the event
+/// names none).
 ///
 /// The history is cut at `end_ns`, the earliest moment up to which every
 /// client's history had arrived (a client killed with the trial leaves its
@@ -118,13 +177,7 @@ impl Recorder {
 /// was about (the client's latest grant of that name). A client the runner
 /// killed on purpose (`dead`) gets a lost signal at `end_ns` on every name
 /// it used: its holds ended somewhere before, when their leases ran out.
-pub fn operations(
-    events: &[Event],
-    name: &str,
-    mode: Mode,
-    end_ns: u64,
-    dead: Option<u32>,
-) -> Vec<Operation> {
+pub fn calls(events: &[Event], name: &str, end_ns: u64, dead: Option<u32>) -> Vec<Call> {
     let mut by_client: BTreeMap<u32, Vec<&Event>> = BTreeMap::new();
     for event in events.iter().filter(|e| e.at_ns <= end_ns) {
         by_client.entry(event.client).or_default().push(event);
@@ -136,20 +189,17 @@ pub fn operations(
             event.name.clone()
         }
     };
-    let call = |op: Op, token: Option<u64>, name: String| -> checker::Op {
-        match op {
-            Op::Acquire => checker::Op::Acquire { name, mode },
-            Op::Release => checker::Op::Release { name },
-            Op::Lost => checker::Op::Lost { name },
-            Op::Write => checker::Op::Write {
-                name,
-                token: token.unwrap_or(0),
-            },
-        }
+    let call = |client, open: &Event, complete_ns: u64, token, outcome| Call {
+        client,
+        op: open.op,
+        name: name_of(open),
+        token,
+        invoke_ns: open.at_ns,
+        complete_ns: complete_ns.max(open.at_ns),
+        outcome,
     };
     let mut out = Vec::new();
     for (client, events) in by_client {
-        let process = u64::from(client);
         let mut pending: Option<&Event> = None;
         let mut granted: BTreeMap<String, u64> = BTreeMap::new();
         let mut used: Vec<String> = Vec::new();
@@ -160,25 +210,15 @@ pub fn operations(
             match (event.op, event.outcome) {
                 (_, Outcome::Invoke) => {
                     if let Some(open) = pending.replace(event) {
-                        out.push(Operation {
-                            process,
-                            op: call(open.op, open.token, name_of(open)),
-                            invoke: open.at_ns,
-                            complete: event.at_ns.max(open.at_ns),
-                            outcome: checker::Outcome::Info,
-                        });
+                        let info = checker::Outcome::Info;
+                        out.push(call(client, open, event.at_ns, open.token, info));
                     }
                 }
                 (Op::Lost, _) => {
                     if event.token.is_some() && event.token == granted.get(&name_of(event)).copied()
                     {
-                        out.push(Operation {
-                            process,
-                            op: call(Op::Lost, event.token, name_of(event)),
-                            invoke: event.at_ns,
-                            complete: event.at_ns,
-                            outcome: checker::Outcome::Ok,
-                        });
+                        let ok = checker::Outcome::Ok;
+                        out.push(call(client, event, event.at_ns, event.token, ok));
                     }
                 }
                 (op, outcome) => {
@@ -199,38 +239,35 @@ pub fn operations(
                     if op == Op::Release {
                         granted.remove(&name_of(event));
                     }
-                    out.push(Operation {
-                        process,
-                        op: call(op, event.token.or(open.token), name_of(open)),
-                        invoke: open.at_ns,
-                        complete: event.at_ns.max(open.at_ns),
-                        outcome,
-                    });
+                    let token = event.token.or(open.token);
+                    out.push(call(client, open, event.at_ns, token, outcome));
                 }
             }
         }
         if let Some(open) = pending {
-            out.push(Operation {
-                process,
-                op: call(open.op, open.token, name_of(open)),
-                invoke: open.at_ns,
-                complete: end_ns.max(open.at_ns),
-                outcome: checker::Outcome::Info,
-            });
+            out.push(call(
+                client,
+                open,
+                end_ns,
+                open.token,
+                checker::Outcome::Info,
+            ));
         }
         if dead == Some(client) {
             for name in used {
-                out.push(Operation {
-                    process,
-                    op: call(Op::Lost, None, name),
-                    invoke: end_ns,
-                    complete: end_ns,
+                out.push(Call {
+                    client,
+                    op: Op::Lost,
+                    name,
+                    token: None,
+                    invoke_ns: end_ns,
+                    complete_ns: end_ns,
                     outcome: checker::Outcome::Ok,
                 });
             }
         }
     }
-    out.sort_by_key(|op| (op.invoke, op.complete));
+    out.sort_by_key(|c| (c.invoke_ns, c.complete_ns));
     out
 }
 

@@ -18,6 +18,7 @@ pub mod contended;
 pub mod failover;
 pub mod faults;
 pub mod history;
+pub mod history_file;
 pub mod inject;
 pub mod mutant;
 pub mod protocol;
@@ -26,8 +27,10 @@ pub mod resource;
 pub mod revocation;
 pub mod row;
 pub mod run;
+pub mod second;
 pub mod shape;
 pub mod summary;
+pub mod timeline;
 pub mod usage;
 pub mod verdict;
 

@@ -17,10 +17,13 @@ use super::clock::now_ns;
 use super::contended::Contended;
 use super::faults::Fault;
 use super::history;
+use super::history_file::{self, HistoryFile};
 use super::inject::Target;
 use super::resource::{CheckingResource, Record};
 use super::row::{Row, Service};
+use super::second::{self, Second};
 use super::shape::{Shape, cell_seed, trial_seed};
+use super::timeline;
 use super::verdict::{Trial, merge};
 use distlock_testkit::history::{Mode, Verdict};
 use distlock_testkit::proxy::FaultProxy;
@@ -58,6 +61,10 @@ pub struct Plan {
     pub flip_trials: u32,
     /// Trials per other cell.
     pub trials: u32,
+    /// Where every trial's history is written (`--histories`); `None`
+    /// writes only the histories the two checkers disagree on, into the
+    /// temporary directory.
+    pub histories: Option<PathBuf>,
 }
 
 impl Plan {
@@ -77,6 +84,7 @@ impl Plan {
             seed: 0,
             flip_trials: 20,
             trials: 5,
+            histories: None,
         }
     }
 
@@ -434,13 +442,36 @@ pub async fn run_trial(
         .min()
         .unwrap_or(0)
         .min(ended.saturating_sub(origin_ns));
-    let ops = history::operations(&record.history, lock, mode, cut, dead);
+    let calls = history::calls(&record.history, lock, cut, dead);
     let fencing = row.strong_tokens() || row.mutant().is_some();
     let checking = std::time::Instant::now();
+    let ops: Vec<_> = calls.iter().map(|c| c.operation(mode)).collect();
     let verdict = tokio::task::spawn_blocking(move || history::check(&ops, fencing))
         .await
         .map_err(|e| format!("history check: {e}"))?;
     let took = checking.elapsed();
+    let second_checking = std::time::Instant::now();
+    let (second, calls) =
+        tokio::task::spawn_blocking(move || (second::check(&calls, fencing), calls))
+            .await
+            .map_err(|e| format!("second history check: {e}"))?;
+    let second_took = second_checking.elapsed();
+    let file = HistoryFile {
+        format: history_file::FORMAT.to_owned(),
+        backend: plan.contended.label(row),
+        fault: fault.number(),
+        fault_id: fault.id().to_owned(),
+        seed: format!("{:#x}", shape.seed),
+        lock: lock.to_owned(),
+        mode,
+        fencing,
+        cut_ns: cut,
+        killed: dead,
+        own_verdict: verdict.to_string(),
+        second_verdict: second.to_string(),
+        clients: HistoryFile::group(&calls),
+    };
+    record_second(&mut cell, plan, &verdict, &second, &file);
     if took > Duration::from_millis(500) {
         cell.notes
             .push(format!("the history check took {} ms", took.as_millis()));
@@ -466,13 +497,14 @@ pub async fn run_trial(
     cell.history_verdict = Some(text);
     eprintln!(
         "fault-matrix: {} fault {fault}: set-up and warm-up {} ms, lead {} ms, fault {} ms, \
-         after {} ms, history check {} ms",
+         after {} ms, history check {} ms, second check {} ms",
         plan.contended.label(row),
         (began - origin_ns) / 1_000_000,
         (fault_began - began) / 1_000_000,
         (fault_ended - fault_began) / 1_000_000,
         (ended - fault_ended) / 1_000_000,
-        took.as_millis()
+        took.as_millis(),
+        second_took.as_millis()
     );
     cell.crashed_clients = crashed.len() as u64;
     cell.notes.extend(crashed);
@@ -490,6 +522,49 @@ pub async fn run_trial(
         ));
     }
     Ok((cell, revoked_early))
+}
+
+/// Records the second checker's verdict in `cell`, writes the history
+/// file (every one with `--histories`; else only one the checkers disagree
+/// on, into the temporary directory), with its timeline when a checker
+/// found it not linearizable, and notes a disagreement with the file's name.
+fn record_second(cell: &mut Cell, plan: &Plan, own: &Verdict, second: &Second, file: &HistoryFile) {
+    match second {
+        Second::NotLinearizable { .. } => cell.second_not_linearizable = 1,
+        Second::Unknown => cell.second_unknown = 1,
+        Second::Linearizable => {}
+    }
+    cell.second_verdict = Some(second.to_string());
+    let own_bad = matches!(own, Verdict::NotLinearizable { .. });
+    let second_bad = matches!(second, Second::NotLinearizable { .. });
+    let decided = !matches!(own, Verdict::Unknown { .. }) && *second != Second::Unknown;
+    let disagree = decided && own_bad != second_bad;
+    let dir = match &plan.histories {
+        Some(dir) => dir.clone(),
+        None if disagree => std::env::temp_dir().join("fault-matrix-disagreements"),
+        None => return,
+    };
+    let svg = (own_bad || second_bad).then(|| timeline::svg(file));
+    let written = file.write(&dir, svg.as_deref());
+    if let Err(e) = &written {
+        eprintln!("fault-matrix: history file: {e}");
+    }
+    if disagree {
+        let at = written.map_or_else(|e| format!("unwritten: {e}"), |p| p.display().to_string());
+        let text = format!(
+            "the checkers disagree: the project's says {}, {second} (history {at})",
+            if own_bad {
+                "not linearizable"
+            } else {
+                "linearizable"
+            }
+        );
+        eprintln!(
+            "fault-matrix: {} fault {}: {text}",
+            file.backend, file.fault
+        );
+        cell.disagreements.push(text);
+    }
 }
 
 /// Every hold a trial's vouched stale writes, late lost signals and

@@ -38,6 +38,8 @@ pub fn trial_seed(cell: u64, index: u32) -> u64 {
 /// What a trial draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
+    /// The trial's seed, which drew everything below.
+    pub seed: u64,
     /// Contention between the clients' warm-up and the fault.
     pub lead: Duration,
     /// The client to keep inside its section through the fault.
@@ -109,6 +111,7 @@ impl Shape {
         // earlier runs of the same seed.
         let handover = ttl.mul_f64(rng.random_range(0.005..0.06));
         Shape {
+            seed,
             lead,
             victim,
             span,

@@ -174,6 +174,7 @@ pub fn headline(doc: &Document) -> String {
             ),
         );
     }
+    out.push_str(&second_checker(cells));
     let caught: Vec<Row> = Row::every().filter(|r| r.must_be_caught()).collect();
     let mut lines = Vec::new();
     for row in caught {
@@ -193,16 +194,53 @@ pub fn headline(doc: &Document) -> String {
                 .collect();
             by.push(format!("fault {}: {}", c.fault, names.join(", ")));
         }
-        lines.push(if by.is_empty() {
-            format!("`{row}` **undetected**")
+        let trials: u32 = of_row.iter().map(|c| c.trials).sum();
+        let second: u32 = of_row.iter().map(|c| c.second_not_linearizable).sum();
+        let second = if of_row.iter().any(|c| c.second_verdict.is_some()) {
+            format!(" (second checker: not linearizable in {second} of {trials} trials)")
         } else {
-            format!("`{row}` caught by {}", by.join("; "))
+            String::new()
+        };
+        lines.push(if by.is_empty() {
+            format!("`{row}` **undetected**{second}")
+        } else {
+            format!("`{row}` caught by {}{second}", by.join("; "))
         });
     }
     if !lines.is_empty() {
         let _ = writeln!(out, "- **The verdicts can fail:** {}.", lines.join("; "));
     }
     out
+}
+
+/// The second checker's line: how many histories it judged, what it found
+/// next to the project's checker, and the disagreements (none when the run
+/// passed). Empty for runs from before it.
+fn second_checker(cells: &[Cell]) -> String {
+    let measured: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.status == "measured" && c.second_verdict.is_some())
+        .collect();
+    if measured.is_empty() {
+        return String::new();
+    }
+    let sum = |f: fn(&Cell) -> u64| measured.iter().map(|c| f(c)).sum::<u64>();
+    let trials = sum(|c| u64::from(c.trials));
+    let bad = sum(|c| u64::from(c.second_not_linearizable));
+    let undecided = sum(|c| u64::from(c.second_unknown));
+    let own = sum(|c| u64::from(c.history_not_linearizable));
+    let disagreements = sum(|c| c.disagreements.len() as u64);
+    format!(
+        "- **A second checker ({}, porcupine's algorithm, with models of exclusion and of a \
+         fenced register):** of {}, it found {} not linearizable (the project's checker: {}) and \
+         left {} undecided; the two disagreed on {}.\n",
+        super::second::CHECKER,
+        count(trials, "history", "histories"),
+        bad,
+        own,
+        undecided,
+        count(disagreements, "history", "histories"),
+    )
 }
 
 /// `n` and what it counts, `one` or `many` as `n` asks.

@@ -225,18 +225,25 @@ pub fn merge(row: Row, fault: Fault, seed: u64, trials: Vec<Trial>) -> Cell {
             }
         };
         let findings = judge(row, fault, &measured, &trial.revoked_early);
-        let harness = measured.crashed_clients + measured.hung_clients > 0;
+        // A harness failure, or two checkers disagreeing, fails any row.
+        let harness = measured.crashed_clients + measured.hung_clients > 0
+            || !measured.disagreements.is_empty();
         if row.must_be_caught() && !findings.failing.is_empty() {
             detected = true;
             if harness {
                 failures += 1;
             }
-        } else if !findings.failing.is_empty() {
+        } else if !findings.failing.is_empty() || harness {
             failures += 1;
         } else if !findings.known.is_empty() {
             known_failures += 1;
         }
-        for text in findings.failing.iter().chain(&findings.known) {
+        for text in findings
+            .failing
+            .iter()
+            .chain(&findings.known)
+            .chain(&measured.disagreements)
+        {
             problems.push(format!("{at}: {text}"));
         }
         cell = Some(match cell {
@@ -266,6 +273,20 @@ pub fn merge(row: Row, fault: Fault, seed: u64, trials: Vec<Trial>) -> Cell {
         } else {
             format!("linearizable in all {n} trials")
         }
+    });
+    cell.second_verdict = cell.second_verdict.is_some().then(|| {
+        let (bad, unknown) = (cell.second_not_linearizable, cell.second_unknown);
+        let of = if bad > 0 {
+            format!("not linearizable in {bad} of {n} trials")
+        } else if unknown > 0 {
+            format!(
+                "linearizable in {} of {n} trials, undecided in {unknown}",
+                n - unknown
+            )
+        } else {
+            format!("linearizable in all {n} trials")
+        };
+        format!("{}: {of}", super::second::CHECKER)
     });
     cell.trials = n;
     cell.failures = failures;
@@ -306,6 +327,10 @@ fn add(mut sum: Cell, t: Cell) -> Cell {
     sum.history_events += t.history_events;
     sum.history_not_linearizable += t.history_not_linearizable;
     sum.history_unknown += t.history_unknown;
+    sum.second_not_linearizable += t.second_not_linearizable;
+    sum.second_unknown += t.second_unknown;
+    sum.second_verdict = sum.second_verdict.or(t.second_verdict);
+    sum.disagreements.extend(t.disagreements);
     sum.held_writes_rejected += t.held_writes_rejected;
     sum.crashed_clients += t.crashed_clients;
     sum.hung_clients += t.hung_clients;
@@ -470,6 +495,21 @@ mod tests {
             findings.failing,
             ["2 fenced violations", "1 token regression"]
         );
+    }
+
+    #[test]
+    fn checkers_that_disagree_fail_the_cell_in_every_row() {
+        for row in [Row::Etcd, Row::Redis, Row::MUTANTS[0]] {
+            let mut cell = measured(row, Fault::None);
+            cell.disagreements
+                .push("the checkers disagree (history h.json)".into());
+            let merged = merge_one(row, Fault::None, cell, Vec::new());
+            assert_eq!((merged.verdict.as_str(), merged.failures), ("fail", 1));
+            assert!(
+                merged.problems[0].ends_with("(history h.json)"),
+                "{merged:?}"
+            );
+        }
     }
 
     #[test]

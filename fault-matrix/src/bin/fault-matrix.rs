@@ -7,6 +7,7 @@
 //!                          postgres-advisory,file,broken,mutant-…]
 //!              [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 //!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1,many-names]
+//!              [--histories DIR]
 //! ```
 //!
 //! Prints the table on stdout. Fails (exit 1) when a cell could not run,
@@ -48,6 +49,7 @@ struct Args {
     trials: Option<u32>,
     flip_trials: Option<u32>,
     splice: Option<PathBuf>,
+    histories: Option<PathBuf>,
 }
 
 fn list<T>(text: &str, parse: impl Fn(&str) -> Option<T>, what: &str) -> Result<Vec<T>, String> {
@@ -69,6 +71,7 @@ fn parse() -> Result<Args, String> {
             "--markdown" => args.markdown = Some(value()?.into()),
             "--from-json" => args.from_json = Some(value()?.into()),
             "--splice" => args.splice = Some(value()?.into()),
+            "--histories" => args.histories = Some(value()?.into()),
             "--seed" => {
                 let text = value()?;
                 let parsed = match text.strip_prefix("0x") {
@@ -126,7 +129,8 @@ fn parse() -> Result<Args, String> {
                      [--seed N (default: from the clock; printed)] [--trials N (every cell)] \
                      [--flip-trials N (cells whose verdict can flip; after --trials)] \
                      [--from-json FILE (draw the table and chart of an earlier run)] \
-                     [--splice FILE (replace the generated parts of docs/safety.md)]"
+                     [--splice FILE (replace the generated parts of docs/safety.md)] \
+                     [--histories DIR (write every trial's history and both verdicts there)]"
                     .into());
             }
             other => return Err(format!("unknown flag {other}; see --help")),
@@ -157,6 +161,9 @@ fn problems(cells: &[Cell]) -> Vec<String> {
                 ));
             }
             _ => {}
+        }
+        for d in &c.disagreements {
+            out.push(format!("{at}: {d}"));
         }
     }
     for row in Row::every().filter(|r| r.must_be_caught()) {
@@ -271,6 +278,7 @@ async fn main() -> ExitCode {
         plan.flip_trials = n;
     }
     plan.seed = args.seed.unwrap_or_else(clock_seed);
+    plan.histories = args.histories.clone();
     eprintln!("fault-matrix: seed {:#x} (replay with --seed)", plan.seed);
     let rows: Vec<(Row, Option<Contended>)> = args
         .backends
