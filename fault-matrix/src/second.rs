@@ -281,10 +281,17 @@ impl Model for FencedRegister {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn call(client: u32, op: Op, token: u64, span: (u64, u64), outcome: Outcome) -> Call {
+    /// A call of `client` on the lock `l`, for tests.
+    pub(crate) fn call(
+        client: u32,
+        op: Op,
+        token: u64,
+        span: (u64, u64),
+        outcome: Outcome,
+    ) -> Call {
         Call {
             client,
             op,

@@ -231,15 +231,7 @@ mod tests {
 
     #[test]
     fn a_timeline_shows_each_clients_holds_writes_and_unknown_calls() {
-        let call = |client, op, token, span: (u64, u64), outcome| Call {
-            client,
-            op,
-            name: "l".into(),
-            token: Some(token),
-            invoke_ns: span.0,
-            complete_ns: span.1,
-            outcome,
-        };
+        let call = crate::second::tests::call;
         let calls = vec![
             call(0, Op::Acquire, 7, (0, 1_000), Outcome::Ok),
             call(0, Op::Write, 7, (2_000, 3_000), Outcome::Fail),

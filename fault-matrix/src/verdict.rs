@@ -261,31 +261,10 @@ pub fn merge(row: Row, fault: Fault, seed: u64, trials: Vec<Trial>) -> Cell {
     };
     cell.lost_signal_delay_ms = Spread::of(cell.lost_delays.clone());
     let checked = cell.history_events > 0 || cell.history_verdict.is_some();
-    cell.history_verdict = checked.then(|| {
-        let (bad, unknown) = (cell.history_not_linearizable, cell.history_unknown);
-        if bad > 0 {
-            format!("not linearizable in {bad} of {n} trials")
-        } else if unknown > 0 {
-            format!(
-                "linearizable in {} of {n} trials, undecided in {unknown}",
-                n - unknown
-            )
-        } else {
-            format!("linearizable in all {n} trials")
-        }
-    });
+    cell.history_verdict =
+        checked.then(|| checker_verdict(cell.history_not_linearizable, cell.history_unknown, n));
     cell.second_verdict = cell.second_verdict.is_some().then(|| {
-        let (bad, unknown) = (cell.second_not_linearizable, cell.second_unknown);
-        let of = if bad > 0 {
-            format!("not linearizable in {bad} of {n} trials")
-        } else if unknown > 0 {
-            format!(
-                "linearizable in {} of {n} trials, undecided in {unknown}",
-                n - unknown
-            )
-        } else {
-            format!("linearizable in all {n} trials")
-        };
+        let of = checker_verdict(cell.second_not_linearizable, cell.second_unknown, n);
         format!("{}: {of}", super::second::CHECKER)
     });
     cell.trials = n;
@@ -314,6 +293,21 @@ pub fn merge(row: Row, fault: Fault, seed: u64, trials: Vec<Trial>) -> Cell {
 }
 
 /// Two trials' measurements as one.
+/// One checker's verdict over a cell's `n` trials, `bad` of them not
+/// linearizable and `unknown` undecided.
+fn checker_verdict(bad: u32, unknown: u32, n: u32) -> String {
+    if bad > 0 {
+        format!("not linearizable in {bad} of {n} trials")
+    } else if unknown > 0 {
+        format!(
+            "linearizable in {} of {n} trials, undecided in {unknown}",
+            n - unknown
+        )
+    } else {
+        format!("linearizable in all {n} trials")
+    }
+}
+
 fn add(mut sum: Cell, t: Cell) -> Cell {
     sum.duration_ms += t.duration_ms;
     sum.acquisitions += t.acquisitions;
