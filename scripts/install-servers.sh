@@ -28,6 +28,8 @@
 #                            network namespaces of their own)
 #   python3 yaml             python3-yaml (docker/check-offline.py reads
 #                            docker/compose.yml)
+#   python3 redis            python3-redis (the Redis layout=plain interop
+#                            test runs redis-py's Lock under /usr/bin/python3)
 #   mkfs.vfat + fusefat      dosfstools, fusefat (the file backend's test on a
 #                            case-insensitive filesystem, mounted through FUSE)
 set -euo pipefail
@@ -67,6 +69,7 @@ need dosfstools        "mkfs.vfat"                   command -v mkfs.vfat
 need fusefat           "fusefat"                     command -v fusefat
 need iproute2          "ip"                          command -v ip
 need python3-yaml      "python3 yaml"                python3 -c 'import yaml'
+need python3-redis     "python3 redis"               /usr/bin/python3 -c 'import redis'
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "all servers present"

@@ -10,11 +10,11 @@ use std::time::Duration;
 use distlock_core::raw::{UrlParts, parse_duration, redact_url, split_host_port};
 use distlock_core::{Error, Result};
 
-use crate::config::{DEFAULT_PORT, ServerAddr};
+use crate::config::{DEFAULT_PORT, Layout, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
 const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, fair";
+    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, fair, layout";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +28,7 @@ pub(crate) enum UrlOption {
     TlsInsecure(bool),
     TlsCaFile(String),
     Fair(bool),
+    Layout(Layout),
 }
 
 /// The parts of a URL.
@@ -116,6 +117,7 @@ pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlO
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
         "tls.ca" | "tls_ca_file" => UrlOption::TlsCaFile(value),
         "fair" => UrlOption::Fair(flag(&value)?),
+        "layout" => UrlOption::Layout(Layout::parse(&value).map_err(|why| format!("option {why}"))?),
         other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })
 }
