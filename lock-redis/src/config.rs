@@ -778,11 +778,16 @@ mod tests {
                 ..Settings::default()
             })
             .unwrap();
-        assert_eq!((layered.common.layout, layered.common.prefix.as_str()), (Layout::Plain, ""));
+        assert_eq!(
+            (layered.common.layout, layered.common.prefix.as_str()),
+            (Layout::Plain, "")
+        );
         let built = RedisConfig::new("h", 1).with_layout(Layout::Plain);
         assert_eq!(built.common.prefix, "");
         assert_eq!(
-            RedisConfig::from_url("redis://h?layout=distlock").unwrap().common,
+            RedisConfig::from_url("redis://h?layout=distlock")
+                .unwrap()
+                .common,
             CommonConfig::default()
         );
     }
@@ -790,10 +795,26 @@ mod tests {
     #[test]
     fn layout_plain_refuses_what_it_cannot_honour() {
         let cases = [
-            ("redis://h?layout=plain&fair=false", ErrorKind::InvalidConfig, "fair"),
-            ("redis://h?fair=true&layout=plain", ErrorKind::InvalidConfig, "fair"),
-            ("redis://h?layout=rows", ErrorKind::InvalidConfig, "layout \"rows\""),
-            ("redlock://a,b,c?layout=plain", ErrorKind::Unsupported, "layout=plain"),
+            (
+                "redis://h?layout=plain&fair=false",
+                ErrorKind::InvalidConfig,
+                "fair",
+            ),
+            (
+                "redis://h?fair=true&layout=plain",
+                ErrorKind::InvalidConfig,
+                "fair",
+            ),
+            (
+                "redis://h?layout=rows",
+                ErrorKind::InvalidConfig,
+                "layout \"rows\"",
+            ),
+            (
+                "redlock://a,b,c?layout=plain",
+                ErrorKind::Unsupported,
+                "layout=plain",
+            ),
         ];
         for (url, kind, needle) in cases {
             let err = RedisConfig::from_url(url)
@@ -811,10 +832,18 @@ mod tests {
             .with_fair(false)
             .validate()
             .unwrap_err();
-        assert!(fair_later.to_string().contains("fair=false"), "{fair_later}");
-        let text = serde_json::to_string(&RedisConfig::default().with_layout(Layout::Plain)).unwrap();
+        assert!(
+            fair_later.to_string().contains("fair=false"),
+            "{fair_later}"
+        );
+        let text =
+            serde_json::to_string(&RedisConfig::default().with_layout(Layout::Plain)).unwrap();
         assert!(text.contains(r#""layout":"plain""#), "{text}");
-        assert!(!serde_json::to_string(&RedisConfig::default()).unwrap().contains("layout"));
+        assert!(
+            !serde_json::to_string(&RedisConfig::default())
+                .unwrap()
+                .contains("layout")
+        );
     }
 
     #[test]

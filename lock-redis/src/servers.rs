@@ -367,7 +367,10 @@ impl Servers {
         let ttl_ms = millis(ttl).to_string();
         let what = format!("renewing lock {name}");
         let (script, key_list) = if self.layout == Layout::Plain {
-            (&SCRIPTS.plain_renew, vec![keys.owner.as_str(), &keys.revoked])
+            (
+                &SCRIPTS.plain_renew,
+                vec![keys.owner.as_str(), &keys.revoked],
+            )
         } else if keys.space.is_shared() {
             (
                 &SCRIPTS.shared_renew,

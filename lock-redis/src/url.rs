@@ -13,8 +13,7 @@ use distlock_core::{Error, Result};
 use crate::config::{DEFAULT_PORT, Layout, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
-const OPTIONS: &str =
-    "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, fair, layout";
+const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, fair, layout";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +116,9 @@ pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlO
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
         "tls.ca" | "tls_ca_file" => UrlOption::TlsCaFile(value),
         "fair" => UrlOption::Fair(flag(&value)?),
-        "layout" => UrlOption::Layout(Layout::parse(&value).map_err(|why| format!("option {why}"))?),
+        "layout" => {
+            UrlOption::Layout(Layout::parse(&value).map_err(|why| format!("option {why}"))?)
+        }
         other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })
 }

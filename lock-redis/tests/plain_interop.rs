@@ -50,7 +50,11 @@ async fn distlock_holds_and_the_peer_is_refused(library: Library) {
     let guard = client.lock("jobs").await.expect("lock");
     assert_eq!(guard.key(), "jobs", "the bare name is the key");
     let mut peer = LockPeer::start(library, server.port(), "jobs", Duration::from_secs(5));
-    assert_eq!(peer.ask("try"), "busy", "{library:?} got a lock distlock holds");
+    assert_eq!(
+        peer.ask("try"),
+        "busy",
+        "{library:?} got a lock distlock holds"
+    );
     guard.release().await.expect("release");
     assert_eq!(peer.ask("try"), "acquired");
     assert_eq!(value_of(&server, "jobs").await, Some(peer.ask("value")));
@@ -63,7 +67,10 @@ async fn the_peer_holds_and_distlock_waits_until_it_releases(library: Library) {
     let mut peer = LockPeer::start(library, server.port(), "jobs", Duration::from_secs(5));
     assert_eq!(peer.ask("try"), "acquired");
     let theirs = peer.ask("value");
-    let err = client.try_lock("jobs").await.expect_err("the peer holds it");
+    let err = client
+        .try_lock("jobs")
+        .await
+        .expect_err("the peer holds it");
     assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
     let waiting = tokio::spawn({
         let client = client.clone();
@@ -71,7 +78,10 @@ async fn the_peer_holds_and_distlock_waits_until_it_releases(library: Library) {
     });
     until_members(&server, "distlock:plain:{jobs}:waiters", 1).await;
     assert_eq!(value_of(&server, "jobs").await.as_ref(), Some(&theirs));
-    assert!(!waiting.is_finished(), "distlock got in while {library:?} held it");
+    assert!(
+        !waiting.is_finished(),
+        "distlock got in while {library:?} held it"
+    );
     assert_eq!(peer.ask("release"), "released");
     let guard = within(BOUND, "distlock gets in after the release", waiting)
         .await
@@ -113,7 +123,10 @@ async fn a_lock_of_a_killed_redis_py_process_expires_and_distlock_takes_it() {
     assert_eq!(peer.ask("try"), "acquired");
     let theirs = peer.ask("value");
     peer.kill();
-    let err = client.try_lock("jobs").await.expect_err("the key outlives its process");
+    let err = client
+        .try_lock("jobs")
+        .await
+        .expect_err("the key outlives its process");
     assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
     assert_eq!(value_of(&server, "jobs").await.as_ref(), Some(&theirs));
     let guard = client
@@ -139,7 +152,10 @@ async fn distlock_never_releases_or_renews_a_key_redis_py_took_over() {
 
     // Released before its renewal noticed.
     let guard = client.lock("jobs").await.expect("lock");
-    assert_eq!(server.command(&["DEL", "jobs"]).await.expect("DEL"), RespReply::Integer(1));
+    assert_eq!(
+        server.command(&["DEL", "jobs"]).await.expect("DEL"),
+        RespReply::Integer(1)
+    );
     assert_eq!(peer.ask("try"), "acquired");
     let theirs = peer.ask("value");
     let err = guard.release().await.expect_err("the key is redis-py's");
@@ -149,13 +165,19 @@ async fn distlock_never_releases_or_renews_a_key_redis_py_took_over() {
 
     // Renewed after redis-py took the key: the renewal finds it not ours.
     let guard = client.lock("jobs").await.expect("lock");
-    assert_eq!(server.command(&["DEL", "jobs"]).await.expect("DEL"), RespReply::Integer(1));
+    assert_eq!(
+        server.command(&["DEL", "jobs"]).await.expect("DEL"),
+        RespReply::Integer(1)
+    );
     assert_eq!(peer.ask("try"), "acquired");
     let theirs = peer.ask("value");
     let before = pttl(&server, "jobs").await;
     let reason = within(TTL * 2 + BOUND, "the lost signal", guard.lost()).await;
     assert!(
-        matches!(reason, LostReason::RenewalFailed(_) | LostReason::Expired | LostReason::Deleted),
+        matches!(
+            reason,
+            LostReason::RenewalFailed(_) | LostReason::Expired | LostReason::Deleted
+        ),
         "{reason:?}"
     );
     assert!(!guard.is_held());
@@ -165,6 +187,10 @@ async fn distlock_never_releases_or_renews_a_key_redis_py_took_over() {
         after <= before && after > 0,
         "redis-py's key was extended or lost: PTTL {before} then {after}"
     );
-    assert_eq!(peer.ask("extend"), "extended", "redis-py still owns its key");
+    assert_eq!(
+        peer.ask("extend"),
+        "extended",
+        "redis-py still owns its key"
+    );
     assert_eq!(peer.ask("release"), "released");
 }

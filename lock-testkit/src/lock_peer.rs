@@ -49,13 +49,17 @@ impl LockPeer {
     pub fn start(library: Library, port: u16, name: &str, ttl: Duration) -> LockPeer {
         let mut command = command_for(library);
         command
-            .args([port.to_string(), name.to_owned(), ttl.as_millis().to_string()])
+            .args([
+                port.to_string(),
+                name.to_owned(),
+                ttl.as_millis().to_string(),
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the {library:?} peer ({e}); run scripts/install-servers.sh"));
+        let mut child = command.spawn().unwrap_or_else(|e| {
+            panic!("cannot start the {library:?} peer ({e}); run scripts/install-servers.sh")
+        });
         let stdout = child.stdout.take().expect("piped stdout");
         let (send, lines) = channel();
         std::thread::spawn(move || {
@@ -96,7 +100,10 @@ impl LockPeer {
         match self.lines.recv_timeout(ANSWER_WITHIN) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => {
-                panic!("{:?} peer: no answer within {ANSWER_WITHIN:?}", self.library)
+                panic!(
+                    "{:?} peer: no answer within {ANSWER_WITHIN:?}",
+                    self.library
+                )
             }
             Err(RecvTimeoutError::Disconnected) => {
                 let status = self.child.wait();
@@ -127,7 +134,10 @@ fn command_for(library: Library) -> Command {
         Library::NodeRedlock => ("-e", "require('redlock'); require('ioredis')"),
     };
     let mut check = Command::new(program);
-    check.args([flag, probe]).stdout(Stdio::null()).stderr(Stdio::null());
+    check
+        .args([flag, probe])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     if let Some(path) = &env {
         check.env("NODE_PATH", path);
     }
@@ -138,8 +148,10 @@ fn command_for(library: Library) -> Command {
          ({})",
         match library {
             Library::RedisPy => "apt-get install python3-redis".to_owned(),
-            Library::NodeRedlock =>
-                format!("npm install --prefix {} redlock@4 ioredis@5", node_prefix().display()),
+            Library::NodeRedlock => format!(
+                "npm install --prefix {} redlock@4 ioredis@5",
+                node_prefix().display()
+            ),
         }
     );
     let mut command = Command::new(program);
@@ -156,7 +168,8 @@ fn command_for(library: Library) -> Command {
 
 /// `NODE_MODULES`, or `DISTLOCK_NODE_MODULES` when set.
 fn node_modules() -> PathBuf {
-    std::env::var_os("DISTLOCK_NODE_MODULES").map_or_else(|| PathBuf::from(NODE_MODULES), PathBuf::from)
+    std::env::var_os("DISTLOCK_NODE_MODULES")
+        .map_or_else(|| PathBuf::from(NODE_MODULES), PathBuf::from)
 }
 
 /// The directory npm installs `node_modules` under.

@@ -30,7 +30,10 @@ pub(crate) async fn inspect(servers: &Servers, name: &LockName) -> Result<LockSt
 
 /// Deletes lock `name`'s key whoever holds it; returns what was known of
 /// the holder. A distlock holder's next renewal reports `Revoked`.
-pub(crate) async fn force_release(servers: &Servers, name: &LockName) -> Result<Option<HolderInfo>> {
+pub(crate) async fn force_release(
+    servers: &Servers,
+    name: &LockName,
+) -> Result<Option<HolderInfo>> {
     let keys = servers.keys.of(Space::Lock, name);
     let what = format!("breaking lock {name}");
     let evicted: Option<(String, i64)> = servers.nodes[0]

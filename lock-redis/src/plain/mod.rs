@@ -198,7 +198,10 @@ mod tests {
         for _ in 0..12 {
             steps.push(naps.next(None));
         }
-        assert!(steps.iter().all(|n| *n >= MIN_NAP / 2 && *n <= MAX_NAP), "{steps:?}");
+        assert!(
+            steps.iter().all(|n| *n >= MIN_NAP / 2 && *n <= MAX_NAP),
+            "{steps:?}"
+        );
         assert!(steps[11] >= MAX_NAP / 2, "{steps:?}");
         let soon = naps.next(Some(Duration::from_millis(1)));
         assert!(soon <= Duration::from_millis(1) + MIN_NAP, "{soon:?}");

@@ -78,7 +78,10 @@ mod tests {
         ] {
             assert_eq!(token_of(theirs), None, "{theirs}");
             let shown = holder_info("jobs", theirs, -1);
-            assert_eq!((shown.token, shown.description, shown.lease_left), (FencingToken(0), None, None));
+            assert_eq!(
+                (shown.token, shown.description, shown.lease_left),
+                (FencingToken(0), None, None)
+            );
         }
     }
 }
