@@ -28,6 +28,12 @@
 #                            network namespaces of their own)
 #   python3 yaml             python3-yaml (docker/check-offline.py reads
 #                            docker/compose.yml)
+#   python3 redis            python3-redis (the Redis layout=plain interop
+#                            test runs redis-py's Lock under /usr/bin/python3)
+#   node, npm                nodejs, npm; then node-redlock 4 and ioredis 5
+#                            from the npm registry (Debian packages neither)
+#                            into $DISTLOCK_NODE_DIR (default
+#                            /usr/local/lib/distlock-node), for the same test
 #   mkfs.vfat + fusefat      dosfstools, fusefat (the file backend's test on a
 #                            case-insensitive filesystem, mounted through FUSE)
 set -euo pipefail
@@ -67,8 +73,23 @@ need dosfstools        "mkfs.vfat"                   command -v mkfs.vfat
 need fusefat           "fusefat"                     command -v fusefat
 need iproute2          "ip"                          command -v ip
 need python3-yaml      "python3 yaml"                python3 -c 'import yaml'
+need python3-redis     "python3 redis"               /usr/bin/python3 -c 'import redis'
+need nodejs            "node"                        command -v node
+need npm               "npm"                         command -v npm
+
+NODE_DIR=${DISTLOCK_NODE_DIR:-/usr/local/lib/distlock-node}
+node_modules() { # node-redlock and ioredis under $NODE_DIR, from npm if missing
+    if NODE_PATH="$NODE_DIR/node_modules" node -e "require('redlock'); require('ioredis')" >/dev/null 2>&1; then
+        printf 'ok       %s\n' "node-redlock in $NODE_DIR"
+    else
+        echo "installing node-redlock 4 and ioredis 5 into $NODE_DIR (npm)"
+        mkdir -p "$NODE_DIR"
+        npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent redlock@4 ioredis@5
+    fi
+}
 
 if [ ${#missing[@]} -eq 0 ]; then
+    node_modules
     echo "all servers present"
     exit 0
 fi
@@ -135,4 +156,7 @@ test -f /usr/include/google/protobuf/descriptor.proto ||
     { echo "error: google/protobuf/descriptor.proto still missing (libprotobuf-dev)" >&2; exit 1; }
 python3 -c 'import yaml' 2>/dev/null ||
     { echo "error: python3 yaml still missing (python3-yaml)" >&2; exit 1; }
+/usr/bin/python3 -c 'import redis' 2>/dev/null ||
+    { echo "error: python3 redis still missing (python3-redis)" >&2; exit 1; }
+node_modules
 echo "all servers installed"

@@ -58,8 +58,10 @@ pub struct Config {
     /// Key layout, for sharing locks with other clients of the same server:
     /// `distlock` (the default), `concurrency` (etcd: the layout of etcd's
     /// concurrency package and `etcdctl lock`), `curator` (ZooKeeper:
-    /// Apache Curator's recipes), `advisory` (PostgreSQL advisory locks) or
-    /// `named` (MySQL named locks, `GET_LOCK`).
+    /// Apache Curator's recipes), `plain` (Redis: one `SET NX PX` key per
+    /// lock, as redis-py, go-redsync and node-redlock keep it), `advisory`
+    /// (PostgreSQL advisory locks) or `named` (MySQL named locks,
+    /// `GET_LOCK`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
     /// `fsync` record writes (file backend).

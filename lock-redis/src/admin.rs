@@ -17,6 +17,7 @@ use distlock_core::{
 };
 use futures::future::join_all;
 
+use crate::config::Layout;
 use crate::keys::Space;
 use crate::quorum::gather;
 use crate::scripts::SCRIPTS;
@@ -157,6 +158,9 @@ impl Servers {
     /// The holder and waiters of lock `name`, or of its election when the
     /// lock is neither held nor waited for: an operator names either.
     pub(crate) async fn inspect_name(&self, name: &LockName) -> Result<LockStatus> {
+        if self.layout == Layout::Plain {
+            return crate::plain::inspect(self, name).await;
+        }
         let lock = self.inspect(Space::Lock, name).await?;
         if lock.is_held() || lock.waiting > 0 {
             return Ok(lock);
@@ -191,6 +195,12 @@ impl Servers {
     /// One page of the locks and elections under `options.prefix` that are
     /// held or waited for.
     pub(crate) async fn list(&self, options: &ListOptions) -> Result<ListPage> {
+        if self.layout == Layout::Plain {
+            // Its lock keys are bare names among the application's keys.
+            return Err(crate::plain::lacks(
+                "list: a lock's key is its bare name, which no scan can tell from the application's other keys",
+            ));
+        }
         let mut candidates = Vec::new();
         for space in [Space::Lock, Space::Election] {
             for name in self.scan_names(space, &options.prefix).await? {
@@ -240,6 +250,9 @@ impl Servers {
     /// Breaks lock `name` on every server, or its election's leadership
     /// when the lock is free; returns the holder a majority showed, if any.
     pub(crate) async fn force_release(&self, name: &LockName) -> Result<Option<HolderInfo>> {
+        if self.layout == Layout::Plain {
+            return crate::plain::force_release(self, name).await;
+        }
         match self.force_release_in(Space::Lock, name).await? {
             Some(evicted) => Ok(Some(evicted)),
             None => self.force_release_in(Space::Election, name).await,

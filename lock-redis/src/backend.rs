@@ -21,6 +21,9 @@ use crate::keys::Space;
 use crate::servers::{Mode, Servers};
 
 fn capabilities(servers: &Servers) -> Capabilities {
+    if servers.layout == crate::Layout::Plain {
+        return plain_capabilities(servers);
+    }
     // Tokens are best effort: they come from a counter in Redis memory. The
     // counter is seeded from the server clock, so a restart that lost it
     // still continues upwards, but an asynchronous replica promoted after a
@@ -44,6 +47,19 @@ fn capabilities(servers: &Servers) -> Capabilities {
         // time by the server clock) beside the owner key, and waiters their
         // descriptions; the lease left is the key's PTTL.
         .with_admin(AdminCapabilities::all())
+}
+
+/// The plain layout: locks only, not FIFO (waiters poll), tokens from the
+/// server clock, and an operator's view of what the one key shows.
+fn plain_capabilities(servers: &Servers) -> Capabilities {
+    // Waiters are counted, not described: a waiter stores only its id. The
+    // grant time is the token (server time), where distlock wrote the value.
+    let mut admin = AdminCapabilities::all().with_waiters(false);
+    // Lock keys are bare names among the application's keys.
+    admin.list = false;
+    Capabilities::new(servers.backend, FencingStrength::BestEffort)
+        .with_ttl_limits(distlock_core::MIN_TTL, Duration::from_millis(1))
+        .with_admin(admin)
 }
 
 /// A lock service on one Redis server (`redis://` or `rediss://`).

@@ -63,7 +63,7 @@ impl RedisClusterConfig {
             nodes: parsed.hosts.clone(),
             common: CommonConfig::default(),
         };
-        config.common.apply(parsed);
+        config.common.apply(parsed)?;
         config.validate()?;
         Ok(config)
     }
@@ -81,6 +81,7 @@ impl RedisClusterConfig {
                 self.common.db
             )));
         }
+        crate::config::refuse_plain(&self.common, "a Redis Cluster")?;
         self.common.validate()
     }
 

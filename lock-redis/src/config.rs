@@ -109,6 +109,53 @@ fn check_insecure_allowed(insecure: bool, compiled_in: bool) -> Result<()> {
     Ok(())
 }
 
+/// Whose key layout a backend uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// This crate's own keys (`<prefix>lock:{<name>}:owner` and its
+    /// companions): FIFO queue, fencing counter, holder record.
+    #[default]
+    Distlock,
+    /// One key per lock, `<prefix><name>`, taken with `SET NX PX` and a
+    /// random value, as redis-py's `Lock`, go-redsync and node-redlock take
+    /// it, so that they and distlock exclude each other. One server only;
+    /// the default prefix is empty. See the crate docs' "layout=plain".
+    Plain,
+}
+
+impl Layout {
+    /// Every layout, in the order messages list them.
+    pub const ALL: [Layout; 2] = [Layout::Distlock, Layout::Plain];
+
+    /// The layout's name in URLs and config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Distlock => "distlock",
+            Layout::Plain => "plain",
+        }
+    }
+
+    /// The layout named `text`; anything else is a message listing the
+    /// known ones.
+    pub(crate) fn parse(text: &str) -> std::result::Result<Layout, String> {
+        Layout::ALL
+            .into_iter()
+            .find(|layout| layout.as_str() == text)
+            .ok_or_else(|| format!("layout {text:?} is not distlock or plain"))
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Layout::default()
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Settings shared by the single-server and the Redlock backends.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -142,8 +189,13 @@ pub struct CommonConfig {
     /// lock to the first (`true`, the default), or race for it whenever a
     /// release leaves it free (`false`, non-fair: in no order; see the
     /// crate docs' "Non-fair mode"). Redlock waiters always race. URL:
-    /// `?fair=false`.
+    /// `?fair=false`. The plain layout has no queue and refuses `false`.
     pub fair: bool,
+    /// Whose keys to use: [`Layout::Distlock`] (the default) or
+    /// [`Layout::Plain`], to share locks with redis-py, go-redsync and
+    /// node-redlock. URL and setting: `layout`.
+    #[serde(skip_serializing_if = "Layout::is_default")]
+    pub layout: Layout,
 }
 
 impl Default for CommonConfig {
@@ -159,6 +211,7 @@ impl Default for CommonConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             holder: None,
             fair: true,
+            layout: Layout::Distlock,
         }
     }
 }
@@ -178,6 +231,9 @@ impl CommonConfig {
                 "redis request_timeout must be greater than zero",
             ));
         }
+        if self.layout == Layout::Plain {
+            return self.validate_plain();
+        }
         if self.prefix.contains(['{', '}']) {
             return Err(Error::invalid_config(format!(
                 "redis key prefix {:?} contains '{{' or '}}'; those would break the {{name}} hash tags that keep a lock's keys in one cluster slot",
@@ -194,29 +250,73 @@ impl CommonConfig {
         Ok(())
     }
 
+    /// The checks of the plain layout: it has no queue to be fair with,
+    /// and its keys need no hash tag, so the prefix may hold braces.
+    fn validate_plain(&self) -> Result<()> {
+        if !self.fair {
+            return Err(Error::invalid_config(
+                "redis layout=plain: fair=false does not apply: the plain layout has no queue, its waiters always race (poll); leave fair out",
+            ));
+        }
+        if self.db < 0 {
+            return Err(Error::invalid_config(format!(
+                "redis database number {} is negative",
+                self.db
+            )));
+        }
+        Ok(())
+    }
+
     /// Applies the [`Settings`] Redis honours over these (the client
-    /// settings, `tls.ca`, `tls.cert`, `tls.key` and `fair`), and refuses the
-    /// others.
+    /// settings, `tls.ca`, `tls.cert`, `tls.key`, `fair` and `layout`), and
+    /// refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
-        settings.refuse_others_than_client("Redis", &["tls.ca", "tls.cert", "tls.key", "fair"])?;
+        settings.refuse_others_than_client(
+            "Redis",
+            &["tls.ca", "tls.cert", "tls.key", "fair", "layout"],
+        )?;
+        let was_default_prefix = self.prefix == DEFAULT_PREFIX;
         self.apply_client_settings(settings);
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
+        let mut options = Vec::new();
         for (name, value) in &settings.options {
             let option = url::parse_option(name, value.clone())
                 .map_err(|why| Error::invalid_config(format!("redis {why}")))?;
-            self.apply_option(option);
+            options.push(option);
         }
+        let prefix_given = settings.prefix.is_some() || !was_default_prefix;
+        self.apply_options(options, prefix_given)?;
         self.validate()
     }
 
-    pub(crate) fn apply(&mut self, parsed: ParsedUrl) {
+    pub(crate) fn apply(&mut self, parsed: ParsedUrl) -> Result<()> {
         self.db = parsed.db.unwrap_or(self.db);
         self.username = parsed.username;
         self.password = parsed.password;
         self.tls.enabled = parsed.tls;
-        for option in parsed.options {
+        self.apply_options(parsed.options, false)
+    }
+
+    /// Applies `options`, given together (one URL, or one layer of
+    /// settings). `fair` with `layout=plain` is refused: that layout has no
+    /// queue. Switching to the plain layout empties a default prefix
+    /// unless `prefix_given` or `options` set one.
+    fn apply_options(&mut self, options: Vec<UrlOption>, prefix_given: bool) -> Result<()> {
+        let has = |wanted: fn(&UrlOption) -> bool| options.iter().any(wanted);
+        let plain = has(|o| matches!(o, UrlOption::Layout(Layout::Plain)));
+        if plain && has(|o| matches!(o, UrlOption::Fair(_))) {
+            return Err(Error::invalid_config(
+                "redis layout=plain takes no fair setting: the plain layout has no queue, its waiters always race (poll)",
+            ));
+        }
+        let prefix_given = prefix_given || has(|o| matches!(o, UrlOption::Prefix(_)));
+        for option in options {
             self.apply_option(option);
         }
+        if plain && !prefix_given && self.prefix == DEFAULT_PREFIX {
+            self.prefix.clear();
+        }
+        Ok(())
     }
 
     fn apply_option(&mut self, option: UrlOption) {
@@ -241,6 +341,7 @@ impl CommonConfig {
                 self.tls.key_file = Some(PathBuf::from(path));
             }
             UrlOption::Fair(on) => self.fair = on,
+            UrlOption::Layout(layout) => self.layout = layout,
         }
     }
 
@@ -254,7 +355,8 @@ impl CommonConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("holder", &self.holder)
-            .field("fair", &self.fair);
+            .field("fair", &self.fair)
+            .field("layout", &self.layout);
     }
 }
 
@@ -299,7 +401,9 @@ impl fmt::Debug for CommonConfig {
 /// seconds), `prefix`, `holder` (the description operators see), `tls`
 /// (`true` is the same as `rediss://`), `tls_insecure`, `tls.ca` (a PEM
 /// file of root certificates; it turns TLS on), `fair` (`false`: lock
-/// waiters race instead of queueing).
+/// waiters race instead of queueing), `layout` (`plain`: one `SET NX PX`
+/// key per lock, shared with redis-py, go-redsync and node-redlock; its
+/// default prefix is empty).
 ///
 /// ```
 /// use distlock_redis::RedisConfig;
@@ -355,6 +459,16 @@ macro_rules! common_builders {
             self
         }
 
+        /// Sets the key layout; the plain layout empties a prefix left at
+        /// its default (see [`CommonConfig::layout`]).
+        pub fn with_layout(mut self, layout: crate::Layout) -> Self {
+            if layout == crate::Layout::Plain && self.common.prefix == crate::DEFAULT_PREFIX {
+                self.common.prefix.clear();
+            }
+            self.common.layout = layout;
+            self
+        }
+
         /// Sets whether lock waiters queue (`true`, the default) or race
         /// (`false`); see [`CommonConfig::fair`].
         pub fn with_fair(mut self, fair: bool) -> Self {
@@ -393,7 +507,7 @@ impl RedisConfig {
             server: parsed.hosts[0].clone(),
             common: CommonConfig::default(),
         };
-        config.common.apply(parsed);
+        config.common.apply(parsed)?;
         config.validate()?;
         Ok(config)
     }
@@ -469,7 +583,7 @@ impl RedlockConfig {
             servers: parsed.hosts.clone(),
             common: CommonConfig::default(),
         };
-        config.common.apply(parsed);
+        config.common.apply(parsed)?;
         config.validate()?;
         Ok(config)
     }
@@ -486,10 +600,34 @@ impl RedlockConfig {
             "redlock needs at least one server (redlock://h1:6379,h2:6379,h3:6379)",
             "redlock server {} is listed twice; the servers must be independent",
         )?;
+        refuse_plain(&self.common, "redlock")?;
         self.common.validate()
     }
 
     common_builders!();
+}
+
+/// `Unsupported` for the plain layout on `backend` (Redlock, a cluster):
+/// it is one key on one server.
+pub(crate) fn refuse_plain(common: &CommonConfig, backend: &str) -> Result<()> {
+    if common.layout != Layout::Plain {
+        return Ok(());
+    }
+    Err(Error::unsupported(format!(
+        "redis layout=plain is for one server (redis://host:port?layout=plain); {backend} uses the distlock layout"
+    )))
+}
+
+/// [`refuse_plain`] for every mode but a single server, for configs that
+/// reach `connect` without their own `validate`.
+pub(crate) fn refuse_plain_beyond_one_server(
+    common: &CommonConfig,
+    mode: crate::servers::Mode,
+) -> Result<()> {
+    match mode {
+        crate::servers::Mode::Single => Ok(()),
+        other => refuse_plain(common, other.name()),
+    }
 }
 
 /// `InvalidConfig` with `empty` when `servers` is empty, or with `twice`
@@ -685,9 +823,9 @@ mod tests {
         assert_eq!(c.common.prefix, "jobs:");
         assert_eq!(c.common.holder.as_deref(), Some("nightly-report"));
         assert!(c.common.tls.enabled);
-        for refused in ["fsync", "layout"] {
+        for (refused, value) in [("fsync", "x"), ("layout", "plain")] {
             let refused = Settings {
-                options: vec![(refused.into(), "x".into())],
+                options: vec![(refused.into(), value.into())],
                 ..Settings::default()
             };
             let err = RedlockConfig::from_url("redlock://a,b,c")
@@ -702,6 +840,90 @@ mod tests {
         };
         let err = RedisConfig::default().with_settings(&zero).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    }
+
+    #[test]
+    fn layout_plain_has_an_empty_default_prefix_and_keeps_a_given_one() {
+        let plain = RedisConfig::from_url("redis://h?layout=plain").unwrap();
+        assert_eq!(plain.common.layout, Layout::Plain);
+        assert_eq!(plain.common.prefix, "");
+        let given = RedisConfig::from_url("redis://h?prefix=app:&layout=plain").unwrap();
+        assert_eq!(given.common.prefix, "app:");
+        let braces = RedisConfig::from_url("redis://h?layout=plain&prefix={app}:").unwrap();
+        assert_eq!(braces.common.prefix, "{app}:", "no hash tag to protect");
+        let layered = RedisConfig::from_url("redis://h")
+            .unwrap()
+            .with_settings(&Settings {
+                options: vec![("layout".into(), "plain".into())],
+                ..Settings::default()
+            })
+            .unwrap();
+        assert_eq!(
+            (layered.common.layout, layered.common.prefix.as_str()),
+            (Layout::Plain, "")
+        );
+        let built = RedisConfig::new("h", 1).with_layout(Layout::Plain);
+        assert_eq!(built.common.prefix, "");
+        assert_eq!(
+            RedisConfig::from_url("redis://h?layout=distlock")
+                .unwrap()
+                .common,
+            CommonConfig::default()
+        );
+    }
+
+    #[test]
+    fn layout_plain_refuses_what_it_cannot_honour() {
+        let cases = [
+            (
+                "redis://h?layout=plain&fair=false",
+                ErrorKind::InvalidConfig,
+                "fair",
+            ),
+            (
+                "redis://h?fair=true&layout=plain",
+                ErrorKind::InvalidConfig,
+                "fair",
+            ),
+            (
+                "redis://h?layout=rows",
+                ErrorKind::InvalidConfig,
+                "layout \"rows\"",
+            ),
+            (
+                "redlock://a,b,c?layout=plain",
+                ErrorKind::Unsupported,
+                "layout=plain",
+            ),
+        ];
+        for (url, kind, needle) in cases {
+            let err = RedisConfig::from_url(url)
+                .map(drop)
+                .or_else(|e| match url.starts_with("redlock") {
+                    true => RedlockConfig::from_url(url).map(drop),
+                    false => Err(e),
+                })
+                .expect_err(url);
+            assert_eq!(err.kind(), kind, "{url}: {err}");
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+        let fair_later = RedisConfig::from_url("redis://h?layout=plain")
+            .unwrap()
+            .with_fair(false)
+            .validate()
+            .unwrap_err();
+        assert!(
+            fair_later.to_string().contains("fair=false"),
+            "{fair_later}"
+        );
+        let text =
+            serde_json::to_string(&RedisConfig::default().with_layout(Layout::Plain)).unwrap();
+        assert!(text.contains(r#""layout":"plain""#), "{text}");
+        assert!(
+            !serde_json::to_string(&RedisConfig::default())
+                .unwrap()
+                .contains("layout")
+        );
     }
 
     #[test]

@@ -45,6 +45,9 @@ struct Observer {
 
 /// Follows the leaders of `name`: the current one, then every change.
 pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<LeaderStream> {
+    if servers.layout == crate::Layout::Plain {
+        return Err(crate::plain::lacks("elections"));
+    }
     let channel = servers.keys.of(Space::Election, name).leader_channel;
     // Listen before the first read, so no change falls between them.
     let watches: Vec<_> = servers

@@ -45,10 +45,10 @@ use crate::attempt::{self, Mode, Outcome};
 use crate::servers::{Granted, Request, Servers, new_owner_id, still_valid};
 
 /// Pause before retrying after an error whose outcome is unknown.
-const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+pub(crate) const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 /// Grants in a row whose reply came after their lease could be vouched for,
 /// before giving up.
-const MAX_LATE_GRANTS: u32 = 3;
+pub(crate) const MAX_LATE_GRANTS: u32 = 3;
 
 /// Acquires on the single server of `servers`, queueing when `fair`, else
 /// racing.
@@ -109,12 +109,7 @@ pub(crate) async fn acquire(
                     // still ours, the script restarts its lease.
                     late_grants += 1;
                     if late_grants > MAX_LATE_GRANTS {
-                        return Err(Error::timeout(format!(
-                            "{} on redis at {}: {late_grants} grants in a row arrived after their {} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
-                            request.subject(),
-                            node.addr(),
-                            distlock_core::raw::human_duration(request.ttl)
-                        )));
+                        return Err(late_grants_error(request, node.addr(), late_grants));
                     }
                     tracing::debug!(token, "grant arrived after its validity; asking again");
                     continue;
@@ -181,6 +176,16 @@ pub(crate) async fn acquire(
         cleanup.finish().await;
     }
     result
+}
+
+/// The `Timeout` of an acquisition whose `count` grants in a row came too
+/// late to vouch for.
+pub(crate) fn late_grants_error(request: &Request<'_>, addr: &str, count: u32) -> Error {
+    Error::timeout(format!(
+        "{} on redis at {addr}: {count} grants in a row arrived after their {} TTL had run out; is this process starved or the network overloaded? Use a longer TTL",
+        request.subject(),
+        distlock_core::raw::human_duration(request.ttl)
+    ))
 }
 
 pub(crate) fn timed_out(request: &Request<'_>, addr: &str, start: Instant) -> Error {

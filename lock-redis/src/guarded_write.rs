@@ -200,6 +200,11 @@ async fn run(
     args: &[&[u8]],
     what: &str,
 ) -> Result<Option<Value>> {
+    if servers.layout == crate::Layout::Plain {
+        return Err(crate::plain::lacks(
+            "guarded writes: its key holds only the holder's value, which other clients do not keep in step with a token",
+        ));
+    }
     if !servers.mode.is_one_node() {
         return Err(site(servers, what).error(
             ErrorKind::Unsupported,

@@ -28,6 +28,12 @@
 //!
 //! Channels are not scoped by database in Redis, so their names carry the
 //! database number.
+//!
+//! The plain layout (`layout=plain`) keeps a lock in one key,
+//! `<prefix><name>`, the key redis-py's `Lock(name)`, go-redsync and
+//! node-redlock use for that name, plus two keys only distlock reads:
+//! `<prefix>distlock:plain:{<name>}:waiters` and `...:revoked` (see
+//! `scripts/plain.rs`).
 
 use distlock_core::LockName;
 pub(crate) use distlock_core::raw::Space;
@@ -40,6 +46,8 @@ const LIVE_SUFFIXES: [&str; 2] = [":owner", ":waiters"];
 pub(crate) struct KeySpace {
     prefix: String,
     channel_prefix: String,
+    /// The plain layout: a lock is the key `<prefix><name>`.
+    plain: bool,
 }
 
 impl KeySpace {
@@ -47,6 +55,15 @@ impl KeySpace {
         KeySpace {
             prefix: prefix.to_owned(),
             channel_prefix: format!("{prefix}db{db}:"),
+            plain: false,
+        }
+    }
+
+    /// The plain layout's keys under `prefix` (see the module docs).
+    pub(crate) fn plain(prefix: &str, db: i64) -> Self {
+        KeySpace {
+            plain: true,
+            ..KeySpace::new(prefix, db)
         }
     }
 
@@ -57,6 +74,18 @@ impl KeySpace {
 
     /// The keys and channels of one lock or election.
     pub(crate) fn of(&self, space: Space, name: &LockName) -> LockKeys {
+        let mut keys = self.distlock_keys(space, name);
+        if self.plain && space == Space::Lock {
+            let own = format!("{}distlock:plain:{{{}}}", self.prefix, name.as_str());
+            keys.owner = format!("{}{}", self.prefix, name.as_str());
+            keys.waiters = format!("{own}:waiters");
+            keys.revoked = format!("{own}:revoked");
+        }
+        keys
+    }
+
+    /// The keys and channels of one lock or election in the distlock layout.
+    fn distlock_keys(&self, space: Space, name: &LockName) -> LockKeys {
         let base = format!("{}{}:{{{}}}", self.prefix, space.as_str(), name.as_str());
         let channel_base = format!(
             "{}{}:{{{}}}",
@@ -232,6 +261,18 @@ mod tests {
                 assert_eq!(hash_tag(key), tag, "{key}");
             }
         }
+    }
+
+    #[test]
+    fn the_plain_layout_keeps_a_lock_in_the_key_of_its_name() {
+        let name = LockName::new("jobs").unwrap();
+        let bare = KeySpace::plain("", 0).of(Space::Lock, &name);
+        assert_eq!(bare.owner, "jobs");
+        assert_eq!(bare.waiters, "distlock:plain:{jobs}:waiters");
+        assert_eq!(bare.revoked, "distlock:plain:{jobs}:revoked");
+        let prefixed = KeySpace::plain("app:", 0).of(Space::Lock, &name);
+        assert_eq!(prefixed.owner, "app:jobs");
+        assert_eq!(prefixed.revoked, "app:distlock:plain:{jobs}:revoked");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod guarded_write;
 mod held;
 mod keys;
 mod node;
+mod plain;
 mod quorum;
 mod redlock;
 mod scripts;
@@ -26,7 +27,7 @@ pub use backend::{RedisBackend, RedisClusterBackend, RedlockBackend};
 pub use cluster_config::RedisClusterConfig;
 pub use config::{
     CommonConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_TTL, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
+    DEFAULT_TTL, Layout, RedisConfig, RedlockConfig, ServerAddr, TlsConfig,
 };
 /// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
 pub use distlock_core::ClientConfig;

@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+mod plain;
 mod shared;
 
 /// Seeds a missing fencing counter from the server clock in microseconds,
@@ -524,6 +525,11 @@ scripts! {
     leader: LEADER,
     inspect: format!("{NOW}\n{INSPECT}"),
     force_release: serving(FORCE_RELEASE),
+    plain_acquire: plain::owned(&format!("{NOW}\n{KEEP_FOR}\n{}", plain::ACQUIRE)),
+    plain_release: plain::owned(plain::RELEASE),
+    plain_renew: plain::RENEW,
+    plain_inspect: format!("{NOW}\n{}", plain::INSPECT),
+    plain_force_release: plain::FORCE_RELEASE,
 }
 
 /// The scripts, shared by every backend in the process.

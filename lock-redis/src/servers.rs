@@ -19,11 +19,11 @@ use distlock_core::{
 };
 use redis::Script;
 
-use crate::config::{CommonConfig, ServerAddr};
+use crate::config::{CommonConfig, Layout, ServerAddr};
 use crate::keys::{KeySpace, LockKeys, Space};
 use crate::node::{At, Node};
 use crate::scripts::SCRIPTS;
-use crate::{fair_queue, held, redlock};
+use crate::{fair_queue, held, plain, redlock};
 
 /// A random 128-bit id: the value of a held lock key.
 pub(crate) fn new_owner_id() -> String {
@@ -125,6 +125,8 @@ pub(crate) struct Servers {
     /// Whether lock waiters queue (`fair` setting); semaphores and
     /// read-write locks always do, Redlock waiters never.
     pub(crate) fair: bool,
+    /// Whose keys locks live in (`layout` setting).
+    pub(crate) layout: Layout,
     instance: String,
     waiter_seq: AtomicU64,
     /// Renews the leases of every lock this backend holds, from one task per runtime.
@@ -176,7 +178,11 @@ impl Servers {
     ) -> Result<Arc<Servers>> {
         common.validate()?;
         let instance = format!("{:016x}", rand::random::<u64>());
-        let keys = KeySpace::new(&common.prefix, common.db);
+        crate::config::refuse_plain_beyond_one_server(common, mode)?;
+        let keys = match common.layout {
+            Layout::Distlock => KeySpace::new(&common.prefix, common.db),
+            Layout::Plain => KeySpace::plain(&common.prefix, common.db),
+        };
         let nodes = make(&format!("{}{}", keys.wake_prefix(), instance))?;
         let servers = Servers {
             mode,
@@ -188,6 +194,7 @@ impl Servers {
             request_timeout: common.request_timeout,
             holder: common.holder.clone(),
             fair: common.fair && mode.is_one_node(),
+            layout: common.layout,
             instance,
             waiter_seq: AtomicU64::new(0),
             renewer: Renewer::new(),
@@ -239,6 +246,12 @@ impl Servers {
         options: &AcquireOptions,
         value: Option<&[u8]>,
     ) -> Result<LockGuard> {
+        if self.layout == Layout::Plain && space != Space::Lock {
+            return Err(plain::lacks(match space {
+                Space::Election => "elections",
+                _ => "semaphores or read-write locks",
+            }));
+        }
         let ttl = options.effective_ttl(self.default_ttl)?;
         let request = Request {
             name,
@@ -250,7 +263,9 @@ impl Servers {
             about: options.holder_description(self.holder.as_deref()),
         };
         let acquisition = async {
-            let granted = if self.mode.is_one_node() {
+            let granted = if self.layout == Layout::Plain {
+                plain::acquire(self, &request).await?
+            } else if self.mode.is_one_node() {
                 let fair = self.fair || request.keys.space.is_shared();
                 fair_queue::acquire(self, &request, fair).await?
             } else {
@@ -296,6 +311,14 @@ impl Servers {
         owner: &str,
         waiter: &str,
     ) -> (&'static Script, Vec<&'k str>, Vec<Vec<u8>>) {
+        if self.layout == Layout::Plain {
+            let args = [owner, waiter].map(|a| a.as_bytes().to_vec());
+            return (
+                &SCRIPTS.plain_release,
+                vec![&keys.owner, &keys.waiters],
+                args.to_vec(),
+            );
+        }
         if keys.space.is_shared() {
             let args = [owner, waiter, &keys.wake_prefix].map(|a| a.as_bytes().to_vec());
             return (
@@ -343,7 +366,12 @@ impl Servers {
     ) -> std::result::Result<(), RenewFailure> {
         let ttl_ms = millis(ttl).to_string();
         let what = format!("renewing lock {name}");
-        let (script, key_list) = if keys.space.is_shared() {
+        let (script, key_list) = if self.layout == Layout::Plain {
+            (
+                &SCRIPTS.plain_renew,
+                vec![keys.owner.as_str(), &keys.revoked],
+            )
+        } else if keys.space.is_shared() {
             (
                 &SCRIPTS.shared_renew,
                 vec![keys.owner.as_str(), &keys.holders],
@@ -485,6 +513,9 @@ impl Servers {
     /// The current leader of an election: the record a quorum agrees on,
     /// with its newest proclaimed value.
     pub(crate) async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>> {
+        if self.layout == Layout::Plain {
+            return Err(plain::lacks("elections"));
+        }
         let keys = self.keys.of(Space::Election, name);
         let what = format!("reading the leader of election {name}");
         type Row = Option<(String, String, Vec<u8>, String)>;

@@ -10,10 +10,10 @@ use std::time::Duration;
 use distlock_core::raw::{UrlParts, parse_duration, redact_url, split_host_port};
 use distlock_core::{Error, Result};
 
-use crate::config::{DEFAULT_PORT, ServerAddr};
+use crate::config::{DEFAULT_PORT, Layout, ServerAddr};
 
 /// The options a Redis URL understands, for the unknown-option error.
-const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, tls.cert, tls.key, fair";
+const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, tls, tls_insecure, tls.ca, tls.cert, tls.key, fair, layout";
 
 /// A recognised `?key=value` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +29,7 @@ pub(crate) enum UrlOption {
     TlsCertFile(String),
     TlsKeyFile(String),
     Fair(bool),
+    Layout(Layout),
 }
 
 /// The parts of a URL.
@@ -119,6 +120,9 @@ pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlO
         "tls.cert" => UrlOption::TlsCertFile(value),
         "tls.key" => UrlOption::TlsKeyFile(value),
         "fair" => UrlOption::Fair(flag(&value)?),
+        "layout" => {
+            UrlOption::Layout(Layout::parse(&value).map_err(|why| format!("option {why}"))?)
+        }
         other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
     })
 }

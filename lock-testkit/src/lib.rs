@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod fixtures;
 pub mod handoffs;
 pub mod history;
+pub mod lock_peer;
 pub mod overhead;
 pub mod peer;
 pub mod proxy;

@@ -59,6 +59,12 @@ pub async fn nonfair_client(server: &RedisServer) -> RedisBackend {
     connect(config_for(server).with_fair(false)).await
 }
 
+/// A new, independent plain-layout (`layout=plain`) client of `server`,
+/// its keys the bare lock names.
+pub async fn plain_client(server: &RedisServer) -> RedisBackend {
+    connect(config_for(server).with_layout(distlock_redis::Layout::Plain)).await
+}
+
 /// A new client with `config`.
 pub async fn connect(config: RedisConfig) -> RedisBackend {
     RedisBackend::connect(config)

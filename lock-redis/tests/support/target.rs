@@ -14,6 +14,8 @@ pub struct RedisTarget {
     servers: RedisServers,
     /// Whether single-server clients queue (`fair`) or race.
     fair: bool,
+    /// Whether single-server clients use the plain layout.
+    plain: bool,
 }
 
 impl RedisTarget {
@@ -22,6 +24,16 @@ impl RedisTarget {
         RedisTarget {
             servers: super::start_redises(1).await,
             fair: true,
+            plain: false,
+        }
+    }
+
+    /// One server, plain-layout (`layout=plain`) clients.
+    pub async fn plain() -> Self {
+        RedisTarget {
+            servers: super::start_redises(1).await,
+            fair: true,
+            plain: true,
         }
     }
 
@@ -30,6 +42,7 @@ impl RedisTarget {
         RedisTarget {
             servers: super::start_redises(1).await,
             fair: false,
+            plain: false,
         }
     }
 
@@ -38,6 +51,7 @@ impl RedisTarget {
         RedisTarget {
             servers: super::start_redises(3).await,
             fair: true,
+            plain: false,
         }
     }
 
@@ -51,6 +65,8 @@ impl Target for RedisTarget {
     async fn election_client(&self) -> Arc<DynElectionBackend> {
         if self.is_redlock() {
             Arc::new(super::redlock_client(&self.servers).await)
+        } else if self.plain {
+            Arc::new(super::plain_client(self.servers.server(0)).await)
         } else {
             let config = super::config_for(self.servers.server(0));
             Arc::new(super::connect(config.with_fair(self.fair)).await)
