@@ -31,3 +31,38 @@ pub(super) async fn connect_cluster(url: &str, config: &Config) -> Result<Servic
     let backend = RedisClusterBackend::connect(cluster).await?;
     Ok((Arc::new(backend.clone()), Native::RedisCluster(backend)))
 }
+
+#[cfg(test)]
+mod tests {
+    use distlock_core::ErrorKind;
+
+    use crate::Config;
+
+    /// Redlock waiters always race: `fair` from the URL, the file or the
+    /// environment is refused before any connection, naming both.
+    #[tokio::test]
+    async fn redlock_refuses_fair_from_every_source() {
+        // Nothing listens here: every case fails before any I/O.
+        let servers = "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3";
+        let in_url = Config::from_url(format!("{servers}?fair=false"));
+        let from_file = Config::from_toml_str(&format!("url = \"{servers}\"\nfair = false"));
+        let from_env = Config::from_lookup(|key| match key {
+            "DISTLOCK_URL" => Some(servers.to_owned()),
+            "DISTLOCK_FAIR" => Some("false".to_owned()),
+            _ => None,
+        });
+        for (source, config, kind) in [
+            ("URL", in_url, ErrorKind::InvalidConfig),
+            ("file", from_file.unwrap(), ErrorKind::Unsupported),
+            ("environment", from_env.unwrap(), ErrorKind::Unsupported),
+        ] {
+            let err = crate::connect_with(&config).await.expect_err(source);
+            assert_eq!(err.kind(), kind, "{source}: {err}");
+            assert!(
+                err.message()
+                    .contains("Redlock backend has no fair setting"),
+                "{source}: {err}"
+            );
+        }
+    }
+}
