@@ -27,9 +27,17 @@ pub const DEFAULT_PREFIX: &str = "distlock:";
 /// Default Redis port.
 pub const DEFAULT_PORT: u16 = 6379;
 /// The settings Redis and Redis Cluster take beyond the client settings.
-pub(crate) const SETTINGS: &[&str] = &["tls.ca", "tls.cert", "tls.key", "fair"];
+pub(crate) const SETTINGS: &[&str] = &[
+    "tls",
+    "tls_insecure",
+    "tls.ca",
+    "tls.cert",
+    "tls.key",
+    "fair",
+];
 /// Redlock's: those of Redis but `fair`, since its waiters always race.
-pub(crate) const REDLOCK_SETTINGS: &[&str] = &["tls.ca", "tls.cert", "tls.key"];
+pub(crate) const REDLOCK_SETTINGS: &[&str] =
+    &["tls", "tls_insecure", "tls.ca", "tls.cert", "tls.key"];
 
 /// One Redis server address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,21 +14,33 @@ use super::Services;
 use crate::config::Config;
 use crate::guarded::Native;
 
+/// The Redis config for `url`, with the [`Config`] settings applied over it.
+pub(super) fn redis_config(url: &str, config: &Config) -> Result<RedisConfig> {
+    RedisConfig::from_url(url)?.with_settings(&config.settings())
+}
+
+/// The Redlock config for `url`, with the [`Config`] settings applied over it.
+pub(super) fn redlock_config(url: &str, config: &Config) -> Result<RedlockConfig> {
+    RedlockConfig::from_url(url)?.with_settings(&config.settings())
+}
+
+/// The Redis Cluster config for `url`, with the [`Config`] settings applied over it.
+pub(super) fn cluster_config(url: &str, config: &Config) -> Result<RedisClusterConfig> {
+    RedisClusterConfig::from_url(url)?.with_settings(&config.settings())
+}
+
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
-    let redis = RedisConfig::from_url(url)?.with_settings(&config.settings())?;
-    let backend = RedisBackend::connect(redis).await?;
+    let backend = RedisBackend::connect(redis_config(url, config)?).await?;
     Ok((Arc::new(backend.clone()), Native::Redis(backend)))
 }
 
 pub(super) async fn connect_redlock(url: &str, config: &Config) -> Result<Services> {
-    let redlock = RedlockConfig::from_url(url)?.with_settings(&config.settings())?;
-    let backend = RedlockBackend::connect(redlock).await?;
+    let backend = RedlockBackend::connect(redlock_config(url, config)?).await?;
     Ok((Arc::new(backend), Native::Plain))
 }
 
 pub(super) async fn connect_cluster(url: &str, config: &Config) -> Result<Services> {
-    let cluster = RedisClusterConfig::from_url(url)?.with_settings(&config.settings())?;
-    let backend = RedisClusterBackend::connect(cluster).await?;
+    let backend = RedisClusterBackend::connect(cluster_config(url, config)?).await?;
     Ok((Arc::new(backend.clone()), Native::RedisCluster(backend)))
 }
 
