@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use distlock_core::raw::{SETTINGS, Settings};
+use distlock_core::raw::{SETTINGS, Settings, UrlParts, setting_of_url_option};
 use distlock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
@@ -50,15 +50,21 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 /// assert!(!format!("{config:?}").contains("s3cret"));
 /// ```
 ///
-/// Settings given explicitly here win over the same settings in the URL.
+/// What the user wrote most specifically wins: [`overrides`](Self::overrides)
+/// (command-line flags), then the URL's own options, then
+/// [`settings`](Self::settings) (the environment over the config file).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Config {
     /// Backend URL (`memory://`, `file:///dir`, `etcd://...`, `redis://...`,
     /// `rediss://...`, `redlock://...`, `redis+cluster://...`, `zk://...`,
     /// `postgres://...`, `mysql://...`).
     pub url: Option<String>,
-    /// Every other setting.
+    /// Every other setting, for what the URL leaves unsaid: a URL's
+    /// `?ttl=` is more specific than a `ttl` for every URL.
     pub settings: Settings,
+    /// Settings that win even over the URL's options: command-line flags.
+    /// Never read from a file or the environment.
+    pub overrides: Settings,
 }
 
 impl fmt::Debug for Config {
@@ -66,6 +72,7 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("url", &self.url.as_deref().map(redact_url))
             .field("settings", &self.settings)
+            .field("overrides", &self.overrides)
             .finish()
     }
 }
@@ -213,31 +220,39 @@ impl Config {
         Config {
             url: over.url.or(self.url),
             settings: self.settings.overlay(over.settings),
+            overrides: self.overrides.overlay(over.overrides),
         }
     }
 
     /// Rejects zero TTLs and timeouts.
     pub fn validate(&self) -> Result<()> {
-        if let Some(ttl) = self.settings.ttl {
-            check_ttl(ttl)?;
-        }
-        for (what, value) in [
-            ("connect timeout", self.settings.connect_timeout),
-            ("request timeout", self.settings.request_timeout),
-        ] {
-            if value.is_some_and(|d| d.is_zero()) {
-                return Err(Error::invalid_config(format!(
-                    "the {what} must be greater than zero"
-                )));
+        for settings in [&self.settings, &self.overrides] {
+            if let Some(ttl) = settings.ttl {
+                check_ttl(ttl)?;
+            }
+            for (what, value) in [
+                ("connect timeout", settings.connect_timeout),
+                ("request timeout", settings.request_timeout),
+            ] {
+                if value.is_some_and(|d| d.is_zero()) {
+                    return Err(Error::invalid_config(format!(
+                        "the {what} must be greater than zero"
+                    )));
+                }
             }
         }
         Ok(())
     }
 
-    /// The settings beyond the URL, as every backend applies them (each
-    /// refuses those it has no use for).
+    /// The settings every backend applies over its URL (each refuses those
+    /// it has no use for): [`settings`](Self::settings) but those the URL
+    /// sets itself, then [`overrides`](Self::overrides).
     pub fn settings(&self) -> Settings {
-        self.settings.clone()
+        let mut under = self.settings.clone();
+        for name in url_setting_names(&self.effective_url()) {
+            unset(&mut under, name);
+        }
+        under.overlay(self.overrides.clone())
     }
 
     /// The URL to connect to: the configured one, else the embedded default
@@ -249,6 +264,51 @@ impl Config {
     /// The effective URL with any password masked, for messages.
     pub fn redacted_url(&self) -> String {
         redact_url(&self.effective_url())
+    }
+}
+
+/// The settings `url` gives itself: its options (by any spelling), its
+/// credentials, and its path where that is the prefix (etcd, ZooKeeper).
+fn url_setting_names(url: &str) -> Vec<&'static str> {
+    let Ok(parts) = UrlParts::parse(url) else {
+        return Vec::new();
+    };
+    let mut names: Vec<&'static str> = parts
+        .query
+        .iter()
+        .filter_map(|(option, _)| setting_of_url_option(option).map(|spec| spec.name))
+        .collect();
+    if parts
+        .username
+        .as_deref()
+        .is_some_and(|user| !user.is_empty())
+    {
+        names.push("username");
+    }
+    if parts.password.is_some() {
+        names.push("password");
+    }
+    let path_is_prefix = matches!(parts.scheme.as_str(), "etcd" | "etcds" | "zk");
+    if path_is_prefix && !parts.path.trim_matches('/').is_empty() {
+        names.push("prefix");
+    }
+    if parts.fragment == Some("insecure") {
+        names.push("tls_insecure");
+    }
+    names
+}
+
+/// Clears the setting `name` of `settings`.
+fn unset(settings: &mut Settings, name: &str) {
+    match name {
+        "ttl" => settings.ttl = None,
+        "connect_timeout" => settings.connect_timeout = None,
+        "request_timeout" => settings.request_timeout = None,
+        "username" => settings.username = None,
+        "password" => settings.password = None,
+        "prefix" => settings.prefix = None,
+        "holder" => settings.holder = None,
+        other => settings.options.retain(|(option, _)| option != other),
     }
 }
 

@@ -78,3 +78,67 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod precedence {
+    use std::time::Duration;
+
+    use crate::Config;
+
+    /// What the user wrote most specifically wins: a flag, then the URL's
+    /// own option, then the environment, then the config file.
+    #[test]
+    fn a_flag_beats_the_url_which_beats_the_environment_which_beats_the_file() {
+        let file = Config::from_toml_str(
+            "url = \"redis://127.0.0.1:1\"\nttl = \"1s\"\nfair = true\nprefix = \"file:\"",
+        )
+        .unwrap();
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            Config::from_lookup(|key| {
+                vars.iter()
+                    .find(|(name, _)| *name == key)
+                    .map(|(_, value)| value.to_string())
+            })
+            .unwrap()
+        };
+        let env = env(&[
+            ("DISTLOCK_TTL", "2s"),
+            ("DISTLOCK_FAIR", "true"),
+            ("DISTLOCK_PREFIX", "env:"),
+        ]);
+        let merged = file.clone().overlay(env.clone());
+        let resolved =
+            |config: &Config| super::redis_config(&config.effective_url(), config).unwrap();
+        let both = resolved(&merged);
+        assert_eq!(
+            both.common.default_ttl,
+            Duration::from_secs(2),
+            "env over file"
+        );
+        assert_eq!(both.common.prefix, "env:", "env over file");
+        let with_url = Config {
+            url: Some("redis://127.0.0.1:1?ttl=3s&fair=false".into()),
+            ..merged
+        };
+        let url = resolved(&with_url);
+        assert_eq!(
+            url.common.default_ttl,
+            Duration::from_secs(3),
+            "URL over env"
+        );
+        assert!(!url.common.fair, "URL over env");
+        assert_eq!(url.common.prefix, "env:", "what the URL leaves unsaid");
+        let mut flagged = with_url;
+        flagged.overrides.ttl = Some(Duration::from_secs(4));
+        flagged.overrides.set("fair", "true").unwrap();
+        let flag = resolved(&flagged);
+        assert_eq!(
+            flag.common.default_ttl,
+            Duration::from_secs(4),
+            "flag over URL"
+        );
+        assert!(flag.common.fair, "flag over URL");
+        let file_only = resolved(&file);
+        assert_eq!(file_only.common.default_ttl, Duration::from_secs(1));
+    }
+}
