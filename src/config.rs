@@ -1,10 +1,11 @@
 //! [`Config`]: the backend URL plus TTL, timeouts, credentials and TLS paths,
 //! from a TOML file, the environment, or code.
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use distlock_core::raw::{SETTINGS, Settings};
+use distlock_core::raw::{SETTINGS, Settings, UrlParts, setting_of_url_option};
 use distlock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 
@@ -24,10 +25,14 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 /// backend's defaults (or what the URL says), and a missing URL means the
 /// embedded default, the file backend in [`distlock_file::FileConfig::default_dir`].
 ///
-/// The client settings every networked backend honours are [`Settings`];
-/// `layout`, `fsync`, `fair` and `tls` are settings of some backends only, each
-/// parsed by its backend. In TOML they all sit at the top level, and
-/// durations are humane strings (`ttl = "10s"`):
+/// Every setting is one of [`SETTINGS`](distlock_core::raw::SETTINGS): the
+/// client settings every networked backend honours are fields of
+/// [`Settings`], a backend's own ones (`layout`, `fsync`, `fair`, `tls.*`,
+/// `schema`, ...) are kept as text in [`Settings::options`] and parsed by
+/// the backend, which refuses those it has no use for. In TOML they all sit
+/// at the top level under their setting names (a dotted name such as
+/// `tls.ca` may also be written as a `[tls]` table), and durations are
+/// humane strings (`ttl = "10s"`):
 ///
 /// ```
 /// let config = distlock::Config::from_toml_str(r#"
@@ -36,76 +41,30 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 ///     request_timeout = "2s"
 ///     username = "app"
 ///     password = "s3cret"
+///     fair = false
 ///     [tls]
 ///     ca = "/etc/ssl/ca.pem"
 /// "#).unwrap();
 /// assert_eq!(config.settings.ttl, Some(std::time::Duration::from_secs(15)));
+/// assert_eq!(config.settings.option("tls.ca"), Some("/etc/ssl/ca.pem"));
 /// assert!(!format!("{config:?}").contains("s3cret"));
 /// ```
 ///
-/// Settings given explicitly here win over the same settings in the URL.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// What the user wrote most specifically wins: [`overrides`](Self::overrides)
+/// (command-line flags), then the URL's own options, then
+/// [`settings`](Self::settings) (the environment over the config file).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Config {
     /// Backend URL (`memory://`, `file:///dir`, `etcd://...`, `redis://...`,
     /// `rediss://...`, `redlock://...`, `redis+cluster://...`, `zk://...`,
     /// `postgres://...`, `mysql://...`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// TTL, timeouts, credentials, prefix and holder.
-    #[serde(flatten)]
+    /// Every other setting, for what the URL leaves unsaid: a URL's
+    /// `?ttl=` is more specific than a `ttl` for every URL.
     pub settings: Settings,
-    /// Key layout, for sharing locks with other clients of the same server:
-    /// `distlock` (the default), `concurrency` (etcd: the layout of etcd's
-    /// concurrency package and `etcdctl lock`), `curator` (ZooKeeper:
-    /// Apache Curator's recipes), `plain` (Redis: one `SET NX PX` key per
-    /// lock, as redis-py, go-redsync and node-redlock keep it), `advisory`
-    /// (PostgreSQL advisory locks) or `named` (MySQL named locks,
-    /// `GET_LOCK`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub layout: Option<String>,
-    /// `fsync` record writes (file backend).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fsync: Option<bool>,
-    /// Queue lock waiters in arrival order (Redis; default `true`), or let
-    /// them race (`false`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fair: Option<bool>,
-    /// TLS files (`tls.ca`, `tls.cert`, `tls.key`) for backends that
-    /// support TLS.
-    #[serde(skip_serializing_if = "TlsConfig::is_empty")]
-    pub tls: TlsConfig,
-}
-
-/// Paths of the TLS files (PEM).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TlsConfig {
-    /// `tls.ca`: CA certificate(s) to trust.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ca: Option<PathBuf>,
-    /// `tls.cert`: client certificate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cert: Option<PathBuf>,
-    /// `tls.key`: client private key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<PathBuf>,
-}
-
-impl TlsConfig {
-    /// Whether no TLS file is set.
-    pub fn is_empty(&self) -> bool {
-        self.ca.is_none() && self.cert.is_none() && self.key.is_none()
-    }
-
-    /// The files that are set, by setting name.
-    fn named(&self) -> [(&'static str, &Option<PathBuf>); 3] {
-        [
-            ("tls.ca", &self.ca),
-            ("tls.cert", &self.cert),
-            ("tls.key", &self.key),
-        ]
-    }
+    /// Settings that win even over the URL's options: command-line flags.
+    /// Never read from a file or the environment.
+    pub overrides: Settings,
 }
 
 impl fmt::Debug for Config {
@@ -113,11 +72,47 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("url", &self.url.as_deref().map(redact_url))
             .field("settings", &self.settings)
-            .field("layout", &self.layout)
-            .field("fsync", &self.fsync)
-            .field("fair", &self.fair)
-            .field("tls", &self.tls)
+            .field("overrides", &self.overrides)
             .finish()
+    }
+}
+
+/// The TOML form: `url`, then every setting that is set under its name.
+impl Serialize for Config {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Written<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            url: Option<&'a str>,
+            #[serde(flatten)]
+            settings: &'a Settings,
+            #[serde(flatten)]
+            options: BTreeMap<&'a str, &'a str>,
+        }
+        Written {
+            url: self.url.as_deref(),
+            settings: &self.settings,
+            options: self
+                .settings
+                .options
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .collect(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// As [`Config::from_toml_str`] reads it: an unknown key is an error naming it.
+impl<'de> Deserialize<'de> for Config {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let table = toml::Table::deserialize(deserializer)?;
+        Config::from_table(table).map_err(|e| serde::de::Error::custom(e.message()))
     }
 }
 
@@ -133,14 +128,46 @@ impl Config {
     /// Parses TOML text (see the type's docs for the keys). An unknown key
     /// is `InvalidConfig`, naming it.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let config: Config = toml::from_str(text).map_err(|e| {
-            Error::invalid_config(format!(
-                "invalid distlock config: {}",
-                one_line(&e.to_string())
-            ))
-        })?;
+        let bad = |why: String| Error::invalid_config(format!("invalid distlock config: {why}"));
+        let table: toml::Table = toml::from_str(text).map_err(|e| bad(one_line(&e.to_string())))?;
+        Config::from_table(table).map_err(|e| bad(e.message().to_owned()))
+    }
+
+    /// The config a parsed TOML table gives, then validated.
+    fn from_table(table: toml::Table) -> Result<Self> {
+        let mut config = Config::default();
+        config.set_keys("", table)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Sets each key of `table`, its name prefixed by `prefix` (a nested
+    /// `[tls]` table's `ca` is the setting `tls.ca`).
+    fn set_keys(&mut self, prefix: &str, table: toml::Table) -> Result<()> {
+        for (key, value) in table {
+            let name = format!("{prefix}{key}");
+            let text = match value {
+                toml::Value::Table(inner) => {
+                    self.set_keys(&format!("{name}."), inner)?;
+                    continue;
+                }
+                toml::Value::String(text) => text,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(x) => x.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(Error::invalid_config(format!(
+                        "{name}: a {} is no setting's value; write a string, number or boolean",
+                        other.type_str()
+                    )));
+                }
+            };
+            match name.as_str() {
+                "url" => self.url = Some(text),
+                _ => self.set(&name, &text)?,
+            }
+        }
+        Ok(())
     }
 
     /// Reads a TOML config file.
@@ -182,19 +209,10 @@ impl Config {
 
     /// Sets the setting `name` (one of [`SETTINGS`](distlock_core::raw::SETTINGS))
     /// from its text, as an environment variable or a URL option writes it.
-    /// An unknown name or a bad value is `InvalidConfig`.
+    /// An unknown name or a bad value is `InvalidConfig`; a backend's own
+    /// setting is parsed by the backend, on connect.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
-        let path = || Some(PathBuf::from(value));
-        match name {
-            "layout" => self.layout = Some(value.to_owned()),
-            "fsync" => self.fsync = Some(boolean(value)?),
-            "fair" => self.fair = Some(boolean(value)?),
-            "tls.ca" => self.tls.ca = path(),
-            "tls.cert" => self.tls.cert = path(),
-            "tls.key" => self.tls.key = path(),
-            name => self.settings.set(name, value)?,
-        }
-        Ok(())
+        self.settings.set(name, value)
     }
 
     /// `self`, with every setting that `over` sets taken from `over`.
@@ -202,60 +220,39 @@ impl Config {
         Config {
             url: over.url.or(self.url),
             settings: self.settings.overlay(over.settings),
-            layout: over.layout.or(self.layout),
-            fsync: over.fsync.or(self.fsync),
-            fair: over.fair.or(self.fair),
-            tls: TlsConfig {
-                ca: over.tls.ca.or(self.tls.ca),
-                cert: over.tls.cert.or(self.tls.cert),
-                key: over.tls.key.or(self.tls.key),
-            },
+            overrides: self.overrides.overlay(over.overrides),
         }
     }
 
     /// Rejects zero TTLs and timeouts.
     pub fn validate(&self) -> Result<()> {
-        if let Some(ttl) = self.settings.ttl {
-            check_ttl(ttl)?;
-        }
-        for (what, value) in [
-            ("connect timeout", self.settings.connect_timeout),
-            ("request timeout", self.settings.request_timeout),
-        ] {
-            if value.is_some_and(|d| d.is_zero()) {
-                return Err(Error::invalid_config(format!(
-                    "the {what} must be greater than zero"
-                )));
+        for settings in [&self.settings, &self.overrides] {
+            if let Some(ttl) = settings.ttl {
+                check_ttl(ttl)?;
+            }
+            for (what, value) in [
+                ("connect timeout", settings.connect_timeout),
+                ("request timeout", settings.request_timeout),
+            ] {
+                if value.is_some_and(|d| d.is_zero()) {
+                    return Err(Error::invalid_config(format!(
+                        "the {what} must be greater than zero"
+                    )));
+                }
             }
         }
         Ok(())
     }
 
-    /// The settings beyond the URL, as every backend applies them: the
-    /// client settings, and `layout`, `fsync`, `fair` and the TLS files as
-    /// [`Settings::options`] for the backends that parse them (each
-    /// refuses those it has no use for).
+    /// The settings every backend applies over its URL (each refuses those
+    /// it has no use for): [`settings`](Self::settings) but those the URL
+    /// sets itself, then [`overrides`](Self::overrides).
     pub fn settings(&self) -> Settings {
-        let mut settings = self.settings.clone();
-        let layout = self
-            .layout
-            .as_ref()
-            .map(|layout| ("layout", layout.clone()));
-        let fsync = self.fsync.map(|fsync| ("fsync", fsync.to_string()));
-        let fair = self.fair.map(|fair| ("fair", fair.to_string()));
-        let tls = self.tls.named().into_iter().filter_map(|(name, path)| {
-            path.as_ref()
-                .map(|path| (name, path.to_string_lossy().into_owned()))
-        });
-        settings.options.extend(
-            layout
-                .into_iter()
-                .chain(fsync)
-                .chain(fair)
-                .chain(tls)
-                .map(|(name, value)| (name.to_owned(), value)),
-        );
-        settings
+        let mut under = self.settings.clone();
+        for name in url_setting_names(&self.effective_url()) {
+            unset(&mut under, name);
+        }
+        under.overlay(self.overrides.clone())
     }
 
     /// The URL to connect to: the configured one, else the embedded default
@@ -270,20 +267,54 @@ impl Config {
     }
 }
 
+/// The settings `url` gives itself: its options (by any spelling), its
+/// credentials, and its path where that is the prefix (etcd, ZooKeeper).
+fn url_setting_names(url: &str) -> Vec<&'static str> {
+    let Ok(parts) = UrlParts::parse(url) else {
+        return Vec::new();
+    };
+    let mut names: Vec<&'static str> = parts
+        .query
+        .iter()
+        .filter_map(|(option, _)| setting_of_url_option(option).map(|spec| spec.name))
+        .collect();
+    if parts
+        .username
+        .as_deref()
+        .is_some_and(|user| !user.is_empty())
+    {
+        names.push("username");
+    }
+    if parts.password.is_some() {
+        names.push("password");
+    }
+    let path_is_prefix = matches!(parts.scheme.as_str(), "etcd" | "etcds" | "zk");
+    if path_is_prefix && !parts.path.trim_matches('/').is_empty() {
+        names.push("prefix");
+    }
+    if parts.fragment == Some("insecure") {
+        names.push("tls_insecure");
+    }
+    names
+}
+
+/// Clears the setting `name` of `settings`.
+fn unset(settings: &mut Settings, name: &str) {
+    match name {
+        "ttl" => settings.ttl = None,
+        "connect_timeout" => settings.connect_timeout = None,
+        "request_timeout" => settings.request_timeout = None,
+        "username" => settings.username = None,
+        "password" => settings.password = None,
+        "prefix" => settings.prefix = None,
+        "holder" => settings.holder = None,
+        other => settings.options.retain(|(option, _)| option != other),
+    }
+}
+
 /// The embedded default backend: lock files in the machine-wide `/var/tmp/distlock`.
 pub fn default_url() -> String {
     distlock_file::FileConfig::new(distlock_file::FileConfig::default_dir()).to_url()
-}
-
-/// A boolean setting's text.
-fn boolean(value: &str) -> Result<bool> {
-    match value {
-        "1" | "true" | "yes" => Ok(true),
-        "0" | "false" | "no" => Ok(false),
-        other => Err(Error::invalid_config(format!(
-            "{other:?} is not a boolean (true or false)"
-        ))),
-    }
 }
 
 fn one_line(text: &str) -> String {
@@ -325,8 +356,8 @@ mod tests {
             config.settings.request_timeout,
             Some(Duration::from_secs(2))
         );
-        assert_eq!(config.tls.ca.as_deref(), Some(Path::new("/ca.pem")));
-        assert_eq!(config.fsync, Some(false));
+        assert_eq!(config.settings.option("tls.ca"), Some("/ca.pem"));
+        assert_eq!(config.settings.option("fsync"), Some("false"));
         let debug = format!("{config:?}");
         assert!(!debug.contains("pw1") && !debug.contains("pw2"), "{debug}");
     }

@@ -244,7 +244,7 @@ pub async fn connect_with(config: &Config) -> Result<Backend> {
     let scheme = Scheme::of_url(&url)?;
     scheme.ensure_compiled_in()?;
     let limit = config
-        .settings
+        .settings()
         .connect_timeout
         .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
         + CONNECT_SLACK;

@@ -18,7 +18,7 @@ mod scheme;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use config::{Config, TlsConfig, URL_ENV, default_url, env_vars};
+pub use config::{Config, URL_ENV, default_url, env_vars};
 pub use connect::{Backend, connect, connect_with};
 pub use distlock_core::raw::{SETTINGS, SettingScope, SettingSpec, Settings};
 pub use duration::{format_duration, human_duration, parse_duration};

@@ -243,13 +243,13 @@ fn wrap(text: &str) -> String {
 /// table of them.
 fn settings_help() -> String {
     let mut text = format!(
-        "\n\nSettings (config file key, environment variable):\n  {:<16} {:<25} backend URL",
+        "\n\nSettings (config file key, environment variable):\n  {:<18} {:<27} backend URL",
         "url",
         distlock::URL_ENV
     );
     for spec in distlock::SETTINGS {
         text.push_str(&format!(
-            "\n  {:<16} {:<25} {}",
+            "\n  {:<18} {:<27} {}",
             spec.name, spec.env, spec.about
         ));
     }

@@ -6,8 +6,9 @@ use distlock::{Backend, Config, Scheme};
 use crate::cli::TargetArgs;
 use crate::exit::Failure;
 
-/// The config for each URL to use, in order. Settings come from the config
-/// file, overridden by `DISTLOCK_*`, overridden by flags.
+/// The config for each URL to use, in order. What the user wrote most
+/// specifically wins: flags, then the URL's own options, then `DISTLOCK_*`,
+/// then the config file.
 pub(crate) fn configs(target: &TargetArgs) -> Result<Vec<Config>, Failure> {
     let file = match &target.config {
         Some(path) => Config::from_toml_file(path)?,
@@ -15,7 +16,7 @@ pub(crate) fn configs(target: &TargetArgs) -> Result<Vec<Config>, Failure> {
     };
     let mut base = file.overlay(from_env()?);
     if let Some(timeout) = target.connect_timeout {
-        base.settings.connect_timeout = Some(timeout);
+        base.overrides.connect_timeout = Some(timeout);
     }
     if target.url.is_empty() {
         return Ok(vec![base]);

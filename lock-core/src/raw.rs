@@ -27,7 +27,9 @@ pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
 pub use crate::renewer::{RenewFn, RenewalTask, Renewer};
-pub use crate::settings::{SETTINGS, SettingScope, SettingSpec, Settings, setting_names};
+pub use crate::settings::{
+    SETTINGS, SettingScope, SettingSpec, Settings, setting_names, setting_of_url_option,
+};
 pub use crate::site::Site;
 pub use crate::space::Space;
 pub use crate::telemetry::record::{count_renewal_failing, observe_acquire, observe_renewal};

@@ -3,7 +3,7 @@
 //!
 //! A config file, the environment or command-line flags fill one
 //! `Settings`. The shared client settings are its fields; a backend's own
-//! settings (`layout`, `fsync`, `fair`, `tls.*`) travel as text in
+//! settings (`layout`, `fsync`, `fair`, `tls.*`, `schema`, ...) travel as text in
 //! [`Settings::options`] and are parsed by the backend, with the parser of
 //! its URL options. A backend refuses a setting it has no use for, so a
 //! setting never silently does nothing.
@@ -38,6 +38,19 @@ pub struct SettingSpec {
     pub about: &'static str,
     /// Who honours it.
     pub scope: SettingScope,
+    /// Other spellings some backends' URLs accept for it (`sslrootcert`
+    /// for `tls.ca`); config files and the environment take only `name`.
+    pub url_aliases: &'static [&'static str],
+}
+
+impl SettingSpec {
+    /// This setting, also spelled `aliases` in some backends' URLs.
+    const fn in_urls_also(self, aliases: &'static [&'static str]) -> SettingSpec {
+        SettingSpec {
+            url_aliases: aliases,
+            ..self
+        }
+    }
 }
 
 const fn client(name: &'static str, env: &'static str, about: &'static str) -> SettingSpec {
@@ -46,6 +59,7 @@ const fn client(name: &'static str, env: &'static str, about: &'static str) -> S
         env,
         about,
         scope: SettingScope::Client,
+        url_aliases: &[],
     }
 }
 
@@ -55,17 +69,20 @@ const fn backend(name: &'static str, env: &'static str, about: &'static str) -> 
         env,
         about,
         scope: SettingScope::Backend,
+        url_aliases: &[],
     }
 }
 
 /// Every setting beyond the URL: parsing, refusal messages, the CLI and the
-/// docs all read their names here.
+/// docs all read their names here. Every option of every backend's URL is
+/// one of these, so the config file and the environment reach it too.
 pub const SETTINGS: &[SettingSpec] = &[
     client(
         "ttl",
         "DISTLOCK_TTL",
         "default lease TTL (ZooKeeper: the session timeout)",
-    ),
+    )
+    .in_urls_also(&["session_timeout"]),
     client(
         "connect_timeout",
         "DISTLOCK_CONNECT_TIMEOUT",
@@ -108,21 +125,72 @@ pub const SETTINGS: &[SettingSpec] = &[
         "queue lock waiters in arrival order (default true; Redis)",
     ),
     backend(
+        "tls",
+        "DISTLOCK_TLS",
+        "connect with TLS (Redis; as rediss://)",
+    ),
+    backend(
+        "tls_insecure",
+        "DISTLOCK_TLS_INSECURE",
+        "accept any certificate: tests only (Redis built with insecure-tls)",
+    ),
+    backend(
         "tls.ca",
         "DISTLOCK_TLS_CA",
         "CA certificates to trust (PEM file)",
-    ),
+    )
+    .in_urls_also(&["tls_ca_file", "ca_cert", "sslrootcert", "ssl_ca"]),
     backend(
         "tls.cert",
         "DISTLOCK_TLS_CERT",
         "client certificate (PEM file)",
-    ),
+    )
+    .in_urls_also(&["client_cert", "sslcert"]),
     backend(
         "tls.key",
         "DISTLOCK_TLS_KEY",
         "client certificate's private key (PEM file)",
+    )
+    .in_urls_also(&["client_key", "sslkey"]),
+    backend(
+        "keepalive_interval",
+        "DISTLOCK_KEEPALIVE_INTERVAL",
+        "interval of the connection's keep-alive pings (etcd)",
     ),
+    backend(
+        "schema",
+        "DISTLOCK_SCHEMA",
+        "schema of the lock tables (PostgreSQL)",
+    ),
+    backend(
+        "sslmode",
+        "DISTLOCK_SSLMODE",
+        "whether to use TLS: disable, prefer, require (PostgreSQL)",
+    ),
+    backend(
+        "table_prefix",
+        "DISTLOCK_TABLE_PREFIX",
+        "what the lock tables' names start with (MySQL)",
+    ),
+    backend(
+        "pool_size",
+        "DISTLOCK_POOL_SIZE",
+        "connections for grants, renewals and releases (MySQL)",
+    ),
+    backend(
+        "ssl_mode",
+        "DISTLOCK_SSL_MODE",
+        "whether to use TLS: disabled, required, verify_ca, verify_identity (MySQL)",
+    )
+    .in_urls_also(&["ssl-mode"]),
 ];
+
+/// The setting a URL option names, by its name or one of its aliases.
+pub fn setting_of_url_option(option: &str) -> Option<&'static SettingSpec> {
+    SETTINGS
+        .iter()
+        .find(|spec| spec.name == option || spec.url_aliases.contains(&option))
+}
 
 /// The names of the settings of `scope`, in table order.
 pub fn setting_names(scope: SettingScope) -> impl Iterator<Item = &'static str> {
@@ -355,6 +423,20 @@ mod tests {
             for other in &SETTINGS[..i] {
                 assert!(spec.name != other.name && spec.env != other.env, "{spec:?}");
             }
+        }
+    }
+
+    #[test]
+    fn url_aliases_name_one_setting_each() {
+        assert_eq!(setting_of_url_option("sslrootcert").unwrap().name, "tls.ca");
+        assert_eq!(setting_of_url_option("tls.ca").unwrap().name, "tls.ca");
+        assert!(setting_of_url_option("colour").is_none());
+        let spellings: Vec<&str> = SETTINGS
+            .iter()
+            .flat_map(|spec| std::iter::once(spec.name).chain(spec.url_aliases.iter().copied()))
+            .collect();
+        for (i, spelling) in spellings.iter().enumerate() {
+            assert!(!spellings[..i].contains(spelling), "{spelling} twice");
         }
     }
 }

@@ -24,7 +24,13 @@ pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Key prefix when none is given.
 pub const DEFAULT_PREFIX: &str = "/distlock";
 /// The settings etcd takes beyond the client settings.
-const OPTIONS: &[&str] = &["layout", "tls.ca", "tls.cert", "tls.key"];
+const OPTIONS: &[&str] = &[
+    "layout",
+    "tls.ca",
+    "tls.cert",
+    "tls.key",
+    "keepalive_interval",
+];
 
 /// Configuration of an [`EtcdBackend`](crate::EtcdBackend).
 ///

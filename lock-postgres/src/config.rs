@@ -41,7 +41,9 @@ const MAX_SCHEMA_LEN: usize = 40;
 const OPTIONS: &str = "ttl, connect_timeout, request_timeout, prefix, holder, schema, sslmode, \
                        tls.ca, tls.cert, tls.key, layout";
 /// The settings PostgreSQL takes beyond the client settings.
-const SETTINGS: &[&str] = &["layout", "tls.ca", "tls.cert", "tls.key"];
+const SETTINGS: &[&str] = &[
+    "layout", "tls.ca", "tls.cert", "tls.key", "schema", "sslmode",
+];
 /// The user to log in as when none is given.
 const DEFAULT_USER: &str = "postgres";
 

@@ -8,7 +8,9 @@ use distlock_core::raw::{ClientFields, Settings, redact_url};
 use distlock_core::{ClientConfig, Error, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{CommonConfig, ServerAddr, check_server_list, common_builders};
+use crate::config::{
+    CommonConfig, SETTINGS, ServerAddr, check_server_list, common_builders, fair_builder,
+};
 use crate::url;
 
 /// Configuration of [`RedisClusterBackend`](crate::RedisClusterBackend): a
@@ -85,7 +87,8 @@ impl RedisClusterConfig {
         self.common.validate()
     }
 
-    common_builders!();
+    common_builders!("Redis Cluster", SETTINGS);
+    fair_builder!();
 }
 
 impl ClientConfig for RedisClusterConfig {

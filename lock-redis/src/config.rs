@@ -26,6 +26,19 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_PREFIX: &str = "distlock:";
 /// Default Redis port.
 pub const DEFAULT_PORT: u16 = 6379;
+/// The settings Redis and Redis Cluster take beyond the client settings.
+pub(crate) const SETTINGS: &[&str] = &[
+    "tls",
+    "tls_insecure",
+    "tls.ca",
+    "tls.cert",
+    "tls.key",
+    "fair",
+    "layout",
+];
+/// Redlock's: those of Redis but `fair`, since its waiters always race.
+pub(crate) const REDLOCK_SETTINGS: &[&str] =
+    &["tls", "tls_insecure", "tls.ca", "tls.cert", "tls.key"];
 
 /// One Redis server address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -268,13 +281,20 @@ impl CommonConfig {
     }
 
     /// Applies the [`Settings`] Redis honours over these (the client
-    /// settings, `tls.ca`, `tls.cert`, `tls.key`, `fair` and `layout`), and
-    /// refuses the others.
+    /// settings and [`SETTINGS`]), and refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
-        settings.refuse_others_than_client(
-            "Redis",
-            &["tls.ca", "tls.cert", "tls.key", "fair", "layout"],
-        )?;
+        self.apply_settings_of("Redis", SETTINGS, settings)
+    }
+
+    /// Applies `settings` for `backend`, which takes the client settings
+    /// and `taken`; any other is `Unsupported`, naming it and the backend.
+    pub(crate) fn apply_settings_of(
+        &mut self,
+        backend: &str,
+        taken: &[&str],
+        settings: &Settings,
+    ) -> Result<()> {
+        settings.refuse_others_than_client(backend, taken)?;
         let was_default_prefix = self.prefix == DEFAULT_PREFIX;
         self.apply_client_settings(settings);
         self.default_ttl = settings.ttl.unwrap_or(self.default_ttl);
@@ -430,9 +450,10 @@ impl Default for RedisConfig {
     }
 }
 
-/// The builder methods both configurations share, writing to their `common` settings.
+/// The builder methods the configurations share, writing to their `common`
+/// settings; `$backend` takes the client settings and `$taken`.
 macro_rules! common_builders {
-    () => {
+    ($backend:literal, $taken:expr) => {
         /// Sets the default lease TTL.
         pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
             self.common.default_ttl = ttl;
@@ -440,9 +461,10 @@ macro_rules! common_builders {
         }
 
         /// Applies `settings` over the URL's (see
-        /// [`CommonConfig::apply_settings`]); refuses those Redis has no use for.
+        /// [`CommonConfig::apply_settings`]); refuses, naming it, a setting
+        /// this backend has no use for.
         pub fn with_settings(mut self, settings: &Settings) -> Result<Self> {
-            self.common.apply_settings(settings)?;
+            self.common.apply_settings_of($backend, $taken, settings)?;
             self.validate()?;
             Ok(self)
         }
@@ -468,7 +490,13 @@ macro_rules! common_builders {
             self.common.layout = layout;
             self
         }
+    };
+}
+pub(crate) use common_builders;
 
+/// `with_fair`, for the backends whose waiters can queue (not Redlock).
+macro_rules! fair_builder {
+    () => {
         /// Sets whether lock waiters queue (`true`, the default) or race
         /// (`false`); see [`CommonConfig::fair`].
         pub fn with_fair(mut self, fair: bool) -> Self {
@@ -477,7 +505,7 @@ macro_rules! common_builders {
         }
     };
 }
-pub(crate) use common_builders;
+pub(crate) use fair_builder;
 
 impl RedisConfig {
     /// A config for `host:port` with every other setting at its default.
@@ -517,7 +545,8 @@ impl RedisConfig {
         self.common.validate()
     }
 
-    common_builders!();
+    common_builders!("Redis", SETTINGS);
+    fair_builder!();
 
     /// Sets the database number.
     pub fn with_db(mut self, db: i64) -> Self {
@@ -576,9 +605,21 @@ impl RedlockConfig {
 
     /// Parses a `redlock://h1,h2,h3` URL.
     ///
-    /// Fails with `InvalidConfig` naming what is wrong.
+    /// Fails with `InvalidConfig` naming what is wrong, `fair` included:
+    /// Redlock waiters always race.
     pub fn from_url(url: &str) -> Result<Self> {
         let parsed = url::parse(url, &["redlock"])?;
+        if parsed
+            .options
+            .iter()
+            .any(|o| matches!(o, UrlOption::Fair(_)))
+        {
+            return Err(Error::invalid_config(format!(
+                "redlock URL {}: the Redlock backend has no fair setting (its waiters \
+                 always race); remove fair",
+                distlock_core::raw::redact_url(url)
+            )));
+        }
         let mut config = RedlockConfig {
             servers: parsed.hosts.clone(),
             common: CommonConfig::default(),
@@ -604,7 +645,7 @@ impl RedlockConfig {
         self.common.validate()
     }
 
-    common_builders!();
+    common_builders!("Redlock", REDLOCK_SETTINGS);
 }
 
 /// `Unsupported` for the plain layout on `backend` (Redlock, a cluster):
@@ -656,6 +697,7 @@ impl fmt::Debug for RedlockConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RedisClusterConfig;
     use distlock_core::ErrorKind;
 
     #[test]
@@ -741,7 +783,7 @@ mod tests {
                 .fair
         );
         assert!(
-            !RedlockConfig::from_url("redlock://a,b,c?fair=0")
+            !RedisClusterConfig::from_url("redis+cluster://a,b?fair=0")
                 .unwrap()
                 .common
                 .fair
@@ -757,6 +799,32 @@ mod tests {
         assert!(!c.common.fair);
         let partial: RedisConfig = serde_json::from_str(r#"{"fair":false}"#).unwrap();
         assert!(!partial.common.fair);
+    }
+
+    /// Redlock waiters always race, so `fair` would do nothing there.
+    #[test]
+    fn redlock_refuses_fair_naming_the_backend_and_the_setting() {
+        for url in ["redlock://a,b,c?fair=false", "redlock://a,b,c?fair=true"] {
+            let err = RedlockConfig::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+            assert!(
+                err.message().contains("Redlock backend has no fair"),
+                "{err}"
+            );
+        }
+        let settings = Settings {
+            options: vec![("fair".into(), "false".into())],
+            ..Settings::default()
+        };
+        let err = RedlockConfig::from_url("redlock://a,b,c")
+            .unwrap()
+            .with_settings(&settings)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        assert!(
+            err.message().contains("Redlock backend has no fair"),
+            "{err}"
+        );
     }
 
     #[test]

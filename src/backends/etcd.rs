@@ -27,10 +27,9 @@ mod tests {
     use super::*;
 
     fn with_layout(layout: &str) -> Config {
-        Config {
-            layout: Some(layout.into()),
-            ..Config::default()
-        }
+        let mut config = Config::default();
+        config.set("layout", layout).unwrap();
+        config
     }
 
     #[test]
@@ -59,13 +58,8 @@ mod tests {
                 "{err}"
             );
         }
-        let config = Config {
-            settings: crate::Settings {
-                prefix: Some("/app".into()),
-                ..crate::Settings::default()
-            },
-            ..with_layout("concurrency")
-        };
+        let mut config = with_layout("concurrency");
+        config.settings.prefix = Some("/app".into());
         let err = etcd_config(url, &config).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
         assert!(err.message().contains("layout=concurrency"), "{err}");

@@ -24,9 +24,8 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
             "memory URL {url:?} takes no options or credentials; use memory:// or memory://NAME"
         )));
     }
-    config
-        .settings()
-        .refuse_others("memory", &["ttl", "holder"])?;
+    let settings = config.settings();
+    settings.refuse_others("memory", &["ttl", "holder"])?;
     warn_once(&WARNED);
     let name = rest.trim_end_matches('/').to_owned();
     let shared = tables()
@@ -35,11 +34,11 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
         .entry(name)
         .or_default()
         .clone();
-    let backend = match config.settings.ttl {
+    let backend = match settings.ttl {
         Some(ttl) => shared.with_default_ttl(ttl)?,
         None => shared,
     };
-    let backend = match &config.settings.holder {
+    let backend = match &settings.holder {
         Some(holder) => backend.with_holder(holder.as_str()),
         None => backend,
     };

@@ -22,6 +22,16 @@ mod redis;
 #[cfg(feature = "zk")]
 mod zk;
 
+#[cfg(all(
+    test,
+    feature = "etcd",
+    feature = "redis",
+    feature = "zk",
+    feature = "postgres",
+    feature = "mysql"
+))]
+mod every_option;
+
 /// The client (it locks, and elects where its capabilities say so), and
 /// the concrete client where the facade offers more (guarded writes).
 pub(crate) type Services = (Arc<DynElectionBackend>, Native);

@@ -11,8 +11,12 @@ use super::Services;
 use crate::config::Config;
 use crate::guarded::Native;
 
+/// The MySQL config for `url`, with the [`Config`] settings applied over it.
+pub(super) fn mysql_config(url: &str, config: &Config) -> Result<MysqlConfig> {
+    MysqlConfig::from_url(url)?.with_settings(&config.settings())
+}
+
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
-    let mysql = MysqlConfig::from_url(url)?.with_settings(&config.settings())?;
-    let backend = MysqlBackend::connect(mysql).await?;
+    let backend = MysqlBackend::connect(mysql_config(url, config)?).await?;
     Ok((Arc::new(backend.clone()), Native::Mysql(backend)))
 }

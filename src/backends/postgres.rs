@@ -11,8 +11,12 @@ use super::Services;
 use crate::config::Config;
 use crate::guarded::Native;
 
+/// The PostgreSQL config for `url`, with the [`Config`] settings applied over it.
+pub(super) fn postgres_config(url: &str, config: &Config) -> Result<PostgresConfig> {
+    PostgresConfig::from_url(url)?.with_settings(&config.settings())
+}
+
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
-    let postgres = PostgresConfig::from_url(url)?.with_settings(&config.settings())?;
-    let backend = PostgresBackend::connect(postgres).await?;
+    let backend = PostgresBackend::connect(postgres_config(url, config)?).await?;
     Ok((Arc::new(backend.clone()), Native::Postgres(backend)))
 }

@@ -12,9 +12,13 @@ use super::Services;
 use crate::config::Config;
 use crate::guarded::Native;
 
+/// The ZooKeeper config for `url`, with the [`Config`] settings applied over it.
+pub(super) fn zk_config(url: &str, config: &Config) -> Result<ZkConfig> {
+    ZkConfig::from_url(url)?.with_settings(&config.settings())
+}
+
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
-    let zk = ZkConfig::from_url(url)?.with_settings(&config.settings())?;
-    let backend = ZkBackend::connect(zk).await?;
+    let backend = ZkBackend::connect(zk_config(url, config)?).await?;
     Ok((Arc::new(backend.clone()), Native::Zk(backend)))
 }
 
@@ -25,16 +29,11 @@ mod tests {
     use crate::Config;
 
     fn zk_config(layout: &str, prefix: Option<&str>) -> Config {
-        Config {
-            // Nothing listens here: every case fails before any I/O.
-            url: Some("zk://127.0.0.1:1".to_owned()),
-            layout: Some(layout.to_owned()),
-            settings: crate::Settings {
-                prefix: prefix.map(str::to_owned),
-                ..crate::Settings::default()
-            },
-            ..Config::default()
-        }
+        // Nothing listens here: every case fails before any I/O.
+        let mut config = Config::from_url("zk://127.0.0.1:1");
+        config.set("layout", layout).unwrap();
+        config.settings.prefix = prefix.map(str::to_owned);
+        config
     }
 
     async fn refused(config: &Config) -> distlock_core::Error {

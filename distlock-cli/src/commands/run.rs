@@ -369,7 +369,7 @@ fn check_grace(grace: Option<Duration>, ttl: Duration) -> Result<(), Failure> {
 /// its queue place in the background; wait for that, so the next waiter is
 /// not held up for a whole TTL, then exit with `code`.
 pub(crate) async fn give_up(code: u8, config: &Config) -> u8 {
-    let within = config.settings.request_timeout.unwrap_or(GIVE_UP_TIMEOUT);
+    let within = config.settings().request_timeout.unwrap_or(GIVE_UP_TIMEOUT);
     if !distlock::wait_for_background(within).await {
         eprintln!(
             "distlock: giving up the queue place took longer than {}; it expires with its lease",
@@ -409,7 +409,7 @@ pub(crate) async fn connect_with_ttl(
     ttl: Option<Duration>,
 ) -> Result<Backend, Failure> {
     if ttl.is_some() {
-        config.settings.ttl = ttl;
+        config.overrides.ttl = ttl;
     }
     Ok(distlock::connect_with(config).await?)
 }
@@ -438,7 +438,7 @@ async fn unreachable(backend: &Backend, name: &LockName) -> Option<String> {
 /// configured `holder` (config file or DISTLOCK_HOLDER), else
 /// `distlock run COMMAND@host:pid`.
 fn holder_label(config: &Config, command: &[std::ffi::OsString]) -> String {
-    if let Some(label) = &config.settings.holder {
+    if let Some(label) = &config.settings().holder {
         return label.clone();
     }
     let mut shown = command.iter().map(shell_word).collect::<Vec<_>>().join(" ");

@@ -56,7 +56,7 @@ pub(super) async fn held_point(
     if let Some(file) = config_file {
         command.arg("--config").arg(file);
     }
-    if let Some(timeout) = config.settings.connect_timeout {
+    if let Some(timeout) = config.settings().connect_timeout {
         command.arg(format!("--connect-timeout={}ms", timeout.as_millis()));
     }
     let bound = args.acquire_within + args.duration + CHILD_MARGIN;
