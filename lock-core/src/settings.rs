@@ -139,19 +139,19 @@ pub const SETTINGS: &[SettingSpec] = &[
         "DISTLOCK_TLS_CA",
         "CA certificates to trust (PEM file)",
     )
-    .in_urls_also(&["tls_ca_file", "ca_cert", "sslrootcert", "ssl_ca"]),
+    .in_urls_also(&["sslrootcert", "ssl_ca"]),
     backend(
         "tls.cert",
         "DISTLOCK_TLS_CERT",
         "client certificate (PEM file)",
     )
-    .in_urls_also(&["client_cert", "sslcert"]),
+    .in_urls_also(&["sslcert"]),
     backend(
         "tls.key",
         "DISTLOCK_TLS_KEY",
         "client certificate's private key (PEM file)",
     )
-    .in_urls_also(&["client_key", "sslkey"]),
+    .in_urls_also(&["sslkey"]),
     backend(
         "keepalive_interval",
         "DISTLOCK_KEEPALIVE_INTERVAL",

@@ -133,7 +133,7 @@ fn tls_refused(config: &EtcdConfig, listed: &str, err: etcd_client::Error) -> Er
         .as_ref()
         .map_or_else(|| "?".to_owned(), |p| p.display().to_string());
     Error::invalid_config(format!(
-        "etcd at {listed}: TLS: the server's certificate was refused ({}); check that ca_cert \
+        "etcd at {listed}: TLS: the server's certificate was refused ({}); check that tls.ca \
          {ca} is the CA that signed it, and that it is valid for the endpoint's host name",
         crate::errors::detail(&err)
     ))
@@ -178,12 +178,12 @@ fn with_tls(options: ConnectOptions, config: &EtcdConfig) -> Result<ConnectOptio
     };
     let mut tls = TlsOptions::new();
     if let Some(ca) = &config.ca_cert {
-        tls = tls.ca_certificate(Certificate::from_pem(read("ca_cert", ca)?));
+        tls = tls.ca_certificate(Certificate::from_pem(read("tls.ca", ca)?));
     }
     if let (Some(cert), Some(key)) = (&config.client_cert, &config.client_key) {
         tls = tls.identity(Identity::from_pem(
-            read("client_cert", cert)?,
-            read("client_key", key)?,
+            read("tls.cert", cert)?,
+            read("tls.key", key)?,
         ));
     }
     Ok(options.with_tls(tls))

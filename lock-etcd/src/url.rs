@@ -72,8 +72,7 @@ pub(crate) fn parse(url: &str) -> Result<EtcdConfig> {
 const OPTIONS: &str = "ttl, connect_timeout, request_timeout, keepalive_interval, tls.ca, \
                        tls.cert, tls.key, layout, holder";
 
-/// Applies the URL option or backend setting `key` (the TLS files also
-/// under their former names `ca_cert`, `client_cert`, `client_key`).
+/// Applies the URL option or backend setting `key`.
 pub(crate) fn apply_option(
     config: &mut EtcdConfig,
     key: &str,
@@ -85,9 +84,9 @@ pub(crate) fn apply_option(
         "connect_timeout" => config.connect_timeout = duration()?,
         "request_timeout" => config.request_timeout = duration()?,
         "keepalive_interval" => config.keepalive_interval = Some(duration()?),
-        "tls.ca" | "ca_cert" => config.ca_cert = Some(value.into()),
-        "tls.cert" | "client_cert" => config.client_cert = Some(value.into()),
-        "tls.key" | "client_key" => config.client_key = Some(value.into()),
+        "tls.ca" => config.ca_cert = Some(value.into()),
+        "tls.cert" => config.client_cert = Some(value.into()),
+        "tls.key" => config.client_key = Some(value.into()),
         "holder" => config.holder = Some(value.to_owned()),
         "layout" => {
             config.layout = value
@@ -153,15 +152,8 @@ mod tests {
             config.client_key.as_deref(),
             Some(std::path::Path::new("/k.pem"))
         );
-        let config = EtcdConfig::from_url(
-            "etcds://h:2379?ca_cert=/etc/ca.pem&client_cert=/c.pem&client_key=/k.pem",
-        )
-        .unwrap();
-        assert!(config.uses_tls());
-        assert_eq!(
-            config.ca_cert.as_deref(),
-            Some(std::path::Path::new("/etc/ca.pem"))
-        );
+        let err = EtcdConfig::from_url("etcds://h:2379?ca_cert=/etc/ca.pem").unwrap_err();
+        assert!(err.message().contains("ca_cert"), "an unknown option: {err}");
     }
 
     #[test]

@@ -81,8 +81,7 @@ pub struct TlsConfig {
     /// `insecure-tls` (off by default, not in the facade's `full`).
     pub insecure: bool,
     /// A PEM file of root certificates to trust instead of the system store.
-    /// URL and setting: `tls.ca` (`?tls.ca=/path/ca.pem`; formerly
-    /// `tls_ca_file`, still understood).
+    /// URL and setting: `tls.ca` (`?tls.ca=/path/ca.pem`).
     pub ca_file: Option<PathBuf>,
     /// A PEM file with the client's certificate chain, for servers that
     /// authenticate clients (`tls-auth-clients yes`). URL and setting:

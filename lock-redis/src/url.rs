@@ -99,8 +99,7 @@ fn parse_host(text: &str) -> std::result::Result<ServerAddr, String> {
     Ok(ServerAddr::new(host, port.unwrap_or(DEFAULT_PORT)))
 }
 
-/// The URL option or backend setting `key` (`tls.ca` also under its former
-/// name `tls_ca_file`).
+/// The URL option or backend setting `key`.
 pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, String> {
     let duration = |v: &str| parse_duration(v).map_err(|why| format!("option {key}: {why}"));
     let flag = |v: &str| match v {
@@ -116,7 +115,7 @@ pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlO
         "request_timeout" => UrlOption::RequestTimeout(duration(&value)?),
         "tls" => UrlOption::Tls(flag(&value)?),
         "tls_insecure" => UrlOption::TlsInsecure(flag(&value)?),
-        "tls.ca" | "tls_ca_file" => UrlOption::TlsCaFile(value),
+        "tls.ca" => UrlOption::TlsCaFile(value),
         "tls.cert" => UrlOption::TlsCertFile(value),
         "tls.key" => UrlOption::TlsKeyFile(value),
         "fair" => UrlOption::Fair(flag(&value)?),
