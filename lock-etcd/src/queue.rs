@@ -399,8 +399,8 @@ impl Entry {
                     self.what
                 )));
             }
-            if let Some(turn) = view.read(at.seen_at, |queue| self.turn_in(queue, at.rev))
-                && let Turn::Ours(_) = turn?
+            if let Some(shown) = view.read(at.seen_at, |queue| self.turn_shown(queue, at.rev))
+                && shown?
             {
                 match self.confirm_turn(at.rev).await {
                     Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
@@ -438,8 +438,8 @@ impl Entry {
         }
     }
 
-    /// Our turn as the view `queue` shows it.
-    fn turn_in(&self, queue: &Mirror, rev: i64) -> Result<Turn> {
+    /// Whether the view `queue` shows our turn: a hint, to be confirmed.
+    fn turn_shown(&self, queue: &Mirror, rev: i64) -> Result<bool> {
         if queue.entry(rev).is_none_or(|ours| ours.key != self.key) {
             return Err(self.gone());
         }
@@ -447,11 +447,7 @@ impl Entry {
             None => queue.ahead_of(rev).next_back().into_iter().collect(),
             Some(_) => queue.ahead_of(rev).collect(),
         };
-        Ok(if self.waits_for(ahead)?.is_empty() {
-            Turn::Ours(queue.rev())
-        } else {
-            Turn::Waiting
-        })
+        Ok(self.waits_for(ahead)?.is_empty())
     }
 
     /// How often a waiter re-reads the queue besides its view: every
