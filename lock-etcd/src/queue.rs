@@ -42,6 +42,12 @@ const UNSYNCED_RECHECKS: [Duration; 7] = [
     Duration::from_millis(110),
 ];
 
+/// A deliberate defect, to prove that the tests and the fault matrix catch
+/// it: confirm a turn with a member-local read. On only in a build with
+/// `DISTLOCK_MUTANT_UNCONFIRMED_TURN` set in the environment (not a cargo
+/// feature, so that `--all-features` never turns it on).
+const MUTANT_UNCONFIRMED_TURN: bool = option_env!("DISTLOCK_MUTANT_UNCONFIRMED_TURN").is_some();
+
 /// How many times a try re-reads a queue that changed between its read and
 /// its write before it gives up with `WouldBlock`.
 const TRY_ROUNDS: usize = 8;
@@ -471,8 +477,10 @@ impl Entry {
     }
 
     /// Our turn as a linearizable read shows it: a grant that holds now.
+    /// (Built with [`MUTANT_UNCONFIRMED_TURN`], it reads member-local
+    /// state instead, a defect the tests must catch.)
     async fn confirm_turn(&self, rev: i64) -> Result<Turn> {
-        let resp = self.read_turn_at(rev, false).await?;
+        let resp = self.read_turn_at(rev, MUTANT_UNCONFIRMED_TURN).await?;
         self.turn_from(&resp, rev)
     }
 
