@@ -42,6 +42,12 @@ const UNSYNCED_RECHECKS: [Duration; 7] = [
     Duration::from_millis(110),
 ];
 
+/// A deliberate defect, to prove that the tests and the fault matrix catch
+/// it: confirm a turn with a member-local read. On only in a build with
+/// `DISTLOCK_MUTANT_UNCONFIRMED_TURN` set in the environment (not a cargo
+/// feature, so that `--all-features` never turns it on).
+const MUTANT_UNCONFIRMED_TURN: bool = option_env!("DISTLOCK_MUTANT_UNCONFIRMED_TURN").is_some();
+
 /// How many times a try re-reads a queue that changed between its read and
 /// its write before it gives up with `WouldBlock`.
 const TRY_ROUNDS: usize = 8;
@@ -399,8 +405,8 @@ impl Entry {
                     self.what
                 )));
             }
-            if let Some(turn) = view.read(at.seen_at, |queue| self.turn_in(queue, at.rev))
-                && let Turn::Ours(_) = turn?
+            if let Some(shown) = view.read(at.seen_at, |queue| self.turn_shown(queue, at.rev))
+                && shown?
             {
                 match self.confirm_turn(at.rev).await {
                     Ok(Turn::Ours(seen_at)) => return Ok(seen_at),
@@ -438,8 +444,8 @@ impl Entry {
         }
     }
 
-    /// Our turn as the view `queue` shows it.
-    fn turn_in(&self, queue: &Mirror, rev: i64) -> Result<Turn> {
+    /// Whether the view `queue` shows our turn: a hint, to be confirmed.
+    fn turn_shown(&self, queue: &Mirror, rev: i64) -> Result<bool> {
         if queue.entry(rev).is_none_or(|ours| ours.key != self.key) {
             return Err(self.gone());
         }
@@ -447,11 +453,7 @@ impl Entry {
             None => queue.ahead_of(rev).next_back().into_iter().collect(),
             Some(_) => queue.ahead_of(rev).collect(),
         };
-        Ok(if self.waits_for(ahead)?.is_empty() {
-            Turn::Ours(queue.rev())
-        } else {
-            Turn::Waiting
-        })
+        Ok(self.waits_for(ahead)?.is_empty())
     }
 
     /// How often a waiter re-reads the queue besides its view: every
@@ -475,8 +477,10 @@ impl Entry {
     }
 
     /// Our turn as a linearizable read shows it: a grant that holds now.
+    /// (Built with [`MUTANT_UNCONFIRMED_TURN`], it reads member-local
+    /// state instead, a defect the tests must catch.)
     async fn confirm_turn(&self, rev: i64) -> Result<Turn> {
-        let resp = self.read_turn_at(rev, false).await?;
+        let resp = self.read_turn_at(rev, MUTANT_UNCONFIRMED_TURN).await?;
         self.turn_from(&resp, rev)
     }
 

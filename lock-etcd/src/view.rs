@@ -59,11 +59,6 @@ pub(crate) struct Mirror {
 }
 
 impl Mirror {
-    /// The store revision this copy is exact at.
-    pub(crate) fn rev(&self) -> i64 {
-        self.rev
-    }
-
     /// The entry created at `rev`, if it still exists.
     pub(crate) fn entry(&self, rev: i64) -> Option<QueueEntry<'_>> {
         self.entries
@@ -424,14 +419,14 @@ mod tests {
         // (at 1,900) lie in batches still to come.
         let batch: Vec<Change> = (11..=1010).map(|rev| put("q/other", rev)).collect();
         mirror.apply_changes(batch, Some(2_000));
-        assert_eq!(mirror.rev(), 1010, "exact only up to the last event");
+        assert_eq!(mirror.rev, 1010, "exact only up to the last event");
         // A waiter whose key was created at 1,500 does not read this view yet.
-        assert!(mirror.rev() < 1500);
+        assert!(mirror.rev < 1500);
         mirror.apply_changes(
             vec![put("q/ours", 1500), delete("q/holder", 1900)],
             Some(2_000),
         );
-        assert_eq!(mirror.rev(), 1900);
+        assert_eq!(mirror.rev, 1900);
         assert!(mirror.entry(1500).is_some());
         assert!(mirror.entry(10).is_none());
     }
@@ -443,6 +438,6 @@ mod tests {
         let mut mirror = Mirror::default();
         mirror.reset([], 10);
         mirror.apply_changes(Vec::new(), Some(42));
-        assert_eq!(mirror.rev(), 42);
+        assert_eq!(mirror.rev, 42);
     }
 }

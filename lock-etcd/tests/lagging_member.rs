@@ -24,28 +24,6 @@ async fn start_isolatable() -> EtcdCluster {
     }
 }
 
-/// The leader's index and one follower's.
-async fn leader_and_follower(cluster: &EtcdCluster) -> (usize, usize) {
-    let leader = timeout(SLACK, async {
-        loop {
-            if let Some(leader) = cluster.leader_index().await {
-                return leader;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    })
-    .await
-    .expect("the cluster elects a leader");
-    (leader, (leader + 1) % 3)
-}
-
-/// A raw client of member `index` only (no require-leader).
-async fn client_of(cluster: &EtcdCluster, index: usize) -> Client {
-    Client::connect([cluster.member(index).endpoint()], None)
-        .await
-        .expect("raw etcd client")
-}
-
 /// `key`'s value in a serializable read, and the read's revision.
 async fn local_read(client: &mut Client, key: &str) -> (Option<Vec<u8>>, i64) {
     let resp = client
@@ -98,9 +76,9 @@ async fn until_leaderless(cluster: &EtcdCluster, index: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolated_member_serves_stale_local_reads_and_catches_up_on_rejoin() {
     let cluster = start_isolatable().await;
-    let (leader, lagging) = leader_and_follower(&cluster).await;
-    let mut majority = client_of(&cluster, leader).await;
-    let mut cut_off = client_of(&cluster, lagging).await;
+    let (leader, lagging) = support::leader_and_follower(&cluster, SLACK).await;
+    let mut majority = support::client_of(&cluster, leader).await;
+    let mut cut_off = support::client_of(&cluster, lagging).await;
     let key = "/isolation/probe";
 
     majority.put(key, "before", None).await.expect("put");
@@ -149,7 +127,7 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
     // Longer than the cut: the waiter's keepalives go through the member.
     let ttl = Duration::from_secs(4);
     let cluster = start_isolatable().await;
-    let (leader, lagging) = leader_and_follower(&cluster).await;
+    let (leader, lagging) = support::leader_and_follower(&cluster, SLACK).await;
     let connect = |index: usize| {
         let config =
             support::config_for(vec![cluster.member(index).endpoint()]).with_default_ttl(ttl);
@@ -160,7 +138,7 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
     let held = holder.lock("isolation/lock").await.expect("lock");
     let queue = support::queue_of(held.key());
 
-    let mut raw = client_of(&cluster, leader).await;
+    let mut raw = support::client_of(&cluster, leader).await;
     let mut events = support::watch_queue(&mut raw, &queue).await;
     let waiting = tokio::spawn(async move {
         let guard = waiter.lock("isolation/lock").await;
@@ -178,7 +156,7 @@ async fn waiter_on_an_isolated_member_takes_the_lock_after_it_rejoins() {
         .unwrap()
         .to_owned();
     // Its member has applied the join (and so answered it) before the cut.
-    let mut cut_off = client_of(&cluster, lagging).await;
+    let mut cut_off = support::client_of(&cluster, lagging).await;
     let applied = timeout(SLACK, async {
         while local_read(&mut cut_off, &waiter_key).await.0.is_none() {
             tokio::time::sleep(POLL).await;

@@ -18,12 +18,12 @@ use tokio::time::{Instant, sleep_until, timeout};
 use crate::attempt::AcquireCleanup;
 use crate::case::{self, Case};
 use crate::config::FileConfig;
-use crate::errors::{Unfinished, dir_error, io_error, unfinished, unfinished_at};
+use crate::errors::{Unfinished, dir_error, io_error, panicked, unfinished, unfinished_at};
 use crate::flock::Bound;
 use crate::held::FileLease;
 use crate::keys::{LockPaths, Space};
 use crate::place::Place;
-use crate::renewals::{RenewalLane, Renewed};
+use crate::renewals::{Answer, RenewalLane};
 use crate::sharing::{self, MACHINE_DIR, Sharing};
 use crate::store::{Attempt, Claim};
 use crate::wakeups;
@@ -209,8 +209,9 @@ impl FileBackend {
 
     /// Renews `holder`'s lease on `name` (files at `paths`) to now +
     /// `ttl_ms` in the renewal lane, bounded by the request timeout
-    /// (waiting in the lane included). Dropping the future skips the
-    /// renewal if no worker has started it yet.
+    /// (waiting in the lane included). A renewal that panicked is a lost
+    /// lease (`LeaseLost`). Dropping the future skips the renewal if no
+    /// worker has started it yet.
     pub(crate) async fn renew_in_lane(
         &self,
         name: &LockName,
@@ -226,10 +227,8 @@ impl FileBackend {
             .submit(paths.clone(), holder.to_owned(), ttl_ms, bound);
         let (op, path) = ("renew", &paths.record);
         match timeout(limit + REPORT_GRACE, answer).await {
-            Ok(Ok(renewed)) => {
-                let renewed: Renewed = renewed;
-                renewed.map_err(|e| io_error(e, op, name, path))
-            }
+            Ok(Ok(Answer::Done(renewed))) => renewed.map_err(|e| io_error(e, op, name, path)),
+            Ok(Ok(Answer::Panicked(why))) => Err(panicked(op, name, path, &why)),
             Ok(Err(closed)) => Err(unfinished(op, name, path, Unfinished::Failed(&closed))),
             Err(_) => Err(unfinished(op, name, path, Unfinished::TookLonger(limit))),
         }

@@ -26,6 +26,16 @@ pub(crate) fn unfinished(op: &str, name: &LockName, path: &Path, outcome: Unfini
     unfinished_at(&path.display().to_string(), &operation, outcome)
 }
 
+/// A renewal of lock `name` (files at `path`) that panicked with `why`:
+/// its lease can no longer be vouched for, so it is lost.
+pub(crate) fn panicked(op: &str, name: &LockName, path: &Path, why: &str) -> Error {
+    let operation = format!("{op} lock {name}");
+    Site::new(BACKEND, &path.display().to_string(), &operation).error(
+        ErrorKind::LeaseLost,
+        format_args!("the renewal panicked ({why}); acquire it again"),
+    )
+}
+
 /// Why a blocking file task did not finish.
 pub(crate) enum Unfinished<'a> {
     /// It panicked or was cancelled.

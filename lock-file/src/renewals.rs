@@ -13,9 +13,16 @@
 //! then `fsync`s each directory the batch renamed in once, and only then
 //! reports the renewals done. Several workers keep several `fsync`s in
 //! flight, which the filesystem's journal commits together.
+//!
+//! A renewal that panics is answered [`Answer::Panicked`] (its lease can no
+//! longer be vouched for) and its worker goes on with the rest of the batch.
+//! A worker that panics anywhere else gives its slot back as it unwinds, and
+//! starts a replacement when renewals are queued, so the lane never runs
+//! short of threads.
 
 use std::collections::VecDeque;
 use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -39,13 +46,23 @@ const IDLE: Duration = Duration::from_secs(5);
 /// What a renewal found: renewed, or the lease is gone.
 pub(crate) type Renewed = io::Result<Result<(), Gone>>;
 
+/// The lane's answer to one renewal.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The renewal ran to its end and found this.
+    Done(Renewed),
+    /// The renewal panicked, with this message: whether the record was
+    /// renewed is unknown, and a lease nobody can renew reliably is lost.
+    Panicked(String),
+}
+
 /// One renewal waiting for a worker.
 struct Job {
     paths: LockPaths,
     holder: String,
     ttl_ms: u64,
     bound: Bound,
-    reply: oneshot::Sender<Renewed>,
+    reply: oneshot::Sender<Answer>,
 }
 
 /// The renewal lane of one backend (shared by its clones).
@@ -98,7 +115,7 @@ impl RenewalLane {
         holder: String,
         ttl_ms: u64,
         bound: Bound,
-    ) -> oneshot::Receiver<Renewed> {
+    ) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
         let mut state = self.inner.state();
         state.queue.push_back(Job {
@@ -111,18 +128,33 @@ impl RenewalLane {
         if state.idle > 0 {
             self.inner.more.notify_one();
         } else if state.workers < WORKERS {
-            let inner = self.inner.clone();
-            let spawned = std::thread::Builder::new()
-                .name("distlock-file-renew".to_owned())
-                .stack_size(256 * 1024)
-                .spawn(move || inner.work());
-            // Without a thread the job waits for a running worker, or
-            // times out and the renewal is retried.
-            if spawned.is_ok() {
-                state.workers += 1;
-            }
+            self.inner.spawn_worker(&mut state);
         }
         answer
+    }
+
+    /// How many workers the lane counts as running.
+    #[cfg(test)]
+    pub(crate) fn workers(&self) -> usize {
+        self.inner.state().workers
+    }
+}
+
+/// A worker's place in [`State::workers`], given back if the worker
+/// unwinds (a worker that ends normally gives it back itself, under the
+/// same lock that saw the queue empty).
+struct Slot(Arc<Inner>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut state = self.0.state();
+        state.workers -= 1;
+        if !state.queue.is_empty() && state.idle == 0 {
+            self.0.spawn_worker(&mut state);
+        }
     }
 }
 
@@ -131,8 +163,23 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A worker: renews batches until the queue stays empty for [`IDLE`].
-    fn work(&self) {
+    /// Starts one more worker and counts it in `state`.
+    fn spawn_worker(self: &Arc<Self>, state: &mut State) {
+        let slot = Slot(self.clone());
+        let spawned = std::thread::Builder::new()
+            .name("distlock-file-renew".to_owned())
+            .stack_size(256 * 1024)
+            .spawn(move || slot.0.work(&slot));
+        // Without a thread the job waits for a running worker, or
+        // times out and the renewal is retried.
+        if spawned.is_ok() {
+            state.workers += 1;
+        }
+    }
+
+    /// A worker holding `_slot`: renews batches until the queue stays
+    /// empty for [`IDLE`].
+    fn work(&self, _slot: &Slot) {
         loop {
             let batch: Vec<Job> = {
                 let mut state = self.state();
@@ -155,6 +202,8 @@ impl Inner {
                 let n = state.queue.len().div_ceil(state.workers.max(1)).min(BATCH);
                 state.queue.drain(..n).collect()
             };
+            #[cfg(test)]
+            tests::hook::batch(&batch);
             self.renew_batch(batch);
         }
     }
@@ -173,8 +222,20 @@ impl Inner {
             if job.bound.is_cancelled() {
                 continue;
             }
-            let update = Update::Renew { ttl_ms: job.ttl_ms };
-            let renewed = store::update(&job.paths, &job.holder, update, durability, &job.bound);
+            let renewed = match catch_unwind(AssertUnwindSafe(|| renew(&job, durability))) {
+                Ok(renewed) => renewed,
+                Err(panic) => {
+                    let why = panic_message(panic.as_ref());
+                    tracing::error!(
+                        backend = "file",
+                        record = %job.paths.record.display(),
+                        panic = %why,
+                        "a lease renewal panicked; the lease is reported lost"
+                    );
+                    let _ = job.reply.send(Answer::Panicked(why));
+                    continue;
+                }
+            };
             if matches!(renewed, Ok(Ok(()))) && self.fsync {
                 let dir = job.paths.dir();
                 if !dirs.iter().any(|d| d == dir) {
@@ -200,7 +261,29 @@ impl Inner {
                 }
             }
             // The caller may have stopped waiting: nothing to tell then.
-            let _ = job.reply.send(renewed);
+            let _ = job.reply.send(Answer::Done(renewed));
         }
     }
 }
+
+/// Renews `job`'s lease in its record, written with `durability`.
+fn renew(job: &Job, durability: Durability) -> Renewed {
+    #[cfg(test)]
+    tests::hook::renewal(&job.paths);
+    let update = Update::Renew { ttl_ms: job.ttl_ms };
+    store::update(&job.paths, &job.holder, update, durability, &job.bound)
+}
+
+/// The message a panic was raised with, as far as it is text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -98,17 +98,15 @@ impl PostgresBackend {
         config.check()?;
         let pool = Pool::new(&config);
         let client = pool.client().await?;
-        tokio::time::timeout(
-            config.request_timeout.max(config.connect_timeout),
-            schema::migrate(&client, &config),
-        )
-        .await
-        .map_err(|_| {
-            crate::errors::timed_out(
-                &format!("prepare the lock tables in schema {}", config.schema),
-                config.request_timeout,
-            )
-        })??;
+        let bound = config.request_timeout.max(config.connect_timeout);
+        tokio::time::timeout(bound, crate::migrate::migrate(&client, &config))
+            .await
+            .map_err(|_| {
+                crate::errors::timed_out(
+                    &format!("prepare the lock tables in schema {}", config.schema),
+                    bound,
+                )
+            })??;
         let (wakeups, listener) = Wakeups::start(
             &config,
             schema::channel(&config.schema),

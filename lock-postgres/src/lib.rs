@@ -11,6 +11,7 @@ mod errors;
 mod fence;
 mod keys;
 mod lease;
+mod migrate;
 mod pool;
 mod schema;
 mod sessions;

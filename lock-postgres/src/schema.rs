@@ -52,11 +52,6 @@
 //! entry of the same owner id, granted and then lost while its waiter could
 //! not hear of it.
 
-use distlock_core::{Error, Result};
-use tokio_postgres::Client;
-
-use crate::config::PostgresConfig;
-
 /// The version the code below creates; recorded in `migrations`.
 pub(crate) const VERSION: i32 = 4;
 
@@ -71,72 +66,8 @@ pub(crate) fn wake_channel(schema: &str) -> String {
     format!("distlockw_{schema}")
 }
 
-/// Creates the schema's objects unless version [`VERSION`] is recorded.
-/// Every statement is idempotent (`IF NOT EXISTS`, `CREATE OR REPLACE`), so
-/// the same script also upgrades an older version in place.
-///
-/// Concurrent first connections serialise on a transaction advisory lock,
-/// and each reads the version again once it holds it: the script's
-/// `ALTER TABLE` takes the table's exclusive lock even when it changes
-/// nothing, and a client that ran it again behind the first one would
-/// deadlock with the lock traffic that had started meanwhile.
-///
-/// The migration is one transaction of several requests, so it runs on a
-/// connection of its own, never on a pooled one that other requests share;
-/// a cancelled migration closes that connection, which rolls it back.
-pub(crate) async fn migrate(client: &Client, config: &PostgresConfig) -> Result<()> {
-    let schema = &config.schema;
-    if current_version(client, schema).await? >= VERSION {
-        return Ok(());
-    }
-    let own = crate::connect::open_client(config).await?;
-    let context = format!("create the lock tables in schema {schema}");
-    let pg = |e| crate::errors::from_pg(e, &context);
-    own.batch_execute(&format!(
-        "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('distlock migration {schema}', 0))"
-    ))
-    .await
-    .map_err(pg)?;
-    if current_version(&own, schema).await? < VERSION {
-        own.batch_execute(&migration_sql(schema))
-            .await
-            .map_err(pg)?;
-    }
-    own.batch_execute("COMMIT").await.map_err(pg)
-}
-
-async fn current_version(client: &Client, schema: &str) -> Result<i32> {
-    let context = format!("read the lock schema version of {schema}");
-    let exists: bool = client
-        .query_one(
-            "SELECT to_regclass(quote_ident($1) || '.migrations') IS NOT NULL",
-            &[&schema],
-        )
-        .await
-        .map_err(|e| crate::errors::from_pg(e, &context))?
-        .get(0);
-    if !exists {
-        return Ok(0);
-    }
-    let row = client
-        .query_one(
-            &format!("SELECT coalesce(max(version), 0) FROM {schema}.migrations"),
-            &[],
-        )
-        .await
-        .map_err(|e| crate::errors::from_pg(e, &context))?;
-    let version: i32 = row.get(0);
-    if version > VERSION {
-        return Err(Error::invalid_config(format!(
-            "schema {schema} holds lock tables of version {version}, newer than this \
-             distlock-postgres understands ({VERSION}); upgrade distlock-postgres"
-        )));
-    }
-    Ok(version)
-}
-
-/// The whole migration, run inside [`migrate`]'s transaction.
-fn migration_sql(schema: &str) -> String {
+/// The whole migration, run inside [`migrate`](crate::migrate::migrate)'s transaction.
+pub(crate) fn migration_sql(schema: &str) -> String {
     MIGRATION
         .replace("{s}", schema)
         .replace("{channel}", &channel(schema))

@@ -202,3 +202,26 @@ pub async fn txns_started(cluster: &distlock_testkit::servers::EtcdCluster) -> f
         .await
         .expect("read etcd metrics")
 }
+
+/// The leader's index and one follower's, once `cluster` (of 3) has
+/// elected a leader within `within`.
+pub async fn leader_and_follower(cluster: &EtcdCluster, within: Duration) -> (usize, usize) {
+    let leader = tokio::time::timeout(within, async {
+        loop {
+            if let Some(leader) = cluster.leader_index().await {
+                return leader;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the cluster elects a leader");
+    (leader, (leader + 1) % 3)
+}
+
+/// A raw client of member `index` only (no require-leader).
+pub async fn client_of(cluster: &EtcdCluster, index: usize) -> etcd_client::Client {
+    etcd_client::Client::connect([cluster.member(index).endpoint()], None)
+        .await
+        .expect("raw etcd client")
+}

@@ -38,6 +38,8 @@ use super::readiness::wait_ready;
 use super::unix_relay::UnixRelay;
 use super::workdir::temp_dir;
 
+/// The members' default election timeout (`--election-timeout`).
+const ELECTION_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a member may take to report healthy.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one status request may take in [`EtcdCluster::leader_index`].
@@ -62,6 +64,7 @@ pub struct EtcdOptions {
     auth_token_ttl: Option<Duration>,
     tls: Option<EtcdTls>,
     isolatable: bool,
+    election_timeout: Duration,
 }
 
 /// TLS on the client port: the member serves `https` with this certificate.
@@ -93,6 +96,7 @@ impl EtcdOptions {
             auth_token_ttl: None,
             tls: None,
             isolatable: false,
+            election_timeout: ELECTION_TIMEOUT,
         }
     }
 
@@ -125,6 +129,17 @@ impl EtcdOptions {
     /// (`--auth-token-ttl`, whole seconds; etcd's default is 300 s).
     pub fn auth_token_ttl(mut self, ttl: Duration) -> Self {
         self.auth_token_ttl = Some(ttl);
+        self
+    }
+
+    /// How long a follower goes without hearing its leader before it
+    /// counts the leader gone (`--election-timeout`; the heartbeat is a
+    /// tenth of it). The default, 100 ms, notices a lost leader at once; a
+    /// longer one keeps a member cut off from its peers unaware of it, and
+    /// answering its clients as before, for that long. The first election
+    /// of a cluster also takes about this long.
+    pub fn election_timeout(mut self, timeout: Duration) -> Self {
+        self.election_timeout = timeout;
         self
     }
 
@@ -205,6 +220,7 @@ impl EtcdCluster {
                     initial_cluster: &initial_cluster,
                     token: &token,
                     auth_token_ttl: options.auth_token_ttl,
+                    election_timeout: options.election_timeout,
                     tls: options.tls.as_ref(),
                     net: net.as_ref(),
                 };
@@ -251,8 +267,9 @@ impl EtcdCluster {
     /// Cuts member `index` off from its peers: its raft traffic, in both
     /// directions, is dropped without a reset, like a network partition.
     /// Its clients still reach it. Until it notices (an election timeout,
-    /// 100 to 200 ms here) it still believes in its leader; then it keeps
-    /// calling elections it cannot win. All along it serves serializable
+    /// 100 to 200 ms by default, see [`EtcdOptions::election_timeout`]) it
+    /// still believes in its leader; then it keeps calling elections it
+    /// cannot win. All along it serves serializable
     /// reads of what it had applied, while linearizable requests and
     /// writes sent to it get no answer, or `etcdserver: no leader` from
     /// clients that require a leader.
@@ -332,6 +349,7 @@ struct ClusterSpec<'a> {
     initial_cluster: &'a str,
     token: &'a str,
     auth_token_ttl: Option<Duration>,
+    election_timeout: Duration,
     tls: Option<&'a EtcdTls>,
     /// The namespaces, when the cluster is isolatable.
     net: Option<&'a PeerNet>,
@@ -409,6 +427,10 @@ impl EtcdMember {
                 extra.push(client_ca.clone().into_os_string());
             }
         }
+        let election_ms = cluster.election_timeout.as_millis().max(10).to_string();
+        let heartbeat_ms = (cluster.election_timeout.as_millis() / 10)
+            .max(1)
+            .to_string();
         let args: Vec<OsString> = [
             "--name",
             &name,
@@ -427,9 +449,9 @@ impl EtcdMember {
             "--initial-cluster-state",
             "new",
             "--heartbeat-interval",
-            "10",
+            &heartbeat_ms,
             "--election-timeout",
-            "100",
+            &election_ms,
             "--logger",
             "zap",
             "--log-level",
