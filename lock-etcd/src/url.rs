@@ -153,7 +153,10 @@ mod tests {
             Some(std::path::Path::new("/k.pem"))
         );
         let err = EtcdConfig::from_url("etcds://h:2379?ca_cert=/etc/ca.pem").unwrap_err();
-        assert!(err.message().contains("ca_cert"), "an unknown option: {err}");
+        assert!(
+            err.message().contains("ca_cert"),
+            "an unknown option: {err}"
+        );
     }
 
     #[test]
