@@ -280,7 +280,8 @@ impl CommonConfig {
     }
 
     /// Applies the [`Settings`] Redis honours over these (the client
-    /// settings and [`SETTINGS`]), and refuses the others.
+    /// settings and the Redis settings: `tls`, `tls_insecure`, `tls.ca`,
+    /// `tls.cert`, `tls.key`, `fair`, `layout`), and refuses the others.
     pub fn apply_settings(&mut self, settings: &Settings) -> Result<()> {
         self.apply_settings_of("Redis", SETTINGS, settings)
     }
