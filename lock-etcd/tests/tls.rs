@@ -43,7 +43,7 @@ async fn locks_work_over_tls_with_and_without_a_client_certificate() {
     let certs = certs();
     let server_auth = tls_cluster(&certs, false).await;
     let url = format!(
-        "etcds://{}{}?ca_cert={}",
+        "etcds://{}{}?tls.ca={}",
         server_auth.endpoints()[0],
         support::PREFIX,
         certs.ca().display()
