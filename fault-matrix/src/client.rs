@@ -33,6 +33,7 @@ use tokio::sync::Mutex;
 
 use super::clock::now_ns;
 use super::contended::Contended;
+use super::own_ends::OwnEnds;
 use super::protocol::{Message, Phase, Reply, Section};
 
 /// How often an extended section checks whether it may end, and writes
@@ -90,8 +91,9 @@ impl Log {
         (recorder.take(), until_ns)
     }
 
-    /// Sends the history in batches on `events` until the resource goes.
-    fn send_on(&self, events: Arc<Mutex<Channel>>, client: u32) {
+    /// Sends the history in batches on `events` until the resource goes,
+    /// each with the `ends` captured meanwhile.
+    fn send_on(&self, events: Arc<Mutex<Channel>>, client: u32, ends: OwnEnds) {
         let log = self.clone();
         tokio::spawn(async move {
             // Sent even when empty: the runner cuts every client's history
@@ -103,6 +105,7 @@ impl Log {
                     client,
                     events: batch,
                     until_ns,
+                    ends: ends.take(),
                 };
                 if events.lock().await.send(&message).await.is_err() {
                     return;
@@ -192,6 +195,7 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
     // First: `SIGUSR1`'s default action ends the process, and the runner
     // may send it to a client still connecting on a loaded machine.
     let extend = extend_on_signals()?;
+    let ends = OwnEnds::install();
     let mut writes = Channel::open(args.resource, args.client).await?;
     let events = Arc::new(Mutex::new(Channel::open(args.resource, args.client).await?));
     let backend = loop {
@@ -208,7 +212,7 @@ pub async fn run(args: ClientArgs) -> io::Result<()> {
         args.client,
         args.origin_ns,
     ))));
-    log.send_on(Arc::clone(&events), args.client);
+    log.send_on(Arc::clone(&events), args.client, ends);
     let mut draw = StdRng::seed_from_u64(args.origin_ns ^ u64::from(args.client));
     for seq in 0.. {
         let names = args.contended.names_to_hold(&args.lock, &mut draw);

@@ -21,6 +21,7 @@ pub mod history;
 pub mod history_file;
 pub mod inject;
 pub mod mutant;
+pub mod own_ends;
 pub mod protocol;
 pub mod report;
 pub mod resource;

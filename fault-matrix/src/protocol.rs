@@ -98,6 +98,10 @@ pub enum Message {
         /// history is complete up to here.
         #[serde(default)]
         until_ns: u64,
+        /// The keys and leases the client ended itself since the last
+        /// batch, as its backend reported them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ends: Vec<End>,
     },
     /// An operation failed.
     Error {
@@ -110,6 +114,26 @@ pub enum Message {
         /// When it failed.
         at_ns: u64,
     },
+}
+
+/// A key or lease that a client's backend ended at the client's request
+/// (a release's delete, a revocation), with the revision at which it took
+/// effect where known: what tells the client's own ends from the server's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct End {
+    /// The client's number.
+    #[serde(default)]
+    pub client: u32,
+    /// The key deleted, for a release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The lease revoked, for a revocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<i64>,
+    /// The revision it took effect at, or `None` when its outcome is not
+    /// known (an answer lost): it may have taken effect at any revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
 }
 
 /// The resource's answer to a message.

@@ -27,7 +27,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use super::clock::now_ns;
-use super::protocol::{Message, Phase, Reply, Section};
+use super::protocol::{End, Message, Phase, Reply, Section};
 
 /// One grant as its begin write reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +121,8 @@ pub struct Record {
     pub history_until: HashMap<u32, u64>,
     /// Every lost signal.
     pub lost: Vec<Lost>,
+    /// The keys and leases clients ended themselves.
+    pub ends: Vec<super::protocol::End>,
     /// Errors by `op:kind`, with the time of each.
     pub errors: Vec<(String, u64)>,
     /// Each client's process id.
@@ -158,8 +160,12 @@ impl State {
                 client,
                 events,
                 until_ns,
+                ends,
             } => {
                 self.record.history.extend(events);
+                self.record
+                    .ends
+                    .extend(ends.into_iter().map(|end| End { client, ..end }));
                 let until = self.record.history_until.entry(client).or_default();
                 *until = (*until).max(until_ns);
                 Reply::Ok

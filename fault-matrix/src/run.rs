@@ -382,7 +382,7 @@ pub async fn run_trial(
                 let cell =
                     Cell::measure(row, fault, plan.ttl, plan.clients, began, ended, &record, t);
                 let holds = blamed_holds(&cell, &record);
-                let (ended, note) = revocation.ended_early(service, &holds).await;
+                let (ended, note) = revocation.ended_early(service, &holds, &record.ends).await;
                 (ended, Some(note))
             }
             None => (Vec::new(), None),

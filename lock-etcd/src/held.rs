@@ -29,6 +29,7 @@ use tokio::time::sleep;
 use tracing::Instrument;
 
 use crate::backend::Inner;
+use crate::ends;
 use crate::keys::Space;
 use crate::lease::PooledLease;
 use crate::queue::Won;
@@ -179,10 +180,18 @@ impl HeldLock for EtcdHeld {
                 let release = release.clone();
                 async move {
                     let resp = client.kv_client().txn(release).await?;
-                    Ok((resp.succeeded(), attempt))
+                    let revision = resp.header().map_or(ends::UNKNOWN, |h| h.revision());
+                    Ok((resp.succeeded(), attempt, revision))
                 }
             })
             .await;
+        match &outcome {
+            Ok((true, _, revision)) => ends::key_deleted(&self.key, *revision),
+            Ok((false, 1, _)) => {}
+            // A retry, or no answer: an attempt may have deleted it.
+            Ok((false, ..)) | Err(_) => ends::key_deleted(&self.key, ends::UNKNOWN),
+        }
+        let outcome = outcome.map(|(succeeded, attempt, _)| (succeeded, attempt));
         let lease = self.lease.take();
         let result = match outcome {
             Ok((true, 1)) if lost_before.is_none() && self.reusable => {

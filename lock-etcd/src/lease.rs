@@ -15,6 +15,7 @@ use distlock_core::{Error, LostReason, LostSignal, Result};
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::ends;
 use crate::errors::is_lease_gone;
 use crate::keepalive::KeepAliveHub;
 use crate::rpc::{Retry, Rpc};
@@ -187,17 +188,25 @@ impl PooledLease {
 pub(crate) async fn revoke_id(rpc: &Rpc, id: i64) -> Result<()> {
     let op = format!("revoke lease {id:x}");
     let result = rpc
-        .call(&op, Retry::Idempotent, |client, _| async move {
+        .call(&op, Retry::Idempotent, |client, attempt| async move {
             match client.lease_client().revoke(id).await {
-                Err(err) if is_lease_gone(&err) => Ok(()),
-                other => other.map(|_| ()),
+                Ok(resp) => Ok(Some(resp.header().map_or(ends::UNKNOWN, |h| h.revision()))),
+                // Gone at the first try: it ended before we asked. At a
+                // later one, an earlier try may have ended it.
+                Err(err) if is_lease_gone(&err) => Ok((attempt > 1).then_some(ends::UNKNOWN)),
+                Err(err) => Err(err),
             }
         })
         .await;
-    if let Err(e) = &result {
-        tracing::debug!(lease = %format_args!("{id:x}"), error = %e, "lease revoke failed; it will expire after its TTL");
+    match &result {
+        Ok(Some(revision)) => ends::lease_revoked(id, *revision),
+        Ok(None) => {}
+        Err(e) => {
+            ends::lease_revoked(id, ends::UNKNOWN);
+            tracing::debug!(lease = %format_args!("{id:x}"), error = %e, "lease revoke failed; it will expire after its TTL");
+        }
     }
-    result
+    result.map(|_| ())
 }
 
 /// The time left on lease `id`, by etcd's count (whole seconds), or `None`

@@ -5,6 +5,7 @@ mod backend;
 mod config;
 mod connect;
 mod election;
+mod ends;
 mod errors;
 mod held;
 mod hub;
@@ -30,6 +31,9 @@ pub use config::{
 };
 /// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
 pub use distlock_core::ClientConfig;
+/// The tracing target of the events for every key and lease the client
+/// ends itself, with their revisions.
+pub use ends::TARGET as ENDS_TARGET;
 /// The `etcd-client` crate this backend is built on, for guarded writes
 /// with [`is_owner`] and for [`EtcdBackend::client`].
 pub use etcd_client;
