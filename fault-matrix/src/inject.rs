@@ -18,7 +18,8 @@ use super::row::Service;
 use super::shape::KillAt;
 use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
-use distlock_testkit::servers::{PostgresServer, RedisCluster};
+use distlock_testkit::servers::mariadb::TEST_DATABASE;
+use distlock_testkit::servers::{MariadbServer, PostgresServer, RedisCluster};
 
 mod waiter;
 
@@ -527,9 +528,30 @@ impl Target<'_> {
                 let server_query = server.query(&sql);
                 server_query.map_err(|e| e.to_string())?;
             }
+            Service::Mysql(server) => delete_entry(server, key, token)?,
             Service::None => return Err("memory:// has no lock to break".into()),
         }
         Ok(())
+    }
+}
+
+/// Deletes the grant of `key` with `token` from the MySQL lock table, as
+/// an operator's `DELETE` would: the next waiter may be granted at once,
+/// and the holder learns at its next renewal.
+fn delete_entry(server: &MariadbServer, key: &str, token: u64) -> Result<(), String> {
+    if key.contains(['\\', '\'']) {
+        return Err(format!(
+            "{key:?} cannot be quoted as a MySQL string literal"
+        ));
+    }
+    let sql = format!(
+        "DELETE FROM {TEST_DATABASE}.{}entries WHERE k = '{key}' AND token = {token} \
+         AND granted; SELECT ROW_COUNT();",
+        distlock_mysql::DEFAULT_TABLE_PREFIX
+    );
+    match server.query(&sql).map_err(|e| e.to_string())?.as_str() {
+        "1" => Ok(()),
+        n => Err(format!("{n} grants of {key} had token {token}, not one")),
     }
 }
 
