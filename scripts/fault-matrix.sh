@@ -2,15 +2,17 @@
 # Runs the fault matrix: every backend (etcd 1 and 3 nodes, Redis, Redis
 # Cluster of 3 masters with a replica each, Redlock over 3 servers,
 # ZooKeeper standalone and 3 servers, PostgreSQL in its table and advisory
-# layouts, MySQL's table layout on MariaDB, file), the broken row and three
+# layouts, MySQL on MariaDB in its table and named layouts, file), the
+# broken row and three
 # mutants under every fault, several seeded trials per cell, with separate
 # client processes and a checking resource, and prints the verdicts and
 # tables. It starts its own servers on loopback. See docs/safety.md.
 #
 #   scripts/fault-matrix.sh [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 #                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,
-#                                       postgres-advisory,mysql,file,broken,mutant-no-exclusion,
-#                                       mutant-silent-loss,mutant-long-validity]
+#                                       postgres-advisory,mysql,mysql-named,file,broken,
+#                                       mutant-no-exclusion,mutant-silent-loss,
+#                                       mutant-long-validity]
 #                           [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 #                           [--flip-trials N]
 #                           [--contend lock,rwlock-write,semaphore-1,many-names]

@@ -219,7 +219,8 @@ impl Fault {
                 | Row::Zk
                 | Row::Postgres
                 | Row::PostgresAdvisory
-                | Row::Mysql,
+                | Row::Mysql
+                | Row::MysqlNamed,
             ) => Some(single),
             (Fault::IsolateFollower, Row::Etcd3 | Row::Zk3) => None,
             (Fault::IsolateFollower, Row::Redlock) => {
@@ -266,14 +267,14 @@ impl Fault {
     /// offset from the fault's start: a TTL after it for faults that stop
     /// renewals (a paused waiter's too: it can no more keep its place or
     /// its grant), at once for faults that drop the lease (a broken lock, a
-    /// Redis restarted empty, a PostgreSQL restart ending the session that
-    /// holds an advisory lock).
+    /// Redis restarted empty, a PostgreSQL or MariaDB restart ending the
+    /// session that holds an advisory or named lock).
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
         match (self, row.service_row()) {
             (Fault::BreakLock, _) => Duration::ZERO,
             (
                 Fault::KillServer | Fault::BriefOutage,
-                Row::Redis | Row::Redlock | Row::PostgresAdvisory,
+                Row::Redis | Row::Redlock | Row::PostgresAdvisory | Row::MysqlNamed,
             ) => Duration::ZERO,
             _ => ttl,
         }
@@ -311,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn quick_pauses_a_waiter_on_the_sql_rows_alone() {
+    fn quick_pauses_a_waiter_on_the_strong_sql_rows_alone() {
         for row in Row::every() {
             let quick = Fault::quick(row);
             let sql = matches!(row, Row::Postgres | Row::PostgresAdvisory | Row::Mysql);
@@ -357,29 +358,53 @@ mod tests {
     }
 
     #[test]
+    fn the_mysql_named_row_is_weak_and_loses_its_lock_with_its_session() {
+        let row = Row::MysqlNamed;
+        assert_eq!(Row::parse("mysql-named"), Some(row));
+        assert!(Row::ALL.contains(&row) && !row.strong_tokens());
+        for fault in Fault::ALL {
+            let applies = fault.inapplicable(row).is_none();
+            assert_eq!(applies, !NEED_MEMBERS.contains(&fault), "{fault:?}");
+        }
+        assert_eq!(Fault::quick(row), [Fault::None, Fault::PauseHolder]);
+        assert_the_session_is_the_lease(row);
+    }
+
+    /// A row whose lock lives in a server session: a restart or a break
+    /// ends its lease at once, a stall a TTL later, and it has plain locks
+    /// only.
+    fn assert_the_session_is_the_lease(row: Row) {
+        let ttl = Duration::from_secs(1);
+        for fault in [Fault::KillServer, Fault::BriefOutage, Fault::BreakLock] {
+            let end = fault.lease_end_offset(row, ttl);
+            assert_eq!(end, Duration::ZERO, "{row:?} {fault:?}");
+        }
+        for fault in [Fault::PauseServer, Fault::PauseWaiter] {
+            assert_eq!(fault.lease_end_offset(row, ttl), ttl, "{row:?} {fault:?}");
+        }
+        for primitive in [Contended::Write, Contended::Permit] {
+            assert!(
+                primitive.inapplicable(Fault::None, row).is_some(),
+                "{row:?}"
+            );
+        }
+        assert_eq!(Contended::Lock.inapplicable(Fault::None, row), None);
+    }
+
+    #[test]
     fn the_advisory_row_is_strong_single_and_loses_its_lock_with_its_session() {
         let row = single_strong_row("postgres-advisory");
         assert_eq!(row, Row::PostgresAdvisory);
         for fault in NEED_MEMBERS {
             assert!(fault.inapplicable(row).is_some(), "{fault:?}");
         }
+        assert_the_session_is_the_lease(row);
         let ttl = Duration::from_secs(1);
         for fault in [Fault::KillServer, Fault::BriefOutage, Fault::BreakLock] {
-            assert_eq!(
-                fault.lease_end_offset(row, ttl),
-                Duration::ZERO,
-                "{fault:?}"
-            );
             assert_eq!(
                 fault.lease_end_offset(Row::Postgres, ttl) == ttl,
                 fault != Fault::BreakLock
             );
         }
-        assert_eq!(Fault::PauseServer.lease_end_offset(row, ttl), ttl);
-        assert_eq!(Fault::PauseWaiter.lease_end_offset(row, ttl), ttl);
-        for primitive in [Contended::Write, Contended::Permit] {
-            assert!(primitive.inapplicable(Fault::None, row).is_some());
-        }
-        assert_eq!(Contended::Lock.inapplicable(Fault::None, row), None);
     }
 }

@@ -16,6 +16,7 @@ use super::resource::CheckingResource;
 use super::revocation::Revocation;
 use super::row::Service;
 use super::shape::KillAt;
+use distlock_mysql::Layout as MysqlLayout;
 use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
 use distlock_testkit::servers::mariadb::TEST_DATABASE;
@@ -528,7 +529,8 @@ impl Target<'_> {
                 let server_query = server.query(&sql);
                 server_query.map_err(|e| e.to_string())?;
             }
-            Service::Mysql(server) => delete_entry(server, key, token)?,
+            Service::Mysql(server, MysqlLayout::Named) => kill_holder(server, key)?,
+            Service::Mysql(server, _) => delete_entry(server, key, token)?,
             Service::None => return Err("memory:// has no lock to break".into()),
         }
         Ok(())
@@ -553,6 +555,32 @@ fn delete_entry(server: &MariadbServer, key: &str, token: u64) -> Result<(), Str
         "1" => Ok(()),
         n => Err(format!("{n} grants of {key} had token {token}, not one")),
     }
+}
+
+/// Ends the session that holds the named lock `key` (`named:NAME`, as the
+/// grant reports it), as an operator's `KILL CONNECTION` would: the server
+/// frees the lock at once, and its holder learns at its next check.
+fn kill_holder(server: &MariadbServer, key: &str) -> Result<(), String> {
+    let name = key
+        .strip_prefix("named:")
+        .ok_or_else(|| format!("{key:?} is not a named lock key"))?;
+    if name.contains(['\\', '\'']) {
+        return Err(format!(
+            "{name:?} cannot be quoted as a MySQL string literal"
+        ));
+    }
+    let id = server
+        .query(&format!("SELECT IS_USED_LOCK('{name}')"))
+        .map_err(|e| e.to_string())?;
+    if id.parse::<u64>().is_err() {
+        return Err(format!(
+            "no session holds named lock {name} (IS_USED_LOCK: {id})"
+        ));
+    }
+    server
+        .query(&format!("KILL CONNECTION {id}"))
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Ends the session that holds the advisory lock `key` (`advisory:K`, as

@@ -9,6 +9,7 @@ use futures::future::try_join_all;
 use tempfile::TempDir;
 
 use super::mutant::Mutant;
+use distlock_mysql::Layout as MysqlLayout;
 use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
 use distlock_testkit::servers::mariadb::{TEST_DATABASE, TEST_USER};
@@ -49,6 +50,10 @@ pub enum Row {
     PostgresAdvisory,
     /// One MariaDB server through the MySQL backend, the table layout.
     Mysql,
+    /// One MariaDB server through the MySQL backend, the named layout: a
+    /// lock is a session's `GET_LOCK`, so it ends with the session, and
+    /// its tokens are best effort (the server clock).
+    MysqlNamed,
     /// The file backend on a local directory.
     File,
     /// A lock local to each client process (`memory://`): it excludes
@@ -60,8 +65,8 @@ pub enum Row {
 }
 
 impl Row {
-    /// The eleven real rows, in table order.
-    pub const ALL: [Row; 11] = [
+    /// The twelve real rows, in table order.
+    pub const ALL: [Row; 12] = [
         Row::Etcd,
         Row::Etcd3,
         Row::Redis,
@@ -72,6 +77,7 @@ impl Row {
         Row::Postgres,
         Row::PostgresAdvisory,
         Row::Mysql,
+        Row::MysqlNamed,
         Row::File,
     ];
 
@@ -106,6 +112,7 @@ impl Row {
             Row::Postgres => "postgres",
             Row::PostgresAdvisory => "postgres-advisory",
             Row::Mysql => "mysql",
+            Row::MysqlNamed => "mysql-named",
             Row::File => "file",
             Row::Broken => "broken",
         }
@@ -124,6 +131,7 @@ impl Row {
             Row::Postgres => "PostgreSQL, 1 server, table layout",
             Row::PostgresAdvisory => "PostgreSQL, 1 server, advisory layout",
             Row::Mysql => "MySQL backend on MariaDB, 1 server, table layout",
+            Row::MysqlNamed => "MySQL backend on MariaDB, 1 server, named layout",
             Row::File => "file",
             Row::Broken => "broken (memory:// per process)",
             Row::Mutant(Mutant::NoExclusion) => {
@@ -214,8 +222,8 @@ pub enum Service {
     Zk(ZkEnsemble),
     /// One PostgreSQL server, and the layout its clients keep locks in.
     Postgres(PostgresServer, Layout),
-    /// One MariaDB server; its clients keep locks in the lock tables.
-    Mysql(MariadbServer),
+    /// One MariaDB server, and the layout its clients keep locks in.
+    Mysql(MariadbServer, MysqlLayout),
     /// The lock directory.
     File(TempDir),
     /// Nothing: every client's lock lives in its own memory.
@@ -254,7 +262,8 @@ impl Service {
             Row::PostgresAdvisory => {
                 Service::Postgres(PostgresServer::start().await?, Layout::Advisory)
             }
-            Row::Mysql => Service::Mysql(MariadbServer::start().await?),
+            Row::Mysql => Service::Mysql(MariadbServer::start().await?, MysqlLayout::Table),
+            Row::MysqlNamed => Service::Mysql(MariadbServer::start().await?, MysqlLayout::Named),
             Row::File => Service::File(temp_dir(
                 "distlock-fault-matrix-",
                 "the file backend's lock directory",
@@ -272,7 +281,7 @@ impl Service {
             Service::RedisCluster(cluster) => cluster.addrs(),
             Service::Zk(ensemble) => ensemble.addrs(),
             Service::Postgres(server, _) => vec![server.addr()],
-            Service::Mysql(server) => vec![server.addr()],
+            Service::Mysql(server, _) => vec![server.addr()],
             Service::File(_) | Service::None => Vec::new(),
         };
         texts
@@ -318,10 +327,17 @@ impl Service {
                 format!("postgres://postgres@{hosts}/postgres?{ttl}&layout=advisory")
             }
             Service::Postgres(..) => format!("postgres://postgres@{hosts}/postgres?{ttl}"),
-            Service::Mysql(server) => format!(
-                "mysql://{TEST_USER}:{}@{hosts}/{TEST_DATABASE}?{ttl}",
-                server.password()
-            ),
+            Service::Mysql(server, layout) => {
+                let named = if *layout == MysqlLayout::Named {
+                    "&layout=named"
+                } else {
+                    ""
+                };
+                format!(
+                    "mysql://{TEST_USER}:{}@{hosts}/{TEST_DATABASE}?{ttl}{named}",
+                    server.password()
+                )
+            }
             Service::File(dir) => format!("file://{}?{ttl}", dir.path().display()),
             Service::None => "memory://".to_owned(),
         }
@@ -339,7 +355,7 @@ impl Service {
             Service::RedisCluster(cluster) => each(cluster.nodes()),
             Service::Zk(ensemble) => each(ensemble.members()),
             Service::Postgres(server, _) => vec![server],
-            Service::Mysql(server) => vec![server],
+            Service::Mysql(server, _) => vec![server],
             Service::File(_) | Service::None => Vec::new(),
         }
     }
@@ -356,7 +372,7 @@ impl Service {
             Service::Zk(_) => format!("ZooKeeper server {index}"),
             Service::RedisCluster(_) => format!("Redis Cluster node {index}"),
             Service::Postgres(..) => "the PostgreSQL server".to_owned(),
-            Service::Mysql(_) => "the MariaDB server".to_owned(),
+            Service::Mysql(..) => "the MariaDB server".to_owned(),
             _ => format!("Redis server {index} of {}", self.members()),
         }
     }

@@ -182,6 +182,7 @@ mod tests {
             Row::Postgres,
             Row::PostgresAdvisory,
             Row::Mysql,
+            Row::MysqlNamed,
         ] {
             assert_eq!(Fault::PauseServer.inapplicable(row), None, "{row:?}");
             assert_eq!(Fault::BriefOutage.inapplicable(row), None, "{row:?}");
