@@ -2,15 +2,17 @@
 # Runs the fault matrix: every backend (etcd 1 and 3 nodes, Redis, Redis
 # Cluster of 3 masters with a replica each, Redlock over 3 servers,
 # ZooKeeper standalone and 3 servers, PostgreSQL in its table and advisory
-# layouts, file), the broken row and three
+# layouts, MySQL on MariaDB in its table and named layouts, file), the
+# broken row and three
 # mutants under every fault, several seeded trials per cell, with separate
 # client processes and a checking resource, and prints the verdicts and
 # tables. It starts its own servers on loopback. See docs/safety.md.
 #
 #   scripts/fault-matrix.sh [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 #                           [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,
-#                                       postgres-advisory,file,broken,mutant-no-exclusion,
-#                                       mutant-silent-loss,mutant-long-validity]
+#                                       postgres-advisory,mysql,mysql-named,file,broken,
+#                                       mutant-no-exclusion,mutant-silent-loss,
+#                                       mutant-long-validity]
 #                           [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 #                           [--flip-trials N]
 #                           [--contend lock,rwlock-write,semaphore-1,many-names]
@@ -38,7 +40,7 @@
 # 13 waiter paused past its TTL while a grant to it is in flight.
 #
 # --quick (CI): faults 1 and 2 everywhere, 3 and 8 on etcd-3 and zk-3, 13 on
-# postgres and postgres-advisory, the broken row and the mutants on the
+# postgres, postgres-advisory and mysql, the broken row and the mutants on the
 # faults that show them; 3 trials where a verdict can flip, else 1.
 # Fails when a cell cannot run, when a verdict fails (an overlap with no
 # fault; on etcd and ZooKeeper a fenced violation, a token regression, a

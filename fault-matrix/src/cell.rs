@@ -78,7 +78,7 @@ pub struct Attributed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     /// Row id: `etcd`, `etcd-3`, `redis`, `redlock`, `zk`, `zk-3`, `postgres`,
-    /// `postgres-advisory`, `file`, `broken`;
+    /// `postgres-advisory`, `mysql`, `mysql-named`, `file`, `broken`;
     /// a primitive's row adds it, as `etcd-3/many-names`.
     pub backend: String,
     /// Fault number, 1 to 13.

@@ -116,7 +116,8 @@ impl Log {
 }
 
 /// Connects to the backend a URL names: `etcd://`, `redis://`,
-/// `redis+cluster://`, `redlock://`, `zk://`, `file://`, or `memory://`, which is a lock local
+/// `redis+cluster://`, `redlock://`, `zk://`, `postgres://`, `mysql://`,
+/// `file://`, or `memory://`, which is a lock local
 /// to each process and so excludes nobody across processes: the broken
 /// target the detector must catch.
 ///
@@ -136,6 +137,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
             Arc::new(distlock_zk::ZkBackend::connect(distlock_zk::ZkConfig::from_url(url)?).await?)
         }
         "postgres" => Arc::new(distlock_postgres::PostgresBackend::connect_url(url).await?),
+        "mysql" => Arc::new(distlock_mysql::MysqlBackend::connect_url(url).await?),
         "file" => Arc::new(
             distlock_file::FileBackend::connect(distlock_file::FileConfig::from_url(url)?).await?,
         ),
@@ -143,7 +145,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockBackend>> {
         other => {
             return Err(Error::invalid_config(format!(
                 "fault-matrix client: unknown scheme {other:?}; known: etcd, redis, \
-                 redis+cluster, redlock, zk, postgres, file, memory"
+                 redis+cluster, redlock, zk, postgres, mysql, file, memory"
             )));
         }
     })

@@ -130,6 +130,9 @@ impl Contended {
             (_, _, Row::PostgresAdvisory) => {
                 Some("PostgreSQL's advisory layout has no semaphores or read-write locks")
             }
+            (_, _, Row::MysqlNamed) => {
+                Some("MySQL's named layout has no semaphores or read-write locks")
+            }
             (_, Fault::BreakLock, _) => Some(
                 "breaking a holder covers locks and elections, not semaphores or read-write locks",
             ),

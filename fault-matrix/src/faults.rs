@@ -82,8 +82,9 @@ impl Fault {
     /// everywhere; on the three-member etcd and ZooKeeper also a
     /// partitioned holder and a follower cut off, whose verdicts can fail;
     /// on PostgreSQL (both layouts) a paused waiter, whose grant is handed
-    /// over in the releaser's transaction; on each mutant the fault that
-    /// shows its broken promise.
+    /// over in the releaser's transaction, and on MySQL, whose waiters
+    /// grant themselves in a look of their own; on each mutant the fault
+    /// that shows its broken promise.
     pub fn quick(row: Row) -> Vec<Fault> {
         use super::mutant::Mutant;
         match row {
@@ -93,7 +94,7 @@ impl Fault {
                 Fault::PartitionHolder,
                 Fault::IsolateFollower,
             ],
-            Row::Postgres | Row::PostgresAdvisory => {
+            Row::Postgres | Row::PostgresAdvisory | Row::Mysql => {
                 vec![Fault::None, Fault::PauseHolder, Fault::PauseWaiter]
             }
             Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
@@ -213,7 +214,13 @@ impl Fault {
             (Fault::KillLeader | Fault::FreezeMember, Row::File) => Some(no_process),
             (
                 Fault::KillLeader | Fault::FreezeMember,
-                Row::Etcd | Row::Redis | Row::Zk | Row::Postgres | Row::PostgresAdvisory,
+                Row::Etcd
+                | Row::Redis
+                | Row::Zk
+                | Row::Postgres
+                | Row::PostgresAdvisory
+                | Row::Mysql
+                | Row::MysqlNamed,
             ) => Some(single),
             (Fault::IsolateFollower, Row::Etcd3 | Row::Zk3) => None,
             (Fault::IsolateFollower, Row::Redlock) => {
@@ -260,14 +267,14 @@ impl Fault {
     /// offset from the fault's start: a TTL after it for faults that stop
     /// renewals (a paused waiter's too: it can no more keep its place or
     /// its grant), at once for faults that drop the lease (a broken lock, a
-    /// Redis restarted empty, a PostgreSQL restart ending the session that
-    /// holds an advisory lock).
+    /// Redis restarted empty, a PostgreSQL or MariaDB restart ending the
+    /// session that holds an advisory or named lock).
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
         match (self, row.service_row()) {
             (Fault::BreakLock, _) => Duration::ZERO,
             (
                 Fault::KillServer | Fault::BriefOutage,
-                Row::Redis | Row::Redlock | Row::PostgresAdvisory,
+                Row::Redis | Row::Redlock | Row::PostgresAdvisory | Row::MysqlNamed,
             ) => Duration::ZERO,
             _ => ttl,
         }
@@ -305,44 +312,99 @@ mod tests {
     }
 
     #[test]
-    fn quick_pauses_a_waiter_on_the_postgres_rows_alone() {
+    fn quick_pauses_a_waiter_on_the_strong_sql_rows_alone() {
         for row in Row::every() {
             let quick = Fault::quick(row);
-            let postgres = matches!(row, Row::Postgres | Row::PostgresAdvisory);
-            assert_eq!(quick.contains(&Fault::PauseWaiter), postgres, "{row:?}");
+            let sql = matches!(row, Row::Postgres | Row::PostgresAdvisory | Row::Mysql);
+            assert_eq!(quick.contains(&Fault::PauseWaiter), sql, "{row:?}");
+        }
+    }
+
+    /// The faults that need several members.
+    const NEED_MEMBERS: [Fault; 3] = [
+        Fault::KillLeader,
+        Fault::FreezeMember,
+        Fault::IsolateFollower,
+    ];
+
+    /// The real row `id`, after checking that it is one strong-token server.
+    fn single_strong_row(id: &str) -> Row {
+        let row = Row::parse(id).unwrap_or_else(|| panic!("no row {id}"));
+        assert!(Row::ALL.contains(&row) && row.strong_tokens(), "{row:?}");
+        assert_eq!(row.members(), 1, "{row:?}");
+        row
+    }
+
+    #[test]
+    fn the_mysql_row_is_strong_single_and_keeps_its_leases_across_a_restart() {
+        let row = single_strong_row("mysql");
+        assert_eq!(row, Row::Mysql);
+        for fault in Fault::ALL {
+            let applies = fault.inapplicable(row).is_none();
+            assert_eq!(applies, !NEED_MEMBERS.contains(&fault), "{fault:?}");
+        }
+        assert_eq!(
+            Fault::quick(row),
+            [Fault::None, Fault::PauseHolder, Fault::PauseWaiter]
+        );
+        let ttl = Duration::from_secs(1);
+        for fault in [Fault::KillServer, Fault::BriefOutage, Fault::PauseServer] {
+            assert_eq!(fault.lease_end_offset(row, ttl), ttl, "{fault:?}");
+        }
+        assert_eq!(Fault::BreakLock.lease_end_offset(row, ttl), Duration::ZERO);
+        for primitive in [Contended::Write, Contended::Permit] {
+            assert_eq!(primitive.inapplicable(Fault::None, row), None);
         }
     }
 
     #[test]
-    fn the_advisory_row_is_strong_single_and_loses_its_lock_with_its_session() {
-        let row = Row::PostgresAdvisory;
-        assert_eq!(Row::parse("postgres-advisory"), Some(row));
-        assert!(Row::ALL.contains(&row) && row.strong_tokens());
-        assert_eq!(row.members(), 1);
-        for fault in [
-            Fault::KillLeader,
-            Fault::FreezeMember,
-            Fault::IsolateFollower,
-        ] {
-            assert!(fault.inapplicable(row).is_some(), "{fault:?}");
+    fn the_mysql_named_row_is_weak_and_loses_its_lock_with_its_session() {
+        let row = Row::MysqlNamed;
+        assert_eq!(Row::parse("mysql-named"), Some(row));
+        assert!(Row::ALL.contains(&row) && !row.strong_tokens());
+        for fault in Fault::ALL {
+            let applies = fault.inapplicable(row).is_none();
+            assert_eq!(applies, !NEED_MEMBERS.contains(&fault), "{fault:?}");
         }
+        assert_eq!(Fault::quick(row), [Fault::None, Fault::PauseHolder]);
+        assert_the_session_is_the_lease(row);
+    }
+
+    /// A row whose lock lives in a server session: a restart or a break
+    /// ends its lease at once, a stall a TTL later, and it has plain locks
+    /// only.
+    fn assert_the_session_is_the_lease(row: Row) {
         let ttl = Duration::from_secs(1);
         for fault in [Fault::KillServer, Fault::BriefOutage, Fault::BreakLock] {
-            assert_eq!(
-                fault.lease_end_offset(row, ttl),
-                Duration::ZERO,
-                "{fault:?}"
+            let end = fault.lease_end_offset(row, ttl);
+            assert_eq!(end, Duration::ZERO, "{row:?} {fault:?}");
+        }
+        for fault in [Fault::PauseServer, Fault::PauseWaiter] {
+            assert_eq!(fault.lease_end_offset(row, ttl), ttl, "{row:?} {fault:?}");
+        }
+        for primitive in [Contended::Write, Contended::Permit] {
+            assert!(
+                primitive.inapplicable(Fault::None, row).is_some(),
+                "{row:?}"
             );
+        }
+        assert_eq!(Contended::Lock.inapplicable(Fault::None, row), None);
+    }
+
+    #[test]
+    fn the_advisory_row_is_strong_single_and_loses_its_lock_with_its_session() {
+        let row = single_strong_row("postgres-advisory");
+        assert_eq!(row, Row::PostgresAdvisory);
+        for fault in NEED_MEMBERS {
+            assert!(fault.inapplicable(row).is_some(), "{fault:?}");
+        }
+        assert_the_session_is_the_lease(row);
+        let ttl = Duration::from_secs(1);
+        for fault in [Fault::KillServer, Fault::BriefOutage, Fault::BreakLock] {
             assert_eq!(
                 fault.lease_end_offset(Row::Postgres, ttl) == ttl,
                 fault != Fault::BreakLock
             );
         }
-        assert_eq!(Fault::PauseServer.lease_end_offset(row, ttl), ttl);
-        assert_eq!(Fault::PauseWaiter.lease_end_offset(row, ttl), ttl);
-        for primitive in [Contended::Write, Contended::Permit] {
-            assert!(primitive.inapplicable(Fault::None, row).is_some());
-        }
-        assert_eq!(Contended::Lock.inapplicable(Fault::None, row), None);
     }
 }

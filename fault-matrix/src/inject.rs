@@ -16,9 +16,11 @@ use super::resource::CheckingResource;
 use super::revocation::Revocation;
 use super::row::Service;
 use super::shape::KillAt;
+use distlock_mysql::Layout as MysqlLayout;
 use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
-use distlock_testkit::servers::{PostgresServer, RedisCluster};
+use distlock_testkit::servers::mariadb::TEST_DATABASE;
+use distlock_testkit::servers::{MariadbServer, PostgresServer, RedisCluster};
 
 mod waiter;
 
@@ -527,10 +529,58 @@ impl Target<'_> {
                 let server_query = server.query(&sql);
                 server_query.map_err(|e| e.to_string())?;
             }
+            Service::Mysql(server, MysqlLayout::Named) => kill_holder(server, key)?,
+            Service::Mysql(server, _) => delete_entry(server, key, token)?,
             Service::None => return Err("memory:// has no lock to break".into()),
         }
         Ok(())
     }
+}
+
+/// Deletes the grant of `key` with `token` from the MySQL lock table, as
+/// an operator's `DELETE` would: the next waiter may be granted at once,
+/// and the holder learns at its next renewal.
+fn delete_entry(server: &MariadbServer, key: &str, token: u64) -> Result<(), String> {
+    if key.contains(['\\', '\'']) {
+        return Err(format!(
+            "{key:?} cannot be quoted as a MySQL string literal"
+        ));
+    }
+    let sql = format!(
+        "DELETE FROM {TEST_DATABASE}.{}entries WHERE k = '{key}' AND token = {token} \
+         AND granted; SELECT ROW_COUNT();",
+        distlock_mysql::DEFAULT_TABLE_PREFIX
+    );
+    match server.query(&sql).map_err(|e| e.to_string())?.as_str() {
+        "1" => Ok(()),
+        n => Err(format!("{n} grants of {key} had token {token}, not one")),
+    }
+}
+
+/// Ends the session that holds the named lock `key` (`named:NAME`, as the
+/// grant reports it), as an operator's `KILL CONNECTION` would: the server
+/// frees the lock at once, and its holder learns at its next check.
+fn kill_holder(server: &MariadbServer, key: &str) -> Result<(), String> {
+    let name = key
+        .strip_prefix("named:")
+        .ok_or_else(|| format!("{key:?} is not a named lock key"))?;
+    if name.contains(['\\', '\'']) {
+        return Err(format!(
+            "{name:?} cannot be quoted as a MySQL string literal"
+        ));
+    }
+    let id = server
+        .query(&format!("SELECT IS_USED_LOCK('{name}')"))
+        .map_err(|e| e.to_string())?;
+    if id.parse::<u64>().is_err() {
+        return Err(format!(
+            "no session holds named lock {name} (IS_USED_LOCK: {id})"
+        ));
+    }
+    server
+        .query(&format!("KILL CONNECTION {id}"))
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Ends the session that holds the advisory lock `key` (`advisory:K`, as

@@ -9,11 +9,13 @@ use futures::future::try_join_all;
 use tempfile::TempDir;
 
 use super::mutant::Mutant;
+use distlock_mysql::Layout as MysqlLayout;
 use distlock_postgres::Layout;
 use distlock_testkit::proxy::FaultProxy;
+use distlock_testkit::servers::mariadb::{TEST_DATABASE, TEST_USER};
 use distlock_testkit::servers::{
-    EtcdCluster, EtcdOptions, LaunchError, Member, PostgresServer, RedisCluster, RedisServer,
-    RedisServers, ZkEnsemble, ZkOptions, temp_dir,
+    EtcdCluster, EtcdOptions, LaunchError, MariadbServer, Member, PostgresServer, RedisCluster,
+    RedisServer, RedisServers, ZkEnsemble, ZkOptions, temp_dir,
 };
 
 /// Masters of the Redis Cluster row: the fewest `redis-cli --cluster
@@ -46,6 +48,12 @@ pub enum Row {
     /// One PostgreSQL server, the advisory layout: a lock is a session's
     /// `pg_advisory_lock`, so it ends with the session, not after a TTL.
     PostgresAdvisory,
+    /// One MariaDB server through the MySQL backend, the table layout.
+    Mysql,
+    /// One MariaDB server through the MySQL backend, the named layout: a
+    /// lock is a session's `GET_LOCK`, so it ends with the session, and
+    /// its tokens are best effort (the server clock).
+    MysqlNamed,
     /// The file backend on a local directory.
     File,
     /// A lock local to each client process (`memory://`): it excludes
@@ -57,8 +65,8 @@ pub enum Row {
 }
 
 impl Row {
-    /// The ten real rows, in table order.
-    pub const ALL: [Row; 10] = [
+    /// The twelve real rows, in table order.
+    pub const ALL: [Row; 12] = [
         Row::Etcd,
         Row::Etcd3,
         Row::Redis,
@@ -68,6 +76,8 @@ impl Row {
         Row::Zk3,
         Row::Postgres,
         Row::PostgresAdvisory,
+        Row::Mysql,
+        Row::MysqlNamed,
         Row::File,
     ];
 
@@ -101,6 +111,8 @@ impl Row {
             Row::Zk3 => "zk-3",
             Row::Postgres => "postgres",
             Row::PostgresAdvisory => "postgres-advisory",
+            Row::Mysql => "mysql",
+            Row::MysqlNamed => "mysql-named",
             Row::File => "file",
             Row::Broken => "broken",
         }
@@ -118,6 +130,8 @@ impl Row {
             Row::Zk3 => "ZooKeeper, 3 servers",
             Row::Postgres => "PostgreSQL, 1 server, table layout",
             Row::PostgresAdvisory => "PostgreSQL, 1 server, advisory layout",
+            Row::Mysql => "MySQL backend on MariaDB, 1 server, table layout",
+            Row::MysqlNamed => "MySQL backend on MariaDB, 1 server, named layout",
             Row::File => "file",
             Row::Broken => "broken (memory:// per process)",
             Row::Mutant(Mutant::NoExclusion) => {
@@ -171,11 +185,18 @@ impl Row {
 
     /// Whether its tokens are strong: strictly increasing across every
     /// fault the service itself survives (etcd revisions, ZooKeeper zxids
-    /// and sequence numbers, a PostgreSQL sequence in either layout).
+    /// and sequence numbers, a PostgreSQL sequence in either layout, a
+    /// MySQL key's counter row).
     pub fn strong_tokens(self) -> bool {
         matches!(
             self,
-            Row::Etcd | Row::Etcd3 | Row::Zk | Row::Zk3 | Row::Postgres | Row::PostgresAdvisory
+            Row::Etcd
+                | Row::Etcd3
+                | Row::Zk
+                | Row::Zk3
+                | Row::Postgres
+                | Row::PostgresAdvisory
+                | Row::Mysql
         )
     }
 }
@@ -201,6 +222,8 @@ pub enum Service {
     Zk(ZkEnsemble),
     /// One PostgreSQL server, and the layout its clients keep locks in.
     Postgres(PostgresServer, Layout),
+    /// One MariaDB server, and the layout its clients keep locks in.
+    Mysql(MariadbServer, MysqlLayout),
     /// The lock directory.
     File(TempDir),
     /// Nothing: every client's lock lives in its own memory.
@@ -239,6 +262,8 @@ impl Service {
             Row::PostgresAdvisory => {
                 Service::Postgres(PostgresServer::start().await?, Layout::Advisory)
             }
+            Row::Mysql => Service::Mysql(MariadbServer::start().await?, MysqlLayout::Table),
+            Row::MysqlNamed => Service::Mysql(MariadbServer::start().await?, MysqlLayout::Named),
             Row::File => Service::File(temp_dir(
                 "distlock-fault-matrix-",
                 "the file backend's lock directory",
@@ -256,6 +281,7 @@ impl Service {
             Service::RedisCluster(cluster) => cluster.addrs(),
             Service::Zk(ensemble) => ensemble.addrs(),
             Service::Postgres(server, _) => vec![server.addr()],
+            Service::Mysql(server, _) => vec![server.addr()],
             Service::File(_) | Service::None => Vec::new(),
         };
         texts
@@ -301,6 +327,17 @@ impl Service {
                 format!("postgres://postgres@{hosts}/postgres?{ttl}&layout=advisory")
             }
             Service::Postgres(..) => format!("postgres://postgres@{hosts}/postgres?{ttl}"),
+            Service::Mysql(server, layout) => {
+                let named = if *layout == MysqlLayout::Named {
+                    "&layout=named"
+                } else {
+                    ""
+                };
+                format!(
+                    "mysql://{TEST_USER}:{}@{hosts}/{TEST_DATABASE}?{ttl}{named}",
+                    server.password()
+                )
+            }
             Service::File(dir) => format!("file://{}?{ttl}", dir.path().display()),
             Service::None => "memory://".to_owned(),
         }
@@ -318,6 +355,7 @@ impl Service {
             Service::RedisCluster(cluster) => each(cluster.nodes()),
             Service::Zk(ensemble) => each(ensemble.members()),
             Service::Postgres(server, _) => vec![server],
+            Service::Mysql(server, _) => vec![server],
             Service::File(_) | Service::None => Vec::new(),
         }
     }
@@ -334,6 +372,7 @@ impl Service {
             Service::Zk(_) => format!("ZooKeeper server {index}"),
             Service::RedisCluster(_) => format!("Redis Cluster node {index}"),
             Service::Postgres(..) => "the PostgreSQL server".to_owned(),
+            Service::Mysql(..) => "the MariaDB server".to_owned(),
             _ => format!("Redis server {index} of {}", self.members()),
         }
     }

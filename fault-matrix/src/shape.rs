@@ -181,6 +181,8 @@ mod tests {
             Row::Zk3,
             Row::Postgres,
             Row::PostgresAdvisory,
+            Row::Mysql,
+            Row::MysqlNamed,
         ] {
             assert_eq!(Fault::PauseServer.inapplicable(row), None, "{row:?}");
             assert_eq!(Fault::BriefOutage.inapplicable(row), None, "{row:?}");

@@ -147,9 +147,9 @@ pub fn headline(doc: &Document) -> String {
             out,
             "- **Best-effort tokens ({}): exclusion at rest {verdict}.** In {} over {}: {}, {} \
              with no fault. Under faults the run reports, and does not judge, {} with a history \
-             not linearizable, {}, {}, {} and {}. Not shown: the ways Redis and Redlock fencing \
-             tokens break (a replica promoted without the last grant, a server clock going back, \
-             a counter re-seeded below a live token) are not exercised by any fault here.",
+             not linearizable, {}, {}, {} and {}. Not shown: the ways best-effort tokens break \
+             (a replica promoted without the last grant, a server clock going back, a counter \
+             re-seeded below a live token) are not exercised by any fault here.",
             weak.rows.join(", "),
             count(weak.trials, "trial", "trials"),
             count(weak.cells as u64, "cell", "cells"),

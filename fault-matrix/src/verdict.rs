@@ -4,8 +4,8 @@
 //! library says about itself:
 //!
 //! - two clients inside at once with no fault, on any backend;
-//! - on strong-token backends (etcd, ZooKeeper, PostgreSQL) and under the
-//!   mutants: a fenced violation, a token regression, a vouched stale
+//! - on strong-token backends (etcd, ZooKeeper, PostgreSQL, MySQL) and
+//!   under the mutants: a fenced violation, a token regression, a vouched stale
 //!   write (except when the lock is broken from outside, which no client
 //!   can see coming), or a lost signal that fired only after another
 //!   client was granted the lock while the holder kept running;

@@ -4,7 +4,7 @@
 //! ```text
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 //!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,
-//!                          postgres-advisory,file,broken,mutant-…]
+//!                          postgres-advisory,mysql,mysql-named,file,broken,mutant-…]
 //!              [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
 //!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1,many-names]
 //!              [--histories DIR]
@@ -101,7 +101,7 @@ fn parse() -> Result<Args, String> {
                     &value()?,
                     parse_backend,
                     "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, postgres, \
-                     postgres-advisory, file, broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity; \
+                     postgres-advisory, mysql, mysql-named, file, broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity; \
                      ROW/PRIMITIVE such as etcd-3/many-names runs that primitive only)",
                 )?);
             }
