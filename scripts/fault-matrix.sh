@@ -43,7 +43,8 @@
 # postgres, postgres-advisory and mysql, the broken row and the mutants on the
 # faults that show them; 3 trials where a verdict can flip, else 1.
 # Fails when a cell cannot run, when a verdict fails (an overlap with no
-# fault; on etcd and ZooKeeper a fenced violation, a token regression, a
+# fault; on the strong-token rows (etcd, ZooKeeper, PostgreSQL, MySQL's
+# table layout) a fenced violation, a token regression, a
 # vouched stale write or a late lost signal; a crashed or hung client), or
 # when the broken row or a mutant goes undetected. Fault 8 on etcd needs
 # root and `ip` (network namespaces).
