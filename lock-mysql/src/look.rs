@@ -41,13 +41,24 @@ pub(crate) struct Attempt {
 pub(crate) enum Outcome {
     /// Granted with this token; the lease counts from when the statement
     /// that set its expiry was sent (after the key's lock was held, so a
-    /// wait for that lock does not eat into the lease).
-    Granted(u64, SentAt),
-    /// Still blocked; the first grant ahead runs out in this long, and
-    /// whether only grants block it (no waiter goes first: it is next).
-    Waiting(Option<Duration>, bool),
+    /// wait for that lock does not eat into the lease). The flag says
+    /// whether other entries of the key came after ours (waiters behind).
+    Granted(u64, SentAt, bool),
+    /// Still blocked, standing there.
+    Waiting(Place),
     /// A permit ahead has another limit.
     LimitDiffers(u32),
+}
+
+/// Where a blocked attempt stands in its queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    /// How long until the first grant ahead runs out.
+    pub(crate) first_ends_in: Option<Duration>,
+    /// Waiters (entries not granted) ahead of ours.
+    pub(crate) waiters_ahead: usize,
+    /// Only grants block it: no waiter goes first.
+    pub(crate) next_in_line: bool,
 }
 
 /// One row of a queue, as a look reads it.
@@ -84,7 +95,7 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                     tx.exec_drop(&sql.extend_entry, (attempt.ttl_us, id))
                         .await?;
                     tx.commit().await?;
-                    return Ok(Outcome::Granted(*token, sent));
+                    return Ok(Outcome::Granted(*token, sent, rows.len() > at + 1));
                 }
             }
             let ahead: Vec<Access> = ahead_rows
@@ -138,7 +149,8 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                     }
                 }
                 tx.commit().await?;
-                return Ok(Outcome::Granted(token, sent));
+                let behind = mine.is_some_and(|at| rows.len() > at + 1);
+                return Ok(Outcome::Granted(token, sent, behind));
             }
             if attempt.queue {
                 match mine {
@@ -175,7 +187,11 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                 .map(|row| row.6)
                 .min()
                 .map(|us| Duration::from_micros(u64::try_from(us).unwrap_or(0)));
-            Ok(Outcome::Waiting(first_ends_in, next_in_line))
+            Ok(Outcome::Waiting(Place {
+                first_ends_in,
+                waiters_ahead: ahead_rows.iter().filter(|row| !row.4).count(),
+                next_in_line,
+            }))
         })
         .await
 }
