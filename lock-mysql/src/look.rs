@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use distlock_core::raw::SentAt;
 use distlock_core::{Access, Result};
+use mysql_async::TxOpts;
 use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, TxOpts};
 
 use crate::backend::Inner;
 use crate::keys;
@@ -64,11 +64,12 @@ pub(crate) struct Place {
 /// One row of a queue, as a look reads it.
 type QueueRow = (u64, String, String, Option<u32>, bool, Option<u64>, i64);
 
-/// The options of every transaction the backend runs.
+/// The options of every transaction the backend runs on its pool. Each
+/// pooled session is at `READ COMMITTED` from its login on (see
+/// [`crate::connect`]), so no transaction sets it again: that would cost
+/// a round trip of its own each time.
 pub(crate) fn tx_opts() -> TxOpts {
-    let mut opts = TxOpts::default();
-    opts.with_isolation_level(IsolationLevel::ReadCommitted);
-    opts
+    TxOpts::default()
 }
 
 /// Looks at `attempt`'s queue once.
@@ -80,8 +81,15 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
         .run(&context, |mut conn| async move {
             let mut tx = conn.start_transaction(tx_opts()).await?;
             let key = attempt.key.as_bytes();
-            tx.exec_drop(&sql.lock_key, (key,)).await?;
-            let last_token: u64 = tx.exec_first(&sql.last_token, (key,)).await?.unwrap_or(0);
+            // A used key's row is locked and read in one statement; a new
+            // key's is created (and locked) first.
+            let last_token = match tx.exec_first(&sql.lock_used_key, (key,)).await? {
+                Some(last_token) => last_token,
+                None => {
+                    tx.exec_drop(&sql.lock_key, (key,)).await?;
+                    tx.exec_first(&sql.last_token, (key,)).await?.unwrap_or(0)
+                }
+            };
             tx.exec_drop(&sql.delete_expired, (key,)).await?;
             let rows: Vec<QueueRow> = tx.exec(&sql.queue_of, (key,)).await?;
             let mine = rows.iter().position(|row| row.1 == attempt.owner);
