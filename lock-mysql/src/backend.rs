@@ -259,7 +259,7 @@ impl MysqlBackend {
         owner: Uuid,
         (token, sent): (u64, SentAt),
         ttl: Duration,
-        wake: HolderWake,
+        wake: Arc<HolderWake>,
     ) -> Result<LockGuard> {
         let notifier = LossNotifier::new();
         let grant = Grant::new(name.clone(), token, key, ttl, sent)

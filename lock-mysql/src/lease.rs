@@ -20,10 +20,10 @@ pub(crate) struct MysqlLease {
     pub(crate) token: u64,
     pub(crate) ttl_us: u64,
     pub(crate) notifier: LossNotifier,
-    /// The key's wake signal (mutexes): taken by the first renewal if the
-    /// grant did not bring it, let go after the entry is deleted, so that
-    /// the waiter it wakes finds the key free.
-    pub(crate) wake: HolderWake,
+    /// The key's wake signal (mutexes): taken after the first renewal if
+    /// the grant did not bring it, let go after the entry is deleted, so
+    /// that the waiter it wakes finds the key free.
+    pub(crate) wake: Arc<HolderWake>,
 }
 
 impl fmt::Debug for MysqlLease {
@@ -60,12 +60,12 @@ impl Lease for MysqlLease {
             .await?;
         if renewed {
             let bound = self.inner.config.request_timeout;
-            self.wake.keep(&self.inner.sessions, bound).await;
+            self.wake.keep_in_background(&self.inner.sessions, bound);
             return Ok(());
         }
-        // A holder no more: its waiters need no signal from it.
-        let bound = self.inner.config.request_timeout;
-        self.wake.release(&self.inner.sessions, bound).await;
+        // A holder no more: its waiters need no signal from it (freed by
+        // ending its session, so the lost answer is not held up).
+        self.wake.abandon();
         if !present {
             // Deleted while ours: broken by an operator (or taken over).
             self.notifier.fire(LostReason::Revoked);

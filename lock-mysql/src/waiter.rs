@@ -88,7 +88,7 @@ impl Waiter {
     /// # Cancel safety
     ///
     /// Cancel safe: the sessions are dropped (and killed if busy).
-    pub(crate) async fn granted(mut self, behind: bool) -> HolderWake {
+    pub(crate) async fn granted(mut self, behind: bool) -> Arc<HolderWake> {
         let name = self.wake.take();
         let mut hold = self.hold.take();
         if let (Some(wake), None, true) = (&name, &hold, behind) {

@@ -4,8 +4,9 @@
 //! moment the holder lets go.
 //!
 //! A holder takes the signal when it is granted with waiters queued behind
-//! it, else at its first renewal (so a short uncontended hold costs no
-//! session and no round trip); until then its waiters poll.
+//! it, else after its first renewal, in the background (so a short
+//! uncontended hold costs no session and no round trip, and no renewal
+//! waits for the signal); until then its waiters poll.
 //!
 //! The signal only ever shortens a wait: a waiter that gets it still looks,
 //! and the look alone grants. A waiter that is granted keeps the signal
@@ -20,6 +21,7 @@
 //! of the database, the table prefix and the key, each followed by a zero
 //! byte: 64 characters, the servers' limit, and distinct per database.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -96,37 +98,53 @@ impl WakeHold {
 pub(crate) struct HolderWake {
     name: Option<String>,
     hold: Mutex<Option<WakeHold>>,
+    /// A background attempt to take the signal is under way.
+    taking: AtomicBool,
+    /// Released (or abandoned): a late attempt gives the signal back.
+    done: AtomicBool,
 }
 
 impl HolderWake {
     /// The signal `name` of a holder, held already or not.
-    pub(crate) fn new(name: Option<String>, hold: Option<WakeHold>) -> Self {
-        HolderWake {
+    pub(crate) fn new(name: Option<String>, hold: Option<WakeHold>) -> Arc<Self> {
+        Arc::new(HolderWake {
             name,
             hold: Mutex::new(hold),
-        }
+            ..HolderWake::default()
+        })
     }
 
-    /// Takes the signal if this holder has a name for it but no hold yet;
-    /// it stays without when another session has it.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a cancelled attempt kills its session, which then
-    /// holds nothing.
-    pub(crate) async fn keep(&self, sessions: &Arc<Sessions>, bound: Duration) {
-        let Some(name) = &self.name else {
+    /// Takes the signal in the background if this holder has a name for
+    /// it but no hold yet (it stays without when another session has it):
+    /// a renewal never waits for it, so it can never make one late.
+    pub(crate) fn keep_in_background(self: &Arc<Self>, sessions: &Arc<Sessions>, bound: Duration) {
+        let Some(name) = self.name.clone() else {
             return;
         };
-        if self.slot().is_some() {
+        if self.done.load(Ordering::Acquire)
+            || self.slot().is_some()
+            || self.taking.swap(true, Ordering::AcqRel)
+        {
             return;
         }
-        if let Some(hold) = take_now(sessions, None, name, bound).await {
-            let mut slot = self.slot();
-            if slot.is_none() {
-                *slot = Some(hold);
+        let (wake, sessions) = (self.clone(), sessions.clone());
+        distlock_core::raw::spawn_background(async move {
+            if let Some(hold) = take_now(&sessions, None, &name, bound).await {
+                let late = {
+                    let mut slot = wake.slot();
+                    if wake.done.load(Ordering::Acquire) || slot.is_some() {
+                        Some(hold)
+                    } else {
+                        *slot = Some(hold);
+                        None
+                    }
+                };
+                if let Some(late) = late {
+                    late.release(&sessions, bound).await;
+                }
             }
-        }
+            wake.taking.store(false, Ordering::Release);
+        });
     }
 
     /// Lets go of the signal, if held (see [`WakeHold::release`]).
@@ -135,6 +153,7 @@ impl HolderWake {
     ///
     /// As [`WakeHold::release`].
     pub(crate) async fn release(&self, sessions: &Sessions, bound: Duration) {
+        self.done.store(true, Ordering::Release);
         let hold = self.slot().take();
         if let Some(hold) = hold {
             hold.release(sessions, bound).await;
@@ -143,6 +162,7 @@ impl HolderWake {
 
     /// Frees the signal without waiting (see [`WakeHold::abandon`]).
     pub(crate) fn abandon(&self) {
+        self.done.store(true, Ordering::Release);
         if let Some(hold) = self.slot().take() {
             hold.abandon();
         }
@@ -174,40 +194,7 @@ pub(crate) async fn take_now(
             .ok()??
             .ok()?,
     };
-    get_lock(sessions, session, name, Duration::ZERO, bound).await
-}
-
-/// Waits up to `wait` for `name` on `session`: `Ok(hold)` when the signal
-/// came free and is now ours, `Err(spare)` when the wait ran out, with the
-/// session if it is still usable. `bound` is added to the wait on the
-/// client, for a server that does not answer.
-///
-/// # Cancel safety
-///
-/// Cancel safe: a cancelled wait drops (and kills) its session, so a
-/// signal granted just then is freed with it.
-pub(crate) async fn wait(
-    session: Session,
-    name: &str,
-    wait: Duration,
-    bound: Duration,
-) -> std::result::Result<WakeHold, Option<Session>> {
-    let session = get_lock_or_session(session, name, wait, bound).await?;
-    Ok(WakeHold {
-        session,
-        name: name.to_owned(),
-    })
-}
-
-/// As [`wait`], giving a usable session back to `sessions`.
-async fn get_lock(
-    sessions: &Arc<Sessions>,
-    session: Session,
-    name: &str,
-    wait: Duration,
-    bound: Duration,
-) -> Option<WakeHold> {
-    match self::wait(session, name, wait, bound).await {
+    match wait(session, name, Duration::ZERO, bound).await {
         Ok(hold) => Some(hold),
         Err(spare) => {
             if let Some(spare) = spare {
@@ -218,16 +205,22 @@ async fn get_lock(
     }
 }
 
-/// `GET_LOCK(name, wait)` on `session`, the wait in fractional seconds
-/// (MariaDB counts microseconds; MySQL rounds, so a short wait may end
-/// at once and the caller simply looks again). `Ok` with the session
-/// holding the signal, else the session when it answered cleanly.
-async fn get_lock_or_session(
+/// Waits up to `wait` for `name` on `session` (`GET_LOCK(name, wait)`, the
+/// wait in fractional seconds, which MariaDB counts in microseconds):
+/// `Ok(hold)` when the signal came free and is now ours, `Err(spare)` when
+/// the wait ran out, with the session if it answered cleanly. `bound` is
+/// added to the wait on the client, for a server that does not answer.
+///
+/// # Cancel safety
+///
+/// Cancel safe: a cancelled wait drops (and kills) its session, so a
+/// signal granted just then is freed with it.
+pub(crate) async fn wait(
     mut session: Session,
     name: &str,
     wait: Duration,
     bound: Duration,
-) -> std::result::Result<Session, Option<Session>> {
+) -> std::result::Result<WakeHold, Option<Session>> {
     let until = Instant::now() + wait + bound;
     let asked = session
         .conn()
@@ -235,7 +228,10 @@ async fn get_lock_or_session(
     match tokio::time::timeout_at(until, asked).await {
         Ok(Ok(Some(Some(1)))) => {
             session.settled();
-            Ok(session)
+            Ok(WakeHold {
+                session,
+                name: name.to_owned(),
+            })
         }
         Ok(Ok(Some(Some(0)))) => {
             session.settled();
