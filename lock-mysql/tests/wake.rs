@@ -93,7 +93,7 @@ async fn a_waiter_blocked_on_the_wake_signal_is_granted_after_the_release() {
     let mut sql = sql_client(&server).await;
     let wake = wake_name(&server, "jobs");
     let held = a.lock("jobs").await.expect("a locks");
-    // Granted with nobody behind, the holder takes the signal at its
+    // Granted with nobody behind, the holder takes the signal after its
     // first renewal.
     let signal = wait_for_wake_holder(&mut sql, &wake, None).await;
     let waiter = tokio::spawn(async move {
