@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::acquire_cleanup::AcquireCleanup;
-use crate::backoff::Backoff;
 use crate::config::{Layout, MIN_TTL, MysqlConfig};
 use crate::keys::{self, Space};
 use crate::lease::MysqlLease;
@@ -26,6 +25,8 @@ use crate::pool::Pool;
 use crate::schema::{self, Tables};
 use crate::sessions::Sessions;
 use crate::sql::Sql;
+use crate::waiter::Waiter;
+use crate::wake::HolderWake;
 
 /// Backend name in capabilities, metrics and messages.
 pub(crate) const MYSQL: &str = "mysql";
@@ -175,7 +176,7 @@ impl MysqlBackend {
             value,
             queue,
         };
-        let mut backoff = Backoff::new(ttl);
+        let mut waiter = Waiter::new(&self.inner, &key, access, ttl);
         loop {
             let outcome = match crate::look::look(&self.inner, &attempt).await {
                 Ok(outcome) => outcome,
@@ -189,16 +190,19 @@ impl MysqlBackend {
                     continue;
                 }
                 Err(e) => {
+                    waiter.finish().await;
                     cleanup.finish().await;
                     return Err(e);
                 }
             };
             match outcome {
-                Outcome::Granted(token, sent) => {
+                Outcome::Granted(token, sent, behind) => {
                     cleanup.disarm();
-                    return self.guard(name, &key, owner, token, ttl, sent);
+                    let wake = waiter.granted(behind).await;
+                    return self.guard(name, &key, owner, (token, sent), ttl, wake);
                 }
                 Outcome::LimitDiffers(theirs) => {
+                    waiter.finish().await;
                     cleanup.disarm();
                     return Err(Error::invalid_config(format!(
                         "semaphore {name} is in use with a limit of {theirs} permits, not {}: \
@@ -207,20 +211,17 @@ impl MysqlBackend {
                     )));
                 }
                 Outcome::Waiting(..) if !queue => {
+                    waiter.finish().await;
                     cleanup.disarm();
                     return Err(Error::would_block(format!(
                         "{} is held by someone else",
                         describe(access, name)
                     )));
                 }
-                Outcome::Waiting(first_ends_in, next_in_line) => {
-                    let nap = backoff.next(first_ends_in, next_in_line);
-                    let wake_at = match deadline {
-                        Some(deadline) => deadline.min(Instant::now() + nap),
-                        None => Instant::now() + nap,
-                    };
-                    tokio::time::sleep_until(wake_at).await;
+                Outcome::Waiting(place) => {
+                    waiter.pause(&place, deadline).await;
                     if deadline.is_some_and(|d| Instant::now() >= d) {
+                        waiter.finish().await;
                         cleanup.finish().await;
                         return Err(Error::timeout(format!(
                             "{} is still held by someone else after waiting {}",
@@ -256,9 +257,9 @@ impl MysqlBackend {
         name: &LockName,
         key: &str,
         owner: Uuid,
-        token: u64,
+        (token, sent): (u64, SentAt),
         ttl: Duration,
-        sent: SentAt,
+        wake: Arc<HolderWake>,
     ) -> Result<LockGuard> {
         let notifier = LossNotifier::new();
         let grant = Grant::new(name.clone(), token, key, ttl, sent)
@@ -273,6 +274,7 @@ impl MysqlBackend {
                 token,
                 ttl_us: u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX),
                 notifier,
+                wake,
             },
         )
     }

@@ -1,18 +1,20 @@
-//! How long a waiter sleeps between two looks at its queue.
+//! How long a waiter waits between two looks at its queue.
 //!
-//! MySQL has no `LISTEN`/`NOTIFY`, so a waiter learns that it may be
-//! granted only by looking again. The waiter that is next in line (only
-//! grants block it, no other waiter goes first) looks every [`MIN_NAP`]:
-//! a release lets it in within that. Every other waiter looks soon after
-//! queueing and then less and less often, doubling its nap up to
-//! [`MAX_NAP`], and starts again from `MIN_NAP` once it becomes next. No
-//! nap passes the moment the grant ahead runs out (plus `MIN_NAP`), nor
-//! TTL/3, which also keeps the waiter's own queue entry alive. Each look is
-//! one short transaction on the key's row, so a key costs one look per
-//! `MIN_NAP` for its next waiter, and one per `MAX_NAP` for each of the
-//! others once their wait is long.
+//! MySQL has no `LISTEN`/`NOTIFY`. A mutex waiter at the head of the queue
+//! (next in line, or with one waiter ahead) waits on the key's wake signal
+//! (see [`crate::wake`]) for up to [`Backoff::wake_wait`]: TTL/3, which
+//! keeps its own queue entry alive, and no later than the first grant
+//! ahead runs out (plus [`MIN_NAP`]). Every other waiter, and a head
+//! waiter whose last signal came without a grant (nobody held it), naps:
+//! [`MIN_NAP`] when it is next in line, has one waiter ahead, or moved up
+//! since its last look, else twice its last nap, up to [`MAX_NAP`]. No nap
+//! passes the moment the grant ahead runs out (plus `MIN_NAP`), nor TTL/3.
+//! So a queue that moves is looked at often, and one that stands still
+//! costs one look per `MAX_NAP` for each waiter past the first two.
 
 use std::time::Duration;
+
+use crate::look::Place;
 
 /// The first nap, and the shortest.
 pub(crate) const MIN_NAP: Duration = Duration::from_millis(5);
@@ -24,6 +26,9 @@ pub(crate) const MAX_NAP: Duration = Duration::from_millis(100);
 pub(crate) struct Backoff {
     next: Duration,
     ceiling: Duration,
+    keep_alive: Duration,
+    /// Waiters ahead at the last look.
+    ahead: Option<usize>,
 }
 
 impl Backoff {
@@ -32,25 +37,36 @@ impl Backoff {
         Backoff {
             next: MIN_NAP,
             ceiling: MAX_NAP.min(ttl / 3).max(MIN_NAP),
+            keep_alive: (ttl / 3).max(MIN_NAP),
+            ahead: None,
         }
     }
 
-    /// The nap before the next look, given when the first grant ahead runs
-    /// out (if the server said) and whether the waiter is next in line.
-    pub(crate) fn next(&mut self, first_ends_in: Option<Duration>, next_in_line: bool) -> Duration {
-        let mut nap = self.next;
-        self.next = if next_in_line {
+    /// The nap before the next look, given where the waiter stands.
+    pub(crate) fn next(&mut self, place: &Place) -> Duration {
+        let moved = self
+            .ahead
+            .is_some_and(|before| place.waiters_ahead < before);
+        self.ahead = Some(place.waiters_ahead);
+        let nap = if place.next_in_line || place.waiters_ahead <= 1 || moved {
             MIN_NAP
         } else {
-            (self.next * 2).min(self.ceiling)
+            self.next
         };
-        if next_in_line {
-            nap = MIN_NAP;
+        self.next = (nap * 2).min(self.ceiling);
+        match place.first_ends_in {
+            Some(ends) => nap.min(ends + MIN_NAP),
+            None => nap,
         }
-        if let Some(ends) = first_ends_in {
-            nap = nap.min(ends + MIN_NAP);
+        .max(MIN_NAP)
+    }
+
+    /// The longest wait on the wake signal before looking again.
+    pub(crate) fn wake_wait(&self, place: &Place) -> Duration {
+        match place.first_ends_in {
+            Some(ends) => self.keep_alive.min(ends + MIN_NAP),
+            None => self.keep_alive,
         }
-        nap.max(MIN_NAP)
     }
 }
 
@@ -58,20 +74,50 @@ impl Backoff {
 mod tests {
     use super::*;
 
+    fn place(waiters_ahead: usize, first_ends_in: Option<Duration>) -> Place {
+        Place {
+            first_ends_in,
+            waiters_ahead,
+            next_in_line: waiters_ahead == 0,
+        }
+    }
+
     #[test]
     fn naps_double_up_to_the_ceiling_and_never_pass_an_expiry_ahead() {
         let mut backoff = Backoff::new(Duration::from_secs(10));
-        let naps: Vec<_> = (0..7).map(|_| backoff.next(None, false)).collect();
+        let naps: Vec<_> = (0..7).map(|_| backoff.next(&place(3, None))).collect();
         assert_eq!(naps[0], MIN_NAP);
         assert!(naps.windows(2).all(|w| w[1] >= w[0]), "{naps:?}");
         assert_eq!(*naps.last().unwrap(), MAX_NAP);
-        assert_eq!(backoff.next(Some(Duration::ZERO), false), MIN_NAP);
-        // Next in line: it looks every MIN_NAP, and starts over afterwards.
-        assert_eq!(backoff.next(None, true), MIN_NAP);
-        assert_eq!(backoff.next(None, false), MIN_NAP);
+        assert_eq!(backoff.next(&place(3, Some(Duration::ZERO))), MIN_NAP);
         let mut short = Backoff::new(Duration::from_millis(300));
         for _ in 0..10 {
-            assert!(short.next(None, false) <= Duration::from_millis(100));
+            assert!(short.next(&place(3, None)) <= Duration::from_millis(100));
         }
+    }
+
+    #[test]
+    fn the_head_of_the_queue_and_a_moving_queue_nap_briefly() {
+        let mut backoff = Backoff::new(Duration::from_secs(10));
+        for _ in 0..7 {
+            backoff.next(&place(5, None));
+        }
+        // Moved up: it starts over.
+        assert_eq!(backoff.next(&place(4, None)), MIN_NAP);
+        assert!(backoff.next(&place(4, None)) > MIN_NAP);
+        assert_eq!(backoff.next(&place(1, None)), MIN_NAP);
+        assert_eq!(backoff.next(&place(1, None)), MIN_NAP);
+        assert_eq!(backoff.next(&place(0, None)), MIN_NAP);
+    }
+
+    #[test]
+    fn a_wake_wait_ends_by_ttl_over_three_and_the_expiry_ahead() {
+        let backoff = Backoff::new(Duration::from_secs(9));
+        assert_eq!(backoff.wake_wait(&place(0, None)), Duration::from_secs(3));
+        let ends = Some(Duration::from_millis(40));
+        assert_eq!(
+            backoff.wake_wait(&place(0, ends)),
+            Duration::from_millis(45)
+        );
     }
 }

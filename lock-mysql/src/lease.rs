@@ -10,6 +10,7 @@ use distlock_core::{Error, LostReason, Result};
 use mysql_async::prelude::Queryable;
 
 use crate::backend::Inner;
+use crate::wake::HolderWake;
 
 /// One granted entry.
 pub(crate) struct MysqlLease {
@@ -19,6 +20,10 @@ pub(crate) struct MysqlLease {
     pub(crate) token: u64,
     pub(crate) ttl_us: u64,
     pub(crate) notifier: LossNotifier,
+    /// The key's wake signal (mutexes): taken after the first renewal if
+    /// the grant did not bring it, let go after the entry is deleted, so
+    /// that the waiter it wakes finds the key free.
+    pub(crate) wake: Arc<HolderWake>,
 }
 
 impl fmt::Debug for MysqlLease {
@@ -54,8 +59,13 @@ impl Lease for MysqlLease {
             })
             .await?;
         if renewed {
+            let bound = self.inner.config.request_timeout;
+            self.wake.keep_in_background(&self.inner.sessions, bound);
             return Ok(());
         }
+        // A holder no more: its waiters need no signal from it (freed by
+        // ending its session, so the lost answer is not held up).
+        self.wake.abandon();
         if !present {
             // Deleted while ours: broken by an operator (or taken over).
             self.notifier.fire(LostReason::Revoked);
@@ -69,7 +79,10 @@ impl Lease for MysqlLease {
     }
 
     async fn release(&self) -> Result<()> {
-        if release(&self.inner, &self.owner).await? {
+        let released = release(&self.inner, &self.owner).await;
+        let bound = self.inner.config.request_timeout;
+        self.wake.release(&self.inner.sessions, bound).await;
+        if released? {
             Ok(())
         } else {
             Err(Error::lease_lost(format!(
@@ -77,6 +90,10 @@ impl Lease for MysqlLease {
                 self.key, self.token
             )))
         }
+    }
+
+    fn release_blocking(&self) {
+        self.wake.abandon();
     }
 
     async fn proclaim(&self, value: &[u8]) -> Result<()> {

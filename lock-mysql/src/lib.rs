@@ -17,6 +17,8 @@ mod pool;
 mod schema;
 mod sessions;
 mod sql;
+mod waiter;
+mod wake;
 
 pub use backend::MysqlBackend;
 pub use config::{

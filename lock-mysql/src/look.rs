@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use distlock_core::raw::SentAt;
 use distlock_core::{Access, Result};
+use mysql_async::TxOpts;
 use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, TxOpts};
 
 use crate::backend::Inner;
 use crate::keys;
@@ -41,23 +41,35 @@ pub(crate) struct Attempt {
 pub(crate) enum Outcome {
     /// Granted with this token; the lease counts from when the statement
     /// that set its expiry was sent (after the key's lock was held, so a
-    /// wait for that lock does not eat into the lease).
-    Granted(u64, SentAt),
-    /// Still blocked; the first grant ahead runs out in this long, and
-    /// whether only grants block it (no waiter goes first: it is next).
-    Waiting(Option<Duration>, bool),
+    /// wait for that lock does not eat into the lease). The flag says
+    /// whether other entries of the key came after ours (waiters behind).
+    Granted(u64, SentAt, bool),
+    /// Still blocked, standing there.
+    Waiting(Place),
     /// A permit ahead has another limit.
     LimitDiffers(u32),
+}
+
+/// Where a blocked attempt stands in its queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    /// How long until the first grant ahead runs out.
+    pub(crate) first_ends_in: Option<Duration>,
+    /// Waiters (entries not granted) ahead of ours.
+    pub(crate) waiters_ahead: usize,
+    /// Only grants block it: no waiter goes first.
+    pub(crate) next_in_line: bool,
 }
 
 /// One row of a queue, as a look reads it.
 type QueueRow = (u64, String, String, Option<u32>, bool, Option<u64>, i64);
 
-/// The options of every transaction the backend runs.
+/// The options of every transaction the backend runs on its pool. Each
+/// pooled session is at `READ COMMITTED` from its login on (see
+/// [`crate::connect`]), so no transaction sets it again: that would cost
+/// a round trip of its own each time.
 pub(crate) fn tx_opts() -> TxOpts {
-    let mut opts = TxOpts::default();
-    opts.with_isolation_level(IsolationLevel::ReadCommitted);
-    opts
+    TxOpts::default()
 }
 
 /// Looks at `attempt`'s queue once.
@@ -69,8 +81,15 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
         .run(&context, |mut conn| async move {
             let mut tx = conn.start_transaction(tx_opts()).await?;
             let key = attempt.key.as_bytes();
-            tx.exec_drop(&sql.lock_key, (key,)).await?;
-            let last_token: u64 = tx.exec_first(&sql.last_token, (key,)).await?.unwrap_or(0);
+            // A used key's row is locked and read in one statement; a new
+            // key's is created (and locked) first.
+            let last_token = match tx.exec_first(&sql.lock_used_key, (key,)).await? {
+                Some(last_token) => last_token,
+                None => {
+                    tx.exec_drop(&sql.lock_key, (key,)).await?;
+                    tx.exec_first(&sql.last_token, (key,)).await?.unwrap_or(0)
+                }
+            };
             tx.exec_drop(&sql.delete_expired, (key,)).await?;
             let rows: Vec<QueueRow> = tx.exec(&sql.queue_of, (key,)).await?;
             let mine = rows.iter().position(|row| row.1 == attempt.owner);
@@ -84,7 +103,7 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                     tx.exec_drop(&sql.extend_entry, (attempt.ttl_us, id))
                         .await?;
                     tx.commit().await?;
-                    return Ok(Outcome::Granted(*token, sent));
+                    return Ok(Outcome::Granted(*token, sent, rows.len() > at + 1));
                 }
             }
             let ahead: Vec<Access> = ahead_rows
@@ -138,7 +157,8 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                     }
                 }
                 tx.commit().await?;
-                return Ok(Outcome::Granted(token, sent));
+                let behind = mine.is_some_and(|at| rows.len() > at + 1);
+                return Ok(Outcome::Granted(token, sent, behind));
             }
             if attempt.queue {
                 match mine {
@@ -175,7 +195,11 @@ pub(crate) async fn look(inner: &Inner, attempt: &Attempt) -> Result<Outcome> {
                 .map(|row| row.6)
                 .min()
                 .map(|us| Duration::from_micros(u64::try_from(us).unwrap_or(0)));
-            Ok(Outcome::Waiting(first_ends_in, next_in_line))
+            Ok(Outcome::Waiting(Place {
+                first_ends_in,
+                waiters_ahead: ahead_rows.iter().filter(|row| !row.4).count(),
+                next_in_line,
+            }))
         })
         .await
 }

@@ -5,8 +5,9 @@
 //!
 //! - `keys`: one row per key ever used, holding `last_token`, the key's
 //!   fencing token counter. Every request that grants, hands over or
-//!   removes entries of a key locks this row first (`INSERT … ON DUPLICATE
-//!   KEY UPDATE`, which takes it exclusively), so the requests of one key
+//!   removes entries of a key locks this row first (`SELECT … FOR UPDATE`,
+//!   or for a new key `INSERT … ON DUPLICATE KEY UPDATE`, both of which
+//!   take it exclusively), so the requests of one key
 //!   run one at a time, and a grant's token is `last_token + 1`, written in
 //!   the granting transaction. The row is never deleted, so the counter
 //!   never goes back: not after a release, not after a restart (it is an

@@ -7,6 +7,10 @@
 //! a session takes one lock at a time) goes back to a small idle pool for
 //! the next acquisition instead of closing.
 //!
+//! The table layout borrows sessions of the same pool for its wake signal
+//! (see [`crate::wake`]), at most [`MAX_LENT`] at once, so that a process
+//! holding many locks opens no more connections than that for them.
+//!
 //! A session dropped while a request may be in flight (a cancelled or
 //! timed-out wait, an unknown outcome) is ended with `KILL CONNECTION` from
 //! another connection, in the background: the driver would otherwise wait
@@ -19,12 +23,15 @@ use std::time::Duration;
 use distlock_core::Result;
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::config::MysqlConfig;
 
 /// The most idle sessions a backend keeps.
 const MAX_IDLE: usize = 64;
+/// The most sessions lent to the wake signal at once.
+pub(crate) const MAX_LENT: usize = 32;
 /// How long a session may stay idle before it is closed.
 const IDLE_FOR: Duration = Duration::from_secs(30);
 
@@ -38,6 +45,8 @@ pub(crate) struct Session {
     killer: mysql_async::Pool,
     /// Taken from the idle pool rather than opened for this acquisition.
     pub(crate) reused: bool,
+    /// Counts the session against [`MAX_LENT`] while it is lent.
+    lent: Option<OwnedSemaphorePermit>,
 }
 
 impl std::fmt::Debug for Session {
@@ -82,6 +91,7 @@ pub(crate) struct Sessions {
     config: MysqlConfig,
     idle: Mutex<Vec<(Session, Instant)>>,
     killer: mysql_async::Pool,
+    lendable: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -100,6 +110,7 @@ impl Sessions {
             config: config.clone(),
             idle: Mutex::new(Vec::new()),
             killer: mysql_async::Pool::new(crate::connect::driver_opts(&killer_config, true)),
+            lendable: Arc::new(Semaphore::new(MAX_LENT)),
         })
     }
 
@@ -113,6 +124,16 @@ impl Sessions {
         self.open().await
     }
 
+    /// A session lent to the wake signal, as [`Sessions::take`]; `None`
+    /// when [`MAX_LENT`] are lent already.
+    pub(crate) async fn lend(&self) -> Option<Result<Session>> {
+        let permit = self.lendable.clone().try_acquire_owned().ok()?;
+        Some(self.take().await.map(|mut session| {
+            session.lent = Some(permit);
+            session
+        }))
+    }
+
     /// A session on a new connection, never a kept one.
     pub(crate) async fn open(&self) -> Result<Session> {
         let conn = crate::connect::open(&self.config).await?;
@@ -122,6 +143,7 @@ impl Sessions {
             busy: false,
             killer: self.killer.clone(),
             reused: false,
+            lent: None,
         })
     }
 
@@ -130,6 +152,7 @@ impl Sessions {
     /// has no request in flight.
     pub(crate) fn put(&self, mut session: Session) {
         session.busy = false;
+        session.lent = None;
         let mut idle = self.idle();
         let now = Instant::now();
         idle.retain(|(_, since)| now.duration_since(*since) < IDLE_FOR);

@@ -15,6 +15,8 @@ pub(crate) struct Sql {
     /// Creates the key's row if missing and locks it: the requests of one
     /// key run one at a time from here to their commit.
     pub(crate) lock_key: String,
+    /// Locks an existing key's row and reads its counter.
+    pub(crate) lock_used_key: String,
     pub(crate) last_token: String,
     pub(crate) set_last_token: String,
     pub(crate) delete_expired: String,
@@ -48,6 +50,7 @@ impl Sql {
                 "INSERT INTO {keys} (k, last_token) VALUES (?, 0) \
                  ON DUPLICATE KEY UPDATE last_token = last_token"
             ),
+            lock_used_key: format!("SELECT last_token FROM {keys} WHERE k = ? FOR UPDATE"),
             last_token: format!("SELECT last_token FROM {keys} WHERE k = ?"),
             set_last_token: format!("UPDATE {keys} SET last_token = ? WHERE k = ?"),
             delete_expired: format!(
