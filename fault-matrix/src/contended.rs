@@ -122,6 +122,10 @@ impl Contended {
                 | Fault::PauseServer,
                 _,
             ) => None,
+            (_, Fault::StaleTurn, _) => Some(
+                "fault 14 finds the victim at the head of a mutex's queue, where the next \
+                 holder is the first key",
+            ),
             (Contended::Many, _, _) => Some(
                 "many names run the faults that stall or cut a client's renewals and its \
                  keepalive stream",

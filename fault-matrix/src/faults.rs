@@ -44,11 +44,16 @@ pub enum Fault {
     /// releases so that a hand-over to it may be in flight, and the pause
     /// outlasts the TTL: resumed, it must not act on that stale grant.
     PauseWaiter,
+    /// 14: a waiter's only member applies its predecessor's release and is
+    /// cut off from its peers before the waiter hears of it, and the
+    /// majority ends the waiter's lease: the turn the waiter then reads
+    /// from that member is no longer its own (etcd's revision queue).
+    StaleTurn,
 }
 
 impl Fault {
     /// Every fault, in column order.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::None,
         Fault::PauseHolder,
         Fault::PartitionHolder,
@@ -62,6 +67,7 @@ impl Fault {
         Fault::PauseServer,
         Fault::BriefOutage,
         Fault::PauseWaiter,
+        Fault::StaleTurn,
     ];
 
     /// The faults the full run runs on `row`: every fault, except that the
@@ -74,21 +80,29 @@ impl Fault {
             Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
             Row::Mutant(Mutant::SilentLoss) => vec![Fault::None, Fault::PauseHolder],
             Row::Mutant(Mutant::LongValidity) => vec![Fault::None, Fault::PartitionHolder],
+            Row::Mutant(Mutant::UnconfirmedTurn) => vec![Fault::None, Fault::StaleTurn],
             _ => Fault::ALL.to_vec(),
         }
     }
 
     /// The faults `--quick` runs on `row`: none and a paused holder
     /// everywhere; on the three-member etcd and ZooKeeper also a
-    /// partitioned holder and a follower cut off, whose verdicts can fail;
-    /// on PostgreSQL (both layouts) a paused waiter, whose grant is handed
+    /// partitioned holder and a follower cut off, whose verdicts can fail,
+    /// and on etcd's a turn read from a member cut off; on PostgreSQL (both layouts) a paused waiter, whose grant is handed
     /// over in the releaser's transaction, and on MySQL, whose waiters
     /// grant themselves in a look of their own; on each mutant the fault
     /// that shows its broken promise.
     pub fn quick(row: Row) -> Vec<Fault> {
         use super::mutant::Mutant;
         match row {
-            Row::Etcd3 | Row::Zk3 => vec![
+            Row::Etcd3 => vec![
+                Fault::None,
+                Fault::PauseHolder,
+                Fault::PartitionHolder,
+                Fault::IsolateFollower,
+                Fault::StaleTurn,
+            ],
+            Row::Zk3 => vec![
                 Fault::None,
                 Fault::PauseHolder,
                 Fault::PartitionHolder,
@@ -100,11 +114,12 @@ impl Fault {
             Row::Broken | Row::Mutant(Mutant::NoExclusion) => vec![Fault::None],
             Row::Mutant(Mutant::SilentLoss) => vec![Fault::PauseHolder],
             Row::Mutant(Mutant::LongValidity) => vec![Fault::PartitionHolder],
+            Row::Mutant(Mutant::UnconfirmedTurn) => vec![Fault::StaleTurn],
             _ => vec![Fault::None, Fault::PauseHolder],
         }
     }
 
-    /// Its column number, 1 to 13.
+    /// Its column number, 1 to 14.
     pub fn number(self) -> u8 {
         Fault::ALL
             .iter()
@@ -134,6 +149,7 @@ impl Fault {
             Fault::PauseServer => "pause-server",
             Fault::BriefOutage => "brief-outage",
             Fault::PauseWaiter => "pause-waiter",
+            Fault::StaleTurn => "stale-turn",
         }
     }
 
@@ -153,6 +169,7 @@ impl Fault {
             Fault::PauseServer => "server paused",
             Fault::BriefOutage => "all servers down < TTL",
             Fault::PauseWaiter => "waiter paused, grant in flight",
+            Fault::StaleTurn => "turn read on a cut-off member",
         }
     }
 
@@ -185,6 +202,12 @@ impl Fault {
                 }
                 _ => {}
             }
+        }
+        if self == Fault::StaleTurn {
+            return stale_turn_inapplicable(row);
+        }
+        if row == Row::Mutant(super::mutant::Mutant::UnconfirmedTurn) && self != Fault::None {
+            return Some("the mutant breaks only a turn read on a lagging member: fault 14");
         }
         let row = row.service_row();
         let no_network = "the file backend has no network: clients reach a local directory";
@@ -271,13 +294,31 @@ impl Fault {
     /// session that holds an advisory or named lock).
     pub fn lease_end_offset(self, row: Row, ttl: Duration) -> Duration {
         match (self, row.service_row()) {
-            (Fault::BreakLock, _) => Duration::ZERO,
+            // The majority revokes the waiting victim's lease at once.
+            (Fault::BreakLock | Fault::StaleTurn, _) => Duration::ZERO,
             (
                 Fault::KillServer | Fault::BriefOutage,
                 Row::Redis | Row::Redlock | Row::PostgresAdvisory | Row::MysqlNamed,
             ) => Duration::ZERO,
             _ => ttl,
         }
+    }
+}
+
+/// Why fault 14 does not apply to `row`: it is built from etcd's parts (a
+/// follower still answering its clients, a lease revoked on the majority).
+fn stale_turn_inapplicable(row: Row) -> Option<&'static str> {
+    match row.service_row() {
+        Row::Etcd3 => None,
+        Row::Zk3 => Some(
+            "built for etcd's revision queue; ZooKeeper's form (a session expired by the \
+             leader while a cut-off follower still answers its client) is not built here",
+        ),
+        Row::Broken => Some("memory:// locks are private to each process: nobody waits"),
+        Row::RedisCluster | Row::Redlock => {
+            Some("no member serves a waiter a view of a queue: Redis waiters poll their servers")
+        }
+        _ => Some("no followers: a single server or none"),
     }
 }
 
@@ -298,7 +339,7 @@ mod tests {
         let fault = Fault::PauseWaiter;
         assert_eq!(Fault::parse("13"), Some(fault));
         assert_eq!((fault.number(), fault.id()), (13, "pause-waiter"));
-        assert_eq!(Fault::ALL.last(), Some(&fault));
+        assert_eq!(Fault::ALL[12], fault);
         assert!(!fault.targets_holder(), "the victim holds nothing");
         for row in Row::ALL {
             assert_eq!(fault.inapplicable(row), None, "{row:?}");
@@ -321,11 +362,39 @@ mod tests {
     }
 
     /// The faults that need several members.
-    const NEED_MEMBERS: [Fault; 3] = [
+    const NEED_MEMBERS: [Fault; 4] = [
         Fault::KillLeader,
         Fault::FreezeMember,
         Fault::IsolateFollower,
+        Fault::StaleTurn,
     ];
+
+    #[test]
+    fn fault_fourteen_runs_on_the_etcd_cluster_and_its_mutant_alone() {
+        use crate::mutant::Mutant;
+        let fault = Fault::StaleTurn;
+        assert_eq!((fault.number(), fault.id()), (14, "stale-turn"));
+        let mutant = Row::Mutant(Mutant::UnconfirmedTurn);
+        for row in Row::every() {
+            let applies = matches!(row, Row::Etcd3) || row == mutant;
+            assert_eq!(fault.inapplicable(row).is_none(), applies, "{row:?}");
+            assert_eq!(Fault::quick(row).contains(&fault), applies, "{row:?}");
+            // The real rows' tables show it, inapplicable where it does not apply.
+            let in_full = !row.must_be_caught() || row == mutant;
+            assert_eq!(Fault::full(row).contains(&fault), in_full, "{row:?}");
+        }
+        assert_eq!(Fault::full(mutant), [Fault::None, fault]);
+        assert_eq!(mutant.service_row(), Row::Etcd3);
+        assert!(mutant.must_be_caught());
+        assert_eq!(Contended::Lock.inapplicable(fault, Row::Etcd3), None);
+        for primitive in [Contended::Permit, Contended::Many] {
+            assert!(primitive.inapplicable(fault, Row::Etcd3).is_some());
+        }
+        assert_eq!(
+            fault.lease_end_offset(Row::Etcd3, Duration::from_secs(1)),
+            Duration::ZERO
+        );
+    }
 
     /// The real row `id`, after checking that it is one strong-token server.
     fn single_strong_row(id: &str) -> Row {

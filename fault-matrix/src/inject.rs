@@ -22,6 +22,7 @@ use distlock_testkit::proxy::FaultProxy;
 use distlock_testkit::servers::mariadb::TEST_DATABASE;
 use distlock_testkit::servers::{MariadbServer, PostgresServer, RedisCluster};
 
+mod stale_turn;
 mod waiter;
 
 /// How long the runner tries to catch a client inside its section.
@@ -94,7 +95,8 @@ pub struct Target<'a> {
     pub handover: Duration,
     /// The lock the clients contend for.
     pub lock: &'a str,
-    /// The member cut off by fault 8, and the clients that use only it.
+    /// The member cut off by faults 8 and 14 (or paused by 11), which only
+    /// some clients use.
     pub follower: Option<usize>,
 }
 
@@ -229,6 +231,7 @@ impl Target<'_> {
                 self.let_go(victim, &mut t);
             }
             Fault::PauseWaiter => self.pause_waiter(&mut t).await?,
+            Fault::StaleTurn => self.stale_turn(&mut t).await?,
             Fault::BreakLock => {
                 let victim = self.catch_holder(Some(self.victim)).await?;
                 let key = self.victim_key(victim)?;

@@ -21,22 +21,38 @@ pub enum Mutant {
     /// `is_held()` and the lost signal trust the lock one TTL longer than
     /// the server's lease lasts.
     LongValidity,
+    /// etcd, with a waiter's turn confirmed by a member-local read, not a
+    /// linearizable one: the defect lock-etcd's confirming read is there
+    /// against. It lives in lock-etcd, built into a client of its own
+    /// (see [`UNCONFIRMED_TURN_BUILD`]); this wrapper adds nothing.
+    UnconfirmedTurn,
 }
+
+/// How the client of [`Mutant::UnconfirmedTurn`] is built: lock-etcd reads
+/// the variable at compile time, and the profile keeps that build apart
+/// from every other.
+pub const UNCONFIRMED_TURN_BUILD: &str = "DISTLOCK_MUTANT_UNCONFIRMED_TURN=1 cargo build --locked \
+     --profile mutant -p fault-matrix --bin fault-matrix-client";
+
+/// Whether this binary was built with lock-etcd's unconfirmed turn.
+pub const BUILT_UNCONFIRMED: bool = option_env!("DISTLOCK_MUTANT_UNCONFIRMED_TURN").is_some();
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 3] = [
+    pub const ALL: [Mutant; 4] = [
         Mutant::NoExclusion,
         Mutant::SilentLoss,
         Mutant::LongValidity,
+        Mutant::UnconfirmedTurn,
     ];
 
-    /// `no-exclusion`, `silent-loss` or `long-validity`.
+    /// `no-exclusion`, `silent-loss`, `long-validity` or `unconfirmed-turn`.
     pub fn id(self) -> &'static str {
         match self {
             Mutant::NoExclusion => "no-exclusion",
             Mutant::SilentLoss => "silent-loss",
             Mutant::LongValidity => "long-validity",
+            Mutant::UnconfirmedTurn => "unconfirmed-turn",
         }
     }
 

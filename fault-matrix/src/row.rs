@@ -59,8 +59,8 @@ pub enum Row {
     /// A lock local to each client process (`memory://`): it excludes
     /// nobody across processes. The detector must fire on it.
     Broken,
-    /// A real backend (file or Redis) wrapped in the client to break one
-    /// promise; a verdict must catch it.
+    /// A real backend (file, Redis, or etcd built with a defect) wrapped in
+    /// the client to break one promise; a verdict must catch it.
     Mutant(Mutant),
 }
 
@@ -82,10 +82,11 @@ impl Row {
     ];
 
     /// The mutant rows, in table order.
-    pub const MUTANTS: [Row; 3] = [
+    pub const MUTANTS: [Row; 4] = [
         Row::Mutant(Mutant::NoExclusion),
         Row::Mutant(Mutant::SilentLoss),
         Row::Mutant(Mutant::LongValidity),
+        Row::Mutant(Mutant::UnconfirmedTurn),
     ];
 
     /// Every row `--backends` knows, in table order.
@@ -102,6 +103,7 @@ impl Row {
             Row::Mutant(Mutant::NoExclusion) => "mutant-no-exclusion",
             Row::Mutant(Mutant::SilentLoss) => "mutant-silent-loss",
             Row::Mutant(Mutant::LongValidity) => "mutant-long-validity",
+            Row::Mutant(Mutant::UnconfirmedTurn) => "mutant-unconfirmed-turn",
             Row::Etcd => "etcd",
             Row::Etcd3 => "etcd-3",
             Row::Redis => "redis",
@@ -141,6 +143,9 @@ impl Row {
                 "file, its lost signal never fires and is_held() stays true"
             }
             Row::Mutant(Mutant::LongValidity) => "Redis, validity one TTL longer than its lease",
+            Row::Mutant(Mutant::UnconfirmedTurn) => {
+                "etcd, 3 nodes, a waiter's turn confirmed by a member-local read"
+            }
         }
     }
 
@@ -154,6 +159,7 @@ impl Row {
         match self {
             Row::Mutant(Mutant::NoExclusion | Mutant::SilentLoss) => Row::File,
             Row::Mutant(Mutant::LongValidity) => Row::Redis,
+            Row::Mutant(Mutant::UnconfirmedTurn) => Row::Etcd3,
             other => other,
         }
     }
@@ -230,22 +236,35 @@ pub enum Service {
     None,
 }
 
+/// How a row's servers are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Servers {
+    /// Clusters are started so that a member can be cut off from its
+    /// peers.
+    pub isolatable: bool,
+    /// etcd members' election timeout, when not the test kit's default.
+    pub election_timeout: Option<Duration>,
+}
+
 impl Service {
-    /// Starts the service of `row`. `isolatable` starts clusters so that a
-    /// member can be cut off from its peers.
+    /// Starts the service of `row` as `servers` says.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: servers started so far are killed when dropped.
-    pub async fn start(row: Row, isolatable: bool) -> Result<Service, LaunchError> {
+    pub async fn start(row: Row, servers: Servers) -> Result<Service, LaunchError> {
         let row = row.service_row();
         let members = row.members();
         // One server has no peers to be cut off from.
-        let isolatable = isolatable && members > 1;
+        let isolatable = servers.isolatable && members > 1;
         Ok(match row {
             Row::Etcd | Row::Etcd3 => {
                 let options = EtcdOptions::new(members);
                 let options = when(isolatable, options, EtcdOptions::isolatable);
+                let options = match servers.election_timeout {
+                    Some(timeout) => options.election_timeout(timeout),
+                    None => options,
+                };
                 Service::Etcd(EtcdCluster::start_with(options).await?)
             }
             Row::Redis => Service::Redis(RedisServer::start().await?),

@@ -19,8 +19,9 @@ use super::faults::Fault;
 use super::history;
 use super::history_file::{self, HistoryFile};
 use super::inject::Target;
+use super::mutant::{Mutant, UNCONFIRMED_TURN_BUILD};
 use super::resource::{CheckingResource, Record};
-use super::row::{Row, Service};
+use super::row::{Row, Servers, Service};
 use super::second::{self, Second};
 use super::shape::{Shape, cell_seed, trial_seed};
 use super::timeline;
@@ -115,6 +116,30 @@ impl Plan {
         }
     }
 
+    /// The client binary of `mutant`'s rows: the one built with lock-etcd's
+    /// unconfirmed turn for that mutant (in the target directory's
+    /// `mutant` profile, beside `debug`), else [`Plan::client_bin`].
+    pub fn client_bin_for(&self, mutant: Option<Mutant>) -> Result<PathBuf, String> {
+        if mutant != Some(Mutant::UnconfirmedTurn) {
+            return Ok(self.client_bin.clone());
+        }
+        let name = self.client_bin.file_name().ok_or("no client binary name")?;
+        let profiles = self
+            .client_bin
+            .parent()
+            .and_then(|debug| debug.parent())
+            .ok_or("the client binary is not in a target directory")?;
+        let bin = profiles.join("mutant").join(name);
+        if bin.exists() {
+            Ok(bin)
+        } else {
+            Err(format!(
+                "{} is missing; build it with {UNCONFIRMED_TURN_BUILD}",
+                bin.display()
+            ))
+        }
+    }
+
     /// The least measurement after the heal of a fault: half a TTL.
     pub fn least_after(&self) -> Duration {
         self.ttl / 2
@@ -160,7 +185,31 @@ pub fn can_flip(row: Row, fault: Fault) -> bool {
                 | Fault::IsolateFollower
                 | Fault::PauseServer
                 | Fault::PauseWaiter
+                | Fault::StaleTurn
         )
+}
+
+/// How a cluster's members elect a leader under fault 14: slowly, so
+/// that a member cut off from its peers goes on answering its clients as
+/// if it still had a leader long enough for a waiter to read its turn
+/// there (a member that knows it has none refuses clients that require a
+/// leader, as distlock's do, and the fault could show nothing).
+const STALE_TURN_ELECTION: Duration = Duration::from_secs(2);
+
+/// How a row's servers are started for `fault`: able to cut a member off
+/// when some fault of the row needs it (`isolatable`), and for fault 14
+/// always, with slow elections.
+fn servers_for(fault: Fault, isolatable: bool) -> Servers {
+    match fault {
+        Fault::StaleTurn => Servers {
+            isolatable: true,
+            election_timeout: Some(STALE_TURN_ELECTION),
+        },
+        _ => Servers {
+            isolatable,
+            election_timeout: None,
+        },
+    }
 }
 
 /// Runs `faults` on `row`, starting its servers once (and again if a trial
@@ -183,10 +232,11 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
         .filter(|&f| inapplicable(f).is_none())
         .collect();
     let isolatable = applicable.contains(&Fault::IsolateFollower);
-    let mut service = if applicable.is_empty() {
-        None
-    } else {
-        match Service::start(row, isolatable).await {
+    // Fault 14 needs servers of its own: see `servers_for`.
+    let servers_for = |fault| servers_for(fault, isolatable);
+    let mut servers = applicable.first().map(|&f| servers_for(f));
+    let mut service = if let Some(options) = servers {
+        match Service::start(row, options).await {
             Ok(service) => Some(service),
             Err(e) => {
                 return faults
@@ -198,6 +248,8 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
                     .collect();
             }
         }
+    } else {
+        None
     };
     let mut cells = Vec::new();
     for (n, &fault) in faults.iter().enumerate() {
@@ -207,10 +259,14 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
         }
         let seed = cell_seed(plan.seed, row, plan.contended, fault);
         let mut trials = Vec::new();
+        if servers != Some(servers_for(fault)) {
+            servers = Some(servers_for(fault));
+            service = None;
+        }
         for index in 0..plan.trials_of(row, fault) {
             let seed = trial_seed(seed, index);
             if service.is_none() {
-                service = Service::start(row, isolatable).await.ok();
+                service = Service::start(row, servers_for(fault)).await.ok();
             }
             let Some(svc) = service.as_ref() else {
                 trials.push(Trial {
@@ -285,7 +341,7 @@ pub async fn run_trial(
     // Every client's history is timed from here.
     let origin_ns = now_ns();
     let addrs = service.proxied_addrs();
-    let follower = if fault == Fault::IsolateFollower
+    let follower = if matches!(fault, Fault::IsolateFollower | Fault::StaleTurn)
         || (fault == Fault::PauseServer && service.members() > 1)
     {
         Some(follower_of(service).await?)
@@ -298,9 +354,15 @@ pub async fn run_trial(
         let mut own = Vec::new();
         for (member, addr) in addrs.iter().enumerate() {
             // Under faults 8 and 11, even clients reach only the follower
-            // that is cut off or paused, odd ones only the other members.
+            // that is cut off or paused, odd ones only the other members;
+            // under fault 14 the victim alone reaches the follower.
+            let on_follower = if fault == Fault::StaleTurn {
+                client == shape.victim
+            } else {
+                client % 2 == 0
+            };
             if let Some(f) = follower
-                && ((client % 2 == 0) != (member == f))
+                && (on_follower != (member == f))
             {
                 continue;
             }
@@ -655,7 +717,7 @@ struct Spawn<'a> {
     url: &'a str,
     client: u32,
     lock: &'a str,
-    mutant: Option<super::mutant::Mutant>,
+    mutant: Option<Mutant>,
     origin_ns: u64,
 }
 
@@ -676,7 +738,8 @@ fn spawn_client(
         .path()
         .join(format!("client-{}-{client}.log", now_ns()));
     let file = File::create(&log).map_err(|e| format!("client log: {e}"))?;
-    let mut command = Command::new(&plan.client_bin);
+    let bin = plan.client_bin_for(mutant)?;
+    let mut command = Command::new(&bin);
     if let Some(mutant) = mutant {
         command.arg("--mutant").arg(mutant.id());
     }
@@ -701,7 +764,7 @@ fn spawn_client(
         .stderr(file)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("start {}: {e}", plan.client_bin.display()))?;
+        .map_err(|e| format!("start {}: {e}", bin.display()))?;
     let pid = child.id().ok_or("the client exited at once")?;
     Ok(ClientProcess { child, pid, log })
 }

@@ -96,7 +96,8 @@ impl Shape {
             | Fault::FreezeMember
             | Fault::IsolateFollower
             | Fault::PauseServer
-            | Fault::PauseWaiter => ttl.mul_f64(rng.random_range(1.2..2.5)),
+            | Fault::PauseWaiter
+            | Fault::StaleTurn => ttl.mul_f64(rng.random_range(1.2..2.5)),
             // Down for less than a TTL before the restart begins.
             Fault::BriefOutage => ttl.mul_f64(rng.random_range(0.2..0.7)),
             _ => span,
@@ -172,7 +173,8 @@ mod tests {
         assert_eq!(Fault::parse("11"), Some(Fault::PauseServer));
         assert_eq!(Fault::parse("12"), Some(Fault::BriefOutage));
         assert_eq!(Fault::parse("13"), Some(Fault::PauseWaiter));
-        assert_eq!(Fault::parse("14"), None);
+        assert_eq!(Fault::parse("14"), Some(Fault::StaleTurn));
+        assert_eq!(Fault::parse("15"), None);
         for row in [
             Row::Etcd,
             Row::Etcd3,

@@ -4,7 +4,15 @@
 //! ```text
 //! fault-matrix-client --resource ADDR --url URL --client N --lock NAME --hold-ms MS --wait-ms MS
 //!                     [--contend lock|rwlock-write|semaphore-1|many-names]
-//!                     [--mutant no-exclusion|silent-loss|long-validity] [--origin-ns NS]
+//!                     [--mutant no-exclusion|silent-loss|long-validity|unconfirmed-turn]
+//!                     [--origin-ns NS]
+//! ```
+//!
+//! A client built with lock-etcd's unconfirmed turn runs only as that
+//! mutant, and the mutant only in such a build:
+//!
+//! ```text
+//! DISTLOCK_MUTANT_UNCONFIRMED_TURN=1 cargo build --profile mutant -p fault-matrix --bin fault-matrix-client
 //! ```
 
 use std::process::ExitCode;
@@ -12,7 +20,7 @@ use std::time::Duration;
 
 use fault_matrix::Contended;
 use fault_matrix::client::{ClientArgs, run};
-use fault_matrix::mutant::Mutant;
+use fault_matrix::mutant::{BUILT_UNCONFIRMED, Mutant, UNCONFIRMED_TURN_BUILD};
 use fault_matrix::usage::args_or_exit;
 
 fn parse() -> Result<ClientArgs, String> {
@@ -58,7 +66,10 @@ fn parse() -> Result<ClientArgs, String> {
             }
             "--mutant" => {
                 mutant = Some(Mutant::parse(&value).ok_or_else(|| {
-                    format!("--mutant {value:?}: known: no-exclusion, silent-loss, long-validity")
+                    format!(
+                        "--mutant {value:?}: known: no-exclusion, silent-loss, long-validity, \
+                         unconfirmed-turn"
+                    )
                 })?);
             }
             other => {
@@ -68,6 +79,19 @@ fn parse() -> Result<ClientArgs, String> {
                 ));
             }
         }
+    }
+    let wants_unconfirmed = mutant == Some(Mutant::UnconfirmedTurn);
+    if wants_unconfirmed && !BUILT_UNCONFIRMED {
+        return Err(format!(
+            "--mutant unconfirmed-turn needs a client built with the defect: {UNCONFIRMED_TURN_BUILD}"
+        ));
+    }
+    if BUILT_UNCONFIRMED && !wants_unconfirmed {
+        return Err(
+            "this client was built with lock-etcd's unconfirmed turn, a deliberate defect: it \
+             runs only as --mutant unconfirmed-turn"
+                .into(),
+        );
     }
     Ok(ClientArgs {
         resource: resource.ok_or("--resource is required")?,

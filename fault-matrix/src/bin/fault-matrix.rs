@@ -5,7 +5,7 @@
 //! fault-matrix [--quick] [--json FILE] [--svg FILE] [--markdown FILE]
 //!              [--backends etcd,etcd-3,redis,redis-cluster,redlock,zk,zk-3,postgres,
 //!                          postgres-advisory,mysql,mysql-named,file,broken,mutant-…]
-//!              [--faults 1,2,...,13] [--clients N] [--seed N] [--trials N]
+//!              [--faults 1,2,...,14] [--clients N] [--seed N] [--trials N]
 //!              [--flip-trials N] [--contend lock,rwlock-write,semaphore-1,many-names]
 //!              [--histories DIR]
 //! ```
@@ -101,12 +101,12 @@ fn parse() -> Result<Args, String> {
                     &value()?,
                     parse_backend,
                     "backend (known: etcd, etcd-3, redis, redis-cluster, redlock, zk, zk-3, postgres, \
-                     postgres-advisory, mysql, mysql-named, file, broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity; \
+                     postgres-advisory, mysql, mysql-named, file, broken, mutant-no-exclusion, mutant-silent-loss, mutant-long-validity, mutant-unconfirmed-turn; \
                      ROW/PRIMITIVE such as etcd-3/many-names runs that primitive only)",
                 )?);
             }
             "--faults" => {
-                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 13)")?)
+                args.faults = Some(list(&value()?, Fault::parse, "fault (known: 1 to 14)")?)
             }
             "--contend" => {
                 args.contended = Some(list(
@@ -289,6 +289,14 @@ async fn main() -> ExitCode {
         None if args.quick => Fault::quick(row),
         None => Fault::full(row),
     };
+    // A mutant built into a client of its own must be there before any
+    // cell starts, not fail every trial of its row.
+    for (row, _) in &rows {
+        if let Err(e) = plan.client_bin_for(row.mutant()) {
+            eprintln!("fault-matrix: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let provenance = Provenance::now();
     let primitives_of = |(row, pinned): (Row, Option<Contended>)| match (pinned, &args.contended) {
         (Some(primitive), _) => vec![primitive],
