@@ -61,7 +61,7 @@ impl Contender {
     }
 }
 
-/// The server's own lock, as a client of it would take it: one connection
+/// The server's own lock, as a client of it would take it: one TCP connection
 /// per client, `GET_LOCK(name, a year)`, then `RELEASE_LOCK`. Its "token" is
 /// a process-wide counter taken after the grant, only so that the
 /// workload's order check has something to check; it costs no request.
@@ -73,6 +73,10 @@ struct RawGetLock {
 static RAW_TOKENS: AtomicU64 = AtomicU64::new(0);
 
 fn driver(e: mysql_async::Error) -> Error {
+    Error::backend(e.to_string())
+}
+
+fn driver_url(e: mysql_async::UrlError) -> Error {
     Error::backend(e.to_string())
 }
 
@@ -137,7 +141,14 @@ async fn connect(server: &MariadbServer, contender: Contender) -> Result<Arc<Dyn
         }
         Contender::Raw => {
             let caps = Capabilities::new("mysql-get-lock-raw", FencingStrength::ProcessLocal);
-            let conn = Conn::from_url(server.url()).await.map_err(driver)?;
+            // TCP like distlock's connections: the driver would otherwise
+            // switch a loopback URL to the server's unix socket, a cheaper
+            // transport than the one being compared.
+            let opts = mysql_async::Opts::from_url(&server.url()).map_err(driver_url)?;
+            let opts = mysql_async::OptsBuilder::from_opts(opts)
+                .prefer_socket(false)
+                .tcp_nodelay(true);
+            let conn = Conn::new(opts).await.map_err(driver)?;
             Arc::new(PeerBackend::new(
                 RawGetLock {
                     conn: Arc::new(Mutex::new(conn)),
