@@ -10,6 +10,8 @@ use async_trait::async_trait;
 use distlock_core::{
     AcquireOptions, Capabilities, DynLockBackend, LockBackend, LockGuard, LockName, Result,
 };
+use distlock_workload::ClientFactory;
+use futures::FutureExt;
 
 /// The hand-offs between the clients of one run, counted inside the
 /// critical section so that the count is exact.
@@ -40,6 +42,18 @@ impl Handoffs {
             inner,
             id,
             handoffs: self.clone(),
+        })
+    }
+
+    /// `factory`'s clients, each counting into this counter under an id of
+    /// its own.
+    pub fn counting(&self, factory: ClientFactory) -> ClientFactory {
+        let handoffs = self.clone();
+        let next_id = Arc::new(AtomicU64::new(0));
+        Arc::new(move || {
+            let (handoffs, connecting) = (handoffs.clone(), factory());
+            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            async move { Ok(handoffs.count(connecting.await?, id)) }.boxed()
         })
     }
 
