@@ -110,7 +110,7 @@ async fn main() {
                     name_prefix: format!("bench/{clients}/{round}"),
                     primitive: Default::default(),
                 };
-                let factory = handoffs.counting(factory.clone());
+                let factory = handoffs.counting(factory.clone(), config.duration);
                 let run = run_workload(&config, factory, Arc::new(Progress::default()));
                 let before = CpuReading::take(cluster.member(0)).await;
                 let (report, samples) = sample_slow_watchers(cluster.member(0), run).await;

@@ -110,7 +110,7 @@ async fn main() {
                 .expect("floor record write");
             }
             let handoffs = Handoffs::new();
-            let factory = handoffs.counting(factory);
+            let factory = handoffs.counting(factory, config.duration);
             let report = run_workload(&config, factory, Arc::new(Progress::default()))
                 .await
                 .expect("workload");

@@ -208,21 +208,23 @@ async fn run(
     let handoffs = Handoffs::new();
     // Connect every client before counting: connecting is not acquiring.
     let mut connected = Vec::with_capacity(clients);
-    for id in 0..clients {
-        let inner = connect(server, contender)
+    for _ in 0..clients {
+        let client = connect(server, contender)
             .await
             .unwrap_or_else(|e| panic!("{}: connect: {e}", contender.label()));
-        connected.push(handoffs.count(inner, id as u64));
+        connected.push(client);
     }
     let pool = Arc::new(std::sync::Mutex::new(connected));
     let factory: ClientFactory = Arc::new(move || {
         let next = pool.lock().unwrap().pop();
         async move { next.ok_or_else(|| Error::backend("no more pre-connected clients")) }.boxed()
     });
+    let duration = Duration::from_secs_f64(secs);
+    let factory = handoffs.counting(factory, duration);
     let config = WorkloadConfig {
         clients,
         locks: 1,
-        duration: Duration::from_secs_f64(secs),
+        duration,
         ttl: Some(TTL),
         hold: Duration::ZERO,
         name_prefix: format!("bench/{round}"),

@@ -372,12 +372,7 @@ async fn run(
     round: usize,
 ) -> RunResult {
     let handoffs = Handoffs::new();
-    let connected: Vec<Arc<DynLockBackend>> = connect_clients(server, contender, clients)
-        .await
-        .into_iter()
-        .zip(0..)
-        .map(|(inner, id)| handoffs.count(inner, id))
-        .collect();
+    let connected = connect_clients(server, contender, clients).await;
     let pool = Arc::new(std::sync::Mutex::new(connected));
     let factory: ClientFactory = Arc::new(move || {
         let pool = pool.clone();
@@ -389,10 +384,12 @@ async fn run(
         }
         .boxed()
     });
+    let duration = Duration::from_secs(secs);
+    let factory = handoffs.counting(factory, duration);
     let config = WorkloadConfig {
         clients,
         locks: 1,
-        duration: Duration::from_secs(secs),
+        duration,
         ttl: Some(TTL),
         hold: Duration::ZERO,
         name_prefix: format!("bench-{round}"),

@@ -145,7 +145,7 @@ async fn measure(label: &str, clients: usize, secs: u64, factory: ClientFactory)
     let machine = MachineSample::now().expect("/proc/stat");
     let process = ProcessSample::now().expect("/proc/self");
     let handoffs = Handoffs::new();
-    let factory = handoffs.counting(factory);
+    let factory = handoffs.counting(factory, config.duration);
     let report = run_workload(&config, factory, Arc::new(Progress::default()))
         .await
         .unwrap_or_else(|e| panic!("{label} with {clients} clients: {e}"));
