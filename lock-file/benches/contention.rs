@@ -5,11 +5,11 @@
 //! change the duration of each run (default 5).
 //!
 //! With one lock, the file backend's hand-offs are also set against the
-//! floor the file system sets: before each run, the bench replaces a small
-//! record in the lock directory as lock-file does (write a scratch file,
-//! `fsync` it, `rename` it over the record, `fsync` the directory; with
-//! `fsync=false` only the write and the `rename`), and the floor is
-//! `1 / p50` of that, one durable record write per hand-off.
+//! floor the file system sets: before and after each run, the bench
+//! replaces a small record in the lock directory as lock-file does (write
+//! a scratch file, `fsync` it, `rename` it over the record, `fsync` the
+//! directory; with `fsync=false` only the write and the `rename`), and the
+//! floor is `1 / p50` of that, one durable record write per hand-off.
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};
@@ -50,6 +50,21 @@ fn sample_floor(dir: &Path, fsync: bool, floor: &mut Floor, n: usize) -> io::Res
         floor.record(if fsync { SYNCED } else { UNSYNCED }, start.elapsed());
     }
     Ok(())
+}
+
+/// Samples the floor with `fsync` on or off into its place in `floors`, in
+/// the record directory of the lock directory `root`.
+fn sample_into(floors: &mut [Floor; 2], root: &Path, fsync: bool) {
+    // The backend makes the directory on its first run; the floor may come first.
+    let records = root.join("locks");
+    fs::create_dir_all(&records).expect("lock directory");
+    sample_floor(
+        &records,
+        fsync,
+        &mut floors[usize::from(fsync)],
+        FLOOR_SAMPLES,
+    )
+    .expect("floor record write");
 }
 
 #[tokio::main]
@@ -97,23 +112,19 @@ async fn main() {
             ("file", file_factory(true), Some(true)),
             ("file fsync=false", file_factory(false), Some(false)),
         ] {
+            // Before and after the run: the disk's latency drifts with the
+            // machine's other writers.
             if let Some(fsync) = fsync {
-                // The backend made the lock directory on its first run.
-                let records = lock_dir(fsync).join("locks");
-                fs::create_dir_all(&records).expect("lock directory");
-                sample_floor(
-                    &records,
-                    fsync,
-                    &mut floors[usize::from(fsync)],
-                    FLOOR_SAMPLES,
-                )
-                .expect("floor record write");
+                sample_into(&mut floors, &lock_dir(fsync), fsync);
             }
             let handoffs = Handoffs::new();
             let factory = handoffs.counting(factory, config.duration);
             let report = run_workload(&config, factory, Arc::new(Progress::default()))
                 .await
                 .expect("workload");
+            if let Some(fsync) = fsync {
+                sample_into(&mut floors, &lock_dir(fsync), fsync);
+            }
             let base = *baseline.get_or_insert(report.per_second);
             println!(
                 "| {label} | {clients} | {locks} | {:.0} | {:.3} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} | {} |",
@@ -132,7 +143,7 @@ async fn main() {
         }
     }
     floor::print_section(
-        "Against the hand-off floor (one lock, hand-offs between clients; floor timed before each run)",
+        "Against the hand-off floor (one lock, hand-offs between clients; floor timed before and after each run)",
         &floor_rows
             .into_iter()
             .map(|(label, clients, per_second, fsync)| {
