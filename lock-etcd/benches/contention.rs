@@ -11,6 +11,12 @@
 //! (its `process_cpu_seconds_total`), this process's (the clients'), and how
 //! busy the machine's cores were meanwhile (`/proc/stat`). A hand-off rate
 //! bounded by the cores shows as a busy fraction near 100 %.
+//!
+//! And it sets both locks' hand-offs against the floor etcd sets: between
+//! the rounds, `etcd-client` on a connection of its own times the two
+//! requests one hand-off cannot do without, the releaser's delete Txn
+//! (compared on the key's create revision) and the next holder's
+//! linearizable range; the floor is `1 / (sum of their p50s)`.
 
 use distlock_etcd::ClientConfig;
 use std::sync::Arc;
@@ -19,6 +25,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_core::{Capabilities, Error, FencingStrength, LockName, Result};
 use distlock_etcd::{EtcdBackend, EtcdConfig};
+use distlock_testkit::floor::{self, Floor, FloorError};
+use distlock_testkit::handoffs::Handoffs;
 use distlock_testkit::peer::{PeerBackend, PeerLock};
 use distlock_testkit::servers::EtcdCluster;
 use distlock_testkit::servers::EtcdMember;
@@ -26,12 +34,17 @@ use distlock_testkit::workload::{
     MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport, client_factory,
     run_workload,
 };
-use etcd_client::{Client, LockOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, GetOptions, LockOptions, SortOrder, SortTarget, Txn, TxnOp,
+};
+use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_secs(10);
 /// Alternating rounds per scenario.
 const ROUNDS: usize = 8;
 const LABELS: [&str; 2] = ["ours (revision queue)", "peer (Lock RPC)"];
+/// Timed calls of each floor request per round.
+const FLOOR_SAMPLES: usize = 50;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -68,6 +81,10 @@ async fn main() {
     // The machine is shared and noisy: alternate ours and the peer in
     // short rounds so both see the same load, and add the rounds up.
     let mut rows = Vec::new();
+    let mut floors = Vec::new();
+    let mut plain = Client::connect(&endpoints, None)
+        .await
+        .unwrap_or_else(|e| panic!("floor client: {e}"));
     let scenarios: Vec<usize> = std::env::var("BENCH_CLIENTS")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
@@ -76,8 +93,14 @@ async fn main() {
         let mut totals: [Vec<WorkloadReport>; 2] = [Vec::new(), Vec::new()];
         let mut slow_watchers = [SlowWatchers::default(), SlowWatchers::default()];
         let mut cpu = [CpuUse::default(), CpuUse::default()];
+        let mut handed = [0u64; 2];
+        let mut floor = Floor::new();
         for round in 0..ROUNDS {
+            sample_floor(&mut plain, &mut floor, FLOOR_SAMPLES)
+                .await
+                .unwrap_or_else(|e| panic!("floor: {e}"));
             for (which, factory) in [&ours, &peer].into_iter().enumerate() {
+                let handoffs = Handoffs::new();
                 let config = WorkloadConfig {
                     clients,
                     locks: 1,
@@ -87,12 +110,14 @@ async fn main() {
                     name_prefix: format!("bench/{clients}/{round}"),
                     primitive: Default::default(),
                 };
-                let run = run_workload(&config, factory.clone(), Arc::new(Progress::default()));
+                let factory = handoffs.counting(factory.clone(), config.duration);
+                let run = run_workload(&config, factory, Arc::new(Progress::default()));
                 let before = CpuReading::take(cluster.member(0)).await;
                 let (report, samples) = sample_slow_watchers(cluster.member(0), run).await;
                 let after = CpuReading::take(cluster.member(0)).await;
                 let report = report.unwrap_or_else(|e| panic!("{}: {e}", LABELS[which]));
                 cpu[which].add(&before, &after, report.acquisitions);
+                handed[which] += handoffs.total();
                 totals[which].push(report);
                 slow_watchers[which].add(samples);
             }
@@ -104,6 +129,12 @@ async fn main() {
                 combine(&reports, secs),
                 slow_watchers[which],
                 cpu[which],
+            ));
+            floors.push((
+                LABELS[which],
+                clients,
+                handed[which] as f64 / secs,
+                floor.clone(),
             ));
         }
     }
@@ -172,6 +203,56 @@ async fn main() {
             ratio(ours, peer)
         );
     }
+    floor::print_section(
+        "Against the hand-off floor (hand-offs between clients; floor timed between the rounds)",
+        &floors
+            .iter()
+            .map(|(label, clients, handoffs, floor)| floor.row(label, *clients, *handoffs))
+            .collect::<Vec<_>>(),
+        &floors
+            .iter()
+            .step_by(2)
+            .map(|(_, clients, _, floor)| format!("{clients} client(s): {floor}"))
+            .collect::<Vec<_>>(),
+    );
+}
+
+const DELETE: &str = "delete Txn";
+const RANGE: &str = "linearizable range";
+
+/// Times `n` of each request one hand-off cannot do without, with the plain
+/// client: the releaser's delete, compared on the key's create revision as
+/// ours is, and the next holder's linearizable read of the newest key
+/// ahead of it. The key is written before each delete, untimed.
+async fn sample_floor(client: &mut Client, floor: &mut Floor, n: usize) -> Result<(), FloorError> {
+    const KEY: &str = "/bench-floor/queue/holder";
+    let mut kv = client.kv_client();
+    let newest = || {
+        GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(1)
+    };
+    for _ in 0..n {
+        let put = floor::within("put the key to delete", kv.put(KEY, "holder", None)).await?;
+        let revision = put.header().map_or(0, |h| h.revision());
+        let delete = Txn::new()
+            .when([Compare::create_revision(KEY, CompareOp::Equal, revision)])
+            .and_then([TxnOp::delete(KEY, None)]);
+        let start = Instant::now();
+        let deleted = floor::within(DELETE, kv.txn(delete)).await?;
+        floor.record(DELETE, start.elapsed());
+        if !deleted.succeeded() {
+            return Err(FloorError::Call {
+                step: DELETE,
+                message: format!("the compare on create revision {revision} failed"),
+            });
+        }
+        let start = Instant::now();
+        floor::within(RANGE, kv.get("/bench-floor/queue/", Some(newest()))).await?;
+        floor.record(RANGE, start.elapsed());
+    }
+    Ok(())
 }
 
 /// The rounds of one scenario as one report: summed counts, the worst

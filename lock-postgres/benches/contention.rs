@@ -13,13 +13,13 @@
 //! `pg_stat_database`; every statement outside a transaction block is
 //! one) say how much work the server does for each.
 //!
-//! Commit latency: between the rounds, single-statement `UPDATE`s on one
-//! connection measure what one durable commit costs the server, a round
-//! trip included. A hand-off of the table layout is one such statement
-//! (the release, which grants the next holder and waits for its flush), so
-//! `1 / commit p50` is the hand-off rate that commit latency allows; the
-//! table layout's hand-offs are shown against it, and against
-//! `1 / (2 × commit p50)`, a release and a grant in two statements.
+//! The hand-off floor: between the rounds, single-statement one-row
+//! `UPDATE`s on a plain connection time what one commit costs the server
+//! (with the run's `fsync` setting), a round trip included. A hand-off of
+//! the table layout needs one commit (the release, which grants the next
+//! holder and waits for its flush; the waiter's queued attempt committed
+//! before, unflushed), so the floor is `1 / commit p50`, and every lock's
+//! hand-offs are shown against it.
 //!
 //! Fenced transactions: one client holds a lock of the table layout and
 //! runs `BEGIN; UPDATE …; COMMIT` through `fenced_transaction` (which adds
@@ -45,6 +45,7 @@ use distlock_core::{
 use distlock_postgres::tokio_postgres::types::Type;
 use distlock_postgres::tokio_postgres::{self, Client, NoTls};
 use distlock_postgres::{Fence, Layout, PostgresBackend, PostgresConfig};
+use distlock_testkit::floor::{self, Floor, FloorError};
 use distlock_testkit::handoffs::Handoffs;
 use distlock_testkit::peer::{PeerBackend, PeerLock};
 use distlock_testkit::servers::{PostgresOptions, PostgresServer};
@@ -207,21 +208,23 @@ async fn run(
     let handoffs = Handoffs::new();
     // Connect every client before counting: connecting is not acquiring.
     let mut connected = Vec::with_capacity(clients);
-    for id in 0..clients {
-        let inner = connect(server, contender)
+    for _ in 0..clients {
+        let client = connect(server, contender)
             .await
             .unwrap_or_else(|e| panic!("{}: connect: {e}", contender.label()));
-        connected.push(handoffs.count(inner, id as u64));
+        connected.push(client);
     }
     let pool = Arc::new(std::sync::Mutex::new(connected));
     let factory: ClientFactory = Arc::new(move || {
         let next = pool.lock().unwrap().pop();
         async move { next.ok_or_else(|| Error::backend("no more pre-connected clients")) }.boxed()
     });
+    let duration = Duration::from_secs_f64(secs);
+    let factory = handoffs.counting(factory, duration);
     let config = WorkloadConfig {
         clients,
         locks: 1,
-        duration: Duration::from_secs_f64(secs),
+        duration,
         ttl: Some(TTL),
         hold: Duration::ZERO,
         name_prefix: format!("bench/{round}"),
@@ -339,13 +342,16 @@ async fn main() {
     .expect("create the commit table");
     let mut ratios = Vec::new();
     let mut errors = Vec::new();
-    let mut commits_us = Vec::new();
-    let mut table_handoffs = Vec::new();
+    let mut floor_rows = Vec::new();
+    let mut floor_lines = Vec::new();
     let mut round = 0;
     for &clients in &scenarios {
         let mut results: [Vec<Round>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+        let mut floor = Floor::new();
         for i in 0..rounds {
-            commits_us.extend(commit_latencies(&sql, COMMITS_PER_ROUND).await);
+            sample_floor(&sql, &mut floor, COMMITS_PER_ROUND)
+                .await
+                .unwrap_or_else(|e| panic!("floor: {e}"));
             // Rotate the order, so no lock always runs first on a machine
             // whose load drifts.
             for k in 0..Contender::ALL.len() {
@@ -385,9 +391,10 @@ async fn main() {
                 contender.label()
             );
         }
-        if clients > 1 {
-            table_handoffs.push((clients, summaries[0].handoffs));
+        for (contender, s) in Contender::ALL.iter().zip(&summaries) {
+            floor_rows.push(floor.row(contender.label(), clients, s.handoffs));
         }
+        floor_lines.push(format!("{clients} client(s): {floor}"));
         let raw = &summaries[2];
         for (contender, s) in Contender::ALL.iter().zip(&summaries).take(2) {
             let (cycle, handoffs) = if clients == 1 {
@@ -418,29 +425,11 @@ async fn main() {
     for line in ratios {
         println!("{line}");
     }
-    let commit_p50 = percentile(commits_us.clone(), 0.5);
-    let limit = 1e6 / commit_p50.max(1e-3);
-    println!(
-        "\n## Table layout against the commit-latency limit\n\n\
-         single-statement UPDATE commit on one connection: p50 {}, p99 {} ({} commits between the rounds); \
-         one commit per hand-off allows {limit:.0} hand-offs/s, two allow {:.0}\n",
-        ms(commit_p50),
-        ms(percentile(commits_us.clone(), 0.99)),
-        commits_us.len(),
-        limit / 2.0
+    floor::print_section(
+        "Against the hand-off floor (one commit per hand-off of the table layout, timed between the rounds)",
+        &floor_rows,
+        &floor_lines,
     );
-    println!(
-        "| clients | table hand-offs/s | limit, one commit per hand-off | share | limit, two commits | share |"
-    );
-    println!("|---|---|---|---|---|---|");
-    for (clients, handoffs) in table_handoffs {
-        println!(
-            "| {clients} | {handoffs:.0} | {limit:.0} | {:.2} | {:.0} | {:.2} |",
-            handoffs / limit,
-            limit / 2.0,
-            2.0 * handoffs / limit
-        );
-    }
     if !errors.is_empty() {
         println!("\nfirst errors:");
         for line in errors {
@@ -452,21 +441,18 @@ async fn main() {
     println!("\nload average at the end {}", load_average());
 }
 
-/// Single-statement commits measured between the lock rounds.
+/// Single-statement commits timed between the lock rounds.
 const COMMITS_PER_ROUND: usize = 100;
 
-/// The latencies of `n` autocommitted one-row `UPDATE`s, in µs: one round
-/// trip and one commit each.
-async fn commit_latencies(sql: &Client, n: usize) -> Vec<f64> {
-    let mut took = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = Instant::now();
-        sql.batch_execute("UPDATE bench_commits SET n = n + 1 WHERE id = 1")
-            .await
-            .expect("commit");
-        took.push(start.elapsed().as_secs_f64() * 1e6);
-    }
-    took
+/// Times `n` autocommitted one-row `UPDATE`s: one round trip and one
+/// commit each, the one commit a hand-off of the table layout needs.
+async fn sample_floor(sql: &Client, floor: &mut Floor, n: usize) -> Result<(), FloorError> {
+    const UPDATE: &str = "UPDATE bench_commits SET n = n + 1 WHERE id = 1";
+    floor
+        .time("one-row UPDATE commit", n, async || {
+            sql.batch_execute(UPDATE).await
+        })
+        .await
 }
 
 /// The latencies of `n` transactions of one kind, in µs.

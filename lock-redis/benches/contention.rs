@@ -12,6 +12,16 @@
 //! hand-off latency (a release to the next client's grant), the clients'
 //! CPU per acquisition, and how busy the machine's cores were.
 //!
+//! A last table sets each lock's hand-offs against the floor Redis sets:
+//! before each round, plain `redis` connections of their own time the two
+//! steps one hand-off cannot do without, the release script (an `EVALSHA`
+//! of an owner-checked `DEL` and a `PUBLISH`) and one pub/sub delivery (a
+//! `PUBLISH` until the subscribed connection has the message); the floor is
+//! `1 / (sum of their p50s)`. That sum counts the reply to the releaser,
+//! which no waiter waits for, so a lock can pass it; the time from sending
+//! the release script until its message arrives, timed as one chain, is
+//! shown beside it.
+//!
 //! Run: `cargo bench -p distlock-redis --bench contention`
 //! (`BENCH_SECS=N` sets the length of each run, default 2; `BENCH_ROUNDS=N`
 //! the number of interleaved runs per row, default 5; rows show medians).
@@ -28,14 +38,15 @@ use distlock_core::{
     LockBackend, LockGuard, LockName, LostReason, Result, Wait,
 };
 use distlock_redis::{RedisBackend, RedisConfig};
+use distlock_testkit::floor::{self, Floor, FloorError};
 use distlock_testkit::handoffs::Handoffs;
 use distlock_testkit::servers::RedisServer;
 use distlock_testkit::workload::{
     ClientFactory, MachineSample, ProcessSample, Progress, WorkloadConfig, WorkloadReport,
     run_workload,
 };
-use futures::FutureExt;
-use redis::aio::MultiplexedConnection;
+use futures::{FutureExt, StreamExt};
+use redis::aio::{MultiplexedConnection, PubSubStream};
 use tokio::time::Instant;
 
 /// The TTL of every lock in the benchmark (no run holds a lock that long).
@@ -45,6 +56,113 @@ const NAIVE_RELEASE: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 "#;
+
+/// The least a release can do: delete the key if it is still ours, and
+/// publish to the next waiter.
+const FLOOR_RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', KEYS[2], ARGV[1])
+  return 1
+end
+return 0
+"#;
+
+const RELEASE: &str = "release script (EVALSHA)";
+const DELIVERY: &str = "pub/sub delivery";
+const CHAIN: &str = "release script until its message arrives";
+/// Timed calls of each floor step per round.
+const FLOOR_SAMPLES: usize = 100;
+
+/// Plain connections timing the floor: one for commands, one subscribed
+/// to the channels the release script and the delivery publish to.
+struct FloorClients {
+    conn: MultiplexedConnection,
+    release: redis::Script,
+    messages: PubSubStream,
+}
+
+impl FloorClients {
+    const KEY: &'static str = "floor:{lock}";
+    const WOKEN: &'static str = "floor:woken";
+    const DELIVERED: &'static str = "floor:delivered";
+
+    async fn connect(server: &RedisServer) -> Result<Self, FloorError> {
+        let client = redis::Client::open(server.url()).map_err(|e| FloorError::Call {
+            step: "connect",
+            message: e.to_string(),
+        })?;
+        let conn = floor::within("connect", client.get_multiplexed_async_connection()).await?;
+        let mut pubsub = floor::within("connect pub/sub", client.get_async_pubsub()).await?;
+        for channel in [Self::WOKEN, Self::DELIVERED] {
+            floor::within("subscribe", pubsub.subscribe(channel)).await?;
+        }
+        let release = redis::Script::new(FLOOR_RELEASE);
+        let mut warm = conn.clone();
+        floor::within(
+            "load the release script",
+            release.prepare_invoke().load_async(&mut warm),
+        )
+        .await?;
+        Ok(FloorClients {
+            conn,
+            release,
+            messages: pubsub.into_on_message(),
+        })
+    }
+
+    /// The next message on the subscribed connection.
+    async fn next_message(&mut self) -> Result<redis::Msg, &'static str> {
+        self.messages
+            .next()
+            .await
+            .ok_or("the pub/sub connection closed")
+    }
+
+    /// Times `n` of each step into `floor`: the release script on a key set
+    /// before it (untimed), then a `PUBLISH` until the subscriber has it.
+    /// Into `chain` goes the time from sending the release script until the
+    /// subscriber has its message: a hand-off's path, without the reply to
+    /// the releaser that no waiter waits for.
+    async fn sample(
+        &mut self,
+        floor: &mut Floor,
+        chain: &mut Floor,
+        n: usize,
+    ) -> Result<(), FloorError> {
+        let mut conn = self.conn.clone();
+        for i in 0..n {
+            let owner = format!("owner-{i}");
+            let mut set = redis::cmd("SET");
+            set.arg(Self::KEY).arg(&owner).arg("PX").arg(10_000);
+            floor::within("set the key to release", set.exec_async(&mut conn)).await?;
+            let mut invocation = self.release.key(Self::KEY);
+            invocation.key(Self::WOKEN).arg(&owner);
+            let start = Instant::now();
+            let deleted: i64 = floor::within(RELEASE, invocation.invoke_async(&mut conn)).await?;
+            floor.record(RELEASE, start.elapsed());
+            if deleted != 1 {
+                return Err(FloorError::Call {
+                    step: RELEASE,
+                    message: "the key was not ours".to_owned(),
+                });
+            }
+            floor::within(CHAIN, self.next_message()).await?;
+            chain.record(CHAIN, start.elapsed());
+            let start = Instant::now();
+            let mut publish = redis::cmd("PUBLISH");
+            publish.arg(Self::DELIVERED).arg(&owner);
+            let (published, received) = tokio::join!(
+                floor::within(DELIVERY, publish.exec_async(&mut conn)),
+                floor::within(DELIVERY, self.next_message()),
+            );
+            floor.record(DELIVERY, start.elapsed());
+            published?;
+            received?;
+        }
+        Ok(())
+    }
+}
 
 /// The textbook Redis lock, with an owner check: `SET NX PX`
 /// with a random value, 1 ms sleep between failed tries, Lua
@@ -254,12 +372,7 @@ async fn run(
     round: usize,
 ) -> RunResult {
     let handoffs = Handoffs::new();
-    let connected: Vec<Arc<DynLockBackend>> = connect_clients(server, contender, clients)
-        .await
-        .into_iter()
-        .zip(0..)
-        .map(|(inner, id)| handoffs.count(inner, id))
-        .collect();
+    let connected = connect_clients(server, contender, clients).await;
     let pool = Arc::new(std::sync::Mutex::new(connected));
     let factory: ClientFactory = Arc::new(move || {
         let pool = pool.clone();
@@ -271,10 +384,12 @@ async fn run(
         }
         .boxed()
     });
+    let duration = Duration::from_secs(secs);
+    let factory = handoffs.counting(factory, duration);
     let config = WorkloadConfig {
         clients,
         locks: 1,
-        duration: Duration::from_secs(secs),
+        duration,
         ttl: Some(TTL),
         hold: Duration::ZERO,
         name_prefix: format!("bench-{round}"),
@@ -405,10 +520,20 @@ async fn main() {
     let mut ratios = Vec::new();
     let mut breakdowns = Vec::new();
     let mut costs = Vec::new();
+    let mut floor_rows = Vec::new();
+    let mut floor_lines = Vec::new();
+    let mut plain = FloorClients::connect(&server)
+        .await
+        .unwrap_or_else(|e| panic!("floor: {e}"));
     const CONTENDERS: [Contender; 3] = [Contender::Ours, Contender::NonFair, Contender::Naive];
     for clients in [1, 8] {
         let mut runs: [Vec<RunResult>; 3] = Default::default();
+        let (mut floor, mut chain) = (Floor::new(), Floor::new());
         for i in 0..rounds {
+            plain
+                .sample(&mut floor, &mut chain, FLOOR_SAMPLES)
+                .await
+                .unwrap_or_else(|e| panic!("floor: {e}"));
             // Rotate the order, so no lock always runs at the same point of
             // a round on a machine whose load drifts.
             for k in 0..CONTENDERS.len() {
@@ -433,6 +558,23 @@ async fn main() {
             }
         }
         let summaries: Vec<Summary> = runs.iter().map(|r| summarize(r)).collect();
+        for (contender, s) in CONTENDERS.iter().zip(&summaries) {
+            floor_rows.push(floor.row(contender.label(), clients, s.handoffs));
+        }
+        floor_lines.push(format!("{clients} client(s): {floor}"));
+        let chain_shares = if clients < 2 {
+            "–".to_owned()
+        } else {
+            CONTENDERS
+                .iter()
+                .zip(&summaries)
+                .map(|(c, s)| format!("{} {:.2}", c.label(), chain.share(s.handoffs)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        floor_lines.push(format!(
+            "{clients} client(s), as one chain: {chain}; of it: {chain_shares}"
+        ));
         for (contender, s) in CONTENDERS.iter().zip(&summaries) {
             let handoffs = if clients == 1 {
                 "–".to_owned()
@@ -503,4 +645,9 @@ async fn main() {
     for line in breakdowns {
         println!("{line}");
     }
+    floor::print_section(
+        "Against the hand-off floor (medians of the runs' hand-offs; floor timed before each round)",
+        &floor_rows,
+        &floor_lines,
+    );
 }

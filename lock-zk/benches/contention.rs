@@ -8,6 +8,13 @@
 //! with its hand-off latency (a release to the next client's grant), the
 //! clients' CPU per acquisition, and how busy the machine's cores were
 //! during it, which says whether the rate was bounded by the CPU.
+//!
+//! Both locks' hand-offs are then set against the floor ZooKeeper sets:
+//! before each round, `zookeeper-client` on a session of its own times the
+//! two requests one hand-off cannot do without, the holder's `delete` and
+//! the next waiter's `exists` once its watch fired; the floor is
+//! `1 / (sum of their p50s)`, and each case's median round is shown against
+//! it.
 
 use distlock_zk::ClientConfig;
 use std::fmt;
@@ -16,6 +23,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_core::{Capabilities, Error, FencingStrength, LockName, Result};
+use distlock_testkit::floor::{self, Floor, FloorError};
+use distlock_testkit::handoffs::Handoffs;
 use distlock_testkit::peer::{PeerBackend, PeerLock};
 use distlock_testkit::servers::ZkEnsemble;
 use distlock_testkit::workload::{
@@ -23,6 +32,7 @@ use distlock_testkit::workload::{
     client_factory, run_workload,
 };
 use distlock_zk::{ZkBackend, ZkConfig, zk};
+use tokio::time::Instant;
 
 const SESSION: Duration = Duration::from_secs(10);
 
@@ -113,13 +123,17 @@ struct Cost {
     busy: f64,
 }
 
-/// One round of a case, and what it cost.
-async fn measure(
-    label: &str,
-    clients: usize,
-    secs: u64,
-    factory: ClientFactory,
-) -> (WorkloadReport, Cost) {
+/// One round of a case: the workload's report, what it cost, and the
+/// hand-offs per second between different clients.
+#[derive(Debug, Clone)]
+struct Round {
+    report: WorkloadReport,
+    cost: Cost,
+    handoffs: f64,
+}
+
+/// One round of a case.
+async fn measure(label: &str, clients: usize, secs: u64, factory: ClientFactory) -> Round {
     let config = WorkloadConfig {
         clients,
         locks: 1,
@@ -130,6 +144,8 @@ async fn measure(
     };
     let machine = MachineSample::now().expect("/proc/stat");
     let process = ProcessSample::now().expect("/proc/self");
+    let handoffs = Handoffs::new();
+    let factory = handoffs.counting(factory, config.duration);
     let report = run_workload(&config, factory, Arc::new(Progress::default()))
         .await
         .unwrap_or_else(|e| panic!("{label} with {clients} clients: {e}"));
@@ -140,13 +156,72 @@ async fn measure(
             .expect("/proc/stat")
             .busy_since(&machine),
     };
-    (report, cost)
+    Round {
+        report,
+        cost,
+        handoffs: handoffs.total() as f64 / secs as f64,
+    }
 }
 
 /// The round with the median throughput of several.
-fn median(mut rounds: Vec<(WorkloadReport, Cost)>) -> (WorkloadReport, Cost) {
-    rounds.sort_by(|a, b| a.0.per_second.total_cmp(&b.0.per_second));
+fn median(mut rounds: Vec<Round>) -> Round {
+    rounds.sort_by(|a, b| a.report.per_second.total_cmp(&b.report.per_second));
     rounds.swap_remove(rounds.len() / 2)
+}
+
+const DELETE: &str = "delete";
+const EXISTS: &str = "exists";
+/// Timed calls of each floor request per round.
+const FLOOR_SAMPLES: usize = 50;
+
+/// Times `n` of each request one hand-off cannot do without, with the plain
+/// client: the holder's `delete` of its node (created before, untimed) and
+/// the next waiter's `exists` of its own node.
+async fn sample_floor(client: &zk::Client, floor: &mut Floor, n: usize) -> Result<(), FloorError> {
+    const HOLDER: &str = "/bench-floor/holder";
+    const WAITER: &str = "/bench-floor/waiter";
+    let acls = zk::Acls::anyone_all();
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(acls);
+    for _ in 0..n {
+        floor::within(
+            "create the node to delete",
+            client.create(HOLDER, b"", &ephemeral),
+        )
+        .await?;
+        let start = Instant::now();
+        floor::within(DELETE, client.delete(HOLDER, None)).await?;
+        floor.record(DELETE, start.elapsed());
+        let start = Instant::now();
+        let stat = floor::within(EXISTS, client.check_stat(WAITER)).await?;
+        floor.record(EXISTS, start.elapsed());
+        if stat.is_none() {
+            return Err(FloorError::Call {
+                step: EXISTS,
+                message: format!("{WAITER} is gone"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A session of its own for the floor, with the waiter's node in place.
+async fn floor_client(servers: &str) -> Result<zk::Client, FloorError> {
+    let client = floor::within(
+        "connect",
+        zk::Client::connector()
+            .with_session_timeout(SESSION)
+            .connect(servers),
+    )
+    .await?;
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    for path in ["/bench-floor", "/bench-floor/waiter"] {
+        floor::within(
+            "create the floor's nodes",
+            client.create(path, b"", &persistent),
+        )
+        .await?;
+    }
+    Ok(client)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -172,9 +247,16 @@ async fn main() {
         (8, "distlock-zk"),
         (8, "zookeeper-client recipe"),
     ];
-    let mut results: Vec<Vec<(WorkloadReport, Cost)>> = vec![Vec::new(); cases.len()];
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); cases.len()];
+    let plain = floor_client(&servers)
+        .await
+        .unwrap_or_else(|e| panic!("floor: {e}"));
+    let mut floor = Floor::new();
     // Rounds interleave the cases so that background load hits all alike.
     for round in 0..rounds {
+        sample_floor(&plain, &mut floor, FLOOR_SAMPLES)
+            .await
+            .unwrap_or_else(|e| panic!("floor: {e}"));
         for (i, (clients, label)) in cases.iter().enumerate() {
             let factory = if *label == "distlock-zk" {
                 ours(servers.clone())
@@ -184,7 +266,7 @@ async fn main() {
             let round_result = measure(&format!("{label}-r{round}"), *clients, secs, factory).await;
             eprintln!(
                 "round {round}: {label}, {clients} clients: {:.0}/s",
-                round_result.0.per_second
+                round_result.report.per_second
             );
             results[i].push(round_result);
         }
@@ -196,12 +278,18 @@ async fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut rates = Vec::new();
+    let mut floor_rows = Vec::new();
     for ((clients, label), reports) in cases.iter().zip(results) {
         let all: Vec<String> = reports
             .iter()
-            .map(|(r, _)| format!("{:.0}", r.per_second))
+            .map(|round| format!("{:.0}", round.report.per_second))
             .collect();
-        let (r, cost) = median(reports);
+        let Round {
+            report: r,
+            cost,
+            handoffs,
+        } = median(reports);
+        floor_rows.push(floor.row(label, *clients, handoffs));
         let ms = |us: u64| us as f64 / 1000.0;
         println!(
             "| {label} | {clients} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {} | {:.3} ms | {:.0} % | {:.2} | {} | {} | {} |",
@@ -231,5 +319,10 @@ async fn main() {
         "ours/peer throughput (medians): 1 client {:.2}x, 8 clients {:.2}x",
         rates[0] / rates[1],
         rates[2] / rates[3]
+    );
+    floor::print_section(
+        "Against the hand-off floor (the median rounds' hand-offs between clients; floor timed before each round)",
+        &floor_rows,
+        &[floor.to_string()],
     );
 }
