@@ -66,6 +66,13 @@ impl Target<'_> {
                 return Err(e);
             }
         };
+        // The victim's link is held only once its entry is in the queue:
+        // held before, the victim could not join, and the queue would move
+        // on without it.
+        if let Err(e) = all_queued(&mut on_cut, &queue, clients).await {
+            let_holder_go();
+            return Err(e);
+        }
         let link = &self.proxies[self.victim as usize];
         t.start_ns = now_ns();
         link.iter().for_each(|p| p.blackhole());
@@ -153,6 +160,33 @@ async fn connect(endpoints: Vec<String>) -> Result<Client, String> {
 /// The queue a contender key is in: everything up to its last `/`.
 fn queue_of(key: &str) -> &str {
     key.rfind('/').map_or(key, |i| &key[..=i])
+}
+
+/// Waits until `queue`, read serializably on the member `client` reaches,
+/// holds an entry of each of the `clients` contenders: the holder, kept in
+/// its section, and every waiter, the victim among them.
+async fn all_queued(client: &mut Client, queue: &str, clients: u32) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + HEAD_TIMEOUT;
+    let options = GetOptions::new()
+        .with_prefix()
+        .with_serializable()
+        .with_count_only();
+    loop {
+        let resp = tokio::time::timeout(REQUEST, client.get(queue, Some(options.clone())))
+            .await
+            .map_err(|_| "counting the queue timed out".to_owned())?
+            .map_err(|e| format!("count the queue: {e}"))?;
+        if resp.count() >= i64::from(clients) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {clients} contenders in the queue {queue} within {HEAD_TIMEOUT:?}",
+                resp.count()
+            ));
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The key created first under `queue`, read serializably on the member
