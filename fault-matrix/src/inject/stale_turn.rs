@@ -49,16 +49,8 @@ impl Target<'_> {
         let mut on_majority = connect(majority).await?;
 
         let clients = u32::try_from(self.pids.len()).map_err(|e| e.to_string())?;
-        let holder = (self.victim + 1) % clients;
-        let held = self.catch_holder(Some(holder)).await?;
+        let (holder, held) = self.hold_the_next().await?;
         let let_holder_go = || signal(self.pids[holder as usize], Signal::SIGUSR2);
-        if self.resource.open_section(self.victim).is_some() {
-            let_holder_go();
-            return Err(format!(
-                "client {} was inside a section while client {holder} held the lock",
-                self.victim
-            ));
-        }
         let queue = match self.victim_key(held) {
             Ok(key) => queue_of(&key).to_owned(),
             Err(e) => {

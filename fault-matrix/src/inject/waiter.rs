@@ -17,23 +17,30 @@ use super::{Target, Timeline, Victim, signal, sleep};
 use crate::clock::now_ns;
 
 impl Target<'_> {
-    /// Keeps the client after the victim inside its section, pauses the
-    /// victim while it waits, lets the holder go the trial's hand-over
-    /// delay later, and resumes the victim once the span has passed.
-    pub(super) async fn pause_waiter(&self, t: &mut Timeline) -> Result<(), String> {
+    /// Keeps the client after the victim inside its section, with the
+    /// victim waiting behind it: its number and section. Caught only after
+    /// its section has lasted a hold time and more, so every other client
+    /// has had that long to queue behind it.
+    pub(super) async fn hold_the_next(&self) -> Result<(u32, Victim), String> {
         let clients = u32::try_from(self.pids.len()).map_err(|e| e.to_string())?;
         let holder = (self.victim + 1) % clients;
-        // Caught only after its section has lasted a hold time and more:
-        // every other client has had that long to queue behind it.
-        self.catch_holder(Some(holder)).await?;
-        let let_holder_go = || signal(self.pids[holder as usize], Signal::SIGUSR2);
+        let held = self.catch_holder(Some(holder)).await?;
         if self.resource.open_section(self.victim).is_some() {
-            let_holder_go();
+            signal(self.pids[holder as usize], Signal::SIGUSR2);
             return Err(format!(
                 "client {} was inside a section while client {holder} held the lock",
                 self.victim
             ));
         }
+        Ok((holder, held))
+    }
+
+    /// Keeps the client after the victim inside its section, pauses the
+    /// victim while it waits, lets the holder go the trial's hand-over
+    /// delay later, and resumes the victim once the span has passed.
+    pub(super) async fn pause_waiter(&self, t: &mut Timeline) -> Result<(), String> {
+        let (holder, _) = self.hold_the_next().await?;
+        let let_holder_go = || signal(self.pids[holder as usize], Signal::SIGUSR2);
         let pid = self.pids[self.victim as usize];
         signal(pid, Signal::SIGSTOP);
         t.start_ns = now_ns();
