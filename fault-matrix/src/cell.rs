@@ -81,7 +81,7 @@ pub struct Cell {
     /// `postgres-advisory`, `mysql`, `mysql-named`, `file`, `broken`;
     /// a primitive's row adds it, as `etcd-3/many-names`.
     pub backend: String,
-    /// Fault number, 1 to 13.
+    /// Fault number, 1 to 14.
     pub fault: u8,
     /// Fault id, e.g. `pause-holder`.
     pub fault_id: String,

@@ -20,7 +20,7 @@ pub struct HistoryFile {
     pub format: String,
     /// The row, as the matrix names it (`etcd-3`, `etcd-3/many-names`).
     pub backend: String,
-    /// The fault's number, 1 to 13.
+    /// The fault's number, 1 to 14.
     pub fault: u8,
     /// The fault's id (`pause-holder`).
     pub fault_id: String,
