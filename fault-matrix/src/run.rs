@@ -199,7 +199,7 @@ const STALE_TURN_ELECTION: Duration = Duration::from_secs(2);
 /// How a row's servers are started for `fault`: able to cut a member off
 /// when some fault of the row needs it (`isolatable`), and for fault 14
 /// always, with slow elections.
-fn servers_for(fault: Fault, isolatable: bool) -> Servers {
+fn servers_of(fault: Fault, isolatable: bool) -> Servers {
     match fault {
         Fault::StaleTurn => Servers {
             isolatable: true,
@@ -232,8 +232,8 @@ pub async fn run_row(row: Row, faults: &[Fault], plan: &Plan, logs: &TempDir) ->
         .filter(|&f| inapplicable(f).is_none())
         .collect();
     let isolatable = applicable.contains(&Fault::IsolateFollower);
-    // Fault 14 needs servers of its own: see `servers_for`.
-    let servers_for = |fault| servers_for(fault, isolatable);
+    // Fault 14 needs servers of its own: see `servers_of`.
+    let servers_for = |fault| servers_of(fault, isolatable);
     let mut servers = applicable.first().map(|&f| servers_for(f));
     let mut service = if let Some(options) = servers {
         match Service::start(row, options).await {
