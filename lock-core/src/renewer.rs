@@ -186,7 +186,11 @@ struct State {
 struct Lane {
     /// Leases waiting for their next renewal, by due time (ties by id).
     due: BTreeMap<(Instant, u64), Arc<Entry>>,
-    /// Wakes the driver when a lease is due before the one it sleeps for.
+    /// When the driver wakes by itself next: the due time it sleeps for,
+    /// which may belong to a lease stopped since. `None` while it has no
+    /// time to wake at (none computed yet, or only attempts in flight).
+    wakes_at: Option<Instant>,
+    /// Wakes the driver when a lease is due before it wakes by itself.
     wake: Arc<Notify>,
 }
 
@@ -208,7 +212,10 @@ impl Shared {
         let id = runtime.id();
         match state.lanes.get_mut(&id) {
             Some(lane) => {
-                let sooner = lane.due.keys().next().is_none_or(|(first, _)| at < *first);
+                // A lease due no sooner than the driver wakes anyway waits
+                // for that: waking the driver for each new lease would cost
+                // every acquisition a thread wake-up.
+                let sooner = lane.wakes_at.is_none_or(|wakes| at < wakes);
                 lane.due.insert((at, entry.id), entry);
                 if sooner {
                     lane.wake.notify_one();
@@ -222,6 +229,7 @@ impl Shared {
                     id,
                     Lane {
                         due,
+                        wakes_at: None,
                         wake: wake.clone(),
                     },
                 );
@@ -280,7 +288,8 @@ async fn drive(mut driver: Driver, wake: Arc<Notify>) {
                 driver.done = true;
                 return;
             }
-            lane.due.keys().next().map(|(at, _)| *at)
+            lane.wakes_at = lane.due.keys().next().map(|(at, _)| *at);
+            lane.wakes_at
         };
         let sleep = async {
             match next {

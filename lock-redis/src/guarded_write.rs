@@ -1,12 +1,11 @@
 //! Guarded writes: a Lua script that commits a write only while a lock is
 //! still held by the acquisition that asks, checked atomically with it.
 //!
-//! A lock's owner key holds the holder's random owner id, and its holder
-//! record (a hash beside it, with the same lease) holds that owner id and
-//! the fencing token of the grant. The script reads both: the write runs
-//! only if the owner key exists and the record names the same owner and
-//! our token. A holder whose lease ran out, or whose lock was broken or
-//! taken over, finds another owner (or none) and writes nothing.
+//! A lock's owner key holds the holder record: the holder's random owner
+//! id, then the fencing token of the grant. The script reads it: the write
+//! runs only if the owner key exists and its record carries our token. A
+//! holder whose lease ran out, or whose lock was broken or taken over,
+//! finds another token (or none) and writes nothing.
 //!
 //! Redis runs a script alone, so nothing can change between the check and
 //! the write; this needs every key to live on the lock's server. On one
@@ -25,17 +24,15 @@ use crate::keys::Space;
 use crate::servers::{Mode, Servers};
 
 /// The check that runs before the caller's script. KEYS[1] is the lock's
-/// owner key, KEYS[2] its holder record; ARGV[1] the guard's token.
+/// owner key; ARGV[1] the guard's token.
 /// Returns `{0}` when the lock is not ours; otherwise the caller's body
 /// runs, with the remaining keys and arguments as its `KEYS` and `ARGV`,
 /// and its result comes back as `{1, result}`.
 const CHECK: &str = r#"
-local owner = redis.call('GET', KEYS[1])
-if not owner then return {0} end
-local h = redis.call('HMGET', KEYS[2], 'owner', 'token')
-if h[1] ~= owner or h[2] ~= ARGV[1] then return {0} end
+local record = redis.call('GET', KEYS[1])
+if not record or string.match(record, '^%x+ (%d+) ') ~= ARGV[1] then return {0} end
 local keys, argv = {}, {}
-for i = 3, #KEYS do keys[#keys + 1] = KEYS[i] end
+for i = 2, #KEYS do keys[#keys + 1] = KEYS[i] end
 for i = 2, #ARGV do argv[#argv + 1] = ARGV[i] end
 return {1, (function(KEYS, ARGV)
 "#;
@@ -85,10 +82,9 @@ static DEL: LazyLock<GuardedScript> =
 /// Nothing: the check alone.
 static CHECK_ONLY: LazyLock<GuardedScript> = LazyLock::new(|| GuardedScript::new("return 1"));
 
-/// The lock keys a guard's script checks: its owner key and holder record.
+/// The lock key a guard's script checks: its owner key.
 struct LockKeys {
     owner: String,
-    holder: String,
 }
 
 /// The keys of the exclusive lock or leadership `guard` holds on
@@ -98,10 +94,7 @@ fn lock_keys(servers: &Servers, guard: &LockGuard, what: &str) -> Result<LockKey
     for space in [Space::Lock, Space::Election] {
         let keys = servers.keys.of(space, guard.name());
         if keys.owner == guard.key() {
-            return Ok(LockKeys {
-                owner: keys.owner,
-                holder: keys.holder,
-            });
+            return Ok(LockKeys { owner: keys.owner });
         }
     }
     Err(site(servers, what).error(
@@ -220,7 +213,7 @@ async fn run(
         return Err(lost(servers, guard, what));
     }
     let token = guard.token().to_string();
-    let mut all_keys = vec![lock.owner.as_str(), lock.holder.as_str()];
+    let mut all_keys = vec![lock.owner.as_str()];
     all_keys.extend_from_slice(keys);
     let mut all_args = vec![token.as_bytes()];
     all_args.extend_from_slice(args);

@@ -5,11 +5,10 @@
 //!
 //! | key | holds |
 //! |---|---|
-//! | `<prefix>lock:{<name>}:owner` | the holder's random 128-bit owner id, with `PX ttl` |
+//! | `<prefix>lock:{<name>}:owner` | the holder record: `<owner id> <token> <state> <since> <ttl> <about>`, with `PX ttl` (see the scripts' `HOLDER`) |
 //! | `<prefix>lock:{<name>}:fence` | the fencing counter (never expires) |
 //! | `<prefix>lock:{<name>}:queue` | waiter ids in arrival order (list) |
 //! | `<prefix>lock:{<name>}:waiters` | waiter id → expiry in server ms (sorted set) |
-//! | `<prefix>lock:{<name>}:holder` | the holder's record: owner, token, grant time, description, TTL (hash, `PX ttl`) |
 //! | `<prefix>lock:{<name>}:labels` | waiter id → description (hash) |
 //! | `<prefix>lock:{<name>}:revoked` | owner ids evicted by `force_release`, for a while (set) |
 //! | `<prefix>lock:{<name>}:leader` | elections only: owner, token, value, version |
@@ -98,7 +97,6 @@ impl KeySpace {
             fence: format!("{base}:fence"),
             queue: format!("{base}:queue"),
             waiters: format!("{base}:waiters"),
-            holder: format!("{base}:holder"),
             labels: format!("{base}:labels"),
             revoked: format!("{base}:revoked"),
             leader: format!("{base}:leader"),
@@ -164,8 +162,6 @@ pub(crate) struct LockKeys {
     pub(crate) fence: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
-    /// The holder's record (owner, token, since, about, ttl, ok).
-    pub(crate) holder: String,
     /// Waiter id → description.
     pub(crate) labels: String,
     /// Owner ids recently evicted by `force_release`.
@@ -195,13 +191,12 @@ impl LockKeys {
 
     /// The keys of the lock's state, as the acquire and inspect scripts
     /// take them.
-    pub(crate) fn state(&self) -> [&str; 6] {
+    pub(crate) fn state(&self) -> [&str; 5] {
         [
             &self.owner,
             &self.fence,
             &self.queue,
             &self.waiters,
-            &self.holder,
             &self.labels,
         ]
     }
@@ -222,13 +217,12 @@ impl LockKeys {
     }
 
     /// The same keys as the release and force-release scripts take them.
-    pub(crate) fn release_order(&self) -> [&str; 6] {
+    pub(crate) fn release_order(&self) -> [&str; 5] {
         [
             &self.owner,
             &self.queue,
             &self.waiters,
             &self.fence,
-            &self.holder,
             &self.labels,
         ]
     }
@@ -255,8 +249,8 @@ mod tests {
             let tag = hash_tag(&k.owner);
             assert!(!tag.is_empty());
             for key in [
-                &k.fence, &k.queue, &k.waiters, &k.holder, &k.labels, &k.revoked, &k.leader,
-                &k.holders, &k.access, &k.limit,
+                &k.fence, &k.queue, &k.waiters, &k.labels, &k.revoked, &k.leader, &k.holders,
+                &k.access, &k.limit,
             ] {
                 assert_eq!(hash_tag(key), tag, "{key}");
             }
@@ -309,7 +303,7 @@ mod tests {
                     Some(name.clone())
                 );
             }
-            for other in [&k.fence, &k.queue, &k.holder, &k.labels, &k.revoked] {
+            for other in [&k.fence, &k.queue, &k.labels, &k.revoked] {
                 assert_eq!(
                     space.live_name(Space::Lock, other.as_bytes()),
                     None,

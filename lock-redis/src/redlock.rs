@@ -217,7 +217,7 @@ async fn confirm(servers: &Servers, request: &Request<'_>, owner: &str, token: u
     let token = token.to_string();
     let election = if request.value.is_some() { "1" } else { "0" };
     let what = format!("confirming the fencing token of lock {}", request.name);
-    let key_list = [&*keys.fence, &keys.owner, &keys.leader, &keys.holder];
+    let key_list = [&*keys.fence, &keys.owner, &keys.leader];
     let args = [
         token.as_bytes(),
         owner.as_bytes(),

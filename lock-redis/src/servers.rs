@@ -377,7 +377,7 @@ impl Servers {
                 vec![keys.owner.as_str(), &keys.holders],
             )
         } else {
-            let mut key_list = vec![keys.owner.as_str(), &keys.holder, &keys.revoked];
+            let mut key_list = vec![keys.owner.as_str(), &keys.revoked];
             if keys.is_election() {
                 key_list.push(&keys.leader);
             }
