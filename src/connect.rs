@@ -59,7 +59,7 @@ impl Backend {
             client,
             scheme,
             description,
-            native: Native::Plain,
+            native: Native::plain(),
         }
     }
 
@@ -183,7 +183,7 @@ impl From<distlock_etcd::EtcdBackend> for Backend {
             Scheme::Etcd
         };
         let description = format!("{scheme}://{}", config.endpoints.join(","));
-        Backend::new(scheme, description, Arc::new(etcd.clone())).with_native(Native::Etcd(etcd))
+        Backend::new(scheme, description, Arc::new(etcd.clone())).with_native(Native::guarded(etcd))
     }
 }
 
@@ -192,7 +192,95 @@ impl From<distlock_zk::ZkBackend> for Backend {
     /// A facade over a ZooKeeper backend configured by hand, guarded writes included.
     fn from(zk: distlock_zk::ZkBackend) -> Self {
         let description = format!("zk://{}", zk.config().servers.join(","));
-        Backend::new(Scheme::Zk, description, Arc::new(zk.clone())).with_native(Native::Zk(zk))
+        Backend::new(Scheme::Zk, description, Arc::new(zk.clone())).with_native(Native::guarded(zk))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<distlock_redis::RedisBackend> for Backend {
+    /// A facade over a Redis backend configured by hand, guarded writes included.
+    fn from(redis: distlock_redis::RedisBackend) -> Self {
+        let config = redis.config();
+        let scheme = if config.common.tls.enabled {
+            Scheme::Rediss
+        } else {
+            Scheme::Redis
+        };
+        let description = format!("{scheme}://{}/{}", config.server, config.common.db);
+        Backend::new(scheme, description, Arc::new(redis.clone()))
+            .with_native(Native::guarded(redis))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<distlock_redis::RedisClusterBackend> for Backend {
+    /// A facade over a Redis Cluster backend configured by hand, guarded
+    /// writes included.
+    fn from(cluster: distlock_redis::RedisClusterBackend) -> Self {
+        let config = cluster.config();
+        let scheme = if config.common.tls.enabled {
+            Scheme::RedissCluster
+        } else {
+            Scheme::RedisCluster
+        };
+        let description = format!("{scheme}://{}", addresses(&config.nodes));
+        Backend::new(scheme, description, Arc::new(cluster.clone()))
+            .with_native(Native::guarded(cluster))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<distlock_redis::RedlockBackend> for Backend {
+    /// A facade over a Redlock backend configured by hand (it has no
+    /// guarded writes).
+    fn from(redlock: distlock_redis::RedlockBackend) -> Self {
+        let description = format!("redlock://{}", addresses(&redlock.config().servers));
+        Backend::new(Scheme::Redlock, description, Arc::new(redlock))
+    }
+}
+
+/// `servers` as a URL lists them.
+#[cfg(feature = "redis")]
+fn addresses(servers: &[distlock_redis::ServerAddr]) -> String {
+    let listed: Vec<String> = servers.iter().map(ToString::to_string).collect();
+    listed.join(",")
+}
+
+#[cfg(feature = "postgres")]
+impl From<distlock_postgres::PostgresBackend> for Backend {
+    /// A facade over a PostgreSQL backend configured by hand, its fenced
+    /// transactions reachable through [`Backend::postgres`].
+    fn from(postgres: distlock_postgres::PostgresBackend) -> Self {
+        let description = format!("postgres://{}", postgres.config().address());
+        Backend::new(Scheme::Postgres, description, Arc::new(postgres.clone()))
+            .with_native(Native::of(postgres))
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl From<distlock_mysql::MysqlBackend> for Backend {
+    /// A facade over a MySQL/MariaDB backend configured by hand, its fenced
+    /// transactions reachable through [`Backend::mysql`].
+    fn from(mysql: distlock_mysql::MysqlBackend) -> Self {
+        let description = format!("mysql://{}", mysql.config().address());
+        Backend::new(Scheme::Mysql, description, Arc::new(mysql.clone()))
+            .with_native(Native::of(mysql))
+    }
+}
+
+impl From<distlock_file::FileBackend> for Backend {
+    /// A facade over a file backend configured by hand.
+    fn from(file: distlock_file::FileBackend) -> Self {
+        let description = format!("file://{}", file.dir().display());
+        Backend::new(Scheme::File, description, Arc::new(file))
+    }
+}
+
+impl From<distlock_core::memory::MemoryBackend> for Backend {
+    /// A facade over an in-memory backend made by hand; clones of it share
+    /// its locks.
+    fn from(memory: distlock_core::memory::MemoryBackend) -> Self {
+        Backend::new(Scheme::Memory, "memory://".to_owned(), Arc::new(memory))
     }
 }
 

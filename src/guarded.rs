@@ -6,29 +6,66 @@
 //! file and memory cannot; there these calls fail with `Unsupported`
 //! naming the backend and saying why.
 
-use distlock_core::{Error, Leadership, LockGuard, Result};
+use std::any::Any;
+use std::sync::Arc;
+
+use distlock_core::{Error, GuardedWrites, Leadership, LockGuard, Result};
 
 use crate::connect::Backend;
 
 /// The concrete client behind a [`Backend`], kept where the facade offers
-/// more than the core traits.
+/// more than the core traits: its guarded writes, if it has them, and the
+/// client itself for the accessors ([`Backend::redis`] and the others).
 #[derive(Clone, Default)]
-pub(crate) enum Native {
-    /// Nothing beyond the core traits.
-    #[default]
-    Plain,
-    #[cfg(feature = "etcd")]
-    Etcd(distlock_etcd::EtcdBackend),
-    #[cfg(feature = "zk")]
-    Zk(distlock_zk::ZkBackend),
-    #[cfg(feature = "redis")]
-    Redis(distlock_redis::RedisBackend),
-    #[cfg(feature = "redis")]
-    RedisCluster(distlock_redis::RedisClusterBackend),
-    #[cfg(feature = "postgres")]
-    Postgres(distlock_postgres::PostgresBackend),
-    #[cfg(feature = "mysql")]
-    Mysql(distlock_mysql::MysqlBackend),
+pub(crate) struct Native {
+    client: Option<Arc<dyn Any + Send + Sync>>,
+    guarded: Option<Arc<dyn GuardedWrites>>,
+}
+
+impl Native {
+    /// A client with nothing beyond the core traits.
+    pub(crate) fn plain() -> Self {
+        Native::default()
+    }
+
+    /// `client`, for its accessor; it has no guarded writes.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql")),
+        allow(dead_code, reason = "only the SQL backends have no guarded writes")
+    )]
+    pub(crate) fn of<T: Any + Send + Sync>(client: T) -> Self {
+        Native {
+            client: Some(Arc::new(client)),
+            guarded: None,
+        }
+    }
+
+    /// `client`, for its accessor and its guarded writes.
+    #[cfg_attr(
+        not(any(feature = "etcd", feature = "zk", feature = "redis")),
+        allow(dead_code, reason = "no backend with guarded writes is compiled in")
+    )]
+    pub(crate) fn guarded<T: GuardedWrites + Clone>(client: T) -> Self {
+        Native {
+            client: Some(Arc::new(client.clone())),
+            guarded: Some(Arc::new(client)),
+        }
+    }
+
+    /// The client, if it is a `T`.
+    #[cfg_attr(
+        not(any(
+            feature = "etcd",
+            feature = "zk",
+            feature = "redis",
+            feature = "postgres",
+            feature = "mysql"
+        )),
+        allow(dead_code, reason = "no backend with an accessor is compiled in")
+    )]
+    fn client<T: Any>(&self) -> Option<&T> {
+        self.client.as_deref()?.downcast_ref()
+    }
 }
 
 /// What a guarded write is guarded by: a lock guard or a leadership.
@@ -92,7 +129,7 @@ impl Backend {
     /// [`Capabilities::guarded_writes`](distlock_core::Capabilities::guarded_writes)
     /// says.
     pub fn has_guarded_writes(&self) -> bool {
-        self.capabilities().guarded_writes && !matches!(self.native(), Native::Plain)
+        self.capabilities().guarded_writes && self.native().guarded.is_some()
     }
 
     /// The single-server Redis client behind this backend, for
@@ -100,11 +137,7 @@ impl Backend {
     /// of your own; `None` on other backends.
     #[cfg(feature = "redis")]
     pub fn redis(&self) -> Option<&distlock_redis::RedisBackend> {
-        match self.native() {
-            Native::Redis(redis) => Some(redis),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.native().client()
     }
 
     /// The Redis Cluster client behind this backend, for
@@ -112,22 +145,14 @@ impl Backend {
     /// `None` on other backends.
     #[cfg(feature = "redis")]
     pub fn redis_cluster(&self) -> Option<&distlock_redis::RedisClusterBackend> {
-        match self.native() {
-            Native::RedisCluster(cluster) => Some(cluster),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.native().client()
     }
 
     /// The etcd client behind this backend, for transactions of your own
     /// with [`distlock_etcd::is_owner_of`]; `None` on other backends.
     #[cfg(feature = "etcd")]
     pub fn etcd(&self) -> Option<&distlock_etcd::EtcdBackend> {
-        match self.native() {
-            Native::Etcd(etcd) => Some(etcd),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.native().client()
     }
 
     /// The PostgreSQL client behind this backend, for fenced transactions
@@ -135,11 +160,7 @@ impl Backend {
     /// commits only while a guard holds its lock; `None` on other backends.
     #[cfg(feature = "postgres")]
     pub fn postgres(&self) -> Option<&distlock_postgres::PostgresBackend> {
-        match self.native() {
-            Native::Postgres(postgres) => Some(postgres),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.native().client()
     }
 
     /// The MySQL/MariaDB client behind this backend, for fenced
@@ -148,22 +169,14 @@ impl Backend {
     /// backends.
     #[cfg(feature = "mysql")]
     pub fn mysql(&self) -> Option<&distlock_mysql::MysqlBackend> {
-        match self.native() {
-            Native::Mysql(mysql) => Some(mysql),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.native().client()
     }
 
     /// The ZooKeeper client behind this backend, for multi-operation
     /// [`distlock_zk::GuardedWrite`]s; `None` on other backends.
     #[cfg(feature = "zk")]
     pub fn zk(&self) -> Option<&distlock_zk::ZkBackend> {
-        match self.native() {
-            Native::Zk(zk) => Some(zk),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.native().client()
     }
 
     /// Writes `value` at `key` (an etcd key; a ZooKeeper absolute path whose
@@ -190,22 +203,9 @@ impl Backend {
         value: impl Into<Vec<u8>>,
     ) -> Result<()> {
         let owner = owner.into();
-        match self.native() {
-            #[cfg(feature = "etcd")]
-            Native::Etcd(etcd) => etcd.guarded_put(owner.guard(), key, value).await,
-            #[cfg(feature = "zk")]
-            Native::Zk(zk) => zk.guarded_put(owner.guard(), key, value).await,
-            #[cfg(feature = "redis")]
-            Native::Redis(redis) => redis.guarded_put(owner.guard(), key, value.into()).await,
-            #[cfg(feature = "redis")]
-            Native::RedisCluster(cluster) => {
-                cluster.guarded_put(owner.guard(), key, value.into()).await
-            }
-            // Plain, and Postgres and MySQL, whose guarded writes are SQL.
-            _ => {
-                let _ = (key, value);
-                Err(self.no_guarded_writes("guarded_put", &owner))
-            }
+        match &self.native().guarded {
+            Some(guarded) => guarded.guarded_put(owner.guard(), key, value.into()).await,
+            None => Err(self.no_guarded_writes("guarded_put", &owner)),
         }
     }
 
@@ -222,26 +222,15 @@ impl Backend {
     /// committed (atomically, and only while the lock was held).
     pub async fn guarded_delete<'a>(&self, owner: impl Into<Owner<'a>>, key: &str) -> Result<bool> {
         let owner = owner.into();
-        match self.native() {
-            #[cfg(feature = "etcd")]
-            Native::Etcd(etcd) => etcd.guarded_delete(owner.guard(), key).await,
-            #[cfg(feature = "zk")]
-            Native::Zk(zk) => zk.guarded_delete(owner.guard(), key).await,
-            #[cfg(feature = "redis")]
-            Native::Redis(redis) => redis.guarded_delete(owner.guard(), key).await,
-            #[cfg(feature = "redis")]
-            Native::RedisCluster(cluster) => cluster.guarded_delete(owner.guard(), key).await,
-            // Plain, and Postgres and MySQL, whose guarded writes are SQL.
-            _ => {
-                let _ = key;
-                Err(self.no_guarded_writes("guarded_delete", &owner))
-            }
+        match &self.native().guarded {
+            Some(guarded) => guarded.guarded_delete(owner.guard(), key).await,
+            None => Err(self.no_guarded_writes("guarded_delete", &owner)),
         }
     }
 
     /// Asks the server whether `owner` still holds its lock (etcd: its key
     /// exists with its create revision; ZooKeeper: its lock node exists;
-    /// Redis: its owner key and holder record name this acquisition).
+    /// Redis: its owner key's holder record carries this acquisition's token).
     /// A `true` may be stale by the time it is read; to act on it, use
     /// [`guarded_put`](Self::guarded_put).
     ///
@@ -253,17 +242,9 @@ impl Backend {
     /// Cancel safe: it only reads.
     pub async fn is_owner<'a>(&self, owner: impl Into<Owner<'a>>) -> Result<bool> {
         let owner = owner.into();
-        match self.native() {
-            #[cfg(feature = "etcd")]
-            Native::Etcd(etcd) => etcd.is_owner(owner.guard()).await,
-            #[cfg(feature = "zk")]
-            Native::Zk(zk) => zk.is_owner(owner.guard()).await,
-            #[cfg(feature = "redis")]
-            Native::Redis(redis) => redis.is_owner(owner.guard()).await,
-            #[cfg(feature = "redis")]
-            Native::RedisCluster(cluster) => cluster.is_owner(owner.guard()).await,
-            // Plain, and Postgres and MySQL, whose guarded writes are SQL.
-            _ => Err(self.no_guarded_writes("is_owner", &owner)),
+        match &self.native().guarded {
+            Some(guarded) => guarded.is_owner(owner.guard()).await,
+            None => Err(self.no_guarded_writes("is_owner", &owner)),
         }
     }
 

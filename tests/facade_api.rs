@@ -498,3 +498,56 @@ async fn memory_says_it_is_process_local() {
     let file = distlock::connect(&file).await.unwrap().capabilities();
     assert!(file.cross_process, "{file:?}");
 }
+
+/// A backend built by hand keeps, through `Backend::from`, what the facade
+/// offers for it: Redis its guarded writes and its client, PostgreSQL its
+/// client (for fenced transactions), file and memory the core traits; each
+/// is described by where it is, without credentials.
+#[cfg(all(feature = "redis", feature = "postgres"))]
+#[tokio::test]
+async fn hand_built_backends_keep_what_the_facade_offers() {
+    use distlock_testkit::servers::{PostgresServer, RedisServer};
+
+    let redis = distlock_testkit::assert::started(RedisServer::start()).await;
+    let config = distlock_redis::RedisConfig::from_url(&redis.url()).expect("redis config");
+    let hand_built = distlock_redis::RedisBackend::connect(config)
+        .await
+        .expect("connect redis");
+    let (backend, guard) = owned_lock(hand_built, &redis.url(), "facade/hand-built").await;
+    assert!(backend.redis().is_some());
+    assert!(backend.postgres().is_none());
+    backend
+        .guarded_put(&guard, "hand-built/report", "done")
+        .await
+        .expect("guarded put while held");
+    assert_eq!(
+        backend.description(),
+        format!("redis://127.0.0.1:{}/0", redis.port())
+    );
+    guard.release().await.expect("release");
+
+    let postgres = distlock_testkit::assert::started(PostgresServer::start()).await;
+    let config =
+        distlock_postgres::PostgresConfig::from_url(&postgres.url()).expect("postgres config");
+    let hand_built = distlock_postgres::PostgresBackend::connect(config)
+        .await
+        .expect("connect postgres");
+    let backend = Backend::from(hand_built);
+    assert!(backend.postgres().is_some());
+    assert!(!backend.has_guarded_writes());
+    assert_eq!(
+        backend.description(),
+        format!("postgres://127.0.0.1:{}/postgres", postgres.port())
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = distlock_file::FileBackend::connect(distlock_file::FileConfig::new(dir.path()))
+        .await
+        .expect("open file backend");
+    let memory = distlock::memory::MemoryBackend::new();
+    for backend in [Backend::from(file), Backend::from(memory)] {
+        let guard = backend.lock("facade/hand-built").await.expect("lock");
+        assert!(!backend.has_guarded_writes());
+        guard.release().await.expect("release");
+    }
+}

@@ -120,6 +120,8 @@ impl crate::EtcdBackend {
     }
 }
 
+distlock_core::guarded_writes_by_inherent_methods!(crate::EtcdBackend);
+
 fn revision(guard: &LockGuard) -> i64 {
     i64::try_from(guard.token().get()).unwrap_or(i64::MAX)
 }

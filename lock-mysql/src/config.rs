@@ -135,6 +135,22 @@ impl ClientConfig for MysqlConfig {
 }
 
 impl MysqlConfig {
+    /// Where the server is, without credentials: `host:port/database`
+    /// (the host in brackets when it is an IPv6 address; no database when
+    /// none is set).
+    pub fn address(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        format!(
+            "{host}:{}/{}",
+            self.port,
+            self.database.as_deref().unwrap_or("")
+        )
+    }
+
     /// `host:port` as user `root`, no database (the table layout needs
     /// one), the default table prefix, TTL and timeouts, plain text.
     pub fn new(host: impl Into<String>, port: u16) -> Self {

@@ -147,6 +147,17 @@ impl ClientConfig for PostgresConfig {
 }
 
 impl PostgresConfig {
+    /// Where the server is, without credentials: `host:port/database`
+    /// (the host in brackets when it is an IPv6 address).
+    pub fn address(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        format!("{host}:{}/{}", self.port, self.database)
+    }
+
     /// Database `postgres` on `host:port` as user `postgres`, the default
     /// schema, TTL and timeouts.
     pub fn new(host: impl Into<String>, port: u16) -> Self {

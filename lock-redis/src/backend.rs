@@ -325,6 +325,8 @@ macro_rules! impl_backend {
 /// module `guarded_write` for how the server checks the lock.
 macro_rules! impl_guarded_writes {
     ($backend:ident, $where:literal) => {
+        distlock_core::guarded_writes_by_inherent_methods!($backend);
+
         impl $backend {
             /// Sets `key` to `value`, only while `guard` (of a lock or a
             /// leadership from this backend) still holds it: a Lua script

@@ -402,3 +402,5 @@ impl ZkBackend {
         }
     }
 }
+
+distlock_core::guarded_writes_by_inherent_methods!(ZkBackend);

@@ -16,7 +16,7 @@ pub(super) fn etcd_config(url: &str, config: &Config) -> Result<EtcdConfig> {
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = EtcdBackend::connect(etcd_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Native::Etcd(backend)))
+    Ok((Arc::new(backend.clone()), Native::guarded(backend)))
 }
 
 #[cfg(test)]

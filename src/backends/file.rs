@@ -16,5 +16,5 @@ pub(super) fn file_config(url: &str, config: &Config) -> Result<FileConfig> {
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = FileBackend::connect(file_config(url, config)?).await?;
-    Ok((Arc::new(backend), Native::Plain))
+    Ok((Arc::new(backend), Native::plain()))
 }

@@ -42,7 +42,7 @@ pub(super) fn connect(url: &str, config: &Config) -> Result<Services> {
         Some(holder) => backend.with_holder(holder.as_str()),
         None => backend,
     };
-    Ok((Arc::new(backend), Native::Plain))
+    Ok((Arc::new(backend), Native::plain()))
 }
 
 /// Whether this process has said that `memory://` is per process.

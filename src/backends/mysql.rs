@@ -18,5 +18,5 @@ pub(super) fn mysql_config(url: &str, config: &Config) -> Result<MysqlConfig> {
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = MysqlBackend::connect(mysql_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Native::Mysql(backend)))
+    Ok((Arc::new(backend.clone()), Native::of(backend)))
 }

@@ -18,5 +18,5 @@ pub(super) fn postgres_config(url: &str, config: &Config) -> Result<PostgresConf
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = PostgresBackend::connect(postgres_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Native::Postgres(backend)))
+    Ok((Arc::new(backend.clone()), Native::of(backend)))
 }

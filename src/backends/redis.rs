@@ -31,17 +31,17 @@ pub(super) fn cluster_config(url: &str, config: &Config) -> Result<RedisClusterC
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = RedisBackend::connect(redis_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Native::Redis(backend)))
+    Ok((Arc::new(backend.clone()), Native::guarded(backend)))
 }
 
 pub(super) async fn connect_redlock(url: &str, config: &Config) -> Result<Services> {
     let backend = RedlockBackend::connect(redlock_config(url, config)?).await?;
-    Ok((Arc::new(backend), Native::Plain))
+    Ok((Arc::new(backend), Native::plain()))
 }
 
 pub(super) async fn connect_cluster(url: &str, config: &Config) -> Result<Services> {
     let backend = RedisClusterBackend::connect(cluster_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Native::RedisCluster(backend)))
+    Ok((Arc::new(backend.clone()), Native::guarded(backend)))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ pub(super) fn zk_config(url: &str, config: &Config) -> Result<ZkConfig> {
 
 pub(super) async fn connect(url: &str, config: &Config) -> Result<Services> {
     let backend = ZkBackend::connect(zk_config(url, config)?).await?;
-    Ok((Arc::new(backend.clone()), Native::Zk(backend)))
+    Ok((Arc::new(backend.clone()), Native::guarded(backend)))
 }
 
 #[cfg(test)]
