@@ -7,8 +7,9 @@
 //! background), run as a `LockBackend` by `distlock_testkit::peer` so the same
 //! workload runner measures both.
 //!
-//! Besides the rates it says where the time goes: etcd's CPU per hand-off
-//! (its `process_cpu_seconds_total`), this process's (the clients'), and how
+//! Besides the rates it says where the time goes: the watch events etcd
+//! sent per hand-off (`etcd_debugging_mvcc_events_total`), etcd's CPU per
+//! hand-off (its `process_cpu_seconds_total`), this process's (the clients'), and how
 //! busy the machine's cores were meanwhile (`/proc/stat`). A hand-off rate
 //! bounded by the cores shows as a busy fraction near 100 %.
 //!
@@ -180,14 +181,15 @@ async fn main() {
         "\nwhere the time goes, per hand-off (CPU at 10 ms resolution, summed over the rounds)"
     );
     println!(
-        "{:<24} {:>7} {:>14} {:>17} {:>14}",
-        "lock", "clients", "etcd CPU ms", "clients' CPU ms", "cores busy"
+        "{:<24} {:>7} {:>13} {:>14} {:>17} {:>14}",
+        "lock", "clients", "watch events", "etcd CPU ms", "clients' CPU ms", "cores busy"
     );
     for (label, clients, _, _, cpu) in &rows {
         println!(
-            "{:<24} {:>7} {:>14.3} {:>17.3} {:>13.0}%",
+            "{:<24} {:>7} {:>13.1} {:>14.3} {:>17.3} {:>13.0}%",
             label,
             clients,
+            cpu.events_per_handoff(),
             cpu.per_handoff(cpu.server),
             cpu.per_handoff(cpu.client),
             cpu.busy_share() * 100.0
@@ -342,9 +344,11 @@ async fn sample_slow_watchers<T>(
     }
 }
 
-/// CPU counters at one moment: etcd's, this process's, and the machine's.
+/// CPU counters at one moment: etcd's, this process's, and the machine's;
+/// and the watch events etcd has sent.
 struct CpuReading {
     server: Option<f64>,
+    events: Option<f64>,
     client: Option<Duration>,
     machine: Option<MachineSample>,
 }
@@ -353,6 +357,10 @@ impl CpuReading {
     async fn take(member: &EtcdMember) -> CpuReading {
         CpuReading {
             server: member.metric("process_cpu_seconds_total", &[]).await.ok(),
+            events: member
+                .metric("etcd_debugging_mvcc_events_total", &[])
+                .await
+                .ok(),
             client: ProcessSample::now().ok().map(|s| s.cpu),
             machine: MachineSample::now().ok(),
         }
@@ -364,6 +372,8 @@ impl CpuReading {
 struct CpuUse {
     /// etcd's CPU seconds.
     server: f64,
+    /// Watch events etcd sent.
+    events: f64,
     /// This process's CPU seconds.
     client: f64,
     /// Busy ticks, and all ticks, of the machine's cores.
@@ -377,6 +387,9 @@ impl CpuUse {
         if let (Some(a), Some(b)) = (before.server, after.server) {
             self.server += b - a;
         }
+        if let (Some(a), Some(b)) = (before.events, after.events) {
+            self.events += b - a;
+        }
         if let (Some(a), Some(b)) = (before.client, after.client) {
             self.client += b.saturating_sub(a).as_secs_f64();
         }
@@ -389,6 +402,10 @@ impl CpuUse {
 
     fn per_handoff(&self, seconds: f64) -> f64 {
         seconds * 1000.0 / self.handoffs.max(1) as f64
+    }
+
+    fn events_per_handoff(&self) -> f64 {
+        self.events / self.handoffs.max(1) as f64
     }
 
     fn busy_share(&self) -> f64 {
