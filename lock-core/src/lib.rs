@@ -47,6 +47,7 @@ mod election;
 mod election_ext;
 mod error;
 mod fencing;
+mod flag;
 mod guard;
 mod guarded;
 mod health;

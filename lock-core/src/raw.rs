@@ -21,6 +21,7 @@ pub use crate::clock::{BootClock, LeaseClock, ManualClock, SentAt, TokioClock, b
 pub use crate::duration::{
     format_duration, human_duration, lease_millis, parse_duration, serde_humane,
 };
+pub use crate::flag::parse_flag;
 pub use crate::guard::{HeldLock, session_guard};
 pub use crate::leader_filter::LeaderFilter;
 pub use crate::lease::{Grant, Lease};

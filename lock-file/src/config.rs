@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use distlock_core::raw::{Settings, parse_duration, serde_humane};
+use distlock_core::raw::{Settings, parse_duration, parse_flag, serde_humane};
 use distlock_core::{Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
 use url::Url;
@@ -131,17 +131,7 @@ impl FileConfig {
         match key {
             "ttl" => self.default_ttl = duration()?,
             "request_timeout" => self.request_timeout = duration()?,
-            "fsync" => {
-                self.fsync = match value {
-                    "true" | "1" | "yes" => true,
-                    "false" | "0" | "no" => false,
-                    other => {
-                        return Err(format!(
-                            "option fsync: {other:?} is not a boolean (true or false)"
-                        ));
-                    }
-                }
-            }
+            "fsync" => self.fsync = parse_flag(key, value)?,
             "holder" => self.holder = Some(value.to_owned()),
             other => {
                 return Err(format!(

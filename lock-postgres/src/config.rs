@@ -354,6 +354,13 @@ impl PostgresConfig {
                 "postgres tls.cert and tls.key (sslcert and sslkey) must be given together",
             ));
         }
+        if self.sslmode == Some(SslMode::Disable)
+            && (self.sslrootcert.is_some() || self.sslcert.is_some())
+        {
+            return Err(Error::invalid_config(
+                "postgres sslmode=disable contradicts the TLS files given (tls.ca, tls.cert, tls.key): remove one or the other",
+            ));
+        }
         check_ttl(self.ttl)?;
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),
@@ -439,7 +446,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tls_file_requires_tls_unless_prefer_is_written() {
+    fn a_tls_file_requires_tls_unless_prefer_is_written_and_refuses_disable() {
         let mode = |url: &str| PostgresConfig::from_url(url).unwrap().sslmode();
         assert_eq!(mode("postgres://h"), SslMode::Prefer);
         assert_eq!(mode("postgres://h?tls.ca=/ca.pem"), SslMode::Require);
@@ -452,10 +459,10 @@ mod tests {
             mode("postgres://h?tls.ca=/ca.pem&sslmode=prefer"),
             SslMode::Prefer
         );
-        assert_eq!(
-            mode("postgres://h?sslmode=disable&tls.ca=/ca.pem"),
-            SslMode::Disable
-        );
+        let err =
+            PostgresConfig::from_url("postgres://h?sslmode=disable&tls.ca=/ca.pem").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        assert!(err.to_string().contains("sslmode=disable"), "{err}");
     }
 
     #[test]

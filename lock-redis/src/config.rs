@@ -330,8 +330,14 @@ impl CommonConfig {
             ));
         }
         let prefix_given = prefix_given || has(|o| matches!(o, UrlOption::Prefix(_)));
+        let plain_text_asked = has(|o| matches!(o, UrlOption::Tls(false)));
         for option in options {
             self.apply_option(option);
+        }
+        if plain_text_asked && self.tls.enabled {
+            return Err(Error::invalid_config(
+                "redis tls=false contradicts TLS asked for elsewhere (a rediss:// URL, tls=true, or a tls.ca, tls.cert or tls.key file): remove one of them",
+            ));
         }
         if plain && !prefix_given && self.prefix == DEFAULT_PREFIX {
             self.prefix.clear();
@@ -872,6 +878,40 @@ mod tests {
             let err = RedisConfig::from_url(half).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
         }
+    }
+
+    #[test]
+    fn tls_false_against_tls_asked_for_elsewhere_is_refused() {
+        assert!(
+            !RedisConfig::from_url("redis://h?tls=false")
+                .unwrap()
+                .common
+                .tls
+                .enabled
+        );
+        for url in [
+            "rediss://h?tls=false",
+            "redis://h?tls=false&tls.ca=/ca.pem",
+            "redis://h?tls.cert=/c.pem&tls.key=/k.pem&tls=no",
+        ] {
+            let err = RedisConfig::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
+            assert!(
+                err.message().contains("tls=false contradicts"),
+                "{url}: {err}"
+            );
+        }
+        let plain_text = Settings {
+            options: vec![("tls".into(), "false".into())],
+            ..Settings::default()
+        };
+        let err = RedisConfig::from_url("rediss://h")
+            .unwrap()
+            .with_settings(&plain_text)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        let err = RedisConfig::from_url("redis://h?tls").unwrap_err();
+        assert!(err.message().contains("not a boolean"), "{err}");
     }
 
     #[test]

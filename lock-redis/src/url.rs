@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use distlock_core::raw::{UrlParts, parse_duration, redact_url, split_host_port};
+use distlock_core::raw::{UrlParts, parse_duration, parse_flag, redact_url, split_host_port};
 use distlock_core::{Error, Result};
 
 use crate::config::{DEFAULT_PORT, Layout, ServerAddr};
@@ -102,11 +102,7 @@ fn parse_host(text: &str) -> std::result::Result<ServerAddr, String> {
 /// The URL option or backend setting `key`.
 pub(crate) fn parse_option(key: &str, value: String) -> std::result::Result<UrlOption, String> {
     let duration = |v: &str| parse_duration(v).map_err(|why| format!("option {key}: {why}"));
-    let flag = |v: &str| match v {
-        "" | "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err(format!("{key}={v:?} is not true or false")),
-    };
+    let flag = |v: &str| parse_flag(key, v);
     Ok(match key {
         "prefix" => UrlOption::Prefix(value),
         "holder" => UrlOption::Holder(value),
