@@ -62,6 +62,7 @@ pub mod raw;
 mod renewer;
 mod settings;
 mod site;
+mod tls_files;
 mod space;
 pub mod telemetry;
 mod url_parts;
