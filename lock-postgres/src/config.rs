@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use distlock_core::raw::ClientFields;
+use distlock_core::raw::{ClientFields, TlsFiles};
 use distlock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
 use distlock_core::{ClientConfig, Error, Result};
 
@@ -103,9 +103,9 @@ pub struct PostgresConfig {
     pub(crate) pool_size: usize,
     /// As written; `None`: not written (see [`PostgresConfig::sslmode`]).
     pub(crate) sslmode: Option<SslMode>,
-    pub(crate) sslrootcert: Option<PathBuf>,
-    pub(crate) sslcert: Option<PathBuf>,
-    pub(crate) sslkey: Option<PathBuf>,
+    /// `tls.ca`, `tls.cert`, `tls.key` (libpq's `sslrootcert`, `sslcert`,
+    /// `sslkey` in the URL).
+    pub(crate) tls: TlsFiles,
     pub(crate) layout: Layout,
 }
 
@@ -125,9 +125,7 @@ impl fmt::Debug for PostgresConfig {
             .field("request_timeout", &self.request_timeout)
             .field("pool_size", &self.pool_size)
             .field("sslmode", &self.sslmode())
-            .field("sslrootcert", &self.sslrootcert)
-            .field("sslcert", &self.sslcert)
-            .field("sslkey", &self.sslkey)
+            .field("tls", &self.tls)
             .field("layout", &self.layout)
             .finish()
     }
@@ -175,9 +173,7 @@ impl PostgresConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
             sslmode: None,
-            sslrootcert: None,
-            sslcert: None,
-            sslkey: None,
+            tls: TlsFiles::default(),
             layout: Layout::Table,
         }
     }
@@ -236,9 +232,10 @@ impl PostgresConfig {
             "holder" => self.holder = Some(value),
             "schema" => self.schema = value,
             "sslmode" => self.sslmode = Some(parse_sslmode(&value)?),
-            "tls.ca" | "sslrootcert" => self.sslrootcert = Some(PathBuf::from(value)),
-            "tls.cert" | "sslcert" => self.sslcert = Some(PathBuf::from(value)),
-            "tls.key" | "sslkey" => self.sslkey = Some(PathBuf::from(value)),
+            "sslrootcert" => self.tls.ca = Some(PathBuf::from(value)),
+            "sslcert" => self.tls.cert = Some(PathBuf::from(value)),
+            "sslkey" => self.tls.key = Some(PathBuf::from(value)),
+            name if self.tls.set(name, &value) => {}
             "layout" => self.layout = Layout::parse(&value)?,
             other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
         }
@@ -300,15 +297,15 @@ impl PostgresConfig {
     pub(crate) fn sslmode(&self) -> SslMode {
         match self.sslmode {
             Some(mode) => mode,
-            None if self.sslrootcert.is_some() || self.sslcert.is_some() => SslMode::Require,
+            None if self.tls.ca.is_some() || self.tls.cert.is_some() => SslMode::Require,
             None => SslMode::Prefer,
         }
     }
 
     /// Trusts the CA certificates of this PEM file (instead of the system's
     /// roots) when verifying the server.
-    pub fn with_sslrootcert(mut self, path: impl Into<PathBuf>) -> Self {
-        self.sslrootcert = Some(path.into());
+    pub fn with_tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
         self
     }
 
@@ -320,8 +317,8 @@ impl PostgresConfig {
         cert: impl Into<PathBuf>,
         key: impl Into<PathBuf>,
     ) -> Self {
-        self.sslcert = Some(cert.into());
-        self.sslkey = Some(key.into());
+        self.tls.cert = Some(cert.into());
+        self.tls.key = Some(key.into());
         self
     }
 
@@ -349,14 +346,8 @@ impl PostgresConfig {
     /// Checks what can be checked before connecting.
     pub(crate) fn check(&self) -> Result<()> {
         check_schema(&self.schema)?;
-        if self.sslcert.is_some() != self.sslkey.is_some() {
-            return Err(Error::invalid_config(
-                "postgres tls.cert and tls.key (sslcert and sslkey) must be given together",
-            ));
-        }
-        if self.sslmode == Some(SslMode::Disable)
-            && (self.sslrootcert.is_some() || self.sslcert.is_some())
-        {
+        self.tls.check("postgres")?;
+        if self.sslmode == Some(SslMode::Disable) && !self.tls.is_empty() {
             return Err(Error::invalid_config(
                 "postgres sslmode=disable contradicts the TLS files given (tls.ca, tls.cert, tls.key): remove one or the other",
             ));
@@ -532,15 +523,15 @@ mod tests {
             PostgresConfig::from_url("postgres://h?tls.ca=/ca.pem&tls.cert=/c.pem&tls.key=/k.pem")
                 .unwrap();
         assert_eq!(
-            config.sslrootcert.as_deref(),
+            config.tls.ca.as_deref(),
             Some(std::path::Path::new("/ca.pem"))
         );
         assert_eq!(
-            config.sslkey.as_deref(),
+            config.tls.key.as_deref(),
             Some(std::path::Path::new("/k.pem"))
         );
         let libpq = PostgresConfig::from_url("postgres://h?sslrootcert=/ca.pem").unwrap();
-        assert_eq!(libpq.sslrootcert, config.sslrootcert);
+        assert_eq!(libpq.tls.ca, config.tls.ca);
         let half = Settings {
             options: vec![("tls.cert".into(), "/c.pem".into())],
             ..Settings::default()

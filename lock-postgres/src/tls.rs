@@ -16,7 +16,7 @@ use crate::config::{PostgresConfig, SslMode};
 /// The connector for `config`; with `sslmode=disable` it is never used,
 /// so it trusts nothing.
 pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
-    let roots = match (config.sslmode(), &config.sslrootcert) {
+    let roots = match (config.sslmode(), &config.tls.ca) {
         (SslMode::Disable, _) => RootCertStore::empty(),
         (_, Some(path)) => {
             let bad = |why: String| {
@@ -42,7 +42,7 @@ pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::invalid_config(format!("postgres TLS: {e}")))?
         .with_root_certificates(roots);
-    let tls = match (&config.sslcert, &config.sslkey) {
+    let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) if config.sslmode() != SslMode::Disable => {
             let (chain, key) = client_identity(cert, key)?;
             tls.with_client_auth_cert(chain, key)
