@@ -16,7 +16,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use distlock_core::raw::ClientFields;
+use distlock_core::raw::{ClientFields, TlsFiles};
 use distlock_core::raw::{Settings, UrlParts, parse_duration, redact_url, split_host_port};
 use distlock_core::{ClientConfig, Error, Result};
 
@@ -95,7 +95,9 @@ pub struct MysqlConfig {
     pub(crate) pool_size: usize,
     /// As written; `None`: not written (see [`MysqlConfig::ssl_mode`]).
     pub(crate) ssl_mode: Option<SslMode>,
-    pub(crate) tls_ca: Option<PathBuf>,
+    /// Only `ca` is supported: [`check`](Self::check) refuses the client
+    /// certificate files.
+    pub(crate) tls: TlsFiles,
     pub(crate) layout: Layout,
 }
 
@@ -115,7 +117,7 @@ impl fmt::Debug for MysqlConfig {
             .field("request_timeout", &self.request_timeout)
             .field("pool_size", &self.pool_size)
             .field("ssl_mode", &self.ssl_mode())
-            .field("tls_ca", &self.tls_ca)
+            .field("tls", &self.tls)
             .field("layout", &self.layout)
             .finish()
     }
@@ -168,7 +170,7 @@ impl MysqlConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
             ssl_mode: None,
-            tls_ca: None,
+            tls: TlsFiles::default(),
             layout: Layout::Table,
         }
     }
@@ -233,7 +235,8 @@ impl MysqlConfig {
                     .ok_or_else(|| format!("pool_size={value:?} is not a positive number"))?;
             }
             "ssl_mode" | "ssl-mode" => self.ssl_mode = Some(parse_ssl_mode(&value)?),
-            "tls.ca" | "ssl_ca" => self.tls_ca = Some(PathBuf::from(value)),
+            "ssl_ca" => self.tls.ca = Some(PathBuf::from(value)),
+            name if self.tls.set(name, &value) => {}
             other => return Err(format!("unknown option {other:?}; known: {OPTIONS}")),
         }
         Ok(())
@@ -293,14 +296,14 @@ impl MysqlConfig {
     pub(crate) fn ssl_mode(&self) -> SslMode {
         match self.ssl_mode {
             Some(mode) => mode,
-            None if self.tls_ca.is_some() => SslMode::Required,
+            None if self.tls.ca.is_some() => SslMode::Required,
             None => SslMode::Disabled,
         }
     }
 
     /// Trusts the CA certificates of this PEM file when verifying the server.
     pub fn with_tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
-        self.tls_ca = Some(path.into());
+        self.tls.ca = Some(path.into());
         self
     }
 
@@ -334,6 +337,19 @@ impl MysqlConfig {
     pub(crate) fn check(&self) -> Result<()> {
         check_table_prefix(&self.table_prefix)?;
         check_ttl(self.ttl)?;
+        self.tls.check("mysql")?;
+        if self.tls.cert.is_some() {
+            return Err(Error::unsupported(
+                "mysql does not support client certificates (tls.cert, tls.key); \
+                 only tls.ca is taken",
+            ));
+        }
+        if self.ssl_mode == Some(SslMode::Disabled) && self.tls.ca.is_some() {
+            return Err(Error::invalid_config(
+                "mysql ssl_mode=disabled contradicts the TLS file given (tls.ca): remove one or \
+                 the other",
+            ));
+        }
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),
             ("request_timeout", self.request_timeout),
@@ -423,15 +439,44 @@ mod tests {
     }
 
     #[test]
-    fn a_ca_file_requires_tls_unless_disabled_is_written() {
+    fn a_ca_file_requires_tls() {
         let mode = |url: &str| MysqlConfig::from_url(url).unwrap().ssl_mode();
         assert_eq!(mode("mysql://h/db"), SslMode::Disabled);
         assert_eq!(mode("mysql://h/db?tls.ca=/ca.pem"), SslMode::Required);
         assert_eq!(mode("mysql://h/db?ssl_ca=/ca.pem"), SslMode::Required);
+    }
+
+    #[test]
+    fn a_tls_file_requires_tls_and_refuses_disabled() {
+        let mode = |url: &str| MysqlConfig::from_url(url).unwrap().ssl_mode();
+        assert_eq!(mode("mysql://h/db?tls.ca=/ca.pem"), SslMode::Required);
         assert_eq!(
-            mode("mysql://h/db?tls.ca=/ca.pem&ssl_mode=disabled"),
-            SslMode::Disabled
+            mode("mysql://h/db?tls.ca=/ca.pem&ssl_mode=verify_ca"),
+            SslMode::Required
         );
+        for url in [
+            "mysql://h/db?ssl_mode=disabled&tls.ca=/ca.pem",
+            "mysql://h/db?ssl_ca=/ca.pem&ssl_mode=disabled",
+        ] {
+            let err = MysqlConfig::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}");
+            assert!(err.to_string().contains("ssl_mode=disabled"), "{err}");
+        }
+    }
+
+    #[test]
+    fn client_certificates_are_refused_naming_mysql() {
+        for url in [
+            "mysql://h/db?tls.cert=/c.pem&tls.key=/k.pem",
+            "mysql://h/db?tls.ca=/ca.pem&tls.cert=/c.pem&tls.key=/k.pem",
+        ] {
+            let err = MysqlConfig::from_url(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{url}");
+            assert!(err.message().contains("mysql"), "{err}");
+        }
+        let err = MysqlConfig::from_url("mysql://h/db?tls.cert=/c.pem").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.message().contains("together"), "{err}");
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub(crate) fn driver_opts(config: &MysqlConfig, pooled: bool) -> Opts {
         .init(session_settings(config));
     if config.ssl_mode() == SslMode::Required {
         let mut ssl = SslOpts::default();
-        if let Some(ca) = &config.tls_ca {
+        if let Some(ca) = &config.tls.ca {
             ssl = ssl.with_root_certs(vec![ca.clone().into()]);
         }
         builder = builder.ssl_opts(Some(ssl));

@@ -140,8 +140,8 @@ async fn names_empty_or_too_long_for_the_layout_are_invalid_name() {
 
 /// A CA file asks for TLS: given without `ssl_mode`, against a server
 /// without TLS, it never falls back to plain text (a man in the middle
-/// could refuse TLS and read the password); `ssl_mode=disabled`, written
-/// out, still connects.
+/// could refuse TLS and read the password); `ssl_mode=disabled` beside it
+/// is refused as a contradiction.
 #[tokio::test]
 async fn a_ca_file_never_falls_back_to_plain_text() {
     let certs = distlock_testkit::servers::certs::TestCerts::generate().expect("certificates");
@@ -154,7 +154,8 @@ async fn a_ca_file_never_falls_back_to_plain_text() {
         err.to_string().contains("TLS") || err.to_string().to_lowercase().contains("ssl"),
         "{err}"
     );
-    MysqlBackend::connect_url(&format!("{}?{ca}&ssl_mode=disabled", server.url()))
+    let err = MysqlBackend::connect_url(&format!("{}?{ca}&ssl_mode=disabled", server.url()))
         .await
-        .expect("ssl_mode=disabled, written out, connects in plain text");
+        .expect_err("ssl_mode=disabled contradicts a CA file");
+    assert_eq!(err.kind(), distlock_core::ErrorKind::InvalidConfig, "{err}");
 }
