@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use distlock_core::raw::ClientFields;
+use distlock_core::raw::{ClientFields, TlsFiles};
 use distlock_core::raw::{Settings, serde_humane};
 use distlock_core::{ClientConfig, Error, Result};
 use serde::{Deserialize, Serialize};
@@ -41,11 +41,10 @@ const OPTIONS: &[&str] = &[
 /// number being seconds).
 ///
 /// TLS is used when [`tls`](Self::tls) is set (the `etcds://` scheme sets
-/// it) or any of the certificate paths is given. `ca_cert` (the setting and
-/// URL option `tls.ca`) is then required: the server certificate is
-/// verified against it, not against system roots. `client_cert` and
-/// `client_key` (`tls.cert`, `tls.key`; PEM) enable client-certificate
-/// authentication and must be given together.
+/// it) or any of the [`tls_files`](Self::tls_files) is given. `tls.ca` is
+/// then required: the server certificate is verified against it, not
+/// against system roots. `tls.cert` and `tls.key` (PEM) enable
+/// client-certificate authentication and must be given together.
 ///
 /// `Debug` never prints the password.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,15 +82,11 @@ pub struct EtcdConfig {
     /// Connect with TLS (`https`). Implied by the certificate paths.
     #[serde(default)]
     pub tls: bool,
-    /// PEM file of the CA that signed the server certificate.
-    #[serde(default)]
-    pub ca_cert: Option<PathBuf>,
-    /// PEM client certificate, for client-certificate authentication.
-    #[serde(default)]
-    pub client_cert: Option<PathBuf>,
-    /// PEM private key of `client_cert`.
-    #[serde(default)]
-    pub client_key: Option<PathBuf>,
+    /// The CA that signed the server certificate (required with TLS) and
+    /// the client certificate and key, for client-certificate
+    /// authentication. Any of them turns TLS on.
+    #[serde(default, skip_serializing_if = "TlsFiles::is_empty")]
+    pub tls_files: TlsFiles,
     /// HTTP/2 keepalive ping interval while streams (watches, keepalives)
     /// are open; a dead connection is noticed after about twice this.
     /// `None` means [`DEFAULT_KEEPALIVE_INTERVAL`]. etcd refuses pings more
@@ -133,9 +128,7 @@ impl fmt::Debug for EtcdConfig {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("tls", &self.uses_tls())
-            .field("ca_cert", &self.ca_cert)
-            .field("client_cert", &self.client_cert)
-            .field("client_key", &self.client_key)
+            .field("tls_files", &self.tls_files)
             .field("keepalive_interval", &self.keepalive_interval)
             .field("holder", &self.holder)
             .finish()
@@ -173,9 +166,7 @@ impl EtcdConfig {
             username: None,
             password: None,
             tls: false,
-            ca_cert: None,
-            client_cert: None,
-            client_key: None,
+            tls_files: TlsFiles::default(),
             keepalive_interval: None,
             holder: None,
         }
@@ -217,9 +208,9 @@ impl EtcdConfig {
     }
 
     /// Turns TLS on with this CA certificate (PEM).
-    pub fn with_ca_cert(mut self, path: impl Into<PathBuf>) -> Self {
+    pub fn with_tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
         self.tls = true;
-        self.ca_cert = Some(path.into());
+        self.tls_files.ca = Some(path.into());
         self
     }
 
@@ -230,8 +221,8 @@ impl EtcdConfig {
         key: impl Into<PathBuf>,
     ) -> Self {
         self.tls = true;
-        self.client_cert = Some(cert.into());
-        self.client_key = Some(key.into());
+        self.tls_files.cert = Some(cert.into());
+        self.tls_files.key = Some(key.into());
         self
     }
 
@@ -243,10 +234,7 @@ impl EtcdConfig {
 
     /// Whether connections use TLS.
     pub fn uses_tls(&self) -> bool {
-        self.tls
-            || self.ca_cert.is_some()
-            || self.client_cert.is_some()
-            || self.client_key.is_some()
+        self.tls || !self.tls_files.is_empty()
     }
 
     /// The endpoints as one string, for messages.
@@ -315,14 +303,10 @@ impl EtcdConfig {
             }
             _ => {}
         }
-        if self.client_cert.is_some() != self.client_key.is_some() {
+        self.tls_files.check("etcd")?;
+        if self.uses_tls() && self.tls_files.ca.is_none() {
             return Err(Error::invalid_config(
-                "etcd tls.cert and tls.key (client_cert and client_key) must be given together",
-            ));
-        }
-        if self.uses_tls() && self.ca_cert.is_none() {
-            return Err(Error::invalid_config(
-                "etcd TLS needs tls.ca (ca_cert): the PEM file of the CA that signed the server certificate",
+                "etcd TLS needs tls.ca: the PEM file of the CA that signed the server certificate",
             ));
         }
         if self.uses_tls() && !cfg!(feature = "tls") {
@@ -380,7 +364,7 @@ mod tests {
         let mut no_password = base.clone();
         no_password.username = Some("root".into());
         let mut half_identity = base.clone();
-        half_identity.client_cert = Some("c.pem".into());
+        half_identity.tls_files.cert = Some("c.pem".into());
         let mut tls_without_ca = base.clone();
         tls_without_ca.tls = true;
         let cases = [

@@ -129,7 +129,8 @@ fn is_permission_denied(err: &etcd_client::Error) -> bool {
 /// A refused server certificate, said in terms of the configuration.
 fn tls_refused(config: &EtcdConfig, listed: &str, err: etcd_client::Error) -> Error {
     let ca = config
-        .ca_cert
+        .tls_files
+        .ca
         .as_ref()
         .map_or_else(|| "?".to_owned(), |p| p.display().to_string());
     Error::invalid_config(format!(
@@ -177,10 +178,10 @@ fn with_tls(options: ConnectOptions, config: &EtcdConfig) -> Result<ConnectOptio
         })
     };
     let mut tls = TlsOptions::new();
-    if let Some(ca) = &config.ca_cert {
+    if let Some(ca) = &config.tls_files.ca {
         tls = tls.ca_certificate(Certificate::from_pem(read("tls.ca", ca)?));
     }
-    if let (Some(cert), Some(key)) = (&config.client_cert, &config.client_key) {
+    if let (Some(cert), Some(key)) = (&config.tls_files.cert, &config.tls_files.key) {
         tls = tls.identity(Identity::from_pem(
             read("tls.cert", cert)?,
             read("tls.key", key)?,

@@ -31,6 +31,8 @@ pub use config::{
 };
 /// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
 pub use distlock_core::ClientConfig;
+/// The TLS files of [`EtcdConfig::tls_files`], as every backend names them.
+pub use distlock_core::raw::TlsFiles;
 /// The tracing target of the events for every key and lease the client
 /// ends itself, with their revisions.
 pub use ends::TARGET as ENDS_TARGET;

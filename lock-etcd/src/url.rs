@@ -84,9 +84,7 @@ pub(crate) fn apply_option(
         "connect_timeout" => config.connect_timeout = duration()?,
         "request_timeout" => config.request_timeout = duration()?,
         "keepalive_interval" => config.keepalive_interval = Some(duration()?),
-        "tls.ca" => config.ca_cert = Some(value.into()),
-        "tls.cert" => config.client_cert = Some(value.into()),
-        "tls.key" => config.client_key = Some(value.into()),
+        name if config.tls_files.set(name, value) => {}
         "holder" => config.holder = Some(value.to_owned()),
         "layout" => {
             config.layout = value
@@ -149,7 +147,7 @@ mod tests {
         .unwrap();
         assert!(config.uses_tls());
         assert_eq!(
-            config.client_key.as_deref(),
+            config.tls_files.key.as_deref(),
             Some(std::path::Path::new("/k.pem"))
         );
         let err = EtcdConfig::from_url("etcds://h:2379?ca_cert=/etc/ca.pem").unwrap_err();

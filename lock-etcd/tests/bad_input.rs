@@ -196,7 +196,7 @@ async fn zero_ttl_is_invalid_config_everywhere_it_can_be_given() {
 #[tokio::test]
 async fn unreadable_tls_files_are_invalid_config_naming_the_file() {
     let missing = std::env::temp_dir().join("distlock-no-such-ca.pem");
-    let config = config(vec![dead_endpoint()]).with_ca_cert(&missing);
+    let config = config(vec![dead_endpoint()]).with_tls_ca(&missing);
     let err = EtcdBackend::connect(config)
         .await
         .expect_err("the CA file does not exist");

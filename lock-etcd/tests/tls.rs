@@ -56,7 +56,7 @@ async fn locks_work_over_tls_with_and_without_a_client_certificate() {
 
     let client_auth = tls_cluster(&certs, true).await;
     let with_identity = config(client_auth.endpoints())
-        .with_ca_cert(certs.ca())
+        .with_tls_ca(certs.ca())
         .with_client_identity(certs.client_cert(), certs.client_key());
     let backend = EtcdBackend::connect(with_identity)
         .await
@@ -82,7 +82,7 @@ async fn a_server_certificate_from_another_ca_is_invalid_config_at_once() {
     let certs = certs();
     let cluster = tls_cluster(&certs, false).await;
     let err = refused_promptly(
-        config(cluster.endpoints()).with_ca_cert(certs.other_ca()),
+        config(cluster.endpoints()).with_tls_ca(certs.other_ca()),
         "a server certificate the CA did not sign",
     )
     .await;
@@ -94,7 +94,7 @@ async fn tls_against_a_plaintext_server_is_invalid_config_at_once() {
     let certs = certs();
     let cluster = support::start_cluster(1).await;
     let err = refused_promptly(
-        config(cluster.endpoints()).with_ca_cert(certs.ca()),
+        config(cluster.endpoints()).with_tls_ca(certs.ca()),
         "etcds:// against a plaintext server",
     )
     .await;
