@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use distlock_core::raw::ClientFields;
+use distlock_core::raw::{ClientFields, TlsFiles};
 use distlock_core::raw::{Settings, serde_humane};
 use distlock_core::{ClientConfig, Error, Result, check_ttl};
 use serde::{Deserialize, Serialize};
@@ -80,16 +80,13 @@ pub struct TlsConfig {
     /// Refused unless distlock-redis is built with the cargo feature
     /// `insecure-tls` (off by default, not in the facade's `full`).
     pub insecure: bool,
-    /// A PEM file of root certificates to trust instead of the system store.
-    /// URL and setting: `tls.ca` (`?tls.ca=/path/ca.pem`).
-    pub ca_file: Option<PathBuf>,
-    /// A PEM file with the client's certificate chain, for servers that
-    /// authenticate clients (`tls-auth-clients yes`). URL and setting:
-    /// `tls.cert`; needs `tls.key`.
-    pub cert_file: Option<PathBuf>,
-    /// A PEM file with the private key of `cert_file`. URL and setting:
-    /// `tls.key`.
-    pub key_file: Option<PathBuf>,
+    /// The root certificates to trust instead of the system store
+    /// (`tls.ca`), and the client's certificate and key (`tls.cert`,
+    /// `tls.key`), for servers that authenticate clients
+    /// (`tls-auth-clients yes`). Any of them turns TLS on in a URL or the
+    /// settings.
+    #[serde(skip_serializing_if = "TlsFiles::is_empty")]
+    pub files: TlsFiles,
 }
 
 impl TlsConfig {
@@ -97,15 +94,7 @@ impl TlsConfig {
     /// certificate was compiled in if asked for.
     fn validate(&self) -> Result<()> {
         check_insecure_allowed(self.insecure, cfg!(feature = "insecure-tls"))?;
-        match (&self.cert_file, &self.key_file) {
-            (Some(_), None) => Err(Error::invalid_config(
-                "redis tls.cert is set without tls.key; a client certificate needs its key",
-            )),
-            (None, Some(_)) => Err(Error::invalid_config(
-                "redis tls.key is set without tls.cert; a key needs the certificate it belongs to",
-            )),
-            _ => Ok(()),
-        }
+        self.files.check("redis")
     }
 }
 
@@ -356,15 +345,15 @@ impl CommonConfig {
             UrlOption::TlsInsecure(on) => self.tls.insecure = on,
             UrlOption::TlsCaFile(path) => {
                 self.tls.enabled = true;
-                self.tls.ca_file = Some(PathBuf::from(path));
+                self.tls.files.ca = Some(PathBuf::from(path));
             }
             UrlOption::TlsCertFile(path) => {
                 self.tls.enabled = true;
-                self.tls.cert_file = Some(PathBuf::from(path));
+                self.tls.files.cert = Some(PathBuf::from(path));
             }
             UrlOption::TlsKeyFile(path) => {
                 self.tls.enabled = true;
-                self.tls.key_file = Some(PathBuf::from(path));
+                self.tls.files.key = Some(PathBuf::from(path));
             }
             UrlOption::Fair(on) => self.fair = on,
             UrlOption::Layout(layout) => self.layout = layout,
@@ -473,6 +462,27 @@ macro_rules! common_builders {
             self.common.apply_settings_of($backend, $taken, settings)?;
             self.validate()?;
             Ok(self)
+        }
+
+        /// Turns TLS on, trusting the CA certificates of this PEM file
+        /// instead of the system store.
+        pub fn with_tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+            self.common.tls.enabled = true;
+            self.common.tls.files.ca = Some(path.into());
+            self
+        }
+
+        /// Turns TLS on, presenting this client certificate and its
+        /// private key (PEM), for servers that authenticate clients.
+        pub fn with_client_identity(
+            mut self,
+            cert: impl Into<std::path::PathBuf>,
+            key: impl Into<std::path::PathBuf>,
+        ) -> Self {
+            self.common.tls.enabled = true;
+            self.common.tls.files.cert = Some(cert.into());
+            self.common.tls.files.key = Some(key.into());
+            self
         }
 
         /// Sets the ACL user name.
@@ -872,8 +882,8 @@ mod tests {
     fn a_client_certificate_needs_its_key_and_a_key_its_certificate() {
         let both = RedisConfig::from_url("redis://h?tls.cert=/c.pem&tls.key=/k.pem").unwrap();
         assert!(both.common.tls.enabled, "a client certificate turns TLS on");
-        assert_eq!(both.common.tls.cert_file, Some(PathBuf::from("/c.pem")));
-        assert_eq!(both.common.tls.key_file, Some(PathBuf::from("/k.pem")));
+        assert_eq!(both.common.tls.files.cert, Some(PathBuf::from("/c.pem")));
+        assert_eq!(both.common.tls.files.key, Some(PathBuf::from("/k.pem")));
         for half in ["redis://h?tls.cert=/c.pem", "redis://h?tls.key=/k.pem"] {
             let err = RedisConfig::from_url(half).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");

@@ -31,6 +31,8 @@ pub use config::{
 };
 /// The builders of the client settings (`with_prefix`, `with_credentials`, ...).
 pub use distlock_core::ClientConfig;
+/// The TLS files of [`TlsConfig::files`], as every backend names them.
+pub use distlock_core::raw::TlsFiles;
 pub use guarded_write::GuardedScript;
 /// The Redis client these backends use, for the result types of
 /// [`RedisBackend::guarded_eval`] ([`redis::FromRedisValue`]).

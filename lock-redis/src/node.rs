@@ -508,7 +508,7 @@ pub(crate) fn tls_files(
     common: &CommonConfig,
 ) -> Result<Option<TlsCertificates>> {
     let tls = &common.tls;
-    if !tls.enabled || (tls.ca_file.is_none() && tls.cert_file.is_none()) {
+    if !tls.enabled || (tls.files.ca.is_none() && tls.files.cert.is_none()) {
         return Ok(None);
     }
     let read = |setting: &str, path: &Path| {
@@ -520,11 +520,12 @@ pub(crate) fn tls_files(
         })
     };
     let root_cert = tls
-        .ca_file
+        .files
+        .ca
         .as_deref()
         .map(|p| read("tls.ca", p))
         .transpose()?;
-    let client_tls = match (&tls.cert_file, &tls.key_file) {
+    let client_tls = match (&tls.files.cert, &tls.files.key) {
         (Some(cert), Some(key)) => Some(ClientTlsConfig {
             client_cert: read("tls.cert", cert)?,
             client_key: read("tls.key", key)?,
