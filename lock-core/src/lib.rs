@@ -62,9 +62,9 @@ pub mod raw;
 mod renewer;
 mod settings;
 mod site;
-mod tls_files;
 mod space;
 pub mod telemetry;
+mod tls_files;
 mod url_parts;
 mod validity;
 

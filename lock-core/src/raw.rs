@@ -33,8 +33,8 @@ pub use crate::settings::{
 };
 pub use crate::site::Site;
 pub use crate::space::Space;
-pub use crate::tls_files::TlsFiles;
 pub use crate::telemetry::record::{count_renewal_failing, observe_acquire, observe_renewal};
+pub use crate::tls_files::TlsFiles;
 pub use crate::url_parts::{
     UrlParts, join_host_port, percent_decode, redact_url, split_host_port, with_default_port,
 };

@@ -117,7 +117,10 @@ mod tests {
     fn serde_uses_the_setting_names_and_leaves_unset_files_out() {
         let files: TlsFiles = serde_json::from_str(r#"{"ca":"/ca.pem"}"#).unwrap();
         assert_eq!(files.ca.as_deref(), Some(std::path::Path::new("/ca.pem")));
-        assert_eq!(serde_json::to_string(&files).unwrap(), r#"{"ca":"/ca.pem"}"#);
+        assert_eq!(
+            serde_json::to_string(&files).unwrap(),
+            r#"{"ca":"/ca.pem"}"#
+        );
         assert!(serde_json::from_str::<TlsFiles>(r#"{"ca_cert":"/x"}"#).is_err());
     }
 }

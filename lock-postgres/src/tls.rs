@@ -1,5 +1,5 @@
 //! The TLS connector: rustls with the ring provider, trusting the PEM file
-//! of `sslrootcert` or else the system's roots, always verifying the
+//! of `tls.ca` or else the system's roots, always verifying the
 //! server's certificate and host name.
 
 use std::path::Path;
@@ -20,7 +20,7 @@ pub(crate) fn connector(config: &PostgresConfig) -> Result<MakeRustlsConnect> {
         (SslMode::Disable, _) => RootCertStore::empty(),
         (_, Some(path)) => {
             let bad = |why: String| {
-                Error::invalid_config(format!("postgres sslrootcert {}: {why}", path.display()))
+                Error::invalid_config(format!("postgres tls.ca {}: {why}", path.display()))
             };
             let certs = CertificateDer::pem_file_iter(path)
                 .map_err(|e| bad(e.to_string()))?
