@@ -164,6 +164,10 @@ impl ElectionBackend for Backend {
         self.election()?.leader(name).await
     }
 
+    /// The chosen backend's stream, under the rule every backend keeps: an
+    /// error is yielded once, a retryable one is followed by more leaders,
+    /// any other ends the stream.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future or the stream stops observing.

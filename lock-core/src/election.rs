@@ -71,6 +71,13 @@ pub type LeaderStream = BoxStream<'static, Result<LeaderInfo>>;
 ///   higher token, or the same token with another value. Re-proclaiming the
 ///   value already published yields nothing; a change replaced before the
 ///   observer reads it may be skipped.
+/// - After an error, [`observe`](Self::observe)'s stream yields it once; if
+///   it [is retryable](Error::is_retryable) (a timeout, an unreachable
+///   server) the stream goes on, reading again after a pause that grows up
+///   to a few seconds; any other error ends the stream. The rule is
+///   [`raw::observer_carries_on_after`](crate::raw::observer_carries_on_after),
+///   applied by the observe loop every backend shares
+///   ([`raw::observe_leaders`](crate::raw::observe_leaders)).
 #[async_trait]
 pub trait ElectionBackend: LockBackend {
     /// Waits until this client is the leader of `name`, then publishes `value`.
@@ -89,6 +96,11 @@ pub trait ElectionBackend: LockBackend {
     async fn leader(&self, name: &LockName) -> Result<Option<LeaderInfo>>;
 
     /// Follows the leaders of `name`.
+    ///
+    /// An error is yielded once; a retryable one is followed by more
+    /// leaders, any other ends the stream (see the contract above), so a
+    /// caller that keeps observing through outages need only call this
+    /// again when the stream ends.
     ///
     /// # Cancel safety
     ///

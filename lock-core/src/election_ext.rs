@@ -102,8 +102,10 @@ impl Leaders {
         Leaders { inner }
     }
 
-    /// The next leader; `None` once the backend stops reporting (the
-    /// connection closed for good).
+    /// The next leader, or an error; `None` once the backend stops
+    /// reporting. A retryable error ([`Error::is_retryable`](crate::Error::is_retryable))
+    /// is followed by more leaders; after any other the next call returns
+    /// `None`, as [`ElectionBackend::observe`] documents.
     ///
     /// # Cancel safety
     ///

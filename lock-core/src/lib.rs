@@ -52,6 +52,7 @@ mod guard;
 mod guarded;
 mod health;
 mod leader_filter;
+mod leader_observer;
 mod lease;
 mod lost;
 pub mod memory;

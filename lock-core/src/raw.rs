@@ -7,7 +7,8 @@
 //! constructors live here and not on [`LockGuard`]. The rest of this module is the machinery
 //! behind those: the renewal schedule, the lease clock, background work that a
 //! program can wait for, the lost-signal sender, the [`LeaderFilter`]
-//! every observe stream yields through, and the parsing helpers every
+//! every observe stream yields through and the loop around it
+//! ([`observe_leaders`], fed by a backend's [`LeaderSource`]), and the parsing helpers every
 //! backend's URL form shares.
 
 pub use crate::access::{SharedSpace, blockers, check_limit_agrees, parse_permits};
@@ -24,6 +25,9 @@ pub use crate::duration::{
 pub use crate::flag::parse_flag;
 pub use crate::guard::{HeldLock, session_guard};
 pub use crate::leader_filter::LeaderFilter;
+pub use crate::leader_observer::{
+    LeaderSource, OBSERVE_BACKOFF_CAP, ObserveBackoff, observe_leaders, observer_carries_on_after,
+};
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;
 pub use crate::options::ttl_for;
