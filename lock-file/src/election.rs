@@ -2,16 +2,18 @@
 //! holds the leader's value. Observers poll the record (and are woken at
 //! once by changes made in the same process).
 
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::raw::LeaderFilter;
+use distlock_core::raw::{LeaderSource, observe_leaders};
 use distlock_core::{
     Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };
-use futures::StreamExt;
-use tokio::time::timeout;
+use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
 
 use crate::backend::FileBackend;
 use crate::clock;
@@ -61,56 +63,59 @@ impl ElectionBackend for FileBackend {
     }
 
     /// Yields the current leader, then every new leader or proclaimed value.
-    /// An I/O error is yielded once and ends the stream.
+    /// An error is yielded once; a retryable one is followed by more
+    /// leaders, any other (a record that cannot be read) ends the stream.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the stream stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
         let paths = self.paths(Space::Election, name);
-        let state = Observer {
+        let source = RecordSource {
             backend: self.clone(),
             name: name.clone(),
             wake: wakeups::subscribe(&paths.record),
+            armed: None,
             paths,
-            filter: LeaderFilter::new(),
-            done: false,
         };
-        Ok(futures::stream::unfold(state, |mut state| async move {
-            let next = state.next().await?;
-            Some((next, state))
-        })
-        .boxed())
+        Ok(observe_leaders(source, OBSERVE_POLL))
     }
 }
 
-struct Observer {
+/// The leader record of one election, and this process's notifications of
+/// changes to it (changes by other processes are found by polling).
+struct RecordSource {
     backend: FileBackend,
     name: LockName,
     paths: LockPaths,
-    wake: std::sync::Arc<tokio::sync::Notify>,
-    filter: LeaderFilter,
-    done: bool,
+    wake: Arc<Notify>,
+    armed: Option<Pin<Box<OwnedNotified>>>,
 }
 
-impl Observer {
-    async fn next(&mut self) -> Option<Result<LeaderInfo>> {
-        if self.done {
-            return None;
-        }
-        loop {
-            let notified = self.wake.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            match self.backend.read_leader(&self.name, &self.paths).await {
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Ok(Some(info)) if self.filter.admit(&info) => return Some(Ok(info)),
-                Ok(_) => {}
-            }
-            let _ = timeout(OBSERVE_POLL, notified).await;
+#[async_trait]
+impl LeaderSource for RecordSource {
+    /// Enables a wait on the record's notifications, so a write made while
+    /// the record is read still wakes the observer.
+    fn arm(&mut self) {
+        let mut armed = Box::pin(self.wake.clone().notified_owned());
+        armed.as_mut().enable();
+        self.armed = Some(armed);
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn read(&mut self) -> Result<Option<LeaderInfo>> {
+        self.backend.read_leader(&self.name, &self.paths).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the armed wait is kept until it resolves or is re-armed.
+    async fn changed(&mut self) {
+        match self.armed.as_mut() {
+            Some(armed) => armed.as_mut().await,
+            None => std::future::pending().await,
         }
     }
 }

@@ -3,15 +3,16 @@
 //! and notifies; observers re-read on every notification of the key, and
 //! at least every TTL/3 in case one was lost.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::raw::LeaderFilter;
+use distlock_core::raw::{LeaderSource, observe_leaders};
 use distlock_core::{
     Access, Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership,
     LockName, Result,
 };
-use futures::StreamExt;
+use tokio::sync::futures::OwnedNotified;
 use tokio_postgres::types::Type;
 
 use crate::backend::{Claim, PostgresBackend};
@@ -70,7 +71,8 @@ impl ElectionBackend for PostgresBackend {
     }
 
     /// Yields the current leader, then every new leader or proclaimed
-    /// value. An error is yielded once and ends the stream.
+    /// value. An error is yielded once; a retryable one (a lost connection,
+    /// a timeout) is followed by more leaders, any other ends the stream.
     ///
     /// # Cancel safety
     ///
@@ -78,50 +80,48 @@ impl ElectionBackend for PostgresBackend {
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
         self.table_only("elections")?;
         let key = self.key(Space::Election, name);
-        let observer = Observer {
+        let source = GrantSource {
             watch: self.inner.wakeups.watch(&key, None),
+            woken: None,
             backend: self.clone(),
             key,
-            filter: LeaderFilter::new(),
-            reread: (self.inner.config.ttl / 3)
-                .clamp(Duration::from_millis(50), Duration::from_secs(2)),
-            done: false,
         };
-        Ok(futures::stream::unfold(observer, |mut o| async move {
-            let next = o.next().await?;
-            Some((next, o))
-        })
-        .boxed())
+        let reread =
+            (self.inner.config.ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        Ok(observe_leaders(source, reread))
     }
 }
 
-struct Observer {
+/// The granted entry of one election's key, and the key's notifications.
+struct GrantSource {
     backend: PostgresBackend,
     key: String,
     watch: KeyWatch,
-    filter: LeaderFilter,
-    reread: Duration,
-    done: bool,
+    woken: Option<Pin<Box<OwnedNotified>>>,
 }
 
-impl Observer {
-    async fn next(&mut self) -> Option<Result<LeaderInfo>> {
-        if self.done {
-            return None;
-        }
-        loop {
-            let woken = self.watch.listen().notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            match self.backend.read_leader(&self.key).await {
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Ok(Some(info)) if self.filter.admit(&info) => return Some(Ok(info)),
-                Ok(_) => {}
-            }
-            let _ = tokio::time::timeout(self.reread, woken).await;
+#[async_trait]
+impl LeaderSource for GrantSource {
+    /// Enables a wait on the key's notifications, so a change committed
+    /// while the entries are read still wakes the observer.
+    fn arm(&mut self) {
+        self.woken = Some(self.watch.listen_owned());
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn read(&mut self) -> Result<Option<LeaderInfo>> {
+        self.backend.read_leader(&self.key).await
+    }
+
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the armed wait is kept until it resolves or is re-armed.
+    async fn changed(&mut self) {
+        match self.woken.as_mut() {
+            Some(woken) => woken.as_mut().await,
+            None => std::future::pending().await,
         }
     }
 }

@@ -20,12 +20,14 @@
 //! still runs, and starts it again on the current runtime if not.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
 use tokio::task::JoinHandle;
 use tokio_postgres::AsyncMessage;
 use uuid::Uuid;
@@ -122,6 +124,16 @@ impl KeyWatch {
     pub(crate) fn listen(&self) -> &Notify {
         self.wakeups.keep_listening();
         &self.notify
+    }
+
+    /// As [`listen`](Self::listen), already enabled, and owning its share
+    /// of the notification: an observe stream keeps it between its read
+    /// and its wait, apart from any borrow of the watch.
+    pub(crate) fn listen_owned(&self) -> Pin<Box<OwnedNotified>> {
+        self.wakeups.keep_listening();
+        let mut woken = Box::pin(self.notify.clone().notified_owned());
+        woken.as_mut().enable();
+        woken
     }
 }
 
