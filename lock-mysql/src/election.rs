@@ -6,12 +6,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::raw::LeaderFilter;
+use distlock_core::raw::{LeaderSource, observe_leaders};
 use distlock_core::{
     Access, Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership,
     LockName, Result,
 };
-use futures::StreamExt;
 
 use crate::backend::{Claim, MysqlBackend};
 use crate::keys::Space;
@@ -57,56 +56,46 @@ impl ElectionBackend for MysqlBackend {
     }
 
     /// Yields the current leader, then every new leader or proclaimed
-    /// value. An error is yielded once and ends the stream.
+    /// value. An error is yielded once; a retryable one (a lost connection,
+    /// a timeout) is followed by more leaders, any other ends the stream.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future or the stream stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
         self.table_only("elections")?;
-        let observer = Observer {
+        let source = GrantSource {
             backend: self.clone(),
             key: self.key(Space::Election, name),
-            filter: LeaderFilter::new(),
-            reread: (self.inner.config.ttl / 3)
-                .clamp(Duration::from_millis(50), Duration::from_secs(2)),
-            first: true,
-            done: false,
         };
-        Ok(futures::stream::unfold(observer, |mut o| async move {
-            let next = o.next().await?;
-            Some((next, o))
-        })
-        .boxed())
+        let reread =
+            (self.inner.config.ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        Ok(observe_leaders(source, reread))
     }
 }
 
-struct Observer {
+/// The granted entry of one election's key. The server notifies nobody, so
+/// there is no hint: the loop re-reads every interval.
+struct GrantSource {
     backend: MysqlBackend,
     key: String,
-    filter: LeaderFilter,
-    reread: Duration,
-    first: bool,
-    done: bool,
 }
 
-impl Observer {
-    async fn next(&mut self) -> Option<Result<LeaderInfo>> {
-        if self.done {
-            return None;
-        }
-        loop {
-            if !std::mem::take(&mut self.first) {
-                tokio::time::sleep(self.reread).await;
-            }
-            match self.backend.read_leader(&self.key).await {
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Ok(Some(info)) if self.filter.admit(&info) => return Some(Ok(info)),
-                Ok(_) => {}
-            }
-        }
+#[async_trait]
+impl LeaderSource for GrantSource {
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn read(&mut self) -> Result<Option<LeaderInfo>> {
+        self.backend.read_leader(&self.key).await
+    }
+
+    /// Never resolves: MySQL sends no notifications.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it does nothing.
+    async fn changed(&mut self) {
+        std::future::pending().await
     }
 }

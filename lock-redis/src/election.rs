@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::raw::LeaderFilter;
-use distlock_core::{Access, Candidacy, LeaderStream, Leadership, LockName, Result};
-use futures::StreamExt;
+use async_trait::async_trait;
+use distlock_core::raw::{LeaderSource, observe_leaders};
+use distlock_core::{Access, Candidacy, LeaderInfo, LeaderStream, Leadership, LockName, Result};
 use futures::future::select_all;
 
 use crate::keys::Space;
@@ -34,16 +34,9 @@ pub(crate) async fn campaign(
     Ok(Leadership::new(guard.await?, bid.value))
 }
 
-/// What an observer has yielded so far.
-struct Observer {
-    servers: Arc<Servers>,
-    name: LockName,
-    watches: Vec<ChannelWatch>,
-    filter: LeaderFilter,
-    first: bool,
-}
-
-/// Follows the leaders of `name`: the current one, then every change.
+/// Follows the leaders of `name`: the current one, then every change. An
+/// error is yielded once; a retryable one is followed by more leaders, any
+/// other ends the stream.
 pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<LeaderStream> {
     if servers.layout == crate::Layout::Plain {
         return Err(crate::plain::lacks("elections"));
@@ -56,31 +49,38 @@ pub(crate) async fn observe(servers: &Arc<Servers>, name: &LockName) -> Result<L
         .map(|n| n.wakeups().subscribe(&channel))
         .collect();
     subscribed(&watches, servers.quorum, servers.request_timeout).await;
-    let observer = Observer {
+    let source = RecordSource {
         servers: servers.clone(),
         name: name.clone(),
         watches,
-        filter: LeaderFilter::new(),
-        first: true,
     };
     let reread = (servers.default_ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(2));
-    Ok(futures::stream::unfold(observer, move |mut o| async move {
-        loop {
-            if !o.first {
-                let changed = select_all(o.watches.iter_mut().map(|w| Box::pin(w.changed())));
-                tokio::select! {
-                    _ = changed => {}
-                    () = tokio::time::sleep(reread) => {}
-                }
-            }
-            o.first = false;
-            match o.servers.leader(&o.name).await {
-                Ok(Some(leader)) if o.filter.admit(&leader) => return Some((Ok(leader), o)),
-                Ok(Some(_)) => {}
-                Ok(None) => {}
-                Err(e) => return Some((Err(e), o)),
-            }
-        }
-    })
-    .boxed())
+    Ok(observe_leaders(source, reread))
+}
+
+/// The leader record of one election, and its channel on every server.
+struct RecordSource {
+    servers: Arc<Servers>,
+    name: LockName,
+    watches: Vec<ChannelWatch>,
+}
+
+#[async_trait]
+impl LeaderSource for RecordSource {
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn read(&mut self) -> Result<Option<LeaderInfo>> {
+        self.servers.leader(&self.name).await
+    }
+
+    /// A message on any server's channel since the last wait; the watches
+    /// remember messages, so none is missed while the record is read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a message not yet taken stays for the next call.
+    async fn changed(&mut self) {
+        select_all(self.watches.iter_mut().map(|w| Box::pin(w.changed()))).await;
+    }
 }
