@@ -45,7 +45,9 @@ impl ElectionBackend for EtcdBackend {
     }
 
     /// Follows the election: the current leader, then every new leader and
-    /// proclaimed value, in order, resuming after compaction.
+    /// proclaimed value, in order, resuming after compaction. An error is
+    /// yielded once; a retryable one is followed by more leaders, any other
+    /// ends the stream.
     ///
     /// # Cancel safety
     ///

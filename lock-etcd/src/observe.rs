@@ -9,12 +9,14 @@
 //! etcd compacted the revisions it needed (`ErrCompacted`), the follower
 //! reads the queue again and carries on; its [`LeaderFilter`] yields only
 //! what is newer than the last leader, so nothing is yielded twice or out
-//! of order.
+//! of order. A failed read of the queue is yielded once; a retryable one
+//! is followed by another read, any other ends the stream, as for every
+//! backend ([`observer_carries_on_after`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use distlock_core::raw::LeaderFilter;
+use distlock_core::raw::{LeaderFilter, observer_carries_on_after};
 use distlock_core::{FencingToken, LeaderInfo, LeaderStream, LockName, Result};
 use etcd_client::{Event, EventType, GetOptions, KeyValue, WatchOptions, WatchStream};
 use futures::StreamExt;
@@ -100,7 +102,13 @@ impl Follower {
                         break;
                     }
                     Err(e) => {
-                        if tx.send(Err(e)).await.is_err() {
+                        // The rule of every backend's observe stream: the
+                        // error is yielded once, and only a retryable one
+                        // lets the stream go on. This follower replays
+                        // the watch's events instead of re-reading, so it
+                        // keeps its own loop and applies the same rule.
+                        let carry_on = observer_carries_on_after(&e);
+                        if tx.send(Err(e)).await.is_err() || !carry_on {
                             return;
                         }
                     }

@@ -8,6 +8,7 @@ use distlock_core::{
     AcquireOptions, Candidacy, DynElectionBackend, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };
+use futures::StreamExt;
 use tokio::task::JoinHandle;
 
 use super::{SLACK, Target};
@@ -185,4 +186,48 @@ pub async fn election_reproclaiming_the_same_value_yields_nothing(target: &dyn T
         "re-proclaiming \"a\" must yield nothing; the next leader seen is \"b\""
     );
     leader.resign().await.expect("resign");
+}
+
+/// An observer started before anyone campaigns yields nothing, then the
+/// first leader once it is elected, then the next one after a hand-over:
+/// its stream neither ends nor stalls while the election is empty, and the
+/// tokens it yields strictly increase.
+pub async fn election_observe_outlives_an_empty_election(target: &dyn Target) {
+    let Some(clients) = election_clients(target, 3).await else {
+        return;
+    };
+    let name = LockName::new("conformance/election/empty").unwrap();
+    let mut observed = clients[2].observe(&name).await.expect("observe");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), observed.next()).await;
+    assert!(
+        quiet.is_err(),
+        "an empty election yielded {:?}",
+        quiet.ok().flatten()
+    );
+    let first = clients[0]
+        .campaign(&name, Candidacy::new("first"))
+        .await
+        .expect("campaign first");
+    let seen_first = next_leader(&mut observed).await;
+    assert_eq!(
+        (seen_first.value.as_slice(), seen_first.token),
+        (&b"first"[..], first.token())
+    );
+    first.resign().await.expect("resign first");
+    let second = clients[1]
+        .campaign(&name, Candidacy::new("second"))
+        .await
+        .expect("campaign second");
+    let seen_second = next_leader(&mut observed).await;
+    assert_eq!(
+        (seen_second.value.as_slice(), seen_second.token),
+        (&b"second"[..], second.token())
+    );
+    assert!(
+        seen_second.token > seen_first.token,
+        "tokens went from {} to {}",
+        seen_first.token,
+        seen_second.token
+    );
+    second.resign().await.expect("resign second");
 }

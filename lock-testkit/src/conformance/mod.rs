@@ -38,8 +38,9 @@ pub use admin::{
     list_finds_every_held_name_under_a_prefix, releasing_a_broken_guard_is_lease_lost,
 };
 pub use election::{
-    election_has_one_leader_at_a_time, election_observe_sees_leaders_in_order,
-    election_reproclaiming_the_same_value_yields_nothing, election_resign_hands_over,
+    election_has_one_leader_at_a_time, election_observe_outlives_an_empty_election,
+    election_observe_sees_leaders_in_order, election_reproclaiming_the_same_value_yields_nothing,
+    election_resign_hands_over,
 };
 pub use fencing::{
     tokens_increase_across_successive_holders, tokens_increase_after_expiry_takeover,
@@ -148,6 +149,7 @@ macro_rules! conformance_tests {
             cancelled_waiter_in_an_exiting_program_gives_up_its_place,
             election_has_one_leader_at_a_time,
             election_observe_sees_leaders_in_order,
+            election_observe_outlives_an_empty_election,
             election_reproclaiming_the_same_value_yields_nothing,
             election_resign_hands_over,
             inspect_shows_the_holder_and_its_waiters,
