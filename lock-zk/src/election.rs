@@ -1,15 +1,15 @@
 //! Leader election on the queue recipe (Curator's LeaderLatch): the lowest
 //! candidate node leads, and its data is the leader's value.
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::raw::LeaderFilter;
+use distlock_core::LockBackend;
+use distlock_core::raw::{LeaderSource, observe_leaders};
 use distlock_core::{
-    Candidacy, ElectionBackend, ErrorKind, FencingToken, LeaderInfo, LeaderStream, Leadership,
-    LockName, Result,
+    Candidacy, ElectionBackend, Error, ErrorKind, FencingToken, LeaderInfo, LeaderStream,
+    Leadership, LockName, Result,
 };
-use futures::StreamExt;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -67,33 +67,28 @@ impl ElectionBackend for ZkBackend {
     }
 
     /// Yields the current leader (if any), then every new leader and every
-    /// proclaimed value, never going back in token order. The stream ends
-    /// with an error if the session ends.
+    /// proclaimed value, never going back in token order. An error is
+    /// yielded once; a retryable one (a session that ended, the servers
+    /// unreachable) is followed by more leaders, read on a new session; any
+    /// other (an expired session) ends the stream.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future or the stream just stops observing.
     async fn observe(&self, name: &LockName) -> Result<LeaderStream> {
         let dir = self.settings().layout.name_dir(Space::Election, name)?;
-        let session = self.session().await?;
-        let observer = Observer {
-            session,
+        // Fail at once, as before, when no session can be had.
+        self.session().await?;
+        let source = QueueSource {
+            backend: self.clone(),
             dir,
             action: format!("observing election {name}"),
-            filter: LeaderFilter::new(),
-            done: false,
+            watcher: None,
+            ended: None,
         };
-        Ok(
-            futures::stream::unfold(observer, |mut observer| async move {
-                if observer.done {
-                    return None;
-                }
-                let item = observer.next_change().await;
-                observer.done = item.is_err();
-                Some((item, observer))
-            })
-            .boxed(),
-        )
+        let reread =
+            (self.default_ttl() / 3).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        Ok(observe_leaders(source, reread))
     }
 }
 
@@ -179,45 +174,79 @@ async fn read_leader(session: &Session, dir: &str, watch: bool) -> Result<Option
     }
 }
 
-/// The state of an `observe` stream.
-struct Observer {
-    session: Arc<Session>,
+/// The election's queue, read with a watch on its leader (or on the empty
+/// directory): the watch is the hint.
+struct QueueSource {
+    backend: ZkBackend,
     dir: String,
     action: String,
-    filter: LeaderFilter,
-    done: bool,
+    /// The watch the last read set.
+    watcher: Option<zk::OneshotWatcher>,
+    /// A session end the watch reported, for the next read to yield.
+    ended: Option<Error>,
 }
 
-impl Observer {
-    /// Waits until the leader or its value differs from the last one yielded.
-    async fn next_change(&mut self) -> Result<LeaderInfo> {
-        let doing = crate::errors::doing(&self.action, &self.session.settings.connect_string);
+#[async_trait]
+impl LeaderSource for QueueSource {
+    /// Reads the leader and sets a watch on it, on the current session (a
+    /// new one if the last ended); a lost connection is waited out here.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads (a watch set by a dropped read fires
+    /// unheard).
+    async fn read(&mut self) -> Result<Option<LeaderInfo>> {
+        if let Some(ended) = self.ended.take() {
+            return Err(ended);
+        }
+        let session = self.backend.session().await?;
+        let doing = crate::errors::doing(&self.action, &session.settings.connect_string);
         loop {
-            let watcher = match read_leader(&self.session, &self.dir, true).await {
-                Ok(Some(Read::Leader(info, _))) if self.filter.admit(&info) => return Ok(info),
-                Ok(Some(Read::Leader(_, watcher))) => watcher,
-                Ok(Some(Read::Empty(watcher))) => watcher,
+            match read_leader(&session, &self.dir, true).await {
+                Ok(Some(Read::Leader(info, watcher))) => {
+                    self.watcher = watcher;
+                    return Ok(Some(info));
+                }
+                Ok(Some(Read::Empty(watcher))) => {
+                    self.watcher = watcher;
+                    return Ok(None);
+                }
                 Ok(None) | Err(ReadError::Retry) => continue,
                 Err(ReadError::Zk(e)) if session_over(&e) => return Err(doing.client_error(e)),
                 Err(ReadError::Zk(e)) if in_doubt(&e) => {
-                    let until = Instant::now() + self.session.timing.session;
-                    match self.session.wait_connected(until).await {
+                    let until = Instant::now() + session.timing.session;
+                    match session.wait_connected(until).await {
                         Err(e) if session_over(&e) => return Err(doing.client_error(e)),
                         _ => continue,
                     }
                 }
                 Err(ReadError::Zk(e)) => return Err(doing.client_error(e)),
-            };
-            if let Some(watcher) = watcher {
-                let event = watcher.changed().await;
-                if event.event_type == zk::EventType::Session && event.session_state.is_terminated()
-                {
-                    return Err(doing.error(
-                        ErrorKind::Unavailable,
-                        format!("the session ended ({}); observe again", event.session_state),
-                    ));
-                }
             }
+        }
+    }
+
+    /// The last read's watch firing; an ended session is kept for the next
+    /// read to yield.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped wait loses its watch, and the next read sets
+    /// another.
+    async fn changed(&mut self) {
+        let Some(watcher) = self.watcher.take() else {
+            return std::future::pending().await;
+        };
+        let event = watcher.changed().await;
+        if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+            let connect_string = &self.backend.settings().connect_string;
+            let doing = crate::errors::doing(&self.action, connect_string);
+            self.ended = Some(doing.error(
+                ErrorKind::Unavailable,
+                format!(
+                    "the session ended ({}); reading again on a new one",
+                    event.session_state
+                ),
+            ));
         }
     }
 }
