@@ -13,10 +13,14 @@
 //!
 //! [`ElectionBackend::observe`]: crate::ElectionBackend::observe
 
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
 
 use crate::election::{LeaderInfo, LeaderStream};
 use crate::error::{Error, Result};
@@ -58,6 +62,51 @@ pub trait LeaderSource: Send {
     /// Must be cancel safe: the loop drops it when its re-read interval
     /// runs out first, and then arms again before the next read.
     async fn changed(&mut self);
+}
+
+/// A [`LeaderSource`]'s hint from a [`Notify`] that this process signals
+/// on every change it makes (or hears of): [`arm`](Self::arm) enables a
+/// wait before the read, so a signal sent during the read is kept, and
+/// [`changed`](Self::changed) resolves on it.
+#[derive(Default)]
+pub struct NotifyHint {
+    armed: Option<Pin<Box<OwnedNotified>>>,
+}
+
+impl NotifyHint {
+    /// No wait armed yet: [`changed`](Self::changed) never resolves.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts a wait on `notify` that counts signals from now on.
+    pub fn arm(&mut self, notify: Arc<Notify>) {
+        let mut armed = Box::pin(notify.notified_owned());
+        armed.as_mut().enable();
+        self.armed = Some(armed);
+    }
+
+    /// Resolves once `notify` was signalled since the last
+    /// [`arm`](Self::arm).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the armed wait is kept until it resolves or is armed
+    /// again.
+    pub async fn changed(&mut self) {
+        match self.armed.as_mut() {
+            Some(armed) => armed.as_mut().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl std::fmt::Debug for NotifyHint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifyHint")
+            .field("armed", &self.armed.is_some())
+            .finish()
+    }
 }
 
 /// Whether an observe stream goes on after yielding `error`.
@@ -383,6 +432,27 @@ mod tests {
         assert!(
             start.elapsed() < Duration::from_secs(1),
             "woken, not re-read"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_notify_hint_keeps_a_signal_sent_after_it_was_armed() {
+        let notify = Arc::new(Notify::new());
+        let mut hint = NotifyHint::new();
+        assert!(
+            timeout(REREAD, hint.changed()).await.is_err(),
+            "an unarmed hint never resolves"
+        );
+        hint.arm(notify.clone());
+        // Signalled while the read would run, before anyone waits.
+        notify.notify_waiters();
+        timeout(REREAD, hint.changed())
+            .await
+            .expect("the signal sent after arming wakes the wait");
+        hint.arm(notify.clone());
+        assert!(
+            timeout(REREAD, hint.changed()).await.is_err(),
+            "arming again forgets the signal already seen"
         );
     }
 }

@@ -26,7 +26,8 @@ pub use crate::flag::parse_flag;
 pub use crate::guard::{HeldLock, session_guard};
 pub use crate::leader_filter::LeaderFilter;
 pub use crate::leader_observer::{
-    LeaderSource, OBSERVE_BACKOFF_CAP, ObserveBackoff, observe_leaders, observer_carries_on_after,
+    LeaderSource, NotifyHint, OBSERVE_BACKOFF_CAP, ObserveBackoff, observe_leaders,
+    observer_carries_on_after,
 };
 pub use crate::lease::{Grant, Lease};
 pub use crate::lost::LossNotifier;

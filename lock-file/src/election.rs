@@ -2,18 +2,16 @@
 //! holds the leader's value. Observers poll the record (and are woken at
 //! once by changes made in the same process).
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::raw::{LeaderSource, observe_leaders};
+use distlock_core::raw::{LeaderSource, NotifyHint, observe_leaders};
 use distlock_core::{
     Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership, LockName,
     Result,
 };
 use tokio::sync::Notify;
-use tokio::sync::futures::OwnedNotified;
 
 use crate::backend::FileBackend;
 use crate::clock;
@@ -75,7 +73,7 @@ impl ElectionBackend for FileBackend {
             backend: self.clone(),
             name: name.clone(),
             wake: wakeups::subscribe(&paths.record),
-            armed: None,
+            hint: NotifyHint::new(),
             paths,
         };
         Ok(observe_leaders(source, OBSERVE_POLL))
@@ -89,7 +87,7 @@ struct RecordSource {
     name: LockName,
     paths: LockPaths,
     wake: Arc<Notify>,
-    armed: Option<Pin<Box<OwnedNotified>>>,
+    hint: NotifyHint,
 }
 
 #[async_trait]
@@ -97,9 +95,7 @@ impl LeaderSource for RecordSource {
     /// Enables a wait on the record's notifications, so a write made while
     /// the record is read still wakes the observer.
     fn arm(&mut self) {
-        let mut armed = Box::pin(self.wake.clone().notified_owned());
-        armed.as_mut().enable();
-        self.armed = Some(armed);
+        self.hint.arm(self.wake.clone());
     }
 
     /// # Cancel safety
@@ -113,9 +109,6 @@ impl LeaderSource for RecordSource {
     ///
     /// Cancel safe: the armed wait is kept until it resolves or is re-armed.
     async fn changed(&mut self) {
-        match self.armed.as_mut() {
-            Some(armed) => armed.as_mut().await,
-            None => std::future::pending().await,
-        }
+        self.hint.changed().await
     }
 }

@@ -3,16 +3,14 @@
 //! and notifies; observers re-read on every notification of the key, and
 //! at least every TTL/3 in case one was lost.
 
-use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::raw::{LeaderSource, observe_leaders};
+use distlock_core::raw::{LeaderSource, NotifyHint, observe_leaders};
 use distlock_core::{
     Access, Candidacy, ElectionBackend, FencingToken, LeaderInfo, LeaderStream, Leadership,
     LockName, Result,
 };
-use tokio::sync::futures::OwnedNotified;
 use tokio_postgres::types::Type;
 
 use crate::backend::{Claim, PostgresBackend};
@@ -82,7 +80,7 @@ impl ElectionBackend for PostgresBackend {
         let key = self.key(Space::Election, name);
         let source = GrantSource {
             watch: self.inner.wakeups.watch(&key, None),
-            woken: None,
+            hint: NotifyHint::new(),
             backend: self.clone(),
             key,
         };
@@ -97,7 +95,7 @@ struct GrantSource {
     backend: PostgresBackend,
     key: String,
     watch: KeyWatch,
-    woken: Option<Pin<Box<OwnedNotified>>>,
+    hint: NotifyHint,
 }
 
 #[async_trait]
@@ -105,7 +103,7 @@ impl LeaderSource for GrantSource {
     /// Enables a wait on the key's notifications, so a change committed
     /// while the entries are read still wakes the observer.
     fn arm(&mut self) {
-        self.woken = Some(self.watch.listen_owned());
+        self.hint.arm(self.watch.listen().clone());
     }
 
     /// # Cancel safety
@@ -119,9 +117,6 @@ impl LeaderSource for GrantSource {
     ///
     /// Cancel safe: the armed wait is kept until it resolves or is re-armed.
     async fn changed(&mut self) {
-        match self.woken.as_mut() {
-            Some(woken) => woken.as_mut().await,
-            None => std::future::pending().await,
-        }
+        self.hint.changed().await
     }
 }

@@ -20,14 +20,12 @@
 //! still runs, and starts it again on the current runtime if not.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
-use tokio::sync::futures::OwnedNotified;
 use tokio::task::JoinHandle;
 use tokio_postgres::AsyncMessage;
 use uuid::Uuid;
@@ -121,19 +119,9 @@ impl KeyWatch {
     /// before each look at the queue: it first makes sure the backend is
     /// listening, starting the listener on the current runtime if the
     /// runtime that ran it has shut down.
-    pub(crate) fn listen(&self) -> &Notify {
+    pub(crate) fn listen(&self) -> &Arc<Notify> {
         self.wakeups.keep_listening();
         &self.notify
-    }
-
-    /// As [`listen`](Self::listen), already enabled, and owning its share
-    /// of the notification: an observe stream keeps it between its read
-    /// and its wait, apart from any borrow of the watch.
-    pub(crate) fn listen_owned(&self) -> Pin<Box<OwnedNotified>> {
-        self.wakeups.keep_listening();
-        let mut woken = Box::pin(self.notify.clone().notified_owned());
-        woken.as_mut().enable();
-        woken
     }
 }
 
